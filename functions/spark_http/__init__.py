@@ -1,0 +1,1 @@
+"""The HTTP edge of the ``api`` function: routing, auth, bodies, errors, SSE."""

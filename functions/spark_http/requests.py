@@ -1,0 +1,73 @@
+"""Reading what callers send: bearer tokens and bounded JSON bodies."""
+
+from __future__ import annotations
+
+import json
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from shared.errors import PayloadTooLarge, RequestError, Unauthenticated, UnsupportedMediaType
+
+Body = TypeVar("Body", bound=BaseModel)
+
+# curl -d sends form-urlencoded by default; we still read the body as JSON.
+_JSON_LIKE = ("", "application/json", "application/x-www-form-urlencoded", "text/plain")
+
+
+def bearer_token(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("Sign in first: send 'Authorization: Bearer <Firebase ID token>'.")
+    return token.strip()
+
+
+def wants_event_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "").lower()
+
+
+async def _read_bounded(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"The request body must be at most {limit} bytes.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"The request body must be at most {limit} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "body"
+        problems.append(f"{where}: {item['msg']}")
+    return "Invalid request body: " + "; ".join(problems)
+
+
+async def read_json(request: Request, model: type[Body], limit: int) -> Body:
+    """The body parsed as ``model``.
+
+    Raises:
+        UnsupportedMediaType, PayloadTooLarge, RequestError: with a message saying why.
+    """
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type not in _JSON_LIKE:
+        raise UnsupportedMediaType(
+            "Send the request body as JSON (Content-Type: application/json)."
+        )
+    raw = await _read_bounded(request, limit)
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise RequestError("The request body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise RequestError("The request body must be a JSON object.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RequestError(_describe(exc)) from None

@@ -1,0 +1,1 @@
+"""The agent: runs, the model loop, streamed events and their persistence."""

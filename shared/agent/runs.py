@@ -1,0 +1,96 @@
+"""Pure changes to a conversation document made by a run (used inside ``mutate``).
+
+Each function returns a new ``Conversation`` and may run more than once, so none
+has side effects.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from shared.errors import RunInProgress
+from shared.schemas.documents import ActiveRun, Conversation, Message, MessageError
+
+INTERRUPTED = MessageError(
+    code="run_interrupted",
+    message="Spark AI Agent stopped before finishing this reply. Please try again.",
+)
+
+
+def _replace(conversation: Conversation, message: Message) -> list[Message]:
+    return [message if m.id == message.id else m for m in conversation.messages]
+
+
+def close_stale_run(conversation: Conversation, now: datetime) -> Conversation:
+    """End a run whose lease has lapsed (its instance died): its message becomes an error."""
+    run = conversation.active_run
+    if run is None or run.lease_expires_at > now:
+        return conversation
+    messages = [
+        m.model_copy(update={"status": "error", "error": INTERRUPTED})
+        if m.id == run.assistant_message_id and m.status == "streaming"
+        else m
+        for m in conversation.messages
+    ]
+    return conversation.model_copy(
+        update={"messages": messages, "active_run": None, "updated_at": now}
+    )
+
+
+def open_run(
+    conversation: Conversation, user_message: Message, assistant: Message, run: ActiveRun
+) -> Conversation:
+    """Append the user's message and the assistant's placeholder; make ``run`` active.
+
+    Raises:
+        RunInProgress: another run holds a live lease on this conversation.
+    """
+    now = run.started_at
+    conversation = close_stale_run(conversation, now)
+    if conversation.active_run is not None:
+        raise RunInProgress(
+            "Spark AI Agent is still replying in this conversation; "
+            "wait for it to finish, then send your message."
+        )
+    return conversation.model_copy(
+        update={
+            "messages": [*conversation.messages, user_message, assistant],
+            "active_run": run,
+            "updated_at": now,
+            "last_message_at": now,
+        }
+    )
+
+
+def put_message(
+    conversation: Conversation, message: Message, lease_until: datetime
+) -> Conversation:
+    """Replace the streaming message with its newer state and extend the run's lease.
+
+    A message no longer ``streaming`` (its run was closed as stale) is left alone.
+    """
+    stored = conversation.message(message.id)
+    if stored is None or stored.status != "streaming":
+        return conversation
+    run = conversation.active_run
+    if run is not None and run.assistant_message_id == message.id:
+        run = run.model_copy(update={"lease_expires_at": lease_until})
+    return conversation.model_copy(
+        update={"messages": _replace(conversation, message), "active_run": run}
+    )
+
+
+def finish_run(
+    conversation: Conversation, run_id: str, message: Message, now: datetime
+) -> Conversation:
+    """Write the message's final state and release the run."""
+    stored = conversation.message(message.id)
+    messages = conversation.messages
+    if stored is not None and stored.status == "streaming":
+        messages = _replace(conversation, message)
+    run = conversation.active_run
+    if run is not None and run.run_id == run_id:
+        run = None
+    return conversation.model_copy(
+        update={"messages": messages, "active_run": run, "updated_at": now, "last_message_at": now}
+    )

@@ -1,0 +1,106 @@
+"""Server-Sent Events framing of ``AgentEvent`` (one adapter, no web framework)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import fields
+from typing import Any
+
+from shared.agent.events import TERMINAL, AgentEvent, TextEvent
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+_WIRE_NAMES: dict[type[Any], tuple[tuple[str, str], ...]] = {}
+
+
+def _wire_names(cls: type[Any]) -> tuple[tuple[str, str], ...]:
+    """(python name, camelCase name) of an event class's payload fields, cached."""
+    names = _WIRE_NAMES.get(cls)
+    if names is None:
+        pairs = []
+        for f in fields(cls):
+            if f.name != "type":
+                head, *rest = f.name.split("_")
+                pairs.append((f.name, head + "".join(word.title() for word in rest)))
+        names = _WIRE_NAMES[cls] = tuple(pairs)
+    return names
+
+
+def event_data(event: AgentEvent) -> dict[str, Any]:
+    """The event's JSON payload, camelCase, without unset optionals."""
+    data = {}
+    for name, wire in _wire_names(type(event)):
+        value = getattr(event, name)
+        if value is not None:
+            data[wire] = value
+    return data
+
+
+def encode(seq: int, event: AgentEvent) -> bytes:
+    """One SSE frame: ``id``, ``event`` and a one-line JSON ``data``."""
+    if type(event) is TextEvent:  # the hot path: one per token
+        payload = json.dumps({"content": event.content}, ensure_ascii=False)
+    else:
+        payload = json.dumps(event_data(event), ensure_ascii=False)
+    return f"id: {seq}\nevent: {event.type}\ndata: {payload}\n\n".encode()
+
+
+class EventChannel:
+    """Carries a run's events to at most one listener, which may go away.
+
+    The run never waits for the listener: ``emit`` only appends. A listener that
+    disconnects stops reading and the run goes on.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[AgentEvent] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def emit(self, event: AgentEvent) -> None:
+        self._items.append(event)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next_batch(self, idle_seconds: float) -> list[AgentEvent]:
+        """Every event emitted so far and not yet taken; empty after ``idle_seconds`` of silence."""
+        if not self._items:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_later(idle_seconds, _resolve, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        batch = list(self._items)
+        self._items.clear()
+        return batch
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def sse_stream(channel: EventChannel, keepalive: float) -> AsyncIterator[bytes]:
+    """The SSE body: frames with monotonic ids, ``: keep-alive`` after ``keepalive``
+    seconds of silence, ending after the terminal event."""
+    seq = 0
+    while True:
+        batch = await channel.next_batch(keepalive)
+        if not batch:
+            yield KEEPALIVE
+            continue
+        frames = []
+        for event in batch:
+            seq += 1
+            frames.append(encode(seq, event))
+            if isinstance(event, TERMINAL):
+                yield b"".join(frames)
+                return
+        yield b"".join(frames)

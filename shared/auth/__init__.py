@@ -1,0 +1,1 @@
+"""Who is calling: Firebase ID tokens behind a small interface."""

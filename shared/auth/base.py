@@ -1,0 +1,60 @@
+"""The authentication interface the HTTP edge depends on."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.errors import Unauthenticated
+
+# A uid becomes a Firestore path segment: no slashes, not "." / "..", not __reserved__.
+_UID = re.compile(r"^(?!\.\.?$)(?!__.*__$)[^/]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A signed-in user, from a verified ID token."""
+
+    uid: str
+    name: str | None = None
+    email: str | None = None
+
+
+def user_from_claims(claims: dict[str, object]) -> User:
+    """The ``User`` a verified token's claims describe."""
+    uid = claims.get("uid") or claims.get("sub")
+    if not isinstance(uid, str) or not _UID.match(uid):
+        raise Unauthenticated("The ID token does not name a usable user id.")
+    name, email = claims.get("name"), claims.get("email")
+    return User(
+        uid=uid,
+        name=name if isinstance(name, str) else None,
+        email=email if isinstance(email, str) else None,
+    )
+
+
+class TokenVerifier(Protocol):
+    """Turns a bearer token into a ``User``."""
+
+    async def verify(self, token: str) -> User:
+        """The user the token belongs to.
+
+        Raises:
+            Unauthenticated: the token is malformed, forged, expired or revoked.
+            AuthUnavailable: the token cannot be checked right now.
+        """
+        ...
+
+
+class StaticTokenVerifier:
+    """A fake for unit tests: accepts exactly the tokens it was given."""
+
+    def __init__(self, users: dict[str, User]) -> None:
+        self._users = users
+
+    async def verify(self, token: str) -> User:
+        try:
+            return self._users[token]
+        except KeyError:
+            raise Unauthenticated("The ID token is not valid.") from None

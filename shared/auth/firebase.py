@@ -1,0 +1,64 @@
+"""``TokenVerifier`` on firebase-admin (the only module that imports it)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import firebase_admin
+from firebase_admin import auth, credentials
+
+from shared.auth.base import User, user_from_claims
+from shared.errors import AuthUnavailable, TokenExpired, TokenRevoked, Unauthenticated
+
+
+class _NoCredentials(credentials.Base):  # type: ignore[misc]
+    """Verifying ID tokens needs only the project id and Google's public keys.
+
+    Without this, firebase-admin would look up Application Default Credentials,
+    which a local machine may not have.
+    """
+
+    def get_credential(self) -> Any:
+        raise NotImplementedError("no credentials are needed to verify ID tokens")
+
+
+class FirebaseTokenVerifier:
+    """Checks signature, audience (our project), issuer and expiry of ID tokens.
+
+    ``verify_id_token`` is blocking (it may fetch Google's public keys), so it runs
+    in a worker thread. With ``FIREBASE_AUTH_EMULATOR_HOST`` set, firebase-admin
+    accepts the emulator's unsigned tokens; ``Settings.check`` refuses that in
+    production. ``check_revoked`` also asks the Auth backend whether the user still
+    exists and the token was not revoked.
+    """
+
+    def __init__(self, project_id: str, check_revoked: bool = False) -> None:
+        name = f"spark-auth-{project_id}"
+        try:
+            self._app = firebase_admin.get_app(name)
+        except ValueError:
+            self._app = firebase_admin.initialize_app(
+                _NoCredentials() if not check_revoked else None,
+                options={"projectId": project_id},
+                name=name,
+            )
+        self._check_revoked = check_revoked
+
+    async def verify(self, token: str) -> User:
+        return await asyncio.to_thread(self._verify, token)
+
+    def _verify(self, token: str) -> User:
+        try:
+            claims = auth.verify_id_token(token, app=self._app, check_revoked=self._check_revoked)
+        except auth.ExpiredIdTokenError:
+            raise TokenExpired("The ID token has expired; sign in again.") from None
+        except (auth.RevokedIdTokenError, auth.UserDisabledError):
+            raise TokenRevoked("The ID token has been revoked; sign in again.") from None
+        except auth.CertificateFetchError as exc:
+            raise AuthUnavailable("Sign-in cannot be checked right now; try again.") from exc
+        except (auth.InvalidIdTokenError, auth.UserNotFoundError, ValueError):
+            raise Unauthenticated("The ID token is not valid.") from None
+        except firebase_admin.exceptions.FirebaseError as exc:
+            raise AuthUnavailable("Sign-in cannot be checked right now; try again.") from exc
+        return user_from_claims(claims)

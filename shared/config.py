@@ -1,0 +1,126 @@
+"""Configuration, read from the environment in one place and injected everywhere else."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from shared.errors import ConfigurationError
+
+DEFAULT_PROJECT = "demo-spark"
+DEFAULT_MODEL = "gpt-4o-mini"
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigurationError(f"{name} must be true or false, not {raw!r}")
+
+
+def _str(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the functions need to know about their environment.
+
+    Each value has a working local default, so ``make dev`` runs with none set.
+    """
+
+    project_id: str = DEFAULT_PROJECT
+    firestore_emulator_host: str | None = None
+    auth_emulator_host: str | None = None
+    openai_api_key: str | None = field(default=None, repr=False)
+    openai_base_url: str | None = None
+    model: str = DEFAULT_MODEL
+    # Set by Cloud Functions gen2 / Cloud Run; its presence means "production".
+    cloud_service: str | None = None
+
+    throttle_ms: int = 500
+    keepalive_seconds: int = 15
+    run_lease_seconds: int = 90
+    max_steps: int = 10
+    history_messages: int = 20
+    tool_output_chars: int = 8000
+    max_request_bytes: int = 1024 * 1024
+    max_text_bytes: int = 32 * 1024
+    offline_token_delay_ms: int = 15
+    check_revoked: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings from ``env`` (default: ``os.environ``) and check them."""
+        env = os.environ if env is None else env
+        settings = cls(
+            project_id=(
+                _str(env, "GOOGLE_CLOUD_PROJECT") or _str(env, "GCLOUD_PROJECT") or DEFAULT_PROJECT
+            ),
+            firestore_emulator_host=_str(env, "FIRESTORE_EMULATOR_HOST"),
+            auth_emulator_host=_str(env, "FIREBASE_AUTH_EMULATOR_HOST"),
+            openai_api_key=_str(env, "OPENAI_API_KEY"),
+            openai_base_url=_str(env, "OPENAI_BASE_URL"),
+            model=_str(env, "SPARK_MODEL") or DEFAULT_MODEL,
+            cloud_service=_str(env, "K_SERVICE"),
+            throttle_ms=_int(env, "SPARK_THROTTLE_MS", 500, minimum=0),
+            keepalive_seconds=_int(env, "SPARK_KEEPALIVE_SECONDS", 15),
+            run_lease_seconds=_int(env, "SPARK_RUN_LEASE_SECONDS", 90),
+            max_steps=_int(env, "SPARK_MAX_STEPS", 10),
+            history_messages=_int(env, "SPARK_HISTORY_MESSAGES", 20),
+            tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", 8000),
+            offline_token_delay_ms=_int(env, "SPARK_OFFLINE_TOKEN_DELAY_MS", 15, minimum=0),
+            check_revoked=_bool(env, "SPARK_CHECK_REVOKED"),
+        )
+        settings.check()
+        return settings
+
+    @property
+    def in_production(self) -> bool:
+        return self.cloud_service is not None
+
+    @property
+    def offline_model(self) -> bool:
+        """No provider is configured: use the deterministic offline model."""
+        return self.openai_api_key is None and self.openai_base_url is None
+
+    def check(self) -> None:
+        """Refuse configurations that must never run.
+
+        The Auth emulator accepts unsigned tokens, so honouring it in production would
+        let anyone sign in as anyone; the Firestore emulator would silently lose data.
+        """
+        if not self.in_production:
+            return
+        if self.auth_emulator_host:
+            raise ConfigurationError(
+                "FIREBASE_AUTH_EMULATOR_HOST is set while running in production "
+                f"(K_SERVICE={self.cloud_service}); refusing to accept unsigned tokens."
+            )
+        if self.firestore_emulator_host:
+            raise ConfigurationError(
+                "FIRESTORE_EMULATOR_HOST is set while running in production "
+                f"(K_SERVICE={self.cloud_service}); refusing to start."
+            )
+        if self.offline_model:
+            raise ConfigurationError(
+                "No model provider is configured in production: set OPENAI_API_KEY "
+                "(and OPENAI_BASE_URL for another OpenAI-compatible provider)."
+            )

@@ -1,0 +1,153 @@
+"""The one exception tree of Spark AI Agent.
+
+Every error we raise on purpose is a ``SparkError``; each class knows the HTTP status
+and the stable ``code`` the API returns, so the HTTP edge maps errors in one place::
+
+    SparkError                      500 internal
+    ├── RequestError                400 invalid_request       (the caller can fix it)
+    │   ├── Unauthenticated         401 unauthenticated
+    │   │   ├── TokenExpired        401 token_expired
+    │   │   └── TokenRevoked        401 token_revoked
+    │   ├── NotFound                404 not_found
+    │   ├── MethodNotAllowed        405 method_not_allowed
+    │   ├── NotAcceptable           406 not_acceptable
+    │   ├── RunInProgress           409 run_in_progress
+    │   ├── PayloadTooLarge         413 payload_too_large
+    │   └── UnsupportedMediaType    415 unsupported_media_type
+    ├── ProviderError               502 provider_error        (the model provider failed)
+    │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
+    │   ├── ProviderRateLimited     503 provider_rate_limited
+    │   ├── ProviderRejected        502 provider_rejected     (auth, bad request, ...)
+    │   └── IncompleteResponse      502 incomplete_response   (stream ended early)
+    ├── AuthUnavailable             503 auth_unavailable      (token keys unreachable)
+    ├── StoreError                  503 store_unavailable     (Firestore failed)
+    │   └── ConversationTooLarge    507 conversation_too_large
+    ├── ConfigurationError          500 misconfigured         (refuses to start)
+    └── ToolError                   --  its message goes back to the model, the run goes on
+
+Adapters translate their SDK's exceptions into this tree; nothing above an adapter
+ever sees an ``openai`` or ``google.api_core`` exception.
+"""
+
+from __future__ import annotations
+
+
+class SparkError(Exception):
+    """Base of every error Spark AI Agent raises on purpose."""
+
+    status: int = 500
+    code: str = "internal"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class RequestError(SparkError):
+    """The request cannot be served as sent; the caller can fix it."""
+
+    status = 400
+    code = "invalid_request"
+
+
+class Unauthenticated(RequestError):
+    """No valid Firebase ID token came with the request."""
+
+    status = 401
+    code = "unauthenticated"
+
+
+class TokenExpired(Unauthenticated):
+    code = "token_expired"
+
+
+class TokenRevoked(Unauthenticated):
+    code = "token_revoked"
+
+
+class NotFound(RequestError):
+    status = 404
+    code = "not_found"
+
+
+class MethodNotAllowed(RequestError):
+    status = 405
+    code = "method_not_allowed"
+
+
+class NotAcceptable(RequestError):
+    status = 406
+    code = "not_acceptable"
+
+
+class RunInProgress(RequestError):
+    """The conversation already has a run streaming; one run at a time."""
+
+    status = 409
+    code = "run_in_progress"
+
+
+class PayloadTooLarge(RequestError):
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(RequestError):
+    status = 415
+    code = "unsupported_media_type"
+
+
+class ProviderError(SparkError):
+    """The model provider failed to give a complete reply."""
+
+    status = 502
+    code = "provider_error"
+
+
+class ProviderUnavailable(ProviderError):
+    status = 503
+    code = "provider_unavailable"
+
+
+class ProviderRateLimited(ProviderError):
+    status = 503
+    code = "provider_rate_limited"
+
+
+class ProviderRejected(ProviderError):
+    code = "provider_rejected"
+
+
+class IncompleteResponse(ProviderError):
+    """The model's stream ended without a finish reason."""
+
+    code = "incomplete_response"
+
+
+class AuthUnavailable(SparkError):
+    """Tokens cannot be checked right now (e.g. Google's public keys unreachable)."""
+
+    status = 503
+    code = "auth_unavailable"
+
+
+class StoreError(SparkError):
+    status = 503
+    code = "store_unavailable"
+
+
+class ConversationTooLarge(StoreError):
+    status = 507
+    code = "conversation_too_large"
+
+
+class ConfigurationError(SparkError):
+    """The process is configured in a way that must not run (it refuses to start)."""
+
+    code = "misconfigured"
+
+
+class ToolError(SparkError):
+    """A tool failed in a way the model can recover from; the message goes to the model."""
+
+    code = "tool_error"

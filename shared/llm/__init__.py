@@ -1,0 +1,1 @@
+"""Language models behind one provider-neutral interface."""

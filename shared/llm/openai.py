@@ -1,0 +1,163 @@
+"""``ModelProvider`` on OpenAI Chat Completions streaming (the only module importing ``openai``).
+
+Chat Completions is the widest-compatible wire format, so ``OPENAI_BASE_URL`` can
+point at any OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import httpx2
+import openai
+from openai import AsyncOpenAI
+
+from shared.errors import (
+    IncompleteResponse,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderRejected,
+    ProviderUnavailable,
+)
+from shared.llm.base import (
+    ChatMessage,
+    Finish,
+    FinishReason,
+    ModelEvent,
+    ModelRequest,
+    TextDelta,
+    ToolCallRequest,
+    Usage,
+)
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+
+
+def _wire_message(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+    wire: dict[str, Any] = {"role": message.role, "content": message.text}
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+        if not message.text:
+            wire["content"] = None
+    return wire
+
+
+def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [
+            {"role": "system", "content": request.system},
+            *(_wire_message(m) for m in request.messages),
+        ],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in request.tools
+        ]
+    return body
+
+
+def translate_error(exc: Exception) -> ProviderError:
+    """Our exception for an ``openai`` or ``httpx2`` one (the SDK's transport)."""
+    if isinstance(exc, openai.RateLimitError):
+        return ProviderRateLimited("The model provider is rate limiting us; please try again.")
+    if isinstance(exc, openai.APIStatusError):
+        detail = f"The model provider answered {exc.status_code}: {exc.message}"
+        if exc.status_code >= 500:
+            return ProviderUnavailable(detail)
+        return ProviderRejected(detail)
+    if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
+        return ProviderUnavailable("The model provider could not be reached or dropped the reply.")
+    return ProviderError(f"The model provider failed: {exc}")
+
+
+@dataclass
+class _ToolCallBuffer:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class OpenAIProvider:
+    """Streams Chat Completions, assembling tool-call fragments into whole calls."""
+
+    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+        self._client = client
+        self._model = model
+
+    @classmethod
+    def connect(
+        cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
+    ) -> OpenAIProvider:
+        client = AsyncOpenAI(
+            # A local OpenAI-compatible server may need no key; the SDK insists on one.
+            api_key=api_key or "no-key",
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=httpx2.Timeout(120.0, connect=10.0),
+        )
+        return cls(client, model)
+
+    @property
+    def label(self) -> str:
+        return self._model
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        calls: dict[int, _ToolCallBuffer] = {}
+        finish: FinishReason | None = None
+        usage = Usage()
+        try:
+            chunks = await self._client.chat.completions.create(
+                **_wire_request(self._model, request)
+            )
+            async for chunk in chunks:
+                if chunk.usage is not None:
+                    usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        yield TextDelta(delta.content)
+                    for fragment in delta.tool_calls or ():
+                        buffer = calls.setdefault(fragment.index, _ToolCallBuffer())
+                        buffer.id = fragment.id or buffer.id
+                        if fragment.function is not None:
+                            buffer.name = fragment.function.name or buffer.name
+                            buffer.arguments.append(fragment.function.arguments or "")
+                    if choice.finish_reason is not None:
+                        finish = _FINISH_REASONS.get(cast(str, choice.finish_reason), "stop")
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise translate_error(exc) from exc
+        if finish is None:
+            raise IncompleteResponse("The model's reply was cut off before it finished.")
+        for index in sorted(calls):
+            buffer = calls[index]
+            yield ToolCallRequest(
+                buffer.id or f"call_{index}", buffer.name, "".join(buffer.arguments)
+            )
+        yield Finish(finish, usage)
+
+    async def aclose(self) -> None:
+        await self._client.close()

@@ -1,0 +1,1 @@
+"""Pydantic models at the boundaries: Firestore documents and HTTP bodies."""

@@ -1,0 +1,53 @@
+"""HTTP request and response bodies of the ``api`` function (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+MAX_TEXT_BYTES = 32 * 1024
+
+ConversationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+
+
+class Inbound(BaseModel):
+    """Base of request bodies: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class SendMessageRequest(Inbound):
+    """``POST /api/spark/agent/messages``."""
+
+    conversation_id: ConversationId | None = Field(default=None, alias="conversationId")
+    text: str = Field(min_length=1, max_length=MAX_TEXT_BYTES)
+
+    @field_validator("text")
+    @classmethod
+    def _bounded_and_not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("text must not be blank")
+        if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
+            raise ValueError(f"text must be at most {MAX_TEXT_BYTES} bytes of UTF-8")
+        return text
+
+
+class AckResponse(BaseModel):
+    """202 answer when the client did not ask for a stream."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    conversation_id: str = Field(alias="conversationId")
+    message_id: str = Field(alias="messageId")
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every JSON error: ``{"error": {"code", "message"}}``."""
+
+    error: ErrorDetail

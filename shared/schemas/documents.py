@@ -1,0 +1,184 @@
+"""The Firestore documents web clients read (DESIGN §3).
+
+Field names are camelCase in Firestore and snake_case in Python. Documents are
+written only by our functions; ``extra="allow"`` keeps fields written by a newer
+version intact when an older instance rewrites the messages array.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic.alias_generators import to_camel
+
+Timestamp = Annotated[
+    datetime,
+    WithJsonSchema(
+        {
+            "type": "object",
+            "title": "Timestamp",
+            "description": "A Firestore Timestamp (seconds and nanoseconds since the epoch, UTC).",
+            "properties": {"seconds": {"type": "integer"}, "nanoseconds": {"type": "integer"}},
+        }
+    ),
+]
+
+Role = Literal["user", "assistant", "tool", "system"]
+MessageStatus = Literal["streaming", "complete", "error", "waiting"]
+PartType = Literal["text", "image", "file", "tool_call", "tool_result"]
+Execution = Literal["inline", "task", "client", "question"]
+ToolCallStatus = Literal[
+    "pending", "awaiting_approval", "queued", "running", "complete", "error", "denied"
+]
+TaskStatus = Literal["queued", "running", "waiting_on_user", "completed", "failed"]
+RunStatus = Literal["streaming", "queued", "waiting"]
+
+
+class Document(BaseModel):
+    """Base of everything stored in Firestore."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", validate_assignment=True
+    )
+
+    def to_firestore(self) -> dict[str, Any]:
+        """The document as Firestore stores it (camelCase, no unset optionals)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class Author(Document):
+    """Who posted a user message."""
+
+    user_id: str
+    display_name: str | None = None
+    role: Literal["parent", "dependent"] | None = None
+
+
+class FileRef(Document):
+    """A file in Cloud Storage under the user's own prefix."""
+
+    storage_path: str
+    content_type: str
+    size_bytes: int = Field(ge=0)
+    page_count: int | None = Field(default=None, ge=0)
+
+
+class ToolCall(Document):
+    """The model asked for a tool to run."""
+
+    id: str
+    name: str
+    args_json: str
+    display_text: str
+    execution: Execution
+    status: ToolCallStatus
+
+
+class ToolResult(Document):
+    """What a tool gave back, fed to the model on the next step."""
+
+    tool_call_id: str
+    output_json: str
+    status: Literal["ok", "error"]
+    hidden: bool | None = None
+
+
+_PAYLOAD_OF: dict[str, str] = {
+    "text": "text",
+    "image": "file",
+    "file": "file",
+    "tool_call": "tool_call",
+    "tool_result": "tool_result",
+}
+
+
+class ContentPart(Document):
+    """One ordered part of a message; ``type`` says which payload field is set."""
+
+    type: PartType
+    text: str | None = None
+    file: FileRef | None = None
+    tool_call: ToolCall | None = None
+    tool_result: ToolResult | None = None
+
+    @model_validator(mode="after")
+    def _payload_matches_type(self) -> ContentPart:
+        needed = _PAYLOAD_OF[self.type]
+        if getattr(self, needed) is None:
+            raise ValueError(f"a {self.type!r} part needs {needed!r}")
+        return self
+
+    @classmethod
+    def of_text(cls, text: str) -> ContentPart:
+        return cls(type="text", text=text)
+
+
+class MessageError(Document):
+    """Why a message ended with status ``error``; ``message`` is shown to the user."""
+
+    code: str
+    message: str
+
+
+class Message(Document):
+    """One entry of the append-only ``messages`` array."""
+
+    id: str
+    role: Role
+    author: Author | None = None
+    created_at: Timestamp
+    status: MessageStatus
+    content: list[ContentPart]
+    run_id: str | None = None
+    model: str | None = None
+    error: MessageError | None = None
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts."""
+        return "".join(part.text or "" for part in self.content if part.type == "text")
+
+
+class ActiveRun(Document):
+    """The run currently producing a reply; cleared when it ends."""
+
+    run_id: str
+    status: RunStatus
+    assistant_message_id: str
+    started_at: Timestamp
+    lease_expires_at: Timestamp
+
+
+class TaskState(Document):
+    """A long-running tool call's progress, shown in the conversation."""
+
+    status: TaskStatus
+    tool: str
+    tool_call_id: str
+    display_text: str
+    updated_at: Timestamp
+    error: str | None = None
+
+
+class Conversation(Document):
+    """``/{userId}/client/conversations/{conversationId}``."""
+
+    id: str
+    participant_ids: list[str]
+    family_id: str | None = None
+    title: str | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+    last_message_at: Timestamp
+    messages: list[Message] = Field(default_factory=list)
+    active_run: ActiveRun | None = None
+    tasks: dict[str, TaskState] | None = None
+
+    def message(self, message_id: str) -> Message | None:
+        """The message with this id, if the conversation holds it."""
+        for message in self.messages:
+            if message.id == message_id:
+                return message
+        return None

@@ -1,0 +1,47 @@
+"""The storage interface the agent depends on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from shared.schemas.documents import Conversation
+
+Mutation = Callable[[Conversation], Conversation]
+"""A pure change to a conversation: it may run more than once (on contention)."""
+
+
+class ConversationStore(Protocol):
+    """Conversation documents at ``/{userId}/client/conversations/{conversationId}``.
+
+    Every change goes through ``create`` or ``mutate``, which are atomic: two
+    concurrent mutations of one conversation both land, one after the other.
+    """
+
+    async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
+        """The conversation, or ``None`` if this user has none with this id."""
+        ...
+
+    async def create(self, user_id: str, conversation: Conversation) -> None:
+        """Store a new conversation.
+
+        Raises:
+            StoreError: one with this id already exists, or the store failed.
+        """
+        ...
+
+    async def mutate(self, user_id: str, conversation_id: str, change: Mutation) -> Conversation:
+        """Atomically read the latest document, apply ``change`` and write the result.
+
+        ``change`` must be pure: on contention it is called again with the newer
+        document. Exceptions it raises abort the write and propagate.
+
+        Returns:
+            The conversation as written.
+
+        Raises:
+            NotFound: this user has no conversation with this id.
+            ConversationTooLarge: the result would not fit in one document.
+            StoreError: the store failed.
+        """
+        ...
