@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from shared.agent.service import AgentService
 from shared.agent.sse import EventChannel, sse_stream
@@ -30,6 +30,7 @@ class ApiApp:
         self._verifier = verifier
         self._routes: dict[str, dict[str, Handler]] = {
             "/api/spark/agent/messages": {"POST": self.post_message},
+            "/healthz": {"GET": self.health},
         }
         # Runs outlive their response when a client disconnects; hold them here.
         self._runs: set[asyncio.Task[None]] = set()
@@ -51,6 +52,10 @@ class ApiApp:
         if handler is None:
             raise MethodNotAllowed(f"Use {' or '.join(methods)} on {request.url.path}.")
         return await handler(request)
+
+    async def health(self, request: Request) -> Response:
+        """Liveness for local tooling and load balancers; says nothing about users."""
+        return JSONResponse({"status": "ok"})
 
     async def _authenticate(self, request: Request) -> User:
         return await self._verifier.verify(bearer_token(request))

@@ -1,0 +1,185 @@
+"""An OpenAI-compatible Chat Completions server of our own, on loopback.
+
+Real HTTP and real SSE chunks, so the real ``openai`` client talks to it. What it
+answers is chosen by the last user message: ``script(trigger, Script(...))``;
+anything else gets a short default reply. Scripts can stream text and tool-call
+fragments, pace tokens, answer with an HTTP error, or drop the connection midway.
+
+Run standalone (for benchmarks): ``python -m tests.fakes.openai_server --port N``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Script:
+    """One scripted answer.
+
+    ``chunks`` are streamed as content deltas ``delay`` seconds apart; then each of
+    ``tool_calls`` (name, arguments JSON) in two fragments; then the finish reason.
+    ``status`` answers with that HTTP error instead. ``disconnect_after`` drops the
+    connection after that many chunks; ``finish=False`` ends the stream cleanly
+    (``[DONE]``) but without a finish reason.
+    """
+
+    chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " the", " fake."])
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)
+    delay: float = 0.0
+    first_delay: float = 0.0
+    status: int | None = None
+    disconnect_after: int | None = None
+    finish: bool = True
+
+
+class _Dropped(Exception):
+    """Raised inside the body to make the server drop the connection."""
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+    body = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage is not None:
+        body["choices"] = []
+        body["usage"] = usage
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+class FakeOpenAI:
+    """The fake server's state and its Starlette app."""
+
+    def __init__(self, default: Script | None = None) -> None:
+        self.default = default or Script()
+        self.scripts: dict[str, Script] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.app = Starlette(
+            routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])]
+        )
+
+    def script(self, trigger: str, script: Script) -> None:
+        """Answer with ``script`` whenever the last user message is ``trigger``."""
+        self.scripts[trigger] = script
+
+    def requests_for(self, trigger: str) -> list[dict[str, Any]]:
+        return [r for r in self.requests if _last_user_text(r) == trigger]
+
+    async def _complete(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        script = self.scripts.get(_last_user_text(body), self.default)
+        if script.status is not None:
+            return JSONResponse(
+                {"error": {"message": f"scripted failure {script.status}", "type": "fake"}},
+                status_code=script.status,
+                headers={"retry-after-ms": "1"},
+            )
+        return StreamingResponse(self._stream(script), media_type="text/event-stream")
+
+    async def _stream(self, script: Script) -> AsyncIterator[bytes]:
+        if script.first_delay:
+            await asyncio.sleep(script.first_delay)
+        yield _chunk({"role": "assistant", "content": ""})
+        for n, text in enumerate(script.chunks):
+            if script.disconnect_after is not None and n >= script.disconnect_after:
+                raise _Dropped
+            if script.delay and n:
+                await asyncio.sleep(script.delay)
+            yield _chunk({"content": text})
+        for index, (name, arguments) in enumerate(script.tool_calls):
+            half = len(arguments) // 2
+            yield _chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": f"call_{index}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": arguments[:half]},
+                        }
+                    ]
+                }
+            )
+            yield _chunk(
+                {"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}
+            )
+        if script.finish:
+            yield _chunk({}, "tool_calls" if script.tool_calls else "stop")
+            yield _chunk(
+                {},
+                usage={
+                    "prompt_tokens": 3,
+                    "completion_tokens": len(script.chunks),
+                    "total_tokens": 9,
+                },
+            )
+        yield b"data: [DONE]\n\n"
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+class ServerThread:
+    """Serves an ASGI app on a loopback port from a background thread."""
+
+    def __init__(self, app: Any, port: int = 0) -> None:
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake server did not start")
+            time.sleep(0.01)
+        return self
+
+    @property
+    def port(self) -> int:
+        return int(self._server.servers[0].sockets[0].getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="OpenAI-compatible fake for benchmarks.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens", type=int, default=50, help="tokens per reply")
+    parser.add_argument("--rate", type=float, default=50.0, help="tokens per second (0: no pacing)")
+    args = parser.parse_args()
+    delay = 1 / args.rate if args.rate else 0.0
+    fake = FakeOpenAI(Script(chunks=[f" tok{n}" for n in range(args.tokens)], delay=delay))
+    uvicorn.run(fake.app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="off")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The ``api`` edge through the real functions-framework ASGI app, on fakes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from functions_framework.aio import create_asgi_app
+from spark_http.app import ApiApp
+
+from shared.auth.base import StaticTokenVerifier
+from shared.llm.scripted import ScriptedProvider, Step
+from shared.store.memory import InMemoryConversationStore
+from tests.unit.helpers import ALICE, BOB, make_service
+
+URL = "/api/spark/agent/messages"
+SSE = {"Accept": "text/event-stream", "Authorization": "Bearer alice-token"}
+
+
+def parse_sse(body: str) -> list[tuple[int, str, dict[str, object]]]:
+    events = []
+    for frame in body.strip().split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in frame.splitlines() if not line.startswith(":")
+        )
+        events.append((int(fields["id"]), fields["event"], json.loads(fields["data"])))
+    return events
+
+
+@pytest.fixture
+def store() -> InMemoryConversationStore:
+    return InMemoryConversationStore()
+
+
+@pytest.fixture
+def provider() -> ScriptedProvider:
+    return ScriptedProvider([Step.reply("Hello", " there!")])
+
+
+@pytest.fixture
+async def client(
+    store: InMemoryConversationStore, provider: ScriptedProvider
+) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
+    api = ApiApp(
+        make_service(provider, store),
+        StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB}),
+    )
+    sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        yield client
+    await api.drain()
+
+
+async def test_post_message_streams_sse_per_design(
+    client: httpx.AsyncClient, store: InMemoryConversationStore
+) -> None:
+    response = await client.post(URL, headers=SSE, json={"text": "hello"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["cache-control"] == "no-cache"
+    assert response.headers["x-accel-buffering"] == "no"
+    events = parse_sse(response.text)
+    assert [name for _, name, _ in events] == ["run_start", "text", "text", "done"]
+    assert [seq for seq, _, _ in events] == [1, 2, 3, 4]
+    start = events[0][2]
+    assert events[-1][2] == {"messageId": start["assistantMessageId"], "status": "complete"}
+    stored = await store.get("alice", str(start["conversationId"]))
+    assert stored is not None and stored.messages[1].text == "Hello there!"
+
+
+async def test_post_message_accepts_curl_default_content_type(client: httpx.AsyncClient) -> None:
+    headers = {**SSE, "Content-Type": "application/x-www-form-urlencoded"}
+    response = await client.post(URL, headers=headers, content=b'{"text":"hello"}')
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status", "code"),
+    [
+        ({"Accept": "text/event-stream"}, {"text": "hi"}, 401, "unauthenticated"),
+        ({**SSE, "Authorization": "Bearer forged"}, {"text": "hi"}, 401, "unauthenticated"),
+        ({**SSE, "Authorization": "Basic abc"}, {"text": "hi"}, 401, "unauthenticated"),
+        ({**SSE}, {"text": ""}, 400, "invalid_request"),
+        ({**SSE}, {"text": "hi", "extra": 1}, 400, "invalid_request"),
+        ({**SSE}, {"text": "x" * 40000}, 400, "invalid_request"),
+        ({**SSE}, ["not", "an", "object"], 400, "invalid_request"),
+        ({**SSE}, {"text": "hi", "conversationId": "conv_missing"}, 404, "not_found"),
+        ({"Authorization": "Bearer alice-token"}, {"text": "hi"}, 406, "not_acceptable"),
+    ],
+)
+async def test_post_message_bad_requests_get_json_errors_and_change_nothing(
+    client: httpx.AsyncClient,
+    store: InMemoryConversationStore,
+    headers: dict[str, str],
+    body: object,
+    status: int,
+    code: str,
+) -> None:
+    response = await client.post(URL, headers=headers, json=body)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    assert response.json()["error"]["message"]
+    assert store.writes == {}
+
+
+async def test_post_message_invalid_json_is_400(client: httpx.AsyncClient) -> None:
+    response = await client.post(URL, headers=SSE, content=b"{nope")
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "The request body is not valid JSON."
+
+
+async def test_post_message_oversized_body_is_413(
+    client: httpx.AsyncClient, store: InMemoryConversationStore
+) -> None:
+    response = await client.post(URL, headers=SSE, content=b"{" + b" " * (1024 * 1024) + b"}")
+    assert response.status_code == 413
+    assert store.writes == {}
+
+
+async def test_post_message_multipart_is_415(client: httpx.AsyncClient) -> None:
+    response = await client.post(URL, headers=SSE, files={"f": b"x"})
+    assert response.status_code == 415
+
+
+async def test_other_users_conversation_is_404(
+    client: httpx.AsyncClient, store: InMemoryConversationStore, provider: ScriptedProvider
+) -> None:
+    first = parse_sse((await client.post(URL, headers=SSE, json={"text": "hello"})).text)
+    conversation_id = first[0][2]["conversationId"]
+    bob = {**SSE, "Authorization": "Bearer bob-token"}
+    response = await client.post(
+        URL, headers=bob, json={"text": "hi", "conversationId": conversation_id}
+    )
+    assert response.status_code == 404
+    assert await store.get("bob", str(conversation_id)) is None
+
+
+async def test_unknown_path_and_wrong_method(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/api/nothing")).json()["error"]["code"] == "not_found"
+    response = await client.get(URL, headers=SSE)
+    assert response.status_code == 405
+    assert (await client.get("/healthz")).json() == {"status": "ok"}

@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+from shared.agent.events import DoneEvent, ErrorEvent, RunStartEvent, TextEvent
+from shared.clock import ManualClock
+from shared.errors import NotFound, ProviderUnavailable, RunInProgress
+from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta
+from shared.llm.scripted import ScriptedProvider, Step
+from shared.store.memory import InMemoryConversationStore
+from tests.unit.helpers import ALICE, BOB, make_service, run_to_end
+
+
+async def test_run_streams_events_and_persists_both_messages() -> None:
+    provider = ScriptedProvider([Step.reply("Hello", ", ", "Alice!")])
+    service = make_service(provider)
+    conversation_id, events = await run_to_end(service, ALICE, "hello")
+
+    assert isinstance(events[0], RunStartEvent)
+    assert [e.content for e in events if isinstance(e, TextEvent)] == ["Hello", ", ", "Alice!"]
+    assert events[-1] == DoneEvent(message_id=events[0].assistant_message_id, status="complete")
+
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None
+    user, assistant = stored.messages
+    assert (user.role, user.text, user.status) == ("user", "hello", "complete")
+    assert user.author is not None and user.author.user_id == "alice"
+    assert user.author.display_name == "Alice Teacher"
+    assert (assistant.role, assistant.text, assistant.status) == (
+        "assistant",
+        "Hello, Alice!",
+        "complete",
+    )
+    assert assistant.model == "scripted"
+    assert stored.active_run is None
+    assert stored.participant_ids == ["alice"]
+    provider.assert_exhausted()
+
+
+async def test_run_sends_history_and_system_prompt_to_the_model() -> None:
+    provider = ScriptedProvider([Step.reply("First."), Step.reply("Second.")])
+    service = make_service(provider)
+    conversation_id, _ = await run_to_end(service, ALICE, "one")
+    await run_to_end(service, ALICE, "two", conversation_id)
+
+    request = provider.requests[1]
+    assert request.system == "You are Spark AI Agent."
+    assert [(m.role, m.text) for m in request.messages] == [
+        ("user", "one"),
+        ("assistant", "First."),
+        ("user", "two"),
+    ]
+
+
+async def test_run_history_is_limited_to_the_latest_messages() -> None:
+    provider = ScriptedProvider([Step.reply(f"r{n}") for n in range(4)])
+    service = make_service(provider, history_messages=3)
+    conversation_id, _ = await run_to_end(service, ALICE, "m0")
+    for n in range(1, 4):
+        await run_to_end(service, ALICE, f"m{n}", conversation_id)
+    assert [m.text for m in provider.requests[-1].messages] == ["m2", "r2", "m3"]
+
+
+class AssertingProvider:
+    """Checks, when called, that the user's message is already stored."""
+
+    label = "asserting"
+
+    def __init__(self, store: InMemoryConversationStore) -> None:
+        self.store = store
+        self.seen: list[str] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        (key,) = [k for k in self.store._documents if k[0] == "alice"]
+        stored = await self.store.get(*key)
+        assert stored is not None
+        self.seen = [m.text for m in stored.messages if m.role == "user"]
+        yield TextDelta("ok")
+        yield Finish("stop")
+
+
+async def test_run_persists_the_user_message_before_calling_the_model() -> None:
+    store = InMemoryConversationStore()
+    provider = AssertingProvider(store)
+    await run_to_end(make_service(provider, store), ALICE, "remember me")
+    assert provider.seen == ["remember me"]
+
+
+async def test_run_provider_failure_midway_keeps_text_and_marks_error() -> None:
+    failing = Step([TextDelta("Half a ")], error=ProviderUnavailable("The provider went away."))
+    service = make_service(ScriptedProvider([failing]))
+    conversation_id, events = await run_to_end(service, ALICE, "hello")
+
+    assert events[-1] == ErrorEvent(message="The provider went away.", code="provider_unavailable")
+    assert not any(isinstance(e, DoneEvent) for e in events)
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None
+    user, assistant = stored.messages
+    assert user.text == "hello"
+    assert assistant.status == "error"
+    assert assistant.text == "Half a "
+    assert assistant.error is not None and assistant.error.code == "provider_unavailable"
+    assert stored.active_run is None
+
+
+async def test_run_stream_without_finish_is_a_failure_not_a_reply() -> None:
+    service = make_service(ScriptedProvider([Step([TextDelta("cut")])]))
+    conversation_id, events = await run_to_end(service, ALICE, "hello")
+    assert isinstance(events[-1], ErrorEvent) and events[-1].code == "incomplete_response"
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None and stored.messages[1].status == "error"
+
+
+async def test_run_unexpected_exception_never_leaves_message_streaming() -> None:
+    class Broken:
+        label = "broken"
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+            yield TextDelta("x")
+            raise KeyError("bug")
+
+    service = make_service(Broken())
+    conversation_id, events = await run_to_end(service, ALICE, "hello")
+    assert isinstance(events[-1], ErrorEvent) and events[-1].code == "internal"
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None and stored.messages[1].status == "error"
+
+
+async def test_start_unknown_or_other_users_conversation_is_not_found() -> None:
+    service = make_service(ScriptedProvider([Step.reply("hi")]))
+    conversation_id, _ = await run_to_end(service, ALICE, "hello")
+    with pytest.raises(NotFound):
+        await service.start(BOB, "mine now", conversation_id)
+    with pytest.raises(NotFound):
+        await service.start(ALICE, "hello", "conv_nope")
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None and len(stored.messages) == 2
+
+
+async def test_start_while_a_run_is_live_is_refused_and_changes_nothing() -> None:
+    service = make_service(ScriptedProvider([Step.reply("slow", delay=0.05)]))
+    run = await service.start(ALICE, "first", None)
+    with pytest.raises(RunInProgress):
+        await service.start(ALICE, "second", run.conversation_id)
+    stored = await service.store.get("alice", run.conversation_id)
+    assert stored is not None and [m.text for m in stored.messages] == ["first", ""]
+    await run.execute(lambda _: None)
+
+
+async def test_start_closes_a_run_whose_lease_lapsed() -> None:
+    clock = ManualClock()
+    service = make_service(ScriptedProvider([Step.reply("again")]), clock=clock)
+    dead = await service.start(ALICE, "first", None)  # its instance "dies": never executed
+    await clock.advance(timedelta(seconds=service.settings.run_lease_seconds + 1).total_seconds())
+    run = await service.start(ALICE, "second", dead.conversation_id)
+    await run.execute(lambda _: None)
+
+    stored = await service.store.get("alice", dead.conversation_id)
+    assert stored is not None
+    assert [(m.text, m.status) for m in stored.messages] == [
+        ("first", "complete"),
+        ("", "error"),
+        ("second", "complete"),
+        ("again", "complete"),
+    ]
+    assert stored.messages[1].error is not None
+    assert stored.messages[1].error.code == "run_interrupted"
+
+
+async def test_run_throttles_store_writes_while_streaming() -> None:
+    clock = ManualClock()
+    store = InMemoryConversationStore()
+    chunks = [f"w{n} " for n in range(30)]
+    provider = ScriptedProvider([Step.reply(*chunks, delay=0.1)], clock=clock)
+    service = make_service(provider, store, clock)
+    run = await service.start(ALICE, "hello", None)
+    events: list[object] = []
+    task = asyncio.create_task(run.execute(events.append))
+    while not task.done():
+        await clock.advance(0.1)
+    await task
+    # create + one write per 500 ms over 3 s of tokens + the final write
+    assert store.writes[run.conversation_id] == 1 + 6 + 1
+    stored = await store.get("alice", run.conversation_id)
+    assert stored is not None and stored.messages[1].text == "".join(chunks)
+
+
+async def test_run_cancelled_ends_message_as_error_not_streaming() -> None:
+    service = make_service(ScriptedProvider([Step.reply("a", "b", delay=5)]))
+    run = await service.start(ALICE, "hello", None)
+    task = asyncio.create_task(run.execute(lambda _: None))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = await service.store.get("alice", run.conversation_id)
+    assert stored is not None
+    assert stored.messages[1].status == "error" and stored.active_run is None

@@ -1,0 +1,298 @@
+"""Start and stop the local stack: Firestore + Auth emulators, and the functions.
+
+    python -m tools.stack dev            # ports from firebase.json, then waits for Ctrl-C
+    python -m tools.stack run -- CMD...  # free ports, runs CMD with the stack's env, stops
+
+Everything started here runs in its own process group and is killed with it (the
+Firestore launcher's java child included), whatever way the command ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = "demo-spark"
+STATE_DIR = ROOT / ".stack"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(200 <= response.status < 500)
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except OSError:
+        return False
+
+
+def firestore_launcher() -> list[str]:
+    """The Cloud CLI's own Firestore emulator launcher (no download needed)."""
+    gcloud = shutil.which("gcloud")
+    if gcloud is None:
+        sys.exit("The Google Cloud CLI (gcloud) is needed for the Firestore emulator.")
+    root = subprocess.run(
+        [gcloud, "info", "--format=value(installation.sdk_root)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    launcher = Path(root) / "platform" / "cloud-firestore-emulator" / "cloud_firestore_emulator"
+    if launcher.exists():
+        return [str(launcher), "start"]
+    return [gcloud, "emulators", "firestore", "start"]
+
+
+@dataclass
+class Stack:
+    """The processes of one local stack and the environment that reaches them."""
+
+    log_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = (self.log_dir / f"{name}.log").open("wb")
+        process = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        self.processes.append((name, process))
+
+    def wait_ready(self, name: str, url: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        process = dict(self.processes)[name]
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                self.fail(name, f"exited with status {process.returncode}")
+            if _http_ok(url):
+                return
+            time.sleep(0.2)
+        self.fail(name, f"not ready at {url} after {timeout:.0f} s")
+
+    def fail(self, name: str, why: str) -> None:
+        log = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
+        self.stop()
+        sys.exit(f"{name} {why}. Its log ends:\n{log}")
+
+    def stop(self) -> None:
+        for _, process in reversed(self.processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for _, process in reversed(self.processes):
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            # The group may outlive its leader (java under the launcher script).
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        self.processes.clear()
+
+
+def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port: int) -> None:
+    firestore = f"127.0.0.1:{firestore_port}"
+    auth = f"127.0.0.1:{auth_port}"
+    stack.spawn(
+        "firestore",
+        [
+            *firestore_launcher(),
+            "--host=127.0.0.1",
+            f"--port={firestore_port}",
+            f"--rules={ROOT / 'firestore.rules'}",
+        ],
+    )
+    config = {
+        "emulators": {
+            "auth": {"host": "127.0.0.1", "port": auth_port},
+            "hub": {"host": "127.0.0.1", "port": hub_port},
+            "logging": {"host": "127.0.0.1", "port": free_port()},
+            "ui": {"enabled": False},
+            "singleProjectMode": True,
+        }
+    }
+    config_path = stack.log_dir / "firebase.json"
+    config_path.write_text(json.dumps(config))
+    firebase = ROOT / "node_modules" / ".bin" / "firebase"
+    if not firebase.exists():
+        stack.stop()
+        sys.exit("firebase-tools is not installed; run `make setup` (npm ci) first.")
+    stack.spawn(
+        "auth",
+        [
+            str(firebase),
+            "emulators:start",
+            "--only",
+            "auth",
+            "--project",
+            PROJECT,
+            "--config",
+            str(config_path),
+        ],
+        env={"NO_UPDATE_NOTIFIER": "1", "FIREBASE_CLI_DISABLE_UPDATE_CHECK": "1"},
+    )
+    stack.wait_ready("firestore", f"http://{firestore}/")
+    stack.wait_ready("auth", f"http://{auth}/")
+    stack.env.update(
+        {
+            "GOOGLE_CLOUD_PROJECT": PROJECT,
+            "FIRESTORE_EMULATOR_HOST": firestore,
+            "FIREBASE_AUTH_EMULATOR_HOST": auth,
+        }
+    )
+
+
+def start_api(stack: Stack, port: int) -> None:
+    stack.spawn(
+        "api",
+        [
+            str(ROOT / ".venv" / "bin" / "functions-framework"),
+            "--target=api",
+            f"--source={ROOT / 'functions' / 'main.py'}",
+            "--asgi",
+            "--host=127.0.0.1",
+            f"--port={port}",
+        ],
+        env={**stack.env, "PYTHONUNBUFFERED": "1"},
+    )
+    stack.wait_ready("api", f"http://127.0.0.1:{port}/healthz", timeout=60)
+
+
+def sign_up(auth_host: str, email: str, password: str) -> str:
+    """A user in the Auth emulator and an ID token for it."""
+    base = f"http://{auth_host}/identitytoolkit.googleapis.com/v1"
+    body = {"email": email, "password": password, "returnSecureToken": True}
+    for action in ("accounts:signInWithPassword", "accounts:signUp"):
+        request = urllib.request.Request(
+            f"{base}/{action}?key=local",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return str(json.load(response)["idToken"])
+        except urllib.error.HTTPError:
+            continue
+    raise RuntimeError(f"could not sign in or sign up {email} on the Auth emulator")
+
+
+@contextlib.contextmanager
+def running(log_dir: Path, ports: dict[str, int]) -> Iterator[Stack]:
+    stack = Stack(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        start_emulators(stack, ports["firestore"], ports["auth"], ports["hub"])
+        yield stack
+    finally:
+        stack.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def firebase_ports() -> dict[str, int]:
+    emulators = json.loads((ROOT / "firebase.json").read_text())["emulators"]
+    return {name: int(emulators[name]["port"]) for name in ("firestore", "auth", "hub")}
+
+
+def dev() -> int:
+    ports = firebase_ports()
+    api_port = int(os.environ.get("PORT", "8080"))
+    with running(STATE_DIR / "dev", ports) as stack:
+        start_api(stack, api_port)
+        token = sign_up(
+            stack.env["FIREBASE_AUTH_EMULATOR_HOST"], "teacher@example.com", "spark-local"
+        )
+        offline = not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
+        model = "the offline model (no OPENAI_API_KEY set)" if offline else "the configured model"
+        print(
+            f"""
+Spark AI Agent local stack is running (logs in {stack.log_dir}):
+  api        http://127.0.0.1:{api_port}   replies from {model}
+  Firestore  {stack.env["FIRESTORE_EMULATOR_HOST"]}   (emulator, rules from firestore.rules)
+  Auth       {stack.env["FIREBASE_AUTH_EMULATOR_HOST"]}   (emulator; test user teacher@example.com)
+
+A fresh ID token for the test user (valid for an hour):
+  .venv/bin/python -m tools.stack token
+
+Try it:
+  TOKEN=$(.venv/bin/python -m tools.stack token)
+  curl -N -H "Accept: text/event-stream" -H "Authorization: Bearer $TOKEN" \\
+    -d '{{"text":"hello"}}' http://127.0.0.1:{api_port}/api/spark/agent/messages
+
+This token works now:
+  {token}
+
+Press Ctrl-C to stop everything.""",
+            flush=True,
+        )
+        try:
+            while all(p.poll() is None for _, p in stack.processes):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("\nStopping…")
+            return 0
+        dead = [name for name, p in stack.processes if p.poll() is not None]
+        print(f"{', '.join(dead)} stopped unexpectedly; see the logs in {stack.log_dir}")
+        return 1
+
+
+def run(command: list[str]) -> int:
+    if not command:
+        sys.exit("usage: python -m tools.stack run -- COMMAND...")
+    ports = {"firestore": free_port(), "auth": free_port(), "hub": free_port()}
+    log_dir = Path(tempfile.mkdtemp(prefix="spark-stack-"))
+    with running(log_dir, ports) as stack:
+        env = {**os.environ, **stack.env, "SPARK_STACK_LOGS": str(log_dir)}
+        return subprocess.run(command, env=env, check=False).returncode
+
+
+def token() -> int:
+    auth = f"127.0.0.1:{firebase_ports()['auth']}"
+    print(sign_up(auth, "teacher@example.com", "spark-local"))
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("mode", choices=["dev", "run", "token"])
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.mode == "dev":
+        sys.exit(dev())
+    if args.mode == "token":
+        sys.exit(token())
+    sys.exit(run(command))
+
+
+if __name__ == "__main__":
+    main()
