@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import firebase_admin
 from firebase_admin import auth, credentials
+from google.auth.credentials import AnonymousCredentials
 
 from shared.auth.base import User, user_from_claims
 from shared.errors import AuthUnavailable, TokenExpired, TokenRevoked, Unauthenticated
+
+_CLOCK_SKEW_SECONDS = 5
 
 
 class _NoCredentials(credentials.Base):  # type: ignore[misc]
@@ -20,7 +24,7 @@ class _NoCredentials(credentials.Base):  # type: ignore[misc]
     """
 
     def get_credential(self) -> Any:
-        raise NotImplementedError("no credentials are needed to verify ID tokens")
+        return AnonymousCredentials()
 
 
 class FirebaseTokenVerifier:
@@ -61,4 +65,17 @@ class FirebaseTokenVerifier:
             raise Unauthenticated("The ID token is not valid.") from None
         except firebase_admin.exceptions.FirebaseError as exc:
             raise AuthUnavailable("Sign-in cannot be checked right now; try again.") from exc
+        check_lifetime(claims, time.time())
         return user_from_claims(claims)
+
+
+def check_lifetime(claims: dict[str, Any], now: float) -> None:
+    """Expiry and issue time, checked here too: firebase-admin skips them for the
+    emulator's unsigned tokens, and a stale token must fail the same way everywhere."""
+    expires, issued = claims.get("exp"), claims.get("iat")
+    if not isinstance(expires, (int, float)) or not isinstance(issued, (int, float)):
+        raise Unauthenticated("The ID token is not valid.")
+    if expires + _CLOCK_SKEW_SECONDS < now:
+        raise TokenExpired("The ID token has expired; sign in again.")
+    if issued - _CLOCK_SKEW_SECONDS > now:
+        raise Unauthenticated("The ID token is not valid yet.")

@@ -1,0 +1,184 @@
+"""The real local stack: emulators (started by ``make test``), our fake OpenAI server
+and the ``api`` function as a real functions-framework process on a real socket."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google.cloud import firestore
+
+from tests.fakes.openai_server import FakeOpenAI, ServerThread
+from tools.stack import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = "demo-spark"
+
+pytestmark = pytest.mark.emulator
+
+
+@dataclass(frozen=True)
+class StackUser:
+    uid: str
+    token: str
+    email: str
+
+
+def _stack_env() -> tuple[str, str]:
+    firestore_host = os.environ.get("FIRESTORE_EMULATOR_HOST")
+    auth_host = os.environ.get("FIREBASE_AUTH_EMULATOR_HOST")
+    if not firestore_host or not auth_host:
+        pytest.fail("end-to-end tests need the emulators: run them with `make test`")
+    return firestore_host, auth_host
+
+
+@pytest.fixture(scope="session")
+def emulators() -> tuple[str, str]:
+    return _stack_env()
+
+
+@pytest.fixture(scope="session")
+def fake_openai() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    with ServerThread(fake.app) as server:
+        fake.port = server.port  # type: ignore[attr-defined]
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def api_url(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[str]:
+    port = free_port()
+    log = Path(os.environ.get("SPARK_STACK_LOGS", "/tmp")) / f"api-e2e-{port}.log"
+    env = {
+        **os.environ,
+        "GOOGLE_CLOUD_PROJECT": PROJECT,
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{fake_openai.port}/v1",  # type: ignore[attr-defined]
+        "OPENAI_API_KEY": "test-key",
+        "SPARK_MODEL": "fake-model",
+        "SPARK_KEEPALIVE_SECONDS": "1",
+        "SPARK_THROTTLE_MS": "200",
+    }
+    env.pop("K_SERVICE", None)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("functions-framework")),
+                "--target=api",
+                f"--source={ROOT / 'functions' / 'main.py'}",
+                "--asgi",
+                "--host=127.0.0.1",
+                f"--port={port}",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"api exited early:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"api did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    yield url
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def sign_up(auth_host: str) -> StackUser:
+    email = f"user-{secrets.token_hex(6)}@example.com"
+    response = httpx.post(
+        f"http://{auth_host}/identitytoolkit.googleapis.com/v1/accounts:signUp?key=local",
+        json={"email": email, "password": "secret-123", "returnSecureToken": True},
+    )
+    response.raise_for_status()
+    body = response.json()
+    return StackUser(uid=body["localId"], token=body["idToken"], email=email)
+
+
+@pytest.fixture
+def alice(emulators: tuple[str, str]) -> StackUser:
+    return sign_up(emulators[1])
+
+
+@pytest.fixture
+def bob(emulators: tuple[str, str]) -> StackUser:
+    return sign_up(emulators[1])
+
+
+@pytest.fixture(scope="session")
+def db(emulators: tuple[str, str]) -> Iterator[firestore.Client]:
+    client = firestore.Client(project=PROJECT)
+    yield client
+    client.close()
+
+
+def conversation_doc(db: firestore.Client, uid: str, conversation_id: str) -> dict[str, Any] | None:
+    ref = (
+        db.collection(uid).document("client").collection("conversations").document(conversation_id)
+    )
+    return ref.get().to_dict()
+
+
+def unsigned_token(uid: str, project: str = PROJECT, expires_in: int = 3600) -> str:
+    """An unsigned Firebase-style ID token, as the emulators accept."""
+    now = int(time.time())
+
+    def part(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    claims = {
+        "iss": f"https://securetoken.google.com/{project}",
+        "aud": project,
+        "auth_time": now - 10,
+        "user_id": uid,
+        "sub": uid,
+        "iat": now - 10,
+        "exp": now + expires_in,
+        "firebase": {"identities": {}, "sign_in_provider": "custom"},
+    }
+    return part({"alg": "none", "kid": "fakekid", "typ": "JWT"}) + "." + part(claims) + "."
+
+
+@dataclass
+class SseEvent:
+    id: int
+    event: str
+    data: dict[str, Any]
+
+
+def read_events(response: httpx.Response) -> Iterator[SseEvent | str]:
+    """Yields events, and comment lines as plain strings, as they arrive."""
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if line.startswith(":"):
+            yield line
+        elif line == "":
+            if fields:
+                yield SseEvent(int(fields["id"]), fields["event"], json.loads(fields["data"]))
+                fields = {}
+        else:
+            key, _, value = line.partition(": ")
+            fields[key] = value

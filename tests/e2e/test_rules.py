@@ -1,0 +1,81 @@
+"""firestore.rules, enforced by the Firestore emulator, with unsigned tokens for two users."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import httpx
+import pytest
+from google.cloud import firestore
+
+from tests.e2e.conftest import PROJECT, unsigned_token
+
+pytestmark = pytest.mark.emulator
+
+
+@pytest.fixture
+def owner_doc(db: firestore.Client) -> tuple[str, str]:
+    uid, conversation_id = f"owner-{secrets.token_hex(4)}", "conv_rules"
+    ref = (
+        db.collection(uid).document("client").collection("conversations").document(conversation_id)
+    )
+    ref.set({"id": conversation_id, "participantIds": [uid], "messages": []})
+    db.collection(uid).document("server").set({"secret": True})
+    return uid, conversation_id
+
+
+def rest(path: str) -> str:
+    host = os.environ["FIRESTORE_EMULATOR_HOST"]
+    return f"http://{host}/v1/projects/{PROJECT}/databases/(default)/documents/{path}"
+
+
+def as_user(uid: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {unsigned_token(uid)}"} if uid else {}
+
+
+def test_rules_owner_can_read_own_conversation(owner_doc: tuple[str, str]) -> None:
+    uid, conversation_id = owner_doc
+    response = httpx.get(
+        rest(f"{uid}/client/conversations/{conversation_id}"), headers=as_user(uid)
+    )
+    assert response.status_code == 200
+    assert response.json()["fields"]["id"]["stringValue"] == conversation_id
+    listing = httpx.get(rest(f"{uid}/client/conversations"), headers=as_user(uid))
+    assert listing.status_code == 200
+
+
+@pytest.mark.parametrize("reader", ["other-user", None])
+def test_rules_others_and_anonymous_cannot_read(
+    owner_doc: tuple[str, str], reader: str | None
+) -> None:
+    uid, conversation_id = owner_doc
+    response = httpx.get(
+        rest(f"{uid}/client/conversations/{conversation_id}"), headers=as_user(reader)
+    )
+    assert response.status_code == 403
+
+
+def test_rules_server_only_data_is_unreadable_even_by_its_user(owner_doc: tuple[str, str]) -> None:
+    uid, _ = owner_doc
+    assert httpx.get(rest(f"{uid}/server"), headers=as_user(uid)).status_code == 403
+
+
+@pytest.mark.parametrize("writer", ["owner", "other-user", None])
+def test_rules_every_client_write_is_denied(
+    owner_doc: tuple[str, str], writer: str | None, db: firestore.Client
+) -> None:
+    uid, conversation_id = owner_doc
+    who = uid if writer == "owner" else writer
+    doc = rest(f"{uid}/client/conversations/{conversation_id}")
+    body = {"fields": {"id": {"stringValue": "hijacked"}}}
+    assert httpx.patch(doc, json=body, headers=as_user(who)).status_code == 403
+    assert httpx.delete(doc, headers=as_user(who)).status_code == 403
+    created = httpx.post(
+        rest(f"{uid}/client/conversations") + "?documentId=new", json=body, headers=as_user(who)
+    )
+    assert created.status_code == 403
+    stored = (
+        db.collection(uid).document("client").collection("conversations").document(conversation_id)
+    )
+    assert stored.get().to_dict()["id"] == conversation_id

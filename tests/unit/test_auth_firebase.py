@@ -1,0 +1,125 @@
+"""``FirebaseTokenVerifier`` with real RS256 signatures, its public keys served on loopback.
+
+Google's key URL is pointed at our server (the one SDK patch, inside the adapter's
+own test), so forged, tampered, expired and misaddressed tokens meet the real checks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import jwt
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from firebase_admin import _token_gen
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from shared.auth.firebase import FirebaseTokenVerifier
+from shared.errors import TokenExpired, Unauthenticated
+from tests.fakes.openai_server import ServerThread
+
+KID = "test-key"
+
+
+def _key_and_cert() -> tuple[rsa.RSAPrivateKey, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "spark-test")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+@pytest.fixture(scope="module")
+def signing() -> Iterator[tuple[rsa.RSAPrivateKey, str]]:
+    key, cert = _key_and_cert()
+    app = Starlette(routes=[Route("/certs", lambda _: JSONResponse({KID: cert}))])
+    with ServerThread(app) as server:
+        yield key, f"http://127.0.0.1:{server.port}/certs"
+
+
+@pytest.fixture
+def verifier(
+    signing: tuple[rsa.RSAPrivateKey, str], monkeypatch: pytest.MonkeyPatch
+) -> FirebaseTokenVerifier:
+    monkeypatch.delenv("FIREBASE_AUTH_EMULATOR_HOST", raising=False)
+    monkeypatch.setattr(_token_gen, "ID_TOKEN_CERT_URI", signing[1])
+    return FirebaseTokenVerifier(f"demo-{secrets.token_hex(4)}")
+
+
+def token(key: Any, project: str, kid: str = KID, **overrides: Any) -> str:
+    now = int(time.time())
+    claims = {
+        "iss": f"https://securetoken.google.com/{project}",
+        "aud": project,
+        "auth_time": now - 60,
+        "iat": now - 60,
+        "exp": now + 3600,
+        "sub": "uid-alice",
+        "name": "Alice",
+        **overrides,
+    }
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": kid})
+
+
+def project_of(verifier: FirebaseTokenVerifier) -> str:
+    return str(verifier._app.project_id)
+
+
+async def test_firebase_verifier_accepts_a_genuine_token(
+    verifier: FirebaseTokenVerifier, signing: tuple[rsa.RSAPrivateKey, str]
+) -> None:
+    user = await verifier.verify(token(signing[0], project_of(verifier)))
+    assert (user.uid, user.name) == ("uid-alice", "Alice")
+
+
+async def test_firebase_verifier_refuses_a_token_signed_by_another_key(
+    verifier: FirebaseTokenVerifier,
+) -> None:
+    forger, _ = _key_and_cert()
+    with pytest.raises(Unauthenticated):
+        await verifier.verify(token(forger, project_of(verifier)))
+
+
+async def test_firebase_verifier_refuses_a_tampered_token(
+    verifier: FirebaseTokenVerifier, signing: tuple[rsa.RSAPrivateKey, str]
+) -> None:
+    genuine = token(signing[0], project_of(verifier))
+    other = token(signing[0], project_of(verifier), sub="uid-mallory")
+    header, _, signature = genuine.split(".")
+    tampered = ".".join([header, other.split(".")[1], signature])
+    with pytest.raises(Unauthenticated):
+        await verifier.verify(tampered)
+
+
+async def test_firebase_verifier_refuses_expired_and_misaddressed_tokens(
+    verifier: FirebaseTokenVerifier, signing: tuple[rsa.RSAPrivateKey, str]
+) -> None:
+    key, project = signing[0], project_of(verifier)
+    with pytest.raises(TokenExpired):
+        await verifier.verify(
+            token(key, project, iat=int(time.time()) - 7200, exp=int(time.time()) - 3600)
+        )
+    with pytest.raises(Unauthenticated):
+        await verifier.verify(token(key, "another-project"))
+    with pytest.raises(Unauthenticated):
+        await verifier.verify(token(key, project, kid="unknown-key"))
+    with pytest.raises(Unauthenticated):
+        await verifier.verify("not.a.jwt")
