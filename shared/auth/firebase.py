@@ -24,7 +24,7 @@ class _NoCredentials(credentials.Base):  # type: ignore[misc]
     """
 
     def get_credential(self) -> Any:
-        return AnonymousCredentials()
+        return AnonymousCredentials()  # type: ignore[no-untyped-call]
 
 
 class FirebaseTokenVerifier:
