@@ -1,0 +1,83 @@
+"""A lean OpenAI-compatible streaming server for benchmarks (raw asyncio, real HTTP).
+
+The test suite's fake (tests/fakes/openai_server.py) is built for scripting; this
+one is built to cost as little CPU as possible, so the benchmark measures our
+endpoint rather than the fake. The last user message says what to stream:
+``tokens=N rate=R`` (R tokens per second, 0 for as fast as possible).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+
+_RULE = re.compile(rb"tokens=(\d+) rate=(\d+)")
+_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    b"Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
+)
+
+
+def _chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+    body = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+TOKENS = [_chunk({"content": f" tok{n}"}) for n in range(10_000)]
+FIRST = _chunk({"role": "assistant", "content": ""})
+LAST = _chunk({}, "stop") + b"data: [DONE]\n\n"
+
+
+async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+        body = await reader.readexactly(length)
+        rule = _RULE.findall(body)
+        tokens, rate = (int(rule[-1][0]), int(rule[-1][1])) if rule else (20, 0)
+        writer.write(_HEAD + FIRST)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for n in range(tokens):
+            if rate:
+                delay = start + n / rate - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            writer.write(TOKENS[n])
+            await writer.drain()
+        writer.write(LAST)
+        await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+
+async def serve(port: int) -> None:
+    server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=4096)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    asyncio.run(serve(parser.parse_args().port))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""Streaming overhead of the ``api`` endpoint, measured side by side with the provider.
+
+Run with ``make bench`` (it starts the emulators). Prints:
+
+(a) time to first token through our endpoint vs straight from the provider, and
+    the p50 of the Firestore write the endpoint must make before calling the model
+    (creating the conversation), so the overhead beyond that write can be read off;
+(b) per-token overhead on an unpaced 500-token stream;
+(c) concurrent SSE streams at 50 tokens/s each, rising until the added p99
+    inter-token delay (endpoint p99 gap minus provider-direct p99 gap at the same
+    concurrency) exceeds 50 ms.
+
+Both sides are read with the same raw asyncio HTTP client, which timestamps each
+socket read, so the client costs the same on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
+
+from google.cloud.firestore import AsyncClient  # noqa: E402
+
+from tools.stack import free_port  # noqa: E402
+
+TEXT_MARK = b"event: text\n"
+PROVIDER_MARK = b'{"content": " tok'
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def stream_once(
+    port: int, path: str, body: bytes, headers: str, mark: bytes
+) -> tuple[float, list[float]]:
+    """POST and read to the end: (time to first ``mark``, arrival time of each ``mark``)."""
+    started = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n{headers}\r\n".encode()
+        + body
+    )
+    arrivals: list[float] = []
+    tail = b""
+    while True:
+        data = await reader.read(65536)
+        if not data:
+            break
+        now = time.perf_counter()
+        window = tail + data
+        arrivals.extend([now] * window.count(mark))
+        tail = window[-(len(mark) - 1) :]
+    writer.close()
+    first = arrivals[0] - started if arrivals else float("nan")
+    return first, arrivals
+
+
+class Target:
+    """One side of the comparison: our endpoint, or the provider directly."""
+
+    def __init__(self, name: str, port: int, path: str, headers: str, mark: bytes) -> None:
+        self.name, self.port, self.path, self.headers, self.mark = name, port, path, headers, mark
+
+    def body(self, tokens: int, rate: int) -> bytes:
+        rule = f"tokens={tokens} rate={rate}"
+        if self.path.endswith("/messages"):
+            return json.dumps({"text": rule}).encode()
+        return json.dumps(
+            {"model": "bench", "stream": True, "messages": [{"role": "user", "content": rule}]}
+        ).encode()
+
+    async def run(self, tokens: int, rate: int) -> tuple[float, list[float]]:
+        return await stream_once(
+            self.port, self.path, self.body(tokens, rate), self.headers, self.mark
+        )
+
+
+async def firestore_create_p50(samples: int) -> float:
+    client = AsyncClient(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "demo-spark"))
+    now = datetime.now(UTC)
+    times = []
+    for n in range(samples):
+        ref = (
+            client.collection("bench")
+            .document("client")
+            .collection("conversations")
+            .document(f"c{n}")
+        )
+        doc = {
+            "id": f"c{n}",
+            "participantIds": ["bench"],
+            "createdAt": now,
+            "messages": [
+                {
+                    "id": "m1",
+                    "role": "user",
+                    "createdAt": now,
+                    "status": "complete",
+                    "content": [{"type": "text", "text": "tokens=1 rate=0"}],
+                },
+                {
+                    "id": "m2",
+                    "role": "assistant",
+                    "createdAt": now,
+                    "status": "streaming",
+                    "content": [],
+                },
+            ],
+        }
+        started = time.perf_counter()
+        await ref.set(doc)
+        times.append(time.perf_counter() - started)
+    client.close()
+    return statistics.median(times)
+
+
+async def ttft(endpoint: Target, provider: Target, samples: int) -> None:
+    ours, direct = [], []
+    for _ in range(samples):
+        direct.append((await provider.run(1, 0))[0])
+        ours.append((await endpoint.run(1, 0))[0])
+    write = await firestore_create_p50(samples)
+    p50_ours, p50_direct = statistics.median(ours), statistics.median(direct)
+    added = p50_ours - p50_direct
+    print(f"(a) time to first token, p50 of {samples}:")
+    print(
+        f"    provider direct {p50_direct * 1e3:7.2f} ms | endpoint {p50_ours * 1e3:7.2f} ms "
+        f"| added {added * 1e3:6.2f} ms | ratio {p50_ours / p50_direct:5.2f}x"
+    )
+    print(
+        f"    Firestore conversation write p50 {write * 1e3:6.2f} ms "
+        f"-> added beyond that write {(added - write) * 1e3:6.2f} ms (target <= 5 ms)"
+    )
+
+
+async def per_token(endpoint: Target, provider: Target, samples: int, tokens: int = 500) -> None:
+    def span(arrivals: list[float]) -> float:
+        return (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1)
+
+    ours, direct = [], []
+    for _ in range(samples):
+        direct.append(span((await provider.run(tokens, 0))[1]))
+        ours.append(span((await endpoint.run(tokens, 0))[1]))
+    o, d = statistics.median(ours), statistics.median(direct)
+    print(f"(b) per-token time on an unpaced {tokens}-token stream, p50 of {samples}:")
+    print(
+        f"    provider direct {d * 1e6:7.1f} us | endpoint {o * 1e6:7.1f} us "
+        f"| added {(o - d) * 1e6:7.1f} us/token | ratio {o / d:5.2f}x"
+    )
+
+
+async def concurrent(target: Target, streams: int, tokens: int, rate: int) -> tuple[float, int]:
+    """p99 inter-token gap (ms) over ``streams`` concurrent paced streams, and how many failed."""
+
+    async def one(n: int) -> list[float]:
+        await asyncio.sleep(n / streams)  # spread the starts over one second
+        _, arrivals = await target.run(tokens, rate)
+        return arrivals
+
+    results = await asyncio.gather(*(one(n) for n in range(streams)), return_exceptions=True)
+    gaps: list[float] = []
+    failed = 0
+    for arrivals in results:
+        if isinstance(arrivals, BaseException) or len(arrivals) < tokens:
+            failed += 1
+            continue
+        gaps.extend(b - a for a, b in itertools.pairwise(arrivals))
+    return (quantile(gaps, 0.99) * 1e3 if gaps else float("inf")), failed
+
+
+async def capacity(endpoint: Target, provider: Target, levels: list[int], rate: int) -> None:
+    tokens = rate * 3
+    print(f"(c) concurrent streams at {rate} tokens/s ({tokens} tokens each), added p99 gap:")
+    best = 0
+    for streams in levels:
+        direct, direct_failed = await concurrent(provider, streams, tokens, rate)
+        ours, failed = await concurrent(endpoint, streams, tokens, rate)
+        added = ours - direct
+        print(
+            f"    {streams:5d} streams: provider p99 gap {direct:7.1f} ms "
+            f"| endpoint {ours:7.1f} ms "
+            f"| added {added:7.1f} ms | failed {failed}/{streams} (direct {direct_failed})"
+        )
+        if added > 50 or failed:
+            break
+        best = streams
+    print(f"    -> held {best} concurrent streams within +50 ms p99 (target >= 1000)")
+
+
+@contextmanager
+def process(argv: list[str], env: dict[str, str], log: Path) -> Iterator[None]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def wait_http(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not come up")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument("--levels", default="50,100,200,300,400,600,800,1000,1200")
+    parser.add_argument("--rate", type=int, default=50)
+    args = parser.parse_args()
+    if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        raise SystemExit("run through `make bench` (it starts the emulators)")
+
+    logs = Path(os.environ.get("SPARK_STACK_LOGS", "/tmp"))
+    provider_port, api_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
+        "OPENAI_API_KEY": "bench",
+        "SPARK_MODEL": "bench",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
+    }
+    fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
+    api = [
+        str(Path(sys.executable).with_name("functions-framework")),
+        "--target=api",
+        f"--source={ROOT / 'functions' / 'main.py'}",
+        "--asgi",
+        "--host=127.0.0.1",
+        f"--port={api_port}",
+    ]
+    with process(fake, env, logs / "bench-provider.log"), process(api, env, logs / "bench-api.log"):
+        wait_http(f"http://127.0.0.1:{api_port}/healthz")
+        from tools.stack import sign_up
+
+        token = sign_up(
+            os.environ["FIREBASE_AUTH_EMULATOR_HOST"], "bench@example.com", "bench-pass"
+        )
+        endpoint = Target(
+            "endpoint",
+            api_port,
+            "/api/spark/agent/messages",
+            f"Accept: text/event-stream\r\nAuthorization: Bearer {token}\r\n",
+            TEXT_MARK,
+        )
+        provider = Target("provider", provider_port, "/v1/chat/completions", "", PROVIDER_MARK)
+        print(
+            f"stream_overhead: {os.cpu_count()} cores, one api process (uvicorn worker), "
+            f"Firestore + Auth emulators on this machine"
+        )
+        asyncio.run(ttft(endpoint, provider, args.samples))
+        asyncio.run(per_token(endpoint, provider, max(5, args.samples // 10)))
+        levels = [int(n) for n in args.levels.split(",")]
+        asyncio.run(capacity(endpoint, provider, levels, args.rate))
+
+
+if __name__ == "__main__":
+    main()
