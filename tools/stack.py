@@ -222,6 +222,8 @@ def firebase_ports() -> dict[str, int]:
 
 
 def dev() -> int:
+    # A shell may start us with SIGINT ignored (e.g. `make dev &`); Ctrl-C must still stop us.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ports = firebase_ports()
     api_port = int(os.environ.get("PORT", "8080"))
     with running(STATE_DIR / "dev", ports) as stack:
