@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.fakes.openai_server import chunk
 
 _RULE = re.compile(rb"tokens=(\d+) rate=(\d+)")
 _HEAD = (
@@ -20,20 +25,9 @@ _HEAD = (
 )
 
 
-def _chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
-    body = {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": "bench",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-
-TOKENS = [_chunk({"content": f" tok{n}"}) for n in range(10_000)]
-FIRST = _chunk({"role": "assistant", "content": ""})
-LAST = _chunk({}, "stop") + b"data: [DONE]\n\n"
+TOKENS = [chunk({"content": f" tok{n}"}) for n in range(10_000)]
+FIRST = chunk({"role": "assistant", "content": ""})
+LAST = chunk({}, "stop") + b"data: [DONE]\n\n"
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

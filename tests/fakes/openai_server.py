@@ -50,7 +50,8 @@ class _Dropped(Exception):
     """Raised inside the body to make the server drop the connection."""
 
 
-def _chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+    """One Chat Completions SSE chunk (a usage-only chunk when ``usage`` is given)."""
     body = {
         "id": "chatcmpl-fake",
         "object": "chat.completion.chunk",
@@ -97,16 +98,16 @@ class FakeOpenAI:
     async def _stream(self, script: Script) -> AsyncIterator[bytes]:
         if script.first_delay:
             await asyncio.sleep(script.first_delay)
-        yield _chunk({"role": "assistant", "content": ""})
+        yield chunk({"role": "assistant", "content": ""})
         for n, text in enumerate(script.chunks):
             if script.disconnect_after is not None and n >= script.disconnect_after:
                 raise _Dropped
             if script.delay and n:
                 await asyncio.sleep(script.delay)
-            yield _chunk({"content": text})
+            yield chunk({"content": text})
         for index, (name, arguments) in enumerate(script.tool_calls):
             half = len(arguments) // 2
-            yield _chunk(
+            yield chunk(
                 {
                     "tool_calls": [
                         {
@@ -118,12 +119,12 @@ class FakeOpenAI:
                     ]
                 }
             )
-            yield _chunk(
+            yield chunk(
                 {"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}
             )
         if script.finish:
-            yield _chunk({}, "tool_calls" if script.tool_calls else "stop")
-            yield _chunk(
+            yield chunk({}, "tool_calls" if script.tool_calls else "stop")
+            yield chunk(
                 {},
                 usage={
                     "prompt_tokens": 3,
