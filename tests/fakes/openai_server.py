@@ -34,7 +34,8 @@ class Script:
     ``tool_calls`` (name, arguments JSON) in two fragments; then the finish reason.
     ``status`` answers with that HTTP error instead. ``disconnect_after`` drops the
     connection after that many chunks; ``finish=False`` ends the stream cleanly
-    (``[DONE]``) but without a finish reason.
+    (``[DONE]``) but without a finish reason. ``error_after`` sends an in-stream
+    ``{"error": ...}`` chunk after that many chunks, as OpenAI does on server errors.
     """
 
     chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " the", " fake."])
@@ -43,6 +44,7 @@ class Script:
     first_delay: float = 0.0
     status: int | None = None
     disconnect_after: int | None = None
+    error_after: int | None = None
     finish: bool = True
 
 
@@ -102,6 +104,10 @@ class FakeOpenAI:
         for n, text in enumerate(script.chunks):
             if script.disconnect_after is not None and n >= script.disconnect_after:
                 raise _Dropped
+            if script.error_after is not None and n >= script.error_after:
+                error = {"error": {"message": "The server had an error", "type": "server_error"}}
+                yield b"data: " + json.dumps(error).encode() + b"\n\n"
+                return
             if script.delay and n:
                 await asyncio.sleep(script.delay)
             yield chunk({"content": text})

@@ -9,6 +9,7 @@ import pytest
 
 from shared.errors import (
     IncompleteResponse,
+    ProviderError,
     ProviderRateLimited,
     ProviderRejected,
     ProviderUnavailable,
@@ -113,6 +114,12 @@ async def test_openai_mid_stream_disconnect_is_a_provider_failure(fake: FakeOpen
         ):
             received.append(event)
     assert received == [TextDelta("a"), TextDelta("b")]
+
+
+async def test_openai_error_inside_the_stream_is_a_provider_failure(fake: FakeOpenAI) -> None:
+    fake.script("inner error", Script(chunks=["a", "b"], error_after=1))
+    with pytest.raises(ProviderError, match="The server had an error"):
+        await collect(fake, "inner error")
 
 
 async def test_openai_stream_without_finish_reason_is_incomplete(fake: FakeOpenAI) -> None:
