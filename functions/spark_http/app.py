@@ -76,6 +76,7 @@ class ApiApp:
         task = asyncio.create_task(run.execute(channel.emit), name=f"run-{run.record.run_id}")
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
+        task.add_done_callback(lambda _: channel.end())
         keepalive = self._service.settings.keepalive_seconds
         return sse_response(sse_stream(channel, keepalive))
 

@@ -164,13 +164,11 @@ class Run:
             return
         try:
             await writer.finish(lambda: self._finish(self._snapshot(status="complete")))
-        except SparkError as exc:
-            log.error("run %s: final write failed: %s", self.record.run_id, exc)
-            emit(
-                ErrorEvent(
-                    message="Your reply could not be saved; please try again.", code=exc.code
-                )
-            )
+        except Exception as exc:
+            # The message stays "streaming" until its lease lapses; the next send closes it.
+            log.exception("run %s: final write failed", self.record.run_id)
+            code = exc.code if isinstance(exc, SparkError) else "internal"
+            emit(ErrorEvent(message="Your reply could not be saved; please try again.", code=code))
             return
         emit(DoneEvent(message_id=self.assistant.id, status="complete"))
 
@@ -197,6 +195,6 @@ class Run:
         failed = self._snapshot(status="error", error=MessageError(code=code, message=message))
         try:
             await writer.finish(lambda: self._finish(failed))
-        except SparkError as exc:
-            log.error("run %s: could not record its failure: %s", self.record.run_id, exc)
+        except Exception:
+            log.exception("run %s: could not record its failure", self.record.run_id)
         emit(ErrorEvent(message=message, code=code))

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import fields
 from typing import Any
 
-from shared.agent.events import TERMINAL, AgentEvent, TextEvent
+from shared.agent.events import TERMINAL, AgentEvent, ErrorEvent, TextEvent
 
 KEEPALIVE = b": keep-alive\n\n"
 
@@ -59,12 +59,25 @@ class EventChannel:
     def __init__(self) -> None:
         self._items: deque[AgentEvent] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
 
     def emit(self, event: AgentEvent) -> None:
+        if self._ended:
+            return
+        self._ended = isinstance(event, TERMINAL)
         self._items.append(event)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def end(self) -> None:
+        """Make sure a listener sees the stream end, even if the run died without saying so."""
+        if not self._ended:
+            self.emit(
+                ErrorEvent(
+                    message="Something went wrong on our side; please try again.", code="internal"
+                )
+            )
 
     async def next_batch(self, idle_seconds: float) -> list[AgentEvent]:
         """Every event emitted so far and not yet taken; empty after ``idle_seconds`` of silence."""

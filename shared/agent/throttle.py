@@ -57,6 +57,8 @@ class ThrottledWriter:
                 self.writes += 1
             except SparkError as exc:
                 log.warning("streaming write failed; the next write will carry it: %s", exc)
+            except Exception:
+                log.exception("streaming write failed unexpectedly; the next write will carry it")
             finally:
                 self._writing = False
             if self._closing:

@@ -200,3 +200,19 @@ async def test_run_cancelled_ends_message_as_error_not_streaming() -> None:
     stored = await service.store.get("alice", run.conversation_id)
     assert stored is not None
     assert stored.messages[1].status == "error" and stored.active_run is None
+
+
+async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> None:
+    class FailingFinal(InMemoryConversationStore):
+        """Creating works; every later write blows up with an unexpected error."""
+
+        async def mutate(self, user_id, conversation_id, change):  # type: ignore[no-untyped-def]
+            raise RuntimeError("disk on fire")
+
+    store = FailingFinal()
+    service = make_service(ScriptedProvider([Step.reply("hi")]), store)
+    run = await service.start(ALICE, "hello", None)
+    events: list[object] = []
+    await run.execute(events.append)
+    assert isinstance(events[-1], ErrorEvent)
+    assert events[-1].message == "Your reply could not be saved; please try again."

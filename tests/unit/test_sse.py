@@ -48,3 +48,22 @@ async def test_sse_stream_sends_keepalive_comment_when_silent() -> None:
     asyncio.get_running_loop().call_later(0.01, channel.emit, DoneEvent("m", "complete"))
     frame = await anext(stream)
     assert frame.startswith(b"id: 1\nevent: done\n")
+
+
+async def test_sse_channel_end_closes_a_stream_whose_run_died_silently() -> None:
+    channel = EventChannel()
+    channel.emit(TextEvent("partial"))
+    channel.end()
+    body = b"".join([chunk async for chunk in sse_stream(channel, keepalive=5)]).decode()
+    assert body.endswith(
+        'event: error\ndata: {"message": "Something went wrong on our side; '
+        'please try again.", "code": "internal"}\n\n'
+    )
+
+
+async def test_sse_channel_end_after_done_adds_nothing() -> None:
+    channel = EventChannel()
+    channel.emit(DoneEvent("m", "complete"))
+    channel.end()
+    body = b"".join([chunk async for chunk in sse_stream(channel, keepalive=5)]).decode()
+    assert body.count("event:") == 1
