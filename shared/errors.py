@@ -12,13 +12,15 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── NotAcceptable           406 not_acceptable
     │   ├── RunInProgress           409 run_in_progress
+    │   ├── RunInterrupted          409 run_interrupted       (its lease lapsed and was closed)
     │   ├── PayloadTooLarge         413 payload_too_large
     │   └── UnsupportedMediaType    415 unsupported_media_type
     ├── ProviderError               502 provider_error        (the model provider failed)
     │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
     │   ├── ProviderRateLimited     503 provider_rate_limited
     │   ├── ProviderRejected        502 provider_rejected     (auth, bad request, ...)
-    │   └── IncompleteResponse      502 incomplete_response   (stream ended early)
+    │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
+    │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
     ├── AuthUnavailable             503 auth_unavailable      (token keys unreachable)
     ├── StoreError                  503 store_unavailable     (Firestore failed)
     │   └── ConversationTooLarge    507 conversation_too_large
@@ -87,6 +89,13 @@ class RunInProgress(RequestError):
     code = "run_in_progress"
 
 
+class RunInterrupted(RequestError):
+    """This run was declared dead (its lease lapsed) and closed; it must stop writing."""
+
+    status = 409
+    code = "run_interrupted"
+
+
 class PayloadTooLarge(RequestError):
     status = 413
     code = "payload_too_large"
@@ -129,6 +138,12 @@ class AuthUnavailable(SparkError):
 
     status = 503
     code = "auth_unavailable"
+
+
+class ContentFiltered(ProviderError):
+    """The provider's content filter stopped the reply."""
+
+    code = "content_filtered"
 
 
 class StoreError(SparkError):

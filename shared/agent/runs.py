@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.errors import RunInProgress
+from shared.errors import RunInProgress, RunInterrupted
 from shared.schemas.documents import ActiveRun, Conversation, Message, MessageError
 
 INTERRUPTED = MessageError(
@@ -19,6 +19,12 @@ INTERRUPTED = MessageError(
 
 def _replace(conversation: Conversation, message: Message) -> list[Message]:
     return [message if m.id == message.id else m for m in conversation.messages]
+
+
+def _still_streaming(conversation: Conversation, message: Message) -> None:
+    stored = conversation.message(message.id)
+    if stored is None or stored.status != "streaming":
+        raise RunInterrupted(INTERRUPTED.message)
 
 
 def close_stale_run(conversation: Conversation, now: datetime) -> Conversation:
@@ -67,11 +73,11 @@ def put_message(
 ) -> Conversation:
     """Replace the streaming message with its newer state and extend the run's lease.
 
-    A message no longer ``streaming`` (its run was closed as stale) is left alone.
+    Raises:
+        RunInterrupted: the message is no longer ``streaming`` (its run was closed as
+            stale), so this run must stop rather than report success.
     """
-    stored = conversation.message(message.id)
-    if stored is None or stored.status != "streaming":
-        return conversation
+    _still_streaming(conversation, message)
     run = conversation.active_run
     if run is not None and run.assistant_message_id == message.id:
         run = run.model_copy(update={"lease_expires_at": lease_until})
@@ -83,11 +89,13 @@ def put_message(
 def finish_run(
     conversation: Conversation, run_id: str, message: Message, now: datetime
 ) -> Conversation:
-    """Write the message's final state and release the run."""
-    stored = conversation.message(message.id)
-    messages = conversation.messages
-    if stored is not None and stored.status == "streaming":
-        messages = _replace(conversation, message)
+    """Write the message's final state and release the run.
+
+    Raises:
+        RunInterrupted: as for ``put_message``.
+    """
+    _still_streaming(conversation, message)
+    messages = _replace(conversation, message)
     run = conversation.active_run
     if run is not None and run.run_id == run_id:
         run = None

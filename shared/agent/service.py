@@ -15,7 +15,7 @@ from shared.agent.throttle import ThrottledWriter
 from shared.auth.base import User
 from shared.clock import Clock
 from shared.config import Settings
-from shared.errors import IncompleteResponse, SparkError
+from shared.errors import ContentFiltered, IncompleteResponse, SparkError
 from shared.ids import IdGenerator
 from shared.llm.base import Finish, ModelProvider, ModelRequest, TextDelta
 from shared.schemas.documents import (
@@ -172,24 +172,44 @@ class Run:
             return
         emit(DoneEvent(message_id=self.assistant.id, status="complete"))
 
+    async def _heartbeat(self, writer: ThrottledWriter) -> None:
+        """Renew the lease while the model is silent, so a slow model is not taken for dead."""
+        period = self.service.settings.run_lease_seconds / 3
+        while True:
+            await self.service.clock.sleep(period)
+            writer.touch()
+
     async def _stream_reply(self, emit: Emit, writer: ThrottledWriter) -> None:
+        heartbeat = asyncio.create_task(self._heartbeat(writer))
+        try:
+            await self._relay(emit, writer)
+        finally:
+            heartbeat.cancel()
+
+    async def _relay(self, emit: Emit, writer: ThrottledWriter) -> None:
         service = self.service
         history = build_history(
             [m for m in self.conversation.messages if m.id != self.assistant.id],
             service.settings.history_messages,
         )
         request = ModelRequest(system=service.system_prompt, messages=history)
-        finished = False
+        finish: Finish | None = None
         async for event in service.provider.stream(request):
+            if writer.fatal is not None:
+                raise writer.fatal
             if isinstance(event, TextDelta):
                 if event.text:
                     self._text.append(event.text)
                     emit(TextEvent(event.text))
                     writer.touch()
             elif isinstance(event, Finish):
-                finished = True
-        if not finished:
+                finish = event
+        if finish is None:
             raise IncompleteResponse("The model's reply was cut off before it finished.")
+        if finish.reason == "content_filter":
+            raise ContentFiltered(
+                "Spark AI Agent stopped this reply because the content filter flagged it."
+            )
 
     async def _fail(self, writer: ThrottledWriter, emit: Emit, code: str, message: str) -> None:
         failed = self._snapshot(status="error", error=MessageError(code=code, message=message))

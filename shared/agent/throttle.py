@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from shared.clock import Clock
-from shared.errors import SparkError
+from shared.errors import ConversationTooLarge, RunInterrupted, SparkError
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,9 @@ class ThrottledWriter:
         self._writing = False
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
+        # A write that can never succeed (the run was taken over, the document is full):
+        # the caller checks it and stops instead of streaming into the void.
+        self.fatal: SparkError | None = None
 
     def touch(self) -> None:
         """There is something new to persist."""
@@ -55,6 +58,9 @@ class ThrottledWriter:
             try:
                 await self._write()
                 self.writes += 1
+            except (RunInterrupted, ConversationTooLarge) as exc:
+                self.fatal = exc
+                return
             except SparkError as exc:
                 log.warning("streaming write failed; the next write will carry it: %s", exc)
             except Exception:
@@ -85,6 +91,8 @@ class ThrottledWriter:
                 await final()
                 self.writes += 1
                 return
+            except (RunInterrupted, ConversationTooLarge):
+                raise  # permanent: retrying cannot help
             except SparkError:
                 if attempt == attempts:
                     raise

@@ -216,3 +216,49 @@ async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> 
     await run.execute(events.append)
     assert isinstance(events[-1], ErrorEvent)
     assert events[-1].message == "Your reply could not be saved; please try again."
+
+
+async def test_run_lease_is_renewed_while_the_model_is_silent() -> None:
+    clock = ManualClock()
+    provider = ScriptedProvider([Step.reply("late reply", delay=200)], clock=clock)
+    service = make_service(provider, clock=clock, run_lease_seconds=90)
+    run = await service.start(ALICE, "think hard", None)
+    events: list[object] = []
+    task = asyncio.create_task(run.execute(events.append))
+    await clock.advance(150)  # past the original lease, the model still silent
+    with pytest.raises(RunInProgress):
+        await service.start(ALICE, "are you there?", run.conversation_id)
+    await clock.advance(300)  # the reply, then its finish, 200 s apart each
+    await task
+    assert isinstance(events[-1], DoneEvent)
+
+
+async def test_run_taken_over_after_its_lease_stops_and_reports_an_error() -> None:
+    service = make_service(
+        ScriptedProvider([Step.reply("a", "b", "c", "d", delay=0.02)]), throttle_ms=0
+    )
+    run = await service.start(ALICE, "hello", None)
+    # Another instance decided this run was dead and closed it.
+    await service.store.mutate(
+        "alice",
+        run.conversation_id,
+        lambda c: c.model_copy(
+            update={
+                "messages": [c.messages[0], c.messages[1].model_copy(update={"status": "error"})],
+                "active_run": None,
+            }
+        ),
+    )
+    events: list[object] = []
+    await run.execute(events.append)
+    assert isinstance(events[-1], ErrorEvent)
+    assert events[-1].code == "run_interrupted"
+    assert not any(isinstance(e, DoneEvent) for e in events)
+
+
+async def test_run_content_filter_finish_is_an_error_not_a_complete_reply() -> None:
+    service = make_service(ScriptedProvider([Step([TextDelta("Some"), Finish("content_filter")])]))
+    conversation_id, events = await run_to_end(service, ALICE, "hello")
+    assert isinstance(events[-1], ErrorEvent) and events[-1].code == "content_filtered"
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None and stored.messages[1].status == "error"
