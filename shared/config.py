@@ -62,7 +62,6 @@ class Settings:
     history_messages: int = 20
     tool_output_chars: int = 8000
     max_request_bytes: int = 1024 * 1024
-    max_text_bytes: int = 32 * 1024
     offline_token_delay_ms: int = 15
     check_revoked: bool = False
 

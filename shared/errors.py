@@ -33,6 +33,9 @@ ever sees an ``openai`` or ``google.api_core`` exception.
 
 from __future__ import annotations
 
+INTERNAL_MESSAGE = "Something went wrong on our side; please try again."
+"""What the user is told about a failure we did not foresee."""
+
 
 class SparkError(Exception):
     """Base of every error Spark AI Agent raises on purpose."""

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from shared.agent.service import AgentService
 from shared.agent.sse import EventChannel, sse_stream
 from shared.auth.base import TokenVerifier, User
-from shared.errors import MethodNotAllowed, NotAcceptable, NotFound, SparkError
+from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, NotAcceptable, NotFound, SparkError
 from shared.schemas.api import SendMessageRequest
 from spark_http.requests import bearer_token, read_json, wants_event_stream
 from spark_http.responses import error_response, sse_response
@@ -42,7 +42,7 @@ class ApiApp:
             return error_response(exc)
         except Exception:
             log.exception("unhandled error on %s %s", request.method, request.url.path)
-            return error_response(SparkError("Something went wrong on our side; please try again."))
+            return error_response(SparkError(INTERNAL_MESSAGE))
 
     async def _dispatch(self, request: Request) -> Response:
         methods = self._routes.get(request.url.path.rstrip("/") or "/")

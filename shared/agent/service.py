@@ -15,7 +15,7 @@ from shared.agent.throttle import ThrottledWriter
 from shared.auth.base import User
 from shared.clock import Clock
 from shared.config import Settings
-from shared.errors import ContentFiltered, IncompleteResponse, SparkError
+from shared.errors import INTERNAL_MESSAGE, ContentFiltered, IncompleteResponse, SparkError
 from shared.ids import IdGenerator
 from shared.llm.base import Finish, ModelProvider, ModelRequest, TextDelta
 from shared.schemas.documents import (
@@ -158,9 +158,7 @@ class Run:
             raise
         except Exception:
             log.exception("run %s failed unexpectedly", self.record.run_id)
-            await self._fail(
-                writer, emit, "internal", "Something went wrong on our side; please try again."
-            )
+            await self._fail(writer, emit, "internal", INTERNAL_MESSAGE)
             return
         try:
             await writer.finish(lambda: self._finish(self._snapshot(status="complete")))

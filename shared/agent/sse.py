@@ -10,6 +10,7 @@ from dataclasses import fields
 from typing import Any
 
 from shared.agent.events import TERMINAL, AgentEvent, ErrorEvent, TextEvent
+from shared.errors import INTERNAL_MESSAGE
 
 KEEPALIVE = b": keep-alive\n\n"
 
@@ -73,11 +74,7 @@ class EventChannel:
     def end(self) -> None:
         """Make sure a listener sees the stream end, even if the run died without saying so."""
         if not self._ended:
-            self.emit(
-                ErrorEvent(
-                    message="Something went wrong on our side; please try again.", code="internal"
-                )
-            )
+            self.emit(ErrorEvent(message=INTERNAL_MESSAGE, code="internal"))
 
     async def next_batch(self, idle_seconds: float) -> list[AgentEvent]:
         """Every event emitted so far and not yet taken; empty after ``idle_seconds`` of silence."""
