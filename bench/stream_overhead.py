@@ -22,22 +22,18 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
 from google.cloud.firestore import AsyncClient  # noqa: E402
 
-from tools.stack import free_port  # noqa: E402
+from tools.stack import Stack, free_port, sign_up, start_api  # noqa: E402
 
 TEXT_MARK = b"event: text\n"
 PROVIDER_MARK = b'{"content": " tok'
@@ -225,28 +221,6 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-@contextmanager
-def process(argv: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
-def wait_http(url: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not come up")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -258,34 +232,20 @@ def main() -> None:
     if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
         raise SystemExit("run through `make bench` (it starts the emulators)")
 
-    logs = Path(os.environ.get("SPARK_STACK_LOGS", "/tmp"))
+    stack = Stack(Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="bench-")))
     provider_port, api_port = free_port(), free_port()
     env = {
-        **os.environ,
         "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
         "OPENAI_API_KEY": "bench",
         "SPARK_MODEL": "bench",
-        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
     }
     fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
-    api = [
-        str(Path(sys.executable).with_name("functions-framework")),
-        "--target=api",
-        f"--source={ROOT / 'functions' / 'main.py'}",
-        "--asgi",
-        "--host=127.0.0.1",
-        f"--port={api_port}",
-    ]
-    with (
-        process(fake, env, logs / "bench-provider.log"),
-        process(api, env, logs / "bench-api.log") as api_process,
-    ):
-        wait_http(f"http://127.0.0.1:{api_port}/healthz")
-        from tools.stack import sign_up
-
-        token = sign_up(
-            os.environ["FIREBASE_AUTH_EMULATOR_HOST"], "bench@example.com", "bench-pass"
-        )
+    try:
+        stack.spawn("bench-provider", fake)
+        start_api(stack, api_port, env)
+        api_pid = dict(stack.processes)["api"].pid
+        auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
+        token = sign_up(auth_host, "bench@example.com", "bench-pass").token
         endpoint = Target(
             "endpoint",
             api_port,
@@ -301,7 +261,9 @@ def main() -> None:
         asyncio.run(ttft(endpoint, provider, args.samples))
         asyncio.run(per_token(endpoint, provider, max(5, args.samples // 10)))
         levels = [int(n) for n in args.levels.split(",")]
-        asyncio.run(capacity(endpoint, provider, levels, args.rate, api_process.pid))
+        asyncio.run(capacity(endpoint, provider, levels, args.rate, api_pid))
+    finally:
+        stack.stop()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "demo-spark"
@@ -169,7 +170,9 @@ def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port:
     )
 
 
-def start_api(stack: Stack, port: int) -> None:
+def start_api(stack: Stack, port: int, env: dict[str, str] | None = None) -> str:
+    """Start the ``api`` function as Cloud Functions would (functions-framework, ASGI);
+    ``env`` is added to the stack's. Returns its base URL once it answers."""
     stack.spawn(
         "api",
         [
@@ -180,13 +183,20 @@ def start_api(stack: Stack, port: int) -> None:
             "--host=127.0.0.1",
             f"--port={port}",
         ],
-        env={**stack.env, "PYTHONUNBUFFERED": "1"},
+        env={**stack.env, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
-    stack.wait_ready("api", f"http://127.0.0.1:{port}/healthz", timeout=60)
+    url = f"http://127.0.0.1:{port}"
+    stack.wait_ready("api", f"{url}/healthz", timeout=60)
+    return url
 
 
-def sign_up(auth_host: str, email: str, password: str) -> str:
-    """A user in the Auth emulator and an ID token for it."""
+class Account(NamedTuple):
+    uid: str
+    token: str
+
+
+def sign_up(auth_host: str, email: str, password: str) -> Account:
+    """A user in the Auth emulator (signed in if it exists) and an ID token for it."""
     base = f"http://{auth_host}/identitytoolkit.googleapis.com/v1"
     body = {"email": email, "password": password, "returnSecureToken": True}
     for action in ("accounts:signInWithPassword", "accounts:signUp"):
@@ -197,7 +207,8 @@ def sign_up(auth_host: str, email: str, password: str) -> str:
         )
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
-                return str(json.load(response)["idToken"])
+                body = json.load(response)
+                return Account(uid=str(body["localId"]), token=str(body["idToken"]))
         except urllib.error.HTTPError:
             continue
     raise RuntimeError(f"could not sign in or sign up {email} on the Auth emulator")
@@ -230,7 +241,7 @@ def dev() -> int:
         start_api(stack, api_port)
         token = sign_up(
             stack.env["FIREBASE_AUTH_EMULATOR_HOST"], "teacher@example.com", "spark-local"
-        )
+        ).token
         offline = not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
         model = "the offline model (no OPENAI_API_KEY set)" if offline else "the configured model"
         print(
@@ -277,7 +288,7 @@ def run(command: list[str]) -> int:
 
 def token() -> int:
     auth = f"127.0.0.1:{firebase_ports()['auth']}"
-    print(sign_up(auth, "teacher@example.com", "spark-local"))
+    print(sign_up(auth, "teacher@example.com", "spark-local").token)
     return 0
 
 

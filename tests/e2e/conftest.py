@@ -7,8 +7,7 @@ import base64
 import json
 import os
 import secrets
-import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import pytest
 from google.cloud import firestore
 
 from tests.fakes.openai_server import FakeOpenAI, ServerThread
-from tools.stack import free_port
+from tools.stack import Stack, free_port, sign_up, start_api
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "demo-spark"
@@ -58,74 +57,37 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture(scope="session")
 def api_url(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[str]:
-    port = free_port()
-    log = Path(os.environ.get("SPARK_STACK_LOGS", "/tmp")) / f"api-e2e-{port}.log"
+    logs = Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="spark-e2e-"))
+    stack = Stack(logs)
     env = {
-        **os.environ,
         "GOOGLE_CLOUD_PROJECT": PROJECT,
         "OPENAI_BASE_URL": f"http://127.0.0.1:{fake_openai.port}/v1",  # type: ignore[attr-defined]
         "OPENAI_API_KEY": "test-key",
         "SPARK_MODEL": "fake-model",
         "SPARK_KEEPALIVE_SECONDS": "1",
         "SPARK_THROTTLE_MS": "200",
+        "K_SERVICE": "",
     }
-    env.pop("K_SERVICE", None)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(Path(sys.executable).with_name("functions-framework")),
-                "--target=api",
-                f"--source={ROOT / 'functions' / 'main.py'}",
-                "--asgi",
-                "--host=127.0.0.1",
-                f"--port={port}",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            pytest.fail(f"api exited early:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"api did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    yield url
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        yield start_api(stack, free_port(), env)
+    finally:
+        stack.stop()
 
 
-def sign_up(auth_host: str) -> StackUser:
+def new_user(auth_host: str) -> StackUser:
     email = f"user-{secrets.token_hex(6)}@example.com"
-    response = httpx.post(
-        f"http://{auth_host}/identitytoolkit.googleapis.com/v1/accounts:signUp?key=local",
-        json={"email": email, "password": "secret-123", "returnSecureToken": True},
-    )
-    response.raise_for_status()
-    body = response.json()
-    return StackUser(uid=body["localId"], token=body["idToken"], email=email)
+    account = sign_up(auth_host, email, "secret-123")
+    return StackUser(uid=account.uid, token=account.token, email=email)
 
 
 @pytest.fixture
 def alice(emulators: tuple[str, str]) -> StackUser:
-    return sign_up(emulators[1])
+    return new_user(emulators[1])
 
 
 @pytest.fixture
 def bob(emulators: tuple[str, str]) -> StackUser:
-    return sign_up(emulators[1])
+    return new_user(emulators[1])
 
 
 @pytest.fixture(scope="session")
