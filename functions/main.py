@@ -1,4 +1,4 @@
-"""Cloud Functions entry points (thin): ``api``.
+"""Cloud Functions entry points (thin): ``api`` (public) and ``tasks`` (Cloud Tasks only).
 
 Importing this module reads and checks the configuration, so a process configured
 unsafely (for example the Auth emulator in production) refuses to start.
@@ -10,19 +10,29 @@ import logging
 
 import functions_framework.aio
 from spark_http.app import ApiApp
+from spark_http.tasks import TasksApp
 from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.config import Settings
-from shared.wiring import build_service, build_verifier
+from shared.tasks.handler import TaskHandler
+from shared.wiring import build_service, build_task_verifier, build_verifier
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 settings = Settings.from_env()
-_api = ApiApp(build_service(settings), build_verifier(settings))
+_service = build_service(settings)
+_api = ApiApp(_service, build_verifier(settings))
+_tasks = TasksApp(TaskHandler(_service), build_task_verifier(settings))
 
 
 @functions_framework.aio.http
 async def api(request: Request) -> Response:
     """The public HTTP function: ``/api/spark/agent/...``."""
     return await _api(request)
+
+
+@functions_framework.aio.http
+async def tasks(request: Request) -> Response:
+    """The private HTTP function Cloud Tasks calls: runs task tools and follow-ups."""
+    return await _tasks(request)

@@ -65,6 +65,19 @@ class Settings:
     offline_token_delay_ms: int = 15
     check_revoked: bool = False
 
+    # Cloud Tasks (DESIGN §6).
+    tasks_per_user: int = 3
+    task_max_attempts: int = 3
+    task_retry_base_ms: int = 2000
+    task_lease_seconds: int = 120
+    tasks_queue: str = "spark-tasks"
+    tasks_location: str = "europe-west2"
+    tasks_url: str = "http://127.0.0.1:8081/"
+    tasks_service_account: str | None = None
+    tasks_emulator_host: str | None = None
+    # Local only: accept task calls signed with this key instead of an OIDC token.
+    tasks_local_key: str | None = field(default=None, repr=False)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read the settings from ``env`` (default: ``os.environ``) and check them."""
@@ -87,6 +100,16 @@ class Settings:
             tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", 8000),
             offline_token_delay_ms=_int(env, "SPARK_OFFLINE_TOKEN_DELAY_MS", 15, minimum=0),
             check_revoked=_bool(env, "SPARK_CHECK_REVOKED"),
+            tasks_per_user=_int(env, "SPARK_TASKS_PER_USER", 3),
+            task_max_attempts=_int(env, "SPARK_TASK_MAX_ATTEMPTS", 3),
+            task_retry_base_ms=_int(env, "SPARK_TASK_RETRY_BASE_MS", 2000, minimum=0),
+            task_lease_seconds=_int(env, "SPARK_TASK_LEASE_SECONDS", 120),
+            tasks_queue=_str(env, "CLOUD_TASKS_QUEUE") or "spark-tasks",
+            tasks_location=_str(env, "CLOUD_TASKS_LOCATION") or "europe-west2",
+            tasks_url=_str(env, "SPARK_TASKS_URL") or "http://127.0.0.1:8081/",
+            tasks_service_account=_str(env, "CLOUD_TASKS_SERVICE_ACCOUNT"),
+            tasks_emulator_host=_str(env, "CLOUD_TASKS_EMULATOR_HOST"),
+            tasks_local_key=_str(env, "SPARK_TASKS_LOCAL_KEY"),
         )
         settings.check()
         return settings
@@ -117,6 +140,21 @@ class Settings:
             raise ConfigurationError(
                 "FIRESTORE_EMULATOR_HOST is set while running in production "
                 f"(K_SERVICE={self.cloud_service}); refusing to start."
+            )
+        if self.tasks_emulator_host:
+            raise ConfigurationError(
+                "CLOUD_TASKS_EMULATOR_HOST is set while running in production "
+                f"(K_SERVICE={self.cloud_service}); refusing to start."
+            )
+        if self.tasks_local_key:
+            raise ConfigurationError(
+                "SPARK_TASKS_LOCAL_KEY (local task mode) is set while running in production "
+                f"(K_SERVICE={self.cloud_service}); refusing to accept unsigned task calls."
+            )
+        if not self.tasks_service_account or not self.tasks_url.startswith("https://"):
+            raise ConfigurationError(
+                "Cloud Tasks needs CLOUD_TASKS_SERVICE_ACCOUNT and an https SPARK_TASKS_URL "
+                "(the tasks function's URL) in production."
             )
         if self.offline_model:
             raise ConfigurationError(

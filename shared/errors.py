@@ -8,6 +8,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── Unauthenticated         401 unauthenticated
     │   │   ├── TokenExpired        401 token_expired
     │   │   └── TokenRevoked        401 token_revoked
+    │   ├── Forbidden               403 forbidden             (authenticated, not allowed)
     │   ├── NotFound                404 not_found
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── NotAcceptable           406 not_acceptable
@@ -22,6 +23,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
     ├── AuthUnavailable             503 auth_unavailable      (token keys unreachable)
+    ├── QueueUnavailable            503 queue_unavailable     (Cloud Tasks failed)
     ├── StoreError                  503 store_unavailable     (Firestore failed)
     │   └── ConversationTooLarge    507 conversation_too_large
     ├── ConfigurationError          500 misconfigured         (refuses to start)
@@ -68,6 +70,13 @@ class TokenExpired(Unauthenticated):
 
 class TokenRevoked(Unauthenticated):
     code = "token_revoked"
+
+
+class Forbidden(RequestError):
+    """The caller is authenticated but may not do this."""
+
+    status = 403
+    code = "forbidden"
 
 
 class NotFound(RequestError):
@@ -147,6 +156,13 @@ class ContentFiltered(ProviderError):
     """The provider's content filter stopped the reply."""
 
     code = "content_filtered"
+
+
+class QueueUnavailable(SparkError):
+    """Cloud Tasks (or its emulator) could not take the task."""
+
+    status = 503
+    code = "queue_unavailable"
 
 
 class StoreError(SparkError):

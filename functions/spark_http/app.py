@@ -12,8 +12,8 @@ from starlette.responses import JSONResponse, Response
 from shared.agent.service import AgentService
 from shared.agent.sse import EventChannel, sse_stream
 from shared.auth.base import TokenVerifier, User
-from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, NotAcceptable, NotFound, SparkError
-from shared.schemas.api import SendMessageRequest
+from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, NotFound, SparkError
+from shared.schemas.api import AckResponse, SendMessageRequest
 from spark_http.requests import bearer_token, read_json, wants_event_stream
 from spark_http.responses import error_response, sse_response
 
@@ -61,16 +61,14 @@ class ApiApp:
         return await self._verifier.verify(bearer_token(request))
 
     async def post_message(self, request: Request) -> Response:
-        """``POST /api/spark/agent/messages``: persist the message, stream the reply."""
+        """``POST /api/spark/agent/messages``: persist the message, then stream the reply
+        (``Accept: text/event-stream``) or acknowledge with 202 and reply from a task."""
         user = await self._authenticate(request)
         body = await read_json(
             request, SendMessageRequest, self._service.settings.max_request_bytes
         )
         if not wants_event_stream(request):
-            raise NotAcceptable(
-                "Send 'Accept: text/event-stream' to stream the reply; "
-                "the acknowledge-only mode is not available yet."
-            )
+            return await self._acknowledge(user, body)
         run = await self._service.start(user, body.text, body.conversation_id)
         channel = EventChannel()
         task = asyncio.create_task(run.execute(channel.emit), name=f"run-{run.record.run_id}")
@@ -79,6 +77,21 @@ class ApiApp:
         task.add_done_callback(lambda _: channel.end())
         keepalive = self._service.settings.keepalive_seconds
         return sse_response(sse_stream(channel, keepalive))
+
+    async def _acknowledge(self, user: User, body: SendMessageRequest) -> Response:
+        # No work may follow the response (Cloud Functions throttles the CPU then):
+        # a Cloud Task produces the reply.
+        run = await self._service.start(user, body.text, body.conversation_id, queued=True)
+        try:
+            await self._service.scheduler.enqueue_reply(
+                user.uid, run.conversation_id, run.record.run_id
+            )
+        except SparkError as exc:
+            await run.abort(exc)
+            raise
+        assert run.user_message is not None
+        ack = AckResponse(conversation_id=run.conversation_id, message_id=run.user_message.id)
+        return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
 
     async def drain(self) -> None:
         """Wait for runs still going (their clients may have left)."""

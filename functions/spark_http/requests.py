@@ -28,7 +28,8 @@ def wants_event_stream(request: Request) -> bool:
     return "text/event-stream" in request.headers.get("accept", "").lower()
 
 
-async def _read_bounded(request: Request, limit: int) -> bytes:
+async def read_bounded(request: Request, limit: int) -> bytes:
+    """The raw body, refused past ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"The request body must be at most {limit} bytes.")
@@ -60,7 +61,15 @@ async def read_json(request: Request, model: type[Body], limit: int) -> Body:
         raise UnsupportedMediaType(
             "Send the request body as JSON (Content-Type: application/json)."
         )
-    raw = await _read_bounded(request, limit)
+    return parse_json(await read_bounded(request, limit), model)
+
+
+def parse_json(raw: bytes, model: type[Body]) -> Body:
+    """``raw`` parsed as ``model``.
+
+    Raises:
+        RequestError: not JSON, not an object, or not valid for ``model``.
+    """
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):

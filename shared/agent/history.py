@@ -1,24 +1,99 @@
-"""What the model sees of a conversation: its latest messages, normalised."""
+"""What the model sees of a conversation: its latest messages, normalised.
+
+Tool calls and their results are kept in pairs: an assistant turn that calls tools
+is always followed by one tool turn per call, wherever the result was stored (inline
+results sit in the same message, task results arrive later as ``tool`` messages).
+A call still waiting for its result gets a note saying so, and a result whose call
+fell out of the window is left out with it.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from shared.llm.base import ChatMessage
-from shared.schemas.documents import Message
+from shared.llm.base import ChatMessage, ToolCallRequest
+from shared.schemas.documents import Message, ToolResult
+
+PENDING_OUTPUT = json.dumps(
+    {"status": "pending", "note": "This tool is still running; its result will follow."}
+)
 
 
-def to_chat(message: Message) -> ChatMessage | None:
-    """The model's view of one stored message (``None``: nothing to show)."""
-    text = message.text
-    if message.role == "user" and text:
-        return ChatMessage("user", text)
-    if message.role == "assistant" and text and message.status != "streaming":
-        return ChatMessage("assistant", text)
-    return None
+def _results(messages: Sequence[Message]) -> dict[str, ToolResult]:
+    return {
+        part.tool_result.tool_call_id: part.tool_result
+        for message in messages
+        for part in message.content
+        if part.tool_result is not None
+    }
+
+
+def _assistant_turns(
+    message: Message, results: dict[str, ToolResult], names: dict[str, str]
+) -> list[ChatMessage]:
+    turns: list[ChatMessage] = []
+    text: list[str] = []
+    calls: list[ToolCallRequest] = []
+
+    def flush() -> None:
+        if not text and not calls:
+            return
+        turns.append(ChatMessage("assistant", "".join(text), tool_calls=tuple(calls)))
+        for call in calls:
+            result = results.get(call.id)
+            turns.append(
+                ChatMessage(
+                    "tool",
+                    result.output_json if result else PENDING_OUTPUT,
+                    tool_call_id=call.id,
+                    name=call.name,
+                    is_error=result is not None and result.status == "error",
+                )
+            )
+        text.clear()
+        calls.clear()
+
+    for part in message.content:
+        if part.type == "text" and part.text:
+            if calls:
+                flush()
+            text.append(part.text)
+        elif part.tool_call is not None:
+            call = part.tool_call
+            names[call.id] = call.name
+            calls.append(ToolCallRequest(call.id, call.name, call.args_json))
+        elif part.tool_result is not None and calls:
+            flush()
+    flush()
+    return turns
+
+
+def to_chat(messages: Sequence[Message]) -> list[ChatMessage]:
+    """The model's view of ``messages``, in order (streaming messages left out)."""
+    results = _results(messages)
+    names: dict[str, str] = {}
+    chat: list[ChatMessage] = []
+    for message in messages:
+        if message.role == "user" and message.text:
+            chat.append(ChatMessage("user", message.text))
+        elif message.role == "assistant" and message.status != "streaming":
+            chat.extend(_assistant_turns(message, results, names))
+    return chat
 
 
 def build_history(messages: Sequence[Message], limit: int) -> list[ChatMessage]:
-    """The last ``limit`` messages that mean something to the model, oldest first."""
-    chat = [c for c in map(to_chat, messages) if c is not None]
-    return chat[-limit:]
+    """The model's view of the last ``limit`` messages, oldest first."""
+    return to_chat(messages[-limit:])
+
+
+def steps_since_user(messages: Sequence[Message]) -> int:
+    """Model steps already taken since the user last spoke (task follow-ups continue
+    the same turn, so they share its step budget)."""
+    steps = 0
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        if message.role == "assistant":
+            steps += sum(1 for t in to_chat([message]) if t.role == "assistant") or 1
+    return steps

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from shared.errors import RunInProgress, RunInterrupted
-from shared.schemas.documents import ActiveRun, Conversation, Message, MessageError
+from shared.schemas.documents import ActiveRun, Conversation, Message, MessageError, TaskState
 
 INTERRUPTED = MessageError(
     code="run_interrupted",
@@ -87,9 +87,13 @@ def put_message(
 
 
 def finish_run(
-    conversation: Conversation, run_id: str, message: Message, now: datetime
+    conversation: Conversation,
+    run_id: str,
+    message: Message,
+    now: datetime,
+    tasks: dict[str, TaskState] | None = None,
 ) -> Conversation:
-    """Write the message's final state and release the run.
+    """Write the message's final state, add the tasks it queued, and release the run.
 
     Raises:
         RunInterrupted: as for ``put_message``.
@@ -99,6 +103,53 @@ def finish_run(
     run = conversation.active_run
     if run is not None and run.run_id == run_id:
         run = None
+    update: dict[str, object] = {
+        "messages": messages,
+        "active_run": run,
+        "updated_at": now,
+        "last_message_at": now,
+    }
+    if tasks:
+        update["tasks"] = {**(conversation.tasks or {}), **tasks}
+    return conversation.model_copy(update=update)
+
+
+class AlreadyAnswered(Exception):
+    """The follow-up this task would write exists already (a redelivery)."""
+
+
+def open_follow_up(conversation: Conversation, assistant: Message, run: ActiveRun) -> Conversation:
+    """Append the placeholder of the agent's follow-up to task results and make ``run`` active.
+
+    Raises:
+        AlreadyAnswered: a message with ``assistant.id`` exists.
+        RunInProgress: another run is live; try again when it ends.
+    """
+    if conversation.message(assistant.id) is not None:
+        raise AlreadyAnswered(assistant.id)
+    conversation = close_stale_run(conversation, run.started_at)
+    if conversation.active_run is not None:
+        raise RunInProgress("Another reply is being written in this conversation.")
     return conversation.model_copy(
-        update={"messages": messages, "active_run": run, "updated_at": now, "last_message_at": now}
+        update={
+            "messages": [*conversation.messages, assistant],
+            "active_run": run,
+            "updated_at": run.started_at,
+        }
     )
+
+
+def claim_queued_run(
+    conversation: Conversation, run_id: str, lease_until: datetime
+) -> Conversation:
+    """Mark the queued run (``202`` mode) as started, once.
+
+    Raises:
+        AlreadyAnswered: the run is not queued any more (another delivery took it,
+            or it was closed).
+    """
+    run = conversation.active_run
+    if run is None or run.run_id != run_id or run.status != "queued":
+        raise AlreadyAnswered(run_id)
+    run = run.model_copy(update={"status": "streaming", "lease_expires_at": lease_until})
+    return conversation.model_copy(update={"active_run": run})

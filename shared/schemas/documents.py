@@ -182,3 +182,20 @@ class Conversation(Document):
             if message.id == message_id:
                 return message
         return None
+
+
+class Lesson(Document):
+    """``/{userId}/client/lessons/{lessonId}``: a lesson plan the agent drafted."""
+
+    id: str
+    title: str
+    topic: str
+    audience: str
+    duration_minutes: int = Field(ge=1)
+    objectives: list[str] = Field(default_factory=list)
+    body: str
+    created_at: Timestamp
+    updated_at: Timestamp
+    conversation_id: str | None = None
+    tool_call_id: str | None = None
+    model: str | None = None

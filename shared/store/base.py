@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from shared.schemas.documents import Conversation
+from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.server import TaskLedger
 
 Mutation = Callable[[Conversation], Conversation]
 """A pure change to a conversation: it may run more than once (on contention)."""
@@ -42,6 +43,41 @@ class ConversationStore(Protocol):
         Raises:
             NotFound: this user has no conversation with this id.
             ConversationTooLarge: the result would not fit in one document.
+            StoreError: the store failed.
+        """
+        ...
+
+
+LedgerChange = Callable[[TaskLedger], TaskLedger]
+
+
+class TaskLedgerStore(Protocol):
+    """Each user's task ledger at ``/{userId}/server`` (server-only)."""
+
+    async def get(self, user_id: str) -> TaskLedger:
+        """The ledger (empty if the user never had a task)."""
+        ...
+
+    async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
+        """Atomically apply ``change`` (pure, may run more than once) and write the result.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+
+class LessonStore(Protocol):
+    """Lessons at ``/{userId}/client/lessons/{lessonId}``."""
+
+    async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
+        """The lesson, or ``None`` if this user has none with this id."""
+        ...
+
+    async def create(self, user_id: str, lesson: Lesson) -> Lesson:
+        """Store ``lesson`` unless one with its id exists; returns the stored one.
+
+        Raises:
             StoreError: the store failed.
         """
         ...

@@ -1,4 +1,5 @@
-"""``ConversationStore`` on Cloud Firestore (the only module that imports it)."""
+"""The stores on Cloud Firestore (the only module that imports it): conversations,
+task ledgers and lessons."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from google.api_core import exceptions as gexc
 from google.cloud.firestore import DELETE_FIELD, AsyncClient
 
 from shared.errors import NotFound, StoreError
-from shared.schemas.documents import Conversation
-from shared.store.base import Mutation
+from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.server import TaskLedger
+from shared.store.base import LedgerChange, Mutation
 from shared.store.limits import check_size
 
 # A mutation that keeps losing the race is given up after this many attempts.
@@ -117,6 +119,96 @@ class FirestoreConversationStore:
             self._remember(key, _Version(updated, document, result.update_time))
             return updated
         raise StoreError("The conversation is changing too fast to save; please try again.")
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
+
+
+class FirestoreTaskLedgerStore:
+    """Task ledgers at ``/{userId}/server``, changed by compare-and-set like conversations.
+
+    Ledger changes are few (a handful per task), so each one reads afresh.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    @classmethod
+    def connect(cls, project_id: str) -> FirestoreTaskLedgerStore:
+        return cls(AsyncClient(project=project_id))
+
+    def _ref(self, user_id: str) -> Any:
+        return self._client.collection(user_id).document("server")
+
+    async def get(self, user_id: str) -> TaskLedger:
+        try:
+            snapshot = await self._ref(user_id).get()
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(f"Firestore read failed: {exc.message}") from exc
+        return TaskLedger.model_validate(snapshot.to_dict()) if snapshot.exists else TaskLedger()
+
+    async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
+        ref = self._ref(user_id)
+        for _ in range(_MAX_ATTEMPTS):
+            try:
+                snapshot = await ref.get()
+                if not snapshot.exists:
+                    updated = change(TaskLedger())
+                    await ref.create(updated.to_firestore())
+                    return updated
+                before = snapshot.to_dict()
+                updated = change(TaskLedger.model_validate(before))
+                fields = _changed_fields(before, updated.to_firestore())
+                if fields:
+                    option = self._client.write_option(last_update_time=snapshot.update_time)
+                    await ref.update(fields, option=option)
+                return updated
+            except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
+                continue  # someone else wrote in between: read again and redo
+            except gexc.GoogleAPICallError as exc:
+                raise StoreError(f"Firestore write failed: {exc.message}") from exc
+        raise StoreError("The task list is changing too fast to save; please try again.")
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
+
+
+class FirestoreLessonStore:
+    """Lessons at ``/{userId}/client/lessons/{lessonId}`` (clients read them)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    @classmethod
+    def connect(cls, project_id: str) -> FirestoreLessonStore:
+        return cls(AsyncClient(project=project_id))
+
+    def _ref(self, user_id: str, lesson_id: str) -> Any:
+        return (
+            self._client.collection(user_id)
+            .document("client")
+            .collection("lessons")
+            .document(lesson_id)
+        )
+
+    async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
+        try:
+            snapshot = await self._ref(user_id, lesson_id).get()
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(f"Firestore read failed: {exc.message}") from exc
+        return Lesson.model_validate(snapshot.to_dict()) if snapshot.exists else None
+
+    async def create(self, user_id: str, lesson: Lesson) -> Lesson:
+        try:
+            await self._ref(user_id, lesson.id).create(lesson.to_firestore())
+        except gexc.AlreadyExists:
+            existing = await self.get(user_id, lesson.id)
+            if existing is not None:
+                return existing
+            raise StoreError("The lesson vanished while it was being saved.") from None
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(f"Firestore write failed: {exc.message}") from exc
+        return lesson
 
     def close(self) -> None:
         self._client.close()  # type: ignore[no-untyped-call]

@@ -91,7 +91,6 @@ async def test_post_message_accepts_curl_default_content_type(client: httpx.Asyn
         ({**SSE}, {"text": "x" * 40000}, 400, "invalid_request"),
         ({**SSE}, ["not", "an", "object"], 400, "invalid_request"),
         ({**SSE}, {"text": "hi", "conversationId": "conv_missing"}, 404, "not_found"),
-        ({"Authorization": "Bearer alice-token"}, {"text": "hi"}, 406, "not_acceptable"),
     ],
 )
 async def test_post_message_bad_requests_get_json_errors_and_change_nothing(

@@ -1,0 +1,62 @@
+"""The ``tasks`` function: accepts only our queue's calls, then delegates to ``TaskHandler``.
+
+Answers 200 when the delivery is done with (including redeliveries of finished work),
+409 when another delivery holds the task (the queue retries later), and an error
+status when the work failed in a way a later delivery may not (the queue retries).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import TypeAdapter
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from shared.auth.tasks import TaskCallerVerifier
+from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, RequestError, SparkError
+from shared.schemas.tasks import TASK_PAYLOAD, ReplyTask, ToolTask
+from shared.tasks.handler import TaskHandler
+from spark_http.requests import read_bounded
+from spark_http.responses import error_response
+
+log = logging.getLogger(__name__)
+
+MAX_TASK_BYTES = 64 * 1024
+
+
+class TasksApp:
+    """Serves the private ``tasks`` function."""
+
+    def __init__(self, handler: TaskHandler, verifier: TaskCallerVerifier) -> None:
+        self._handler = handler
+        self._verifier = verifier
+
+    async def __call__(self, request: Request) -> Response:
+        try:
+            return await self._serve(request)
+        except SparkError as exc:
+            return error_response(exc)
+        except Exception:
+            log.exception("task failed unexpectedly")
+            return error_response(SparkError(INTERNAL_MESSAGE))
+
+    async def _serve(self, request: Request) -> Response:
+        if request.url.path.rstrip("/") == "/healthz" and request.method == "GET":
+            return JSONResponse({"status": "ok"})
+        if request.method != "POST":
+            raise MethodNotAllowed("Tasks are delivered with POST.")
+        raw = await read_bounded(request, MAX_TASK_BYTES)
+        await self._verifier.verify(request.headers, raw)
+        task = _parse(raw, TASK_PAYLOAD)
+        outcome = await self._handler.handle(task)
+        if outcome == "busy":
+            return JSONResponse({"status": "busy"}, status_code=409)
+        return JSONResponse({"status": "done"})
+
+
+def _parse(raw: bytes, adapter: TypeAdapter[ToolTask | ReplyTask]) -> ToolTask | ReplyTask:
+    try:
+        return adapter.validate_json(raw)
+    except ValueError:
+        raise RequestError("The task body is not a valid task.") from None

@@ -1,0 +1,51 @@
+"""Verifying Cloud Tasks' OIDC tokens (the only module that imports ``google.oauth2``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import google.auth.exceptions
+import google.auth.transport.requests
+from google.oauth2 import id_token
+
+from shared.auth.tasks import REFUSED
+from shared.errors import AuthUnavailable, Forbidden, Unauthenticated
+
+GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+ISSUERS = ("https://accounts.google.com", "accounts.google.com")
+
+
+class OidcTaskVerifier:
+    """Accepts calls with a Google-signed ID token for ``audience`` (the tasks function's
+    URL) issued to ``service_account``, the account our queue's tasks run as."""
+
+    def __init__(
+        self, audience: str, service_account: str, certs_url: str = GOOGLE_CERTS_URL
+    ) -> None:
+        self._audience = audience
+        self._service_account = service_account
+        self._certs_url = certs_url
+        self._transport = google.auth.transport.requests.Request()
+
+    def _claims(self, token: str) -> Mapping[str, Any]:
+        claims: Mapping[str, Any] = id_token.verify_token(
+            token, self._transport, audience=self._audience, certs_url=self._certs_url
+        )
+        return claims
+
+    async def verify(self, headers: Mapping[str, str], body: bytes) -> None:
+        scheme, _, token = (headers.get("authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated(REFUSED)
+        try:
+            claims = await asyncio.to_thread(self._claims, token.strip())
+        except google.auth.exceptions.TransportError as exc:
+            raise AuthUnavailable("Google's token keys cannot be fetched right now.") from exc
+        except (ValueError, google.auth.exceptions.GoogleAuthError):
+            raise Unauthenticated(REFUSED) from None
+        if claims.get("iss") not in ISSUERS:
+            raise Unauthenticated(REFUSED)
+        if claims.get("email") != self._service_account or claims.get("email_verified") is not True:
+            raise Forbidden(REFUSED)

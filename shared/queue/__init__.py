@@ -1,0 +1,1 @@
+"""Where tasks are enqueued: the ``TaskQueue`` interface and its adapters."""

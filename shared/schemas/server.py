@@ -1,0 +1,45 @@
+"""Server-only documents (rules deny clients): the per-user task ledger.
+
+``/{userId}/server`` holds every task of one user, so admitting a task against the
+per-user limit and releasing its slot are single-document compare-and-set writes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from shared.schemas.documents import Document, TaskStatus, Timestamp
+
+
+class TaskRecord(Document):
+    """One long-running tool call, from queued to finished.
+
+    ``attempt`` counts the deliveries granted so far; each has its own Cloud Task,
+    and only a handler for the current attempt may run the tool. ``started`` says a
+    handler has claimed the current attempt; its lease must be renewed while it runs.
+    """
+
+    task_id: str
+    kind: Literal["tool"] = "tool"
+    conversation_id: str
+    tool_call_id: str
+    tool: str
+    display_text: str
+    seq: int
+    status: TaskStatus
+    attempt: int = 0
+    started: bool = False
+    lease_expires_at: Timestamp | None = None
+    retry_at: Timestamp | None = None
+    error: str | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+
+
+class TaskLedger(Document):
+    """``/{userId}/server``: the user's tasks, live ones and the latest finished ones."""
+
+    next_seq: int = 0
+    tasks: dict[str, TaskRecord] = Field(default_factory=dict)

@@ -1,0 +1,39 @@
+"""The bodies of Cloud Tasks calls to the ``tasks`` function (JSON, camelCase)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+_ID = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]+$")
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    user_id: str = Field(min_length=1, max_length=128)
+    conversation_id: str = _ID
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(by_alias=True).encode()
+
+
+class ToolTask(_Payload):
+    """Run attempt ``attempt`` of a task tool call, then continue the agent."""
+
+    kind: Literal["tool"] = "tool"
+    task_id: str = _ID
+    attempt: int = Field(ge=1)
+
+
+class ReplyTask(_Payload):
+    """Produce the reply of a run opened by a ``202`` send (acknowledge-only mode)."""
+
+    kind: Literal["reply"] = "reply"
+    run_id: str = _ID
+
+
+TaskPayload = Annotated[ToolTask | ReplyTask, Field(discriminator="kind")]
+TASK_PAYLOAD: TypeAdapter[ToolTask | ReplyTask] = TypeAdapter(TaskPayload)

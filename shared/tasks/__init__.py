@@ -1,0 +1,1 @@
+"""Long-running tool calls on Cloud Tasks (DESIGN §6)."""

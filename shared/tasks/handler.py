@@ -1,0 +1,200 @@
+"""The ``tasks`` function's work: run a task tool, record its result, let the agent follow up.
+
+Cloud Tasks delivers at least once (the emulator re-delivers freely), so every step
+is idempotent and guarded: the ledger lets one delivery own an attempt, results are
+appended only if missing, and the follow-up has a deterministic id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from typing import Literal
+
+from shared.agent.service import AgentService
+from shared.errors import RunInProgress, ToolError
+from shared.llm.base import ToolCallRequest
+from shared.schemas.documents import Conversation, Message, ToolCall
+from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.tasks import ReplyTask, ToolTask
+from shared.tasks import ledger as ledgers
+from shared.tasks.conversation import (
+    all_answered,
+    answered,
+    find_call,
+    mark_running,
+    record_results,
+)
+from shared.tools.base import ToolContext, dump_output, error_output
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["done", "busy"]
+"""``done``: acknowledge the delivery. ``busy``: another delivery holds it; retry later."""
+
+# A follow-up waiting for another run in the conversation is retried this many extra times.
+BUSY_RETRIES = 10
+
+
+class TaskHandler:
+    """Serves one delivery of a task."""
+
+    def __init__(self, service: AgentService) -> None:
+        self._service = service
+        self._scheduler = service.scheduler
+        self._settings = service.settings
+
+    async def handle(self, task: ToolTask | ReplyTask) -> Outcome:
+        if isinstance(task, ReplyTask):
+            run = await self._service.resume_queued(task.user_id, task.conversation_id, task.run_id)
+            if run is not None:
+                await run.execute()
+            return "done"
+        return await self._tool_task(task)
+
+    async def _tool_task(self, task: ToolTask) -> Outcome:
+        now = self._service.clock.now()
+        policy = self._scheduler.policy
+
+        def change(
+            ledger: TaskLedger,
+        ) -> tuple[TaskLedger, tuple[ledgers.Claim, TaskRecord | None]]:
+            ledger, claim = ledgers.claim(ledger, task.task_id, task.attempt, now, policy)
+            return ledger, (claim, ledger.tasks.get(task.task_id))
+
+        claim, record = await self._scheduler.apply(task.user_id, change)
+        if claim == "busy":
+            return "busy"
+        if claim == "stale" or record is None:
+            return "done"
+        heartbeat = asyncio.create_task(self._keep_lease(task))
+        try:
+            await self._work(task, record)
+        finally:
+            heartbeat.cancel()
+        return "done"
+
+    async def _keep_lease(self, task: ToolTask) -> None:
+        lease = self._scheduler.policy.lease
+        while True:
+            await self._service.clock.sleep(lease.total_seconds() / 3)
+            until = self._service.clock.now() + lease
+
+            def change(ledger: TaskLedger, until: datetime = until) -> tuple[TaskLedger, None]:
+                return ledgers.renew(ledger, task.task_id, task.attempt, until), None
+
+            try:
+                await self._scheduler.apply(task.user_id, change)
+            except Exception:
+                log.warning("task %s: could not renew its lease", task.task_id, exc_info=True)
+
+    async def _work(self, task: ToolTask, record: TaskRecord) -> None:
+        service = self._service
+        conversation = await service.store.get(task.user_id, task.conversation_id)
+        found = None if conversation is None else find_call(conversation, record.tool_call_id)
+        if conversation is None or found is None:
+            log.warning("task %s: its tool call is gone; dropping it", task.task_id)
+            await self._finish(task, "failed", "The conversation no longer holds this tool call.")
+            return
+        message, call = found
+        if call.id not in answered(conversation):
+            conversation = await self._run_tool(task, call)
+            if conversation is None:
+                return  # retried later
+        stored = find_call(conversation, call.id)
+        source = stored[0] if stored else message
+        if all_answered(conversation, source) and not await self._follow_up(task, source):
+            return  # retried later
+        ok = any(
+            p.tool_result.status == "ok"
+            for m in conversation.messages
+            for p in m.content
+            if p.tool_result is not None and p.tool_result.tool_call_id == call.id
+        )
+        await self._finish(task, "completed" if ok else "failed")
+
+    async def _run_tool(self, task: ToolTask, call: ToolCall) -> Conversation | None:
+        """Run the tool and record its result; ``None`` if it will be retried instead."""
+        service, settings = self._service, self._settings
+        await service.store.mutate(
+            task.user_id,
+            task.conversation_id,
+            lambda c: mark_running(c, call.id, service.clock.now()),
+        )
+        status: Literal["ok", "error"] = "error"
+        if task.attempt > settings.task_max_attempts:
+            output = error_output(
+                _gave_up(call, settings.task_max_attempts, "it stopped responding")
+            )
+        else:
+            try:
+                parsed = service.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
+                context = ToolContext(task.user_id, task.conversation_id, call.id)
+                output = dump_output(await parsed.run(context), settings.tool_output_chars)
+                status = "ok"
+            except ToolError as exc:
+                output = error_output(exc.message)
+            except Exception as exc:
+                log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, exc)
+                if task.attempt < settings.task_max_attempts:
+                    delay = settings.task_retry_base_ms / 1000 * 2 ** (task.attempt - 1)
+                    await self._retry_later(task, delay, str(exc))
+                    return None
+                output = error_output(_gave_up(call, task.attempt, str(exc)))
+        now = service.clock.now()
+        return await service.store.mutate(
+            task.user_id,
+            task.conversation_id,
+            lambda c: record_results(
+                c, {call.id: output}, status, now, None if status == "ok" else "The tool failed."
+            ),
+        )
+
+    async def _follow_up(self, task: ToolTask, source: Message) -> bool:
+        """Let the agent answer the results; ``False`` if it must wait (retried later)."""
+        try:
+            run = await self._service.follow_up(task.user_id, task.conversation_id, source)
+        except RunInProgress:
+            if task.attempt >= self._settings.task_max_attempts + BUSY_RETRIES:
+                log.warning("task %s: conversation stayed busy; no follow-up", task.task_id)
+                return True
+            await self._retry_later(task, self._settings.run_lease_seconds / 3, None)
+            return False
+        if run is not None:
+            await run.execute()
+        return True
+
+    async def _retry_later(self, task: ToolTask, delay: float, error: str | None) -> None:
+        now = self._service.clock.now()
+        policy = self._scheduler.policy
+        record = await self._scheduler.apply(
+            task.user_id,
+            lambda led: ledgers.reschedule(
+                led, task.task_id, task.attempt, now, timedelta(seconds=delay), policy, error
+            ),
+        )
+        if record is not None:
+            await self._scheduler.dispatch(task.user_id, [record])
+
+    async def _finish(
+        self, task: ToolTask, status: Literal["completed", "failed"], error: str | None = None
+    ) -> None:
+        now = self._service.clock.now()
+        policy = self._scheduler.policy
+        granted = await self._scheduler.apply(
+            task.user_id,
+            lambda led: ledgers.finish(led, task.task_id, task.attempt, status, now, policy, error),
+        )
+        try:
+            await self._scheduler.dispatch(task.user_id, granted)
+        except Exception:
+            # Their leases lapse and the next ledger change grants them again.
+            log.exception("task %s: could not dispatch the next tasks", task.task_id)
+
+
+def _gave_up(call: ToolCall, attempts: int, reason: str) -> str:
+    return (
+        f"{call.display_text} did not work after {attempts} attempts ({reason}). "
+        "Tell the user plainly that it did not work and suggest trying again later."
+    )

@@ -1,0 +1,176 @@
+"""Pure changes to a user's task ledger: admission, claims, leases, retries, release.
+
+Every function takes the ledger and returns a new one plus what the caller must do
+(dispatch these attempts, run or skip this delivery). They run inside
+``TaskLedgerStore.mutate`` and may run more than once, so none has side effects.
+
+How a task moves::
+
+    queued ──grant──▶ running(attempt n, not started) ──claim──▶ running(started)
+      ▲                    ▲                                         │
+      │                    └──── lease lapsed / reschedule (n+1) ────┤
+      └── waits while the user has ``max_running`` running tasks      ▼
+                                                           completed | failed
+
+A slot is held from grant to finish. A running task whose lease lapsed (its handler
+died, or it was granted but never dispatched) is granted again as the next attempt by
+the next change to the ledger, so nothing stays ``running`` for ever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from shared.schemas.documents import TaskStatus
+from shared.schemas.server import TaskLedger, TaskRecord
+
+Claim = Literal["run", "busy", "stale"]
+"""``run``: this delivery owns the attempt. ``busy``: another delivery holds it (retry
+later). ``stale``: the attempt is over or superseded (acknowledge and do nothing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerPolicy:
+    max_running: int = 3
+    lease: timedelta = timedelta(seconds=90)
+    keep_finished: int = 50
+
+
+def _ordered(ledger: TaskLedger) -> list[TaskRecord]:
+    return sorted(ledger.tasks.values(), key=lambda r: r.seq)
+
+
+def _with(ledger: TaskLedger, *records: TaskRecord) -> TaskLedger:
+    return ledger.model_copy(update={"tasks": {**ledger.tasks, **{r.task_id: r for r in records}}})
+
+
+def _next_attempt(record: TaskRecord, now: datetime, policy: LedgerPolicy) -> TaskRecord:
+    return record.model_copy(
+        update={
+            "status": "running",
+            "attempt": record.attempt + 1,
+            "started": False,
+            "lease_expires_at": now + policy.lease,
+            "retry_at": None,
+            "updated_at": now,
+        }
+    )
+
+
+def grant(
+    ledger: TaskLedger, now: datetime, policy: LedgerPolicy
+) -> tuple[TaskLedger, list[TaskRecord]]:
+    """Re-grant lapsed attempts, then start queued tasks in order while slots are free.
+
+    Returns the ledger and the attempts to dispatch now.
+    """
+    dispatch: list[TaskRecord] = []
+    for record in _ordered(ledger):
+        lease = record.lease_expires_at
+        if record.status == "running" and lease is not None and lease <= now:
+            dispatch.append(_next_attempt(record, now, policy))
+    ledger = _with(ledger, *dispatch)
+    running = sum(1 for r in ledger.tasks.values() if r.status == "running")
+    for record in _ordered(ledger):
+        if running >= policy.max_running:
+            break
+        if record.status == "queued":
+            dispatch.append(_next_attempt(record, now, policy))
+            running += 1
+    return _with(ledger, *dispatch), dispatch
+
+
+def submit(
+    ledger: TaskLedger, record: TaskRecord, now: datetime, policy: LedgerPolicy
+) -> tuple[TaskLedger, list[TaskRecord]]:
+    """Add a queued task (once: submitting the same task id again changes nothing new)."""
+    if record.task_id not in ledger.tasks:
+        queued = record.model_copy(
+            update={"seq": ledger.next_seq, "status": "queued", "attempt": 0, "updated_at": now}
+        )
+        ledger = _with(ledger, queued).model_copy(update={"next_seq": ledger.next_seq + 1})
+    return grant(ledger, now, policy)
+
+
+def claim(
+    ledger: TaskLedger, task_id: str, attempt: int, now: datetime, policy: LedgerPolicy
+) -> tuple[TaskLedger, Claim]:
+    """Let one delivery of ``attempt`` run it; redeliveries are ``busy`` or ``stale``."""
+    record = ledger.tasks.get(task_id)
+    if record is None or record.status != "running" or record.attempt != attempt:
+        return ledger, "stale"
+    lease = record.lease_expires_at
+    if record.started and lease is not None and lease > now:
+        return ledger, "busy"
+    claimed = record.model_copy(
+        update={"started": True, "lease_expires_at": now + policy.lease, "updated_at": now}
+    )
+    return _with(ledger, claimed), "run"
+
+
+def holds(ledger: TaskLedger, task_id: str, attempt: int) -> bool:
+    record = ledger.tasks.get(task_id)
+    return record is not None and record.status == "running" and record.attempt == attempt
+
+
+def renew(ledger: TaskLedger, task_id: str, attempt: int, until: datetime) -> TaskLedger:
+    """Extend the lease of a running attempt (a superseded attempt changes nothing)."""
+    if not holds(ledger, task_id, attempt):
+        return ledger
+    return _with(ledger, ledger.tasks[task_id].model_copy(update={"lease_expires_at": until}))
+
+
+def reschedule(
+    ledger: TaskLedger,
+    task_id: str,
+    attempt: int,
+    now: datetime,
+    delay: timedelta,
+    policy: LedgerPolicy,
+    error: str | None = None,
+) -> tuple[TaskLedger, TaskRecord | None]:
+    """Grant the next attempt to start after ``delay``, keeping the slot meanwhile."""
+    if not holds(ledger, task_id, attempt):
+        return ledger, None
+    record = _next_attempt(ledger.tasks[task_id], now, policy).model_copy(
+        update={"retry_at": now + delay, "lease_expires_at": now + delay + policy.lease}
+    )
+    if error is not None:
+        record = record.model_copy(update={"error": error})
+    return _with(ledger, record), record
+
+
+def finish(
+    ledger: TaskLedger,
+    task_id: str,
+    attempt: int,
+    status: TaskStatus,
+    now: datetime,
+    policy: LedgerPolicy,
+    error: str | None = None,
+) -> tuple[TaskLedger, list[TaskRecord]]:
+    """End the task, free its slot, prune old records and start the next queued ones."""
+    if holds(ledger, task_id, attempt):
+        done = ledger.tasks[task_id].model_copy(
+            update={
+                "status": status,
+                "started": False,
+                "lease_expires_at": None,
+                "retry_at": None,
+                "error": error,
+                "updated_at": now,
+            }
+        )
+        ledger = _with(ledger, done)
+    return grant(_prune(ledger, policy.keep_finished), now, policy)
+
+
+def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
+    finished = [r for r in _ordered(ledger) if r.status in ("completed", "failed")]
+    if len(finished) <= keep:
+        return ledger
+    drop = {r.task_id for r in finished[: len(finished) - keep]}
+    tasks = {k: v for k, v in ledger.tasks.items() if k not in drop}
+    return ledger.model_copy(update={"tasks": tasks})

@@ -1,0 +1,154 @@
+"""Tools, declared once (DESIGN §5): what the model sees, how they run, what users see.
+
+A ``Tool`` pairs a pydantic model of its arguments (whose JSON Schema is what the
+model sees, field descriptions included) with the coroutine that does the work.
+``ToolRegistry.parse`` turns the model's raw call into validated arguments, or a
+``ToolError`` the model can recover from; nothing the model sends crashes a run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from shared.errors import ToolError
+from shared.llm.base import ToolCallRequest, ToolSpec
+
+A = TypeVar("A", bound=BaseModel)
+
+ToolExecution = Literal["inline", "task"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who and what a tool call is for; tools derive idempotency keys from it."""
+
+    user_id: str
+    conversation_id: str
+    tool_call_id: str
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    """One tool.
+
+    Attributes:
+        name: what the model calls it.
+        description: when to use it, for the model.
+        args: the arguments; ``Field(description=...)`` texts reach the model.
+        display_text: what users see while it runs ("Creating lesson"), or a
+            function of the arguments that says it more precisely.
+        run: does the work and returns a JSON-serialisable result; raises
+            ``ToolError`` for failures the model should hear about. Any other
+            exception is transient: task tools are retried, inline tools report it.
+        execution: ``inline`` runs inside the streaming request; ``task`` on Cloud Tasks.
+        requires_approval: the user must approve each call first (used later).
+    """
+
+    name: str
+    description: str
+    args: type[A]
+    display_text: str | Callable[[A], str]
+    run: Callable[[A, ToolContext], Awaitable[Any]]
+    execution: ToolExecution = "inline"
+    requires_approval: bool = False
+
+    def spec(self) -> ToolSpec:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(self.name, self.description, schema)
+
+    def display(self, args: BaseModel) -> str:
+        if isinstance(self.display_text, str):
+            return self.display_text
+        return self.display_text(args)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCall:
+    """A model's tool call whose tool exists and whose arguments are valid."""
+
+    tool: Tool[Any]
+    args: BaseModel
+    call: ToolCallRequest
+
+    @property
+    def display_text(self) -> str:
+        return self.tool.display(self.args)
+
+    async def run(self, context: ToolContext) -> Any:
+        return await self.tool.run(self.args, context)
+
+
+class ToolRegistry:
+    """The tools one agent may use, by name."""
+
+    def __init__(self, tools: Iterable[Tool[Any]]) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"two tools are named {tool.name!r}")
+            self._tools[tool.name] = tool
+        self._specs = tuple(tool.spec() for tool in self._tools.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool[Any] | None:
+        return self._tools.get(name)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return self._specs
+
+    def parse(self, call: ToolCallRequest) -> ParsedCall:
+        """Validate the model's call.
+
+        Raises:
+            ToolError: no such tool, or the arguments are not valid; the message
+                tells the model how to correct the call.
+        """
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise ToolError(f"There is no tool called {call.name!r}. Available tools: {known}.")
+        try:
+            raw = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"The arguments for {call.name} are not valid JSON: {exc}.") from None
+        if not isinstance(raw, dict):
+            raise ToolError(f"The arguments for {call.name} must be a JSON object.")
+        try:
+            args = tool.args.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ToolError(f"Invalid arguments for {call.name}: {problems}.") from None
+        return ParsedCall(tool, args, call)
+
+
+def dump_output(value: Any, limit: int) -> str:
+    """A tool's result as the JSON text stored and shown to the model, capped at ``limit``
+    characters of content so one tool cannot flood the model's context."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= limit:
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(
+        {
+            "truncated": True,
+            "content": text[:limit],
+            "note": (
+                f"Output cut at {limit} of {len(text)} characters. "
+                "Ask for a narrower part (a section, a search, a smaller range) to see the rest."
+            ),
+        },
+        ensure_ascii=False,
+    )
+
+
+def error_output(message: str) -> str:
+    return json.dumps({"error": message}, ensure_ascii=False)

@@ -1,0 +1,247 @@
+"""Task tools end to end on fakes: queued by a run, delivered (and redelivered) to the
+handler, results and follow-ups appended once, retries, per-user limits, 202 replies."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from shared.agent.events import DoneEvent, TaskQueuedEvent
+from shared.agent.service import AgentService
+from shared.errors import ProviderUnavailable
+from shared.llm.base import Finish, TextDelta, ToolCallRequest
+from shared.llm.scripted import ScriptedProvider, Step
+from shared.queue.memory import InMemoryTaskQueue
+from shared.schemas.documents import Conversation
+from shared.schemas.tasks import TASK_PAYLOAD
+from shared.store.memory import (
+    InMemoryConversationStore,
+    InMemoryLessonStore,
+    InMemoryTaskLedgerStore,
+)
+from shared.tasks.handler import TaskHandler
+from shared.tools.base import Tool, ToolContext, ToolRegistry
+from tests.unit.helpers import ALICE, Fakes, make_service, run_to_end
+
+
+class SlowArgs(BaseModel):
+    topic: str
+
+
+class Flaky:
+    """A task tool that fails ``failures`` times, then works; it records its runs."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.failures = failures
+        self.runs: list[str] = []
+
+    async def __call__(self, args: SlowArgs, context: ToolContext) -> dict[str, str]:
+        self.runs.append(context.tool_call_id)
+        if len(self.runs) <= self.failures:
+            raise RuntimeError("the lesson service timed out")
+        return {"lesson": f"A lesson on {args.topic}"}
+
+
+def task_tool(run: Any) -> Tool[SlowArgs]:
+    return Tool("make_lesson", "Make a lesson.", SlowArgs, "Creating lesson", run, "task")
+
+
+def calls(*names_and_ids: tuple[str, str], args: str = '{"topic": "tides"}') -> Step:
+    return Step([*(ToolCallRequest(i, n, args) for n, i in names_and_ids), Finish("tool_calls")])
+
+
+def fakes() -> Fakes:
+    return Fakes(
+        InMemoryConversationStore(),
+        InMemoryTaskLedgerStore(),
+        InMemoryLessonStore(),
+        InMemoryTaskQueue(),
+    )
+
+
+async def deliver_all(service: AgentService, queue: InMemoryTaskQueue, times: int = 1) -> int:
+    """Deliver every queued task ``times`` times, until the queue is empty."""
+    handler = TaskHandler(service)
+    delivered = 0
+    while tasks := queue.take():
+        for task in tasks:
+            for _ in range(times):
+                await handler.handle(TASK_PAYLOAD.validate_json(task.body))
+                delivered += 1
+    return delivered
+
+
+async def stored(service: AgentService, conversation_id: str) -> Conversation:
+    conversation = await service.store.get("alice", conversation_id)
+    assert conversation is not None
+    return conversation
+
+
+def results(conversation: Conversation) -> list[tuple[str, str, str]]:
+    return [
+        (p.tool_result.tool_call_id, p.tool_result.status, p.tool_result.output_json)
+        for m in conversation.messages
+        for p in m.content
+        if p.tool_result is not None
+    ]
+
+
+async def test_task_tool_ends_the_stream_queued_then_the_handler_answers() -> None:
+    tool = Flaky()
+    provider = ScriptedProvider(
+        [
+            Step(
+                [
+                    TextDelta("On it. "),
+                    ToolCallRequest("call_1", "make_lesson", '{"topic": "tides"}'),
+                    Finish("tool_calls"),
+                ]
+            ),
+            Step.reply("Your lesson on tides is ready."),
+        ]
+    )
+    f = fakes()
+    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(tool)]))
+    conversation_id, events = await run_to_end(service, ALICE, "make a lesson on tides")
+
+    queued = [e for e in events if isinstance(e, TaskQueuedEvent)]
+    assert [(e.tool, e.tool_call_id, e.display_text) for e in queued] == [
+        ("make_lesson", "call_1", "Creating lesson")
+    ]
+    assert isinstance(events[-1], DoneEvent) and events[-1].status == "queued"
+    before = await stored(service, conversation_id)
+    assert before.active_run is None
+    call = before.messages[-1].content[-1].tool_call
+    assert call is not None and (call.status, call.execution) == ("queued", "task")
+    assert before.tasks is not None
+    assert [t.status for t in before.tasks.values()] == ["queued"]
+
+    await deliver_all(service, f.queue)
+
+    after = await stored(service, conversation_id)
+    assert tool.runs == ["call_1"]
+    assert [(c, s) for c, s, _ in results(after)] == [("call_1", "ok")]
+    assert [m.role for m in after.messages] == ["user", "assistant", "tool", "assistant"]
+    assert after.messages[-1].text == "Your lesson on tides is ready."
+    assert after.messages[-1].status == "complete"
+    assert after.active_run is None
+    assert after.tasks is not None
+    assert [t.status for t in after.tasks.values()] == ["completed"]
+    # The follow-up's model call saw the call and its result, paired.
+    history = provider.requests[-1].messages
+    assert [m.role for m in history] == ["user", "assistant", "tool"]
+    assert json.loads(history[-1].text) == {"lesson": "A lesson on tides"}
+    provider.assert_exhausted()
+
+
+async def test_task_delivered_three_times_has_one_result_and_one_follow_up() -> None:
+    tool = Flaky()
+    provider = ScriptedProvider([calls(("make_lesson", "call_1")), Step.reply("Done.")])
+    f = fakes()
+    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(tool)]))
+    conversation_id, _ = await run_to_end(service, ALICE, "lesson please")
+
+    assert await deliver_all(service, f.queue, times=3) == 3
+
+    after = await stored(service, conversation_id)
+    assert tool.runs == ["call_1"]
+    assert len(results(after)) == 1
+    assert [m.role for m in after.messages].count("assistant") == 2
+    provider.assert_exhausted()
+
+
+async def test_failing_task_is_retried_with_backoff_then_reported() -> None:
+    tool = Flaky(failures=10)
+    provider = ScriptedProvider(
+        [calls(("make_lesson", "call_1")), Step.reply("Sorry, I could not create the lesson.")]
+    )
+    f = fakes()
+    service = make_service(
+        provider,
+        fakes=f,
+        tools=ToolRegistry([task_tool(tool)]),
+        task_max_attempts=3,
+        task_retry_base_ms=1000,
+    )
+    conversation_id, _ = await run_to_end(service, ALICE, "lesson please")
+    handler = TaskHandler(service)
+    delays = []
+    for _ in range(3):
+        (task,) = f.queue.take()
+        delays.append(task.schedule_at)
+        await handler.handle(TASK_PAYLOAD.validate_json(task.body))
+    assert f.queue.take() == []
+    assert delays[0] is None and delays[1] is not None and delays[2] is not None
+    assert delays[2] > delays[1]
+
+    after = await stored(service, conversation_id)
+    assert len(tool.runs) == 3
+    ((_, status, output),) = results(after)
+    assert status == "error" and "did not work after 3 attempts" in output
+    assert after.messages[-1].text == "Sorry, I could not create the lesson."
+    assert after.tasks is not None
+    assert [t.status for t in after.tasks.values()] == ["failed"]
+    ledger = await f.ledger.get("alice")
+    assert [r.status for r in ledger.tasks.values()] == ["failed"]
+
+
+async def test_fourth_task_of_a_user_waits_queued_until_a_slot_frees() -> None:
+    tool = Flaky()
+    steps = []
+    for n in range(4):
+        steps += [calls(("make_lesson", f"call_{n}"))]
+    provider = ScriptedProvider(steps)
+    f = fakes()
+    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(tool)]))
+    conversations = [(await run_to_end(service, ALICE, f"lesson {n}"))[0] for n in range(4)]
+
+    granted = f.queue.take()
+    assert len(granted) == 3
+    ledger = await f.ledger.get("alice")
+    assert sorted(r.status for r in ledger.tasks.values()) == [
+        "queued",
+        "running",
+        "running",
+        "running",
+    ]
+    fourth = await stored(service, conversations[3])
+    assert fourth.tasks is not None and [t.status for t in fourth.tasks.values()] == ["queued"]
+
+    provider.steps.append(Step.reply("First lesson ready."))
+    await TaskHandler(service).handle(TASK_PAYLOAD.validate_json(granted[0].body))
+    (next_task,) = f.queue.take()
+    assert TASK_PAYLOAD.validate_json(next_task.body).conversation_id == conversations[3]
+
+
+@pytest.mark.parametrize("times", [1, 3])
+async def test_acknowledged_send_is_answered_by_a_reply_task(times: int) -> None:
+    provider = ScriptedProvider([Step.reply("Hello from a task.")])
+    f = fakes()
+    service = make_service(provider, fakes=f)
+    run = await service.start(ALICE, "hello", None, queued=True)
+    await service.scheduler.enqueue_reply("alice", run.conversation_id, run.record.run_id)
+    opened = await stored(service, run.conversation_id)
+    assert opened.active_run is not None and opened.active_run.status == "queued"
+
+    await deliver_all(service, f.queue, times=times)
+
+    after = await stored(service, run.conversation_id)
+    assert [m.text for m in after.messages] == ["hello", "Hello from a task."]
+    assert after.active_run is None
+    provider.assert_exhausted()
+
+
+async def test_transient_provider_error_in_a_task_is_retried() -> None:
+    tool = Flaky(failures=1)
+    provider = ScriptedProvider([calls(("make_lesson", "call_1")), Step.reply("Ready.")])
+    f = fakes()
+    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(tool)]))
+    conversation_id, _ = await run_to_end(service, ALICE, "lesson")
+    await deliver_all(service, f.queue)
+    after = await stored(service, conversation_id)
+    assert tool.runs == ["call_1", "call_1"]
+    assert [s for _, s, _ in results(after)] == ["ok"]
+    _ = ProviderUnavailable
