@@ -14,14 +14,22 @@ PY := .venv/bin/python
 	$(UV) sync --frozen
 	touch $@
 
+# gcloud-tasks-emulator pins protobuf < 5: it gets its own virtualenv.
+.tools/tasks-emulator/.installed: tools/tasks_emulator/requirements.txt
+	python3 -m venv .tools/tasks-emulator
+	.tools/tasks-emulator/bin/pip install --quiet --no-deps -r tools/tasks_emulator/requirements.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-## Install everything the project needs (Python from uv.lock, firebase-tools from package-lock.json).
-setup: .venv/.synced node_modules/.installed
+## Install everything the project needs (Python from uv.lock, firebase-tools from
+## package-lock.json, the Cloud Tasks emulator from tools/tasks_emulator/requirements.txt).
+setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed
 
-## Run the whole local stack: Firestore + Auth emulators and the api function on :8080 (PORT overrides).
+## Run the whole local stack: Firestore, Auth and Cloud Tasks emulators, the api function on
+## :8080 (PORT overrides) and the tasks function on :8081.
 dev: setup
 	$(PY) -m tools.stack dev
 

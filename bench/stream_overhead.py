@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
 from google.cloud.firestore import AsyncClient  # noqa: E402
 
-from tools.stack import Stack, free_port, sign_up, start_api  # noqa: E402
+from tools.stack import Stack, free_port, sign_up, start_functions  # noqa: E402
 
 TEXT_MARK = b"event: text\n"
 PROVIDER_MARK = b'{"content": " tok'
@@ -242,7 +242,7 @@ def main() -> None:
     fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
     try:
         stack.spawn("bench-provider", fake)
-        start_api(stack, api_port, env)
+        start_functions(stack, api_port, free_port(), env)
         api_pid = dict(stack.processes)["api"].pid
         auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
         token = sign_up(auth_host, "bench@example.com", "bench-pass").token

@@ -1,4 +1,5 @@
-"""Start and stop the local stack: Firestore + Auth emulators, and the functions.
+"""Start and stop the local stack: Firestore, Auth and Cloud Tasks emulators, and the
+``api`` and ``tasks`` functions.
 
     python -m tools.stack dev            # ports from firebase.json, then waits for Ctrl-C
     python -m tools.stack run -- CMD...  # free ports, runs CMD with the stack's env, stops
@@ -13,6 +14,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -30,6 +32,14 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "demo-spark"
 STATE_DIR = ROOT / ".stack"
+TASKS_LOCATION = "europe-west2"
+TASKS_QUEUE = "spark-tasks"
+TASKS_EMULATOR = ROOT / ".tools" / "tasks-emulator" / "bin" / "python"
+# The emulator retries a failed delivery every 0.1 s; our handler retries tools itself
+# (with backoff), so the emulator's retries only cover a handler that did not answer.
+TASKS_EMULATOR_RETRIES = 10
+DEV_TASKS_EMULATOR_PORT = 8123
+DEV_TASKS_PORT = 8081
 
 
 def free_port() -> int:
@@ -170,24 +180,76 @@ def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port:
     )
 
 
-def start_api(stack: Stack, port: int, env: dict[str, str] | None = None) -> str:
-    """Start the ``api`` function as Cloud Functions would (functions-framework, ASGI);
-    ``env`` is added to the stack's. Returns its base URL once it answers."""
+def _tcp_ok(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def start_tasks_emulator(stack: Stack, port: int) -> None:
+    """gcloud-tasks-emulator on loopback with our queue; its own virtualenv."""
+    if not TASKS_EMULATOR.exists():
+        stack.stop()
+        sys.exit("The Cloud Tasks emulator is not installed; run `make setup` first.")
+    queue = f"projects/{PROJECT}/locations/{TASKS_LOCATION}/queues/{TASKS_QUEUE}"
     stack.spawn(
-        "api",
+        "tasks-emulator",
+        [
+            str(TASKS_EMULATOR),
+            str(ROOT / "tools" / "tasks_emulator" / "launch.py"),
+            "start",
+            f"--port={port}",
+            f"--default-queue={queue}",
+            f"--max-retries={TASKS_EMULATOR_RETRIES}",
+        ],
+    )
+    process = dict(stack.processes)["tasks-emulator"]
+    deadline = time.monotonic() + 30
+    while not _tcp_ok("127.0.0.1", port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stack.fail("tasks-emulator", "did not start")
+        time.sleep(0.1)
+    stack.env.update(
+        {
+            "CLOUD_TASKS_EMULATOR_HOST": f"127.0.0.1:{port}",
+            "CLOUD_TASKS_LOCATION": TASKS_LOCATION,
+            "CLOUD_TASKS_QUEUE": TASKS_QUEUE,
+            "SPARK_TASKS_LOCAL_KEY": secrets.token_hex(16),
+        }
+    )
+
+
+def _start_function(stack: Stack, target: str, port: int, env: dict[str, str]) -> str:
+    stack.spawn(
+        target,
         [
             str(ROOT / ".venv" / "bin" / "functions-framework"),
-            "--target=api",
+            f"--target={target}",
             f"--source={ROOT / 'functions' / 'main.py'}",
             "--asgi",
             "--host=127.0.0.1",
             f"--port={port}",
         ],
-        env={**stack.env, "PYTHONUNBUFFERED": "1", **(env or {})},
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
-    stack.wait_ready("api", f"{url}/healthz", timeout=60)
+    stack.wait_ready(target, f"{url}/healthz", timeout=60)
     return url
+
+
+def start_functions(
+    stack: Stack, api_port: int, tasks_port: int, env: dict[str, str] | None = None
+) -> tuple[str, str]:
+    """Start the ``api`` and ``tasks`` functions as Cloud Functions would
+    (functions-framework, ASGI); ``env`` is added to the stack's. Returns their base
+    URLs once they answer."""
+    tasks_url = f"http://127.0.0.1:{tasks_port}/"
+    full = {**stack.env, "PYTHONUNBUFFERED": "1", "SPARK_TASKS_URL": tasks_url, **(env or {})}
+    api = _start_function(stack, "api", api_port, full)
+    tasks = _start_function(stack, "tasks", tasks_port, full)
+    return api, tasks
 
 
 class Account(NamedTuple):
@@ -221,6 +283,7 @@ def running(log_dir: Path, ports: dict[str, int]) -> Iterator[Stack]:
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         start_emulators(stack, ports["firestore"], ports["auth"], ports["hub"])
+        start_tasks_emulator(stack, ports["tasks_emulator"])
         yield stack
     finally:
         stack.stop()
@@ -229,7 +292,8 @@ def running(log_dir: Path, ports: dict[str, int]) -> Iterator[Stack]:
 
 def firebase_ports() -> dict[str, int]:
     emulators = json.loads((ROOT / "firebase.json").read_text())["emulators"]
-    return {name: int(emulators[name]["port"]) for name in ("firestore", "auth", "hub")}
+    ports = {name: int(emulators[name]["port"]) for name in ("firestore", "auth", "hub")}
+    return {**ports, "tasks_emulator": DEV_TASKS_EMULATOR_PORT}
 
 
 def dev() -> int:
@@ -238,7 +302,7 @@ def dev() -> int:
     ports = firebase_ports()
     api_port = int(os.environ.get("PORT", "8080"))
     with running(STATE_DIR / "dev", ports) as stack:
-        start_api(stack, api_port)
+        start_functions(stack, api_port, DEV_TASKS_PORT)
         token = sign_up(
             stack.env["FIREBASE_AUTH_EMULATOR_HOST"], "teacher@example.com", "spark-local"
         ).token
@@ -248,8 +312,10 @@ def dev() -> int:
             f"""
 Spark AI Agent local stack is running (logs in {stack.log_dir}):
   api        http://127.0.0.1:{api_port}   replies from {model}
+  tasks      http://127.0.0.1:{DEV_TASKS_PORT}   (called by the Cloud Tasks emulator only)
   Firestore  {stack.env["FIRESTORE_EMULATOR_HOST"]}   (emulator, rules from firestore.rules)
   Auth       {stack.env["FIREBASE_AUTH_EMULATOR_HOST"]}   (emulator; test user teacher@example.com)
+  Tasks      {stack.env["CLOUD_TASKS_EMULATOR_HOST"]}   (Cloud Tasks emulator, queue {TASKS_QUEUE})
 
 A fresh ID token for the test user (valid for an hour):
   .venv/bin/python -m tools.stack token
@@ -258,6 +324,9 @@ Try it:
   TOKEN=$(.venv/bin/python -m tools.stack token)
   curl -N -H "Accept: text/event-stream" -H "Authorization: Bearer $TOKEN" \\
     -d '{{"text":"hello"}}' http://127.0.0.1:{api_port}/api/spark/agent/messages
+
+Without "Accept: text/event-stream" the api answers 202 at once and a Cloud Task
+(through the emulator and the tasks function) writes the reply into Firestore.
 
 This token works now:
   {token}
@@ -279,7 +348,7 @@ Press Ctrl-C to stop everything.""",
 def run(command: list[str]) -> int:
     if not command:
         sys.exit("usage: python -m tools.stack run -- COMMAND...")
-    ports = {"firestore": free_port(), "auth": free_port(), "hub": free_port()}
+    ports = {name: free_port() for name in ("firestore", "auth", "hub", "tasks_emulator")}
     log_dir = Path(tempfile.mkdtemp(prefix="spark-stack-"))
     with running(log_dir, ports) as stack:
         env = {**os.environ, **stack.env, "SPARK_STACK_LOGS": str(log_dir)}

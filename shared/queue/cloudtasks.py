@@ -8,6 +8,7 @@ can refuse calls that did not come through our queue.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -24,13 +25,14 @@ class CloudTasksQueue:
 
     def __init__(
         self,
-        client: Any,
+        client: Callable[[], Any],
         queue_path: str,
         handler_url: str,
         service_account: str | None,
         local_key: str | None = None,
     ) -> None:
-        self._client = client
+        self._make_client = client
+        self._client: Any = None
         self._queue_path = queue_path
         self._handler_url = handler_url
         self._service_account = service_account
@@ -47,19 +49,25 @@ class CloudTasksQueue:
         emulator_host: str | None = None,
         local_key: str | None = None,
     ) -> CloudTasksQueue:
-        """A queue on Cloud Tasks, or on the emulator at ``emulator_host`` (plain gRPC)."""
-        if emulator_host:
+        """A queue on Cloud Tasks, or on the emulator at ``emulator_host`` (plain gRPC).
+
+        The client is made on first use: a gRPC asyncio channel belongs to the event
+        loop it was made in, and the function's loop does not exist at import time.
+        """
+
+        def client() -> Any:
+            if not emulator_host:
+                return tasks_v2.CloudTasksAsyncClient()
             import grpc
             from google.cloud.tasks_v2.services.cloud_tasks.transports import (
                 CloudTasksGrpcAsyncIOTransport,
             )
 
             channel = grpc.aio.insecure_channel(emulator_host)
-            client = tasks_v2.CloudTasksAsyncClient(
+            return tasks_v2.CloudTasksAsyncClient(
                 transport=CloudTasksGrpcAsyncIOTransport(channel=channel)
             )
-        else:
-            client = tasks_v2.CloudTasksAsyncClient()
+
         path = tasks_v2.CloudTasksAsyncClient.queue_path(project, location, queue)
         return cls(client, path, handler_url, service_account, local_key)
 
@@ -83,6 +91,8 @@ class CloudTasksQueue:
         return result
 
     async def enqueue(self, task: QueuedTask) -> None:
+        if self._client is None:
+            self._client = self._make_client()
         try:
             await self._client.create_task(parent=self._queue_path, task=self._request(task))
         except gexc.AlreadyExists:

@@ -19,7 +19,7 @@ import pytest
 from google.cloud import firestore
 
 from tests.fakes.openai_server import FakeOpenAI, ServerThread
-from tools.stack import Stack, free_port, sign_up, start_api
+from tools.stack import Stack, free_port, sign_up, start_functions
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "demo-spark"
@@ -55,8 +55,14 @@ def fake_openai() -> Iterator[FakeOpenAI]:
         yield fake
 
 
+@dataclass(frozen=True)
+class Functions:
+    api: str
+    tasks: str
+
+
 @pytest.fixture(scope="session")
-def api_url(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[str]:
+def functions(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[Functions]:
     logs = Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="spark-e2e-"))
     stack = Stack(logs)
     env = {
@@ -67,11 +73,20 @@ def api_url(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[str
         "SPARK_KEEPALIVE_SECONDS": "1",
         "SPARK_THROTTLE_MS": "200",
         "K_SERVICE": "",
+        "SPARK_TASK_RETRY_BASE_MS": "200",
+        "SPARK_TASK_LEASE_SECONDS": "20",
     }
+    if not os.environ.get("CLOUD_TASKS_EMULATOR_HOST"):
+        pytest.fail("end-to-end tests need the Cloud Tasks emulator: run them with `make test`")
     try:
-        yield start_api(stack, free_port(), env)
+        yield Functions(*start_functions(stack, free_port(), free_port(), env))
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def api_url(functions: Functions) -> str:
+    return functions.api
 
 
 def new_user(auth_host: str) -> StackUser:

@@ -36,6 +36,8 @@ class Script:
     connection after that many chunks; ``finish=False`` ends the stream cleanly
     (``[DONE]``) but without a finish reason. ``error_after`` sends an in-stream
     ``{"error": ...}`` chunk after that many chunks, as OpenAI does on server errors.
+    ``then`` answers instead when the request ends with tool results (the agent's
+    next step after its tools ran).
     """
 
     chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " the", " fake."])
@@ -46,6 +48,7 @@ class Script:
     disconnect_after: int | None = None
     error_after: int | None = None
     finish: bool = True
+    then: Script | None = None
 
 
 class _Dropped(Exception):
@@ -89,6 +92,9 @@ class FakeOpenAI:
         body = await request.json()
         self.requests.append(body)
         script = self.scripts.get(_last_user_text(body), self.default)
+        messages = body.get("messages") or [{}]
+        if messages[-1].get("role") == "tool" and script.then is not None:
+            script = script.then
         if script.status is not None:
             return JSONResponse(
                 {"error": {"message": f"scripted failure {script.status}", "type": "fake"}},
