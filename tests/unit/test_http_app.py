@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -14,8 +15,13 @@ from spark_http.app import ApiApp
 
 from shared.auth.base import StaticTokenVerifier
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.store.memory import InMemoryConversationStore
-from tests.unit.helpers import ALICE, BOB, make_service
+from shared.queue.memory import InMemoryTaskQueue
+from shared.store.memory import (
+    InMemoryConversationStore,
+    InMemoryLessonStore,
+    InMemoryTaskLedgerStore,
+)
+from tests.unit.helpers import ALICE, BOB, Fakes, make_service
 
 URL = "/api/spark/agent/messages"
 SSE = {"Accept": "text/event-stream", "Authorization": "Bearer alice-token"}
@@ -39,6 +45,12 @@ def store() -> InMemoryConversationStore:
 @pytest.fixture
 def provider() -> ScriptedProvider:
     return ScriptedProvider([Step.reply("Hello", " there!")])
+
+
+def api_asgi(api: ApiApp) -> Any:
+    app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
+    sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
+    return app
 
 
 @pytest.fixture
@@ -145,3 +157,50 @@ async def test_unknown_path_and_wrong_method(client: httpx.AsyncClient) -> None:
     response = await client.get(URL, headers=SSE)
     assert response.status_code == 405
     assert (await client.get("/healthz")).json() == {"status": "ok"}
+
+
+async def test_post_message_without_a_stream_is_acknowledged_with_202(
+    store: InMemoryConversationStore, provider: ScriptedProvider
+) -> None:
+    fakes = Fakes(store, InMemoryTaskLedgerStore(), InMemoryLessonStore(), InMemoryTaskQueue())
+    service = make_service(provider, fakes=fakes)
+    api = ApiApp(service, StaticTokenVerifier({"alice-token": ALICE}))
+    transport = httpx.ASGITransport(app=api_asgi(api))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        response = await client.post(
+            URL, headers={"Authorization": "Bearer alice-token"}, json={"text": "hi"}
+        )
+    assert response.status_code == 202
+    ack = response.json()
+    conversation = await store.get("alice", ack["conversationId"])
+    assert conversation is not None and conversation.active_run is not None
+    assert conversation.active_run.status == "queued"
+    assert conversation.messages[0].id == ack["messageId"]
+    (task,) = fakes.queue.take()
+    assert json.loads(task.body) == {
+        "userId": "alice",
+        "conversationId": ack["conversationId"],
+        "kind": "reply",
+        "runId": conversation.active_run.run_id,
+    }
+
+
+async def test_post_message_202_when_the_queue_is_down_is_503_and_keeps_the_message(
+    store: InMemoryConversationStore, provider: ScriptedProvider
+) -> None:
+    fakes = Fakes(store, InMemoryTaskLedgerStore(), InMemoryLessonStore(), InMemoryTaskQueue())
+    fakes.queue.failing = True
+    api = ApiApp(make_service(provider, fakes=fakes), StaticTokenVerifier({"alice-token": ALICE}))
+    transport = httpx.ASGITransport(app=api_asgi(api))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        response = await client.post(
+            URL, headers={"Authorization": "Bearer alice-token"}, json={"text": "hi"}
+        )
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "queue_unavailable"
+    ((_, conversation_id),) = store._documents
+    conversation = await store.get("alice", conversation_id)
+    assert conversation is not None and conversation.active_run is None
+    user, reply = conversation.messages
+    assert user.text == "hi"
+    assert reply.status == "error" and reply.error is not None
