@@ -55,6 +55,7 @@ schemas: .venv/.synced
 ## Benchmarks (not part of `make test`).
 bench: setup
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
+	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
 
 clean:
 	rm -rf .venv .tools node_modules .stack

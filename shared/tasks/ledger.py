@@ -104,6 +104,8 @@ def claim(
     lease = record.lease_expires_at
     if record.started and lease is not None and lease > now:
         return ledger, "busy"
+    if record.retry_at is not None and record.retry_at > now:
+        return ledger, "busy"  # delivered before its backoff ended: the queue retries later
     claimed = record.model_copy(
         update={"started": True, "lease_expires_at": now + policy.lease, "updated_at": now}
     )
@@ -168,7 +170,10 @@ def finish(
 
 
 def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
-    finished = [r for r in _ordered(ledger) if r.status in ("completed", "failed")]
+    finished = sorted(
+        (r for r in ledger.tasks.values() if r.status in ("completed", "failed")),
+        key=lambda r: r.updated_at,
+    )
     if len(finished) <= keep:
         return ledger
     drop = {r.task_id for r in finished[: len(finished) - keep]}

@@ -53,3 +53,56 @@ def test_api_process_refuses_to_start_with_auth_emulator_in_production() -> None
     )
     assert result.returncode != 0
     assert "refusing to accept unsigned tokens" in result.stderr
+
+
+def production_env(**overrides: str | None) -> dict[str, str]:
+    """A complete production environment; an override of ``None`` removes that variable."""
+    env: dict[str, str | None] = {
+        "K_SERVICE": "tasks",
+        "OPENAI_API_KEY": "k",
+        "CLOUD_TASKS_SERVICE_ACCOUNT": "spark-tasks@demo-spark.iam.gserviceaccount.com",
+        "SPARK_TASKS_URL": "https://europe-west2-demo-spark.cloudfunctions.net/tasks",
+        **overrides,
+    }
+    return {k: v for k, v in env.items() if v is not None}
+
+
+def test_settings_accept_a_complete_production_config() -> None:
+    settings = Settings.from_env(production_env())
+    assert settings.in_production and not settings.offline_model
+    assert settings.tasks_service_account == "spark-tasks@demo-spark.iam.gserviceaccount.com"
+    assert settings.tasks_url == "https://europe-west2-demo-spark.cloudfunctions.net/tasks"
+    assert (settings.tasks_emulator_host, settings.tasks_local_key) == (None, None)
+
+
+def test_settings_refuse_the_cloud_tasks_emulator_in_production() -> None:
+    with pytest.raises(ConfigurationError, match="CLOUD_TASKS_EMULATOR_HOST"):
+        Settings.from_env(production_env(CLOUD_TASKS_EMULATOR_HOST="127.0.0.1:8123"))
+
+
+def test_settings_refuse_the_local_task_key_in_production() -> None:
+    with pytest.raises(ConfigurationError, match="SPARK_TASKS_LOCAL_KEY"):
+        Settings.from_env(production_env(SPARK_TASKS_LOCAL_KEY="local-secret"))
+
+
+def test_settings_refuse_production_without_a_tasks_service_account() -> None:
+    with pytest.raises(ConfigurationError, match="CLOUD_TASKS_SERVICE_ACCOUNT"):
+        Settings.from_env(production_env(CLOUD_TASKS_SERVICE_ACCOUNT=None))
+    with pytest.raises(ConfigurationError, match="CLOUD_TASKS_SERVICE_ACCOUNT"):
+        Settings.from_env(production_env(CLOUD_TASKS_SERVICE_ACCOUNT="  "))
+
+
+def test_settings_refuse_production_without_an_https_tasks_url() -> None:
+    with pytest.raises(ConfigurationError, match="https SPARK_TASKS_URL"):
+        Settings.from_env(production_env(SPARK_TASKS_URL="http://tasks.example.com/"))
+    with pytest.raises(ConfigurationError, match="https SPARK_TASKS_URL"):
+        Settings.from_env(production_env(SPARK_TASKS_URL=None))
+
+
+def test_settings_allow_local_task_mode_outside_production() -> None:
+    env = production_env(
+        K_SERVICE=None, CLOUD_TASKS_EMULATOR_HOST="127.0.0.1:8123", SPARK_TASKS_LOCAL_KEY="s"
+    )
+    settings = Settings.from_env(env)
+    assert not settings.in_production
+    assert (settings.tasks_emulator_host, settings.tasks_local_key) == ("127.0.0.1:8123", "s")

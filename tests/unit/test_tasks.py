@@ -3,7 +3,9 @@ handler, results and follow-ups appended once, retries, per-user limits, 202 rep
 
 from __future__ import annotations
 
+import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,9 +13,9 @@ from pydantic import BaseModel
 
 from shared.agent.events import DoneEvent, TaskQueuedEvent
 from shared.agent.service import AgentService
-from shared.errors import ProviderUnavailable
 from shared.llm.base import Finish, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
+from shared.queue.base import QueuedTask
 from shared.queue.memory import InMemoryTaskQueue
 from shared.schemas.documents import Conversation
 from shared.schemas.tasks import TASK_PAYLOAD
@@ -62,12 +64,20 @@ def fakes() -> Fakes:
     )
 
 
+async def when_due(task: QueuedTask) -> QueuedTask:
+    """Wait, as the queue would, until the task is due."""
+    if task.schedule_at is not None:
+        await asyncio.sleep(max(0.0, (task.schedule_at - datetime.now(UTC)).total_seconds()))
+    return task
+
+
 async def deliver_all(service: AgentService, queue: InMemoryTaskQueue, times: int = 1) -> int:
-    """Deliver every queued task ``times`` times, until the queue is empty."""
+    """Deliver every queued task ``times`` times (when due), until the queue is empty."""
     handler = TaskHandler(service)
     delivered = 0
     while tasks := queue.take():
         for task in tasks:
+            await when_due(task)
             for _ in range(times):
                 await handler.handle(TASK_PAYLOAD.validate_json(task.body))
                 delivered += 1
@@ -164,18 +174,22 @@ async def test_failing_task_is_retried_with_backoff_then_reported() -> None:
         fakes=f,
         tools=ToolRegistry([task_tool(tool)]),
         task_max_attempts=3,
-        task_retry_base_ms=1000,
+        task_retry_base_ms=200,
     )
     conversation_id, _ = await run_to_end(service, ALICE, "lesson please")
     handler = TaskHandler(service)
     delays = []
     for _ in range(3):
         (task,) = f.queue.take()
-        delays.append(task.schedule_at)
-        await handler.handle(TASK_PAYLOAD.validate_json(task.body))
+        due = task.schedule_at
+        delays.append(0.0 if due is None else (due - datetime.now(UTC)).total_seconds())
+        early = await handler.handle(TASK_PAYLOAD.validate_json(task.body))
+        if due is not None:
+            assert early == "busy"  # delivered before its backoff ended
+            await handler.handle(TASK_PAYLOAD.validate_json((await when_due(task)).body))
     assert f.queue.take() == []
-    assert delays[0] is None and delays[1] is not None and delays[2] is not None
-    assert delays[2] > delays[1]
+    assert delays[0] == 0.0
+    assert 0.1 < delays[1] < 0.25 and 0.3 < delays[2] < 0.45  # 0.2 s, then 0.4 s
 
     after = await stored(service, conversation_id)
     assert len(tool.runs) == 3
@@ -238,10 +252,11 @@ async def test_transient_provider_error_in_a_task_is_retried() -> None:
     tool = Flaky(failures=1)
     provider = ScriptedProvider([calls(("make_lesson", "call_1")), Step.reply("Ready.")])
     f = fakes()
-    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(tool)]))
+    service = make_service(
+        provider, fakes=f, tools=ToolRegistry([task_tool(tool)]), task_retry_base_ms=10
+    )
     conversation_id, _ = await run_to_end(service, ALICE, "lesson")
     await deliver_all(service, f.queue)
     after = await stored(service, conversation_id)
     assert tool.runs == ["call_1", "call_1"]
     assert [s for _, s, _ in results(after)] == ["ok"]
-    _ = ProviderUnavailable
