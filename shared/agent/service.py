@@ -131,18 +131,18 @@ class AgentService:
             RunInProgress: another run is live in the conversation; try later.
         """
         now = self.clock.now()
+        run_id = self.ids.new("run")
         assistant = Message(
             id=follow_up_id(source.id),
             role="assistant",
             created_at=now,
             status="streaming",
             content=[],
-            run_id=self.ids.new("run"),
+            run_id=run_id,
             model=self.provider.label,
         )
-        assert assistant.run_id is not None
         run = ActiveRun(
-            run_id=assistant.run_id,
+            run_id=run_id,
             status="streaming",
             assistant_message_id=assistant.id,
             started_at=now,

@@ -6,7 +6,6 @@ own test), so forged, tampered, expired and misaddressed tokens meet the real ch
 
 from __future__ import annotations
 
-import datetime as dt
 import secrets
 import time
 from collections.abc import Iterator
@@ -14,10 +13,7 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 from firebase_admin import _token_gen
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
@@ -25,31 +21,15 @@ from starlette.routing import Route
 
 from shared.auth.firebase import FirebaseTokenVerifier
 from shared.errors import TokenExpired, Unauthenticated
+from tests.fakes.keys import key_and_cert
 from tests.fakes.openai_server import ServerThread
 
 KID = "test-key"
 
 
-def _key_and_cert() -> tuple[rsa.RSAPrivateKey, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "spark-test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
 @pytest.fixture(scope="module")
 def signing() -> Iterator[tuple[rsa.RSAPrivateKey, str]]:
-    key, cert = _key_and_cert()
+    key, cert = key_and_cert()
     app = Starlette(routes=[Route("/certs", lambda _: JSONResponse({KID: cert}))])
     with ServerThread(app) as server:
         yield key, f"http://127.0.0.1:{server.port}/certs"
@@ -93,7 +73,7 @@ async def test_firebase_verifier_accepts_a_genuine_token(
 async def test_firebase_verifier_refuses_a_token_signed_by_another_key(
     verifier: FirebaseTokenVerifier,
 ) -> None:
-    forger, _ = _key_and_cert()
+    forger, _ = key_and_cert()
     with pytest.raises(Unauthenticated):
         await verifier.verify(token(forger, project_of(verifier)))
 

@@ -4,7 +4,6 @@ the certificates served on loopback), and nobody else."""
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,10 +11,7 @@ from typing import Any
 
 import jwt
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -25,6 +21,7 @@ from shared.auth.oidc import OidcTaskVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls
 from shared.errors import AuthUnavailable, Forbidden, Unauthenticated
 from shared.queue.base import SIGNATURE_HEADER, sign
+from tests.fakes.keys import key_and_cert
 from tests.fakes.openai_server import ServerThread
 
 LOCAL_KEY = "local-test-key"
@@ -96,23 +93,6 @@ async def test_refuse_all_task_calls_refuses_even_a_validly_signed_call() -> Non
 # --- production mode: OIDC ----------------------------------------------------------------
 
 
-def _key_and_cert() -> tuple[rsa.RSAPrivateKey, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "spark-tasks-test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    return key, cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
 @dataclass(frozen=True)
 class Google:
     """Our stand-in for Google's token keys: the private key and where its cert is served."""
@@ -128,7 +108,7 @@ async def _broken(_: Request) -> JSONResponse:
 
 @pytest.fixture(scope="module")
 def google() -> Iterator[Google]:
-    key, cert = _key_and_cert()
+    key, cert = key_and_cert()
     app = Starlette(
         routes=[
             Route("/certs", lambda _: JSONResponse({KID: cert})),
@@ -221,7 +201,7 @@ async def test_oidc_verifier_refuses_an_expired_token(
 async def test_oidc_verifier_refuses_a_token_signed_by_another_key(
     verifier: OidcTaskVerifier,
 ) -> None:
-    forger, _ = _key_and_cert()
+    forger, _ = key_and_cert()
 
     with pytest.raises(Unauthenticated):
         await verifier.verify(bearer(token(forger)), BODY)
