@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from shared.agent.history import steps_since_user
 from shared.agent.loop import Run
@@ -13,7 +13,14 @@ from shared.clock import Clock
 from shared.config import Settings
 from shared.ids import IdGenerator
 from shared.llm.base import ModelProvider
-from shared.schemas.documents import ActiveRun, Author, ContentPart, Conversation, Message
+from shared.schemas.documents import (
+    ActiveRun,
+    Author,
+    ContentPart,
+    Conversation,
+    Message,
+    RunStatus,
+)
 from shared.store.base import ConversationStore
 from shared.tasks.naming import follow_up_id
 from shared.tasks.scheduler import TaskScheduler
@@ -45,7 +52,6 @@ class AgentService:
             RunInProgress: that conversation already has a live run.
         """
         now = self.clock.now()
-        run_id = self.ids.new("run")
         user_message = Message(
             id=self.ids.new("msg"),
             role="user",
@@ -54,21 +60,8 @@ class AgentService:
             status="complete",
             content=[ContentPart.of_text(text)],
         )
-        assistant = Message(
-            id=self.ids.new("msg"),
-            role="assistant",
-            created_at=now,
-            status="streaming",
-            content=[],
-            run_id=run_id,
-            model=self.provider.label,
-        )
-        run = ActiveRun(
-            run_id=run_id,
-            status="queued" if queued else "streaming",
-            assistant_message_id=assistant.id,
-            started_at=now,
-            lease_expires_at=now + timedelta(seconds=self.settings.run_lease_seconds),
+        assistant, run = self._placeholder(
+            self.ids.new("msg"), now, "queued" if queued else "streaming"
         )
         if conversation_id is None:
             conversation = Conversation(
@@ -85,14 +78,48 @@ class AgentService:
             conversation = await self.store.mutate(
                 user.uid, conversation_id, lambda c: open_run(c, user_message, assistant, run)
             )
+        return self._run(user.uid, conversation, run, user_message, assistant)
+
+    def _placeholder(
+        self, message_id: str, now: datetime, status: RunStatus
+    ) -> tuple[Message, ActiveRun]:
+        """The empty assistant message a run fills, and the run record that holds it."""
+        run_id = self.ids.new("run")
+        assistant = Message(
+            id=message_id,
+            role="assistant",
+            created_at=now,
+            status="streaming",
+            content=[],
+            run_id=run_id,
+            model=self.provider.label,
+        )
+        run = ActiveRun(
+            run_id=run_id,
+            status=status,
+            assistant_message_id=assistant.id,
+            started_at=now,
+            lease_expires_at=now + timedelta(seconds=self.settings.run_lease_seconds),
+        )
+        return assistant, run
+
+    def _run(
+        self,
+        user_id: str,
+        conversation: Conversation,
+        record: ActiveRun,
+        user_message: Message | None,
+        assistant: Message,
+    ) -> Run:
+        earlier = [m for m in conversation.messages if m.id != assistant.id]
         return Run(
             self,
-            user.uid,
+            user_id,
             conversation,
-            run,
+            record,
             user_message,
             assistant,
-            steps_before=steps_since_user(conversation.messages[:-1]),
+            steps_before=steps_since_user(earlier),
         )
 
     async def resume_queued(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
@@ -111,17 +138,7 @@ class AgentService:
         if assistant is None:
             return None
         users = [m for m in conversation.messages if m.role == "user"]
-        return Run(
-            self,
-            user_id,
-            conversation,
-            record,
-            users[-1] if users else None,
-            assistant,
-            steps_before=steps_since_user(
-                [m for m in conversation.messages if m.id != assistant.id]
-            ),
-        )
+        return self._run(user_id, conversation, record, users[-1] if users else None, assistant)
 
     async def follow_up(self, user_id: str, conversation_id: str, source: Message) -> Run | None:
         """Open the agent's follow-up to the task results of ``source`` (``None``: it
@@ -130,36 +147,11 @@ class AgentService:
         Raises:
             RunInProgress: another run is live in the conversation; try later.
         """
-        now = self.clock.now()
-        run_id = self.ids.new("run")
-        assistant = Message(
-            id=follow_up_id(source.id),
-            role="assistant",
-            created_at=now,
-            status="streaming",
-            content=[],
-            run_id=run_id,
-            model=self.provider.label,
-        )
-        run = ActiveRun(
-            run_id=run_id,
-            status="streaming",
-            assistant_message_id=assistant.id,
-            started_at=now,
-            lease_expires_at=now + timedelta(seconds=self.settings.run_lease_seconds),
-        )
+        assistant, run = self._placeholder(follow_up_id(source.id), self.clock.now(), "streaming")
         try:
             conversation = await self.store.mutate(
                 user_id, conversation_id, lambda c: open_follow_up(c, assistant, run)
             )
         except AlreadyAnswered:
             return None
-        return Run(
-            self,
-            user_id,
-            conversation,
-            run,
-            None,
-            assistant,
-            steps_before=steps_since_user(conversation.messages[:-1]),
-        )
+        return self._run(user_id, conversation, run, None, assistant)
