@@ -19,6 +19,7 @@ the next change to the ledger, so nothing stays ``running`` for ever.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -167,6 +168,25 @@ def finish(
         )
         ledger = _with(ledger, done)
     return grant(_prune(ledger, policy.keep_finished), now, policy)
+
+
+def abandon(ledger: TaskLedger, task_ids: Sequence[str], now: datetime, error: str) -> TaskLedger:
+    """Mark tasks that could not be handed to the queue as failed, whatever their attempt."""
+    failed = [
+        record.model_copy(
+            update={
+                "status": "failed",
+                "started": False,
+                "lease_expires_at": None,
+                "error": error,
+                "updated_at": now,
+            }
+        )
+        for task_id in task_ids
+        if (record := ledger.tasks.get(task_id)) is not None
+        and record.status not in ("completed", "failed")
+    ]
+    return _with(ledger, *failed)
 
 
 def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:

@@ -122,21 +122,9 @@ class TaskScheduler:
         except Exception:
             log.exception("could not record unqueued tasks of %s as failed", conversation_id)
         task_ids = [task_id_for(conversation_id, call_id) for call_id, _, _ in calls]
-
-        def drop_all(ledger: TaskLedger) -> tuple[TaskLedger, None]:
-            for task_id in task_ids:
-                ledger, _ = _drop(ledger, task_id)
-            return ledger, None
-
         try:
-            await self.apply(user_id, drop_all)
+            await self.apply(
+                user_id, lambda led: (ledgers.abandon(led, task_ids, now, NOT_STARTED), None)
+            )
         except Exception:
             log.exception("could not release the tasks of %s", conversation_id)
-
-
-def _drop(ledger: TaskLedger, task_id: str) -> tuple[TaskLedger, None]:
-    record = ledger.tasks.get(task_id)
-    if record is None or record.status in ("completed", "failed"):
-        return ledger, None
-    failed = record.model_copy(update={"status": "failed", "lease_expires_at": None})
-    return ledger.model_copy(update={"tasks": {**ledger.tasks, task_id: failed}}), None

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.events import DoneEvent, TaskQueuedEvent
+from shared.agent.events import DoneEvent, ErrorEvent, TaskQueuedEvent
 from shared.agent.service import AgentService
 from shared.llm.base import Finish, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
@@ -260,3 +260,23 @@ async def test_transient_provider_error_in_a_task_is_retried() -> None:
     after = await stored(service, conversation_id)
     assert tool.runs == ["call_1", "call_1"]
     assert [s for _, s, _ in results(after)] == ["ok"]
+
+
+async def test_task_that_cannot_be_queued_is_recorded_as_failed() -> None:
+    provider = ScriptedProvider([calls(("make_lesson", "call_1"))])
+    f = fakes()
+    f.queue.failing = True
+    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(Flaky())]))
+    conversation_id, events = await run_to_end(service, ALICE, "lesson please")
+
+    assert isinstance(events[-1], ErrorEvent) and events[-1].code == "queue_unavailable"
+    assert not any(isinstance(e, TaskQueuedEvent) for e in events)
+    after = await stored(service, conversation_id)
+    ((call_id, status, output),) = results(after)
+    assert (call_id, status) == ("call_1", "error")
+    assert "could not start" in json.loads(output)["error"]
+    assert after.tasks is not None and [t.status for t in after.tasks.values()] == ["failed"]
+    ledger = await f.ledger.get("alice")
+    assert [(r.status, r.error) for r in ledger.tasks.values()] == [
+        ("failed", "Spark AI Agent could not start this in the background; please ask again.")
+    ]
