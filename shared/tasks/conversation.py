@@ -7,7 +7,7 @@ changes nothing, which is what makes redelivered tasks harmless.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Literal
 
@@ -72,7 +72,7 @@ def _with_call_status(
 
 def _with_task_status(
     conversation: Conversation,
-    task_ids: Mapping[str, str],
+    task_ids: Iterable[str],
     status: TaskStatus,
     now: datetime,
     error: str | None = None,
@@ -98,7 +98,7 @@ def mark_running(conversation: Conversation, tool_call_id: str, now: datetime) -
     return conversation.model_copy(
         update={
             "messages": _with_call_status(conversation, {tool_call_id: "running"}, {"queued"}),
-            "tasks": _with_task_status(conversation, {task_id: ""}, "running", now),
+            "tasks": _with_task_status(conversation, [task_id], "running", now),
             "updated_at": now,
         }
     )
@@ -135,7 +135,7 @@ def record_results(
         ],
     )
     call_status = "complete" if status == "ok" else "error"
-    task_ids = {task_id_for(conversation.id, call_id): "" for call_id in pending}
+    task_ids = [task_id_for(conversation.id, call_id) for call_id in pending]
     updated = conversation.model_copy(
         update={"messages": _with_call_status(conversation, dict.fromkeys(pending, call_status))}
     )
