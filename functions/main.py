@@ -16,14 +16,17 @@ from starlette.responses import Response
 
 from shared.config import Settings
 from shared.tasks.handler import TaskHandler
-from shared.wiring import build_service, build_task_verifier, build_verifier
+from shared.wiring import build_components, build_task_verifier, build_verifier
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 settings = Settings.from_env()
-_service = build_service(settings)
-_api = ApiApp(_service, build_verifier(settings))
-_tasks = TasksApp(TaskHandler(_service), build_task_verifier(settings))
+_components, _stores = build_components(settings)
+_api = ApiApp(_components.agent, build_verifier(settings), settings)
+_tasks = TasksApp(
+    TaskHandler(_components.agent, _components.scheduler, settings),
+    build_task_verifier(settings),
+)
 
 
 @functions_framework.aio.http
@@ -34,5 +37,5 @@ async def api(request: Request) -> Response:
 
 @functions_framework.aio.http
 async def tasks(request: Request) -> Response:
-    """The private HTTP function Cloud Tasks calls: runs task tools and follow-ups."""
+    """The private HTTP function Cloud Tasks calls: runs task tools, replies, watchdogs."""
     return await _tasks(request)

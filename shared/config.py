@@ -58,6 +58,10 @@ class Settings:
     throttle_ms: int = 500
     keepalive_seconds: int = 15
     run_lease_seconds: int = 90
+    # A model stream that sends nothing this long fails the run (not the connect timeout).
+    provider_idle_seconds: int = 60
+    # A watchdog checks a run this long after its lease lapses (DESIGN §7: within 60 s).
+    watchdog_grace_seconds: int = 30
     max_steps: int = 10
     history_messages: int = 20
     tool_output_chars: int = 8000
@@ -82,6 +86,7 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read the settings from ``env`` (default: ``os.environ``) and check them."""
         env = os.environ if env is None else env
+        d = cls()  # the defaults are the fields' own, written once above
         settings = cls(
             project_id=(
                 _str(env, "GOOGLE_CLOUD_PROJECT") or _str(env, "GCLOUD_PROJECT") or DEFAULT_PROJECT
@@ -92,21 +97,29 @@ class Settings:
             openai_base_url=_str(env, "OPENAI_BASE_URL"),
             model=_str(env, "SPARK_MODEL") or DEFAULT_MODEL,
             cloud_service=_str(env, "K_SERVICE"),
-            throttle_ms=_int(env, "SPARK_THROTTLE_MS", 500, minimum=0),
-            keepalive_seconds=_int(env, "SPARK_KEEPALIVE_SECONDS", 15),
-            run_lease_seconds=_int(env, "SPARK_RUN_LEASE_SECONDS", 90),
-            max_steps=_int(env, "SPARK_MAX_STEPS", 10),
-            history_messages=_int(env, "SPARK_HISTORY_MESSAGES", 20),
-            tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", 8000),
-            offline_token_delay_ms=_int(env, "SPARK_OFFLINE_TOKEN_DELAY_MS", 15, minimum=0),
+            throttle_ms=_int(env, "SPARK_THROTTLE_MS", d.throttle_ms, minimum=0),
+            keepalive_seconds=_int(env, "SPARK_KEEPALIVE_SECONDS", d.keepalive_seconds),
+            run_lease_seconds=_int(env, "SPARK_RUN_LEASE_SECONDS", d.run_lease_seconds),
+            provider_idle_seconds=_int(env, "SPARK_PROVIDER_IDLE_SECONDS", d.provider_idle_seconds),
+            watchdog_grace_seconds=_int(
+                env, "SPARK_WATCHDOG_GRACE_SECONDS", d.watchdog_grace_seconds, minimum=0
+            ),
+            max_steps=_int(env, "SPARK_MAX_STEPS", d.max_steps),
+            history_messages=_int(env, "SPARK_HISTORY_MESSAGES", d.history_messages),
+            tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", d.tool_output_chars),
+            offline_token_delay_ms=_int(
+                env, "SPARK_OFFLINE_TOKEN_DELAY_MS", d.offline_token_delay_ms, minimum=0
+            ),
             check_revoked=_bool(env, "SPARK_CHECK_REVOKED"),
-            tasks_per_user=_int(env, "SPARK_TASKS_PER_USER", 3),
-            task_max_attempts=_int(env, "SPARK_TASK_MAX_ATTEMPTS", 3),
-            task_retry_base_ms=_int(env, "SPARK_TASK_RETRY_BASE_MS", 2000, minimum=0),
-            task_lease_seconds=_int(env, "SPARK_TASK_LEASE_SECONDS", 120),
-            tasks_queue=_str(env, "CLOUD_TASKS_QUEUE") or "spark-tasks",
-            tasks_location=_str(env, "CLOUD_TASKS_LOCATION") or "europe-west2",
-            tasks_url=_str(env, "SPARK_TASKS_URL") or "http://127.0.0.1:8081/",
+            tasks_per_user=_int(env, "SPARK_TASKS_PER_USER", d.tasks_per_user),
+            task_max_attempts=_int(env, "SPARK_TASK_MAX_ATTEMPTS", d.task_max_attempts),
+            task_retry_base_ms=_int(
+                env, "SPARK_TASK_RETRY_BASE_MS", d.task_retry_base_ms, minimum=0
+            ),
+            task_lease_seconds=_int(env, "SPARK_TASK_LEASE_SECONDS", d.task_lease_seconds),
+            tasks_queue=_str(env, "CLOUD_TASKS_QUEUE") or d.tasks_queue,
+            tasks_location=_str(env, "CLOUD_TASKS_LOCATION") or d.tasks_location,
+            tasks_url=_str(env, "SPARK_TASKS_URL") or d.tasks_url,
             tasks_service_account=_str(env, "CLOUD_TASKS_SERVICE_ACCOUNT"),
             tasks_emulator_host=_str(env, "CLOUD_TASKS_EMULATOR_HOST"),
             tasks_local_key=_str(env, "SPARK_TASKS_LOCAL_KEY"),

@@ -13,21 +13,27 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── NotAcceptable           406 not_acceptable
     │   ├── RunInProgress           409 run_in_progress
-    │   ├── RunInterrupted          409 run_interrupted       (its lease lapsed and was closed)
+    │   ├── NoActiveRun             409 no_active_run         (nothing to stop)
+    │   ├── AlreadyAnswered         409 already_answered      (that result exists already)
     │   ├── PayloadTooLarge         413 payload_too_large
     │   └── UnsupportedMediaType    415 unsupported_media_type
     ├── ProviderError               502 provider_error        (the model provider failed)
     │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
     │   ├── ProviderRateLimited     503 provider_rate_limited
+    │   ├── ProviderSilent          504 provider_timeout      (sent nothing for too long)
     │   ├── ProviderRejected        502 provider_rejected     (auth, bad request, ...)
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
+    ├── RunEnded                    --  a run learns it must stop writing (never an answer)
+    │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
+    │   └── RunStopped              409 run_stopped           (its owner asked it to stop)
     ├── AuthUnavailable             503 auth_unavailable      (token keys unreachable)
     ├── QueueUnavailable            503 queue_unavailable     (Cloud Tasks failed)
     ├── StoreError                  503 store_unavailable     (Firestore failed)
     │   └── ConversationTooLarge    507 conversation_too_large
     ├── ConfigurationError          500 misconfigured         (refuses to start)
-    └── ToolError                   --  its message goes back to the model, the run goes on
+    └── ToolError                   422 tool_error            (never an answer: its message goes
+                                                                back to the model, the run goes on)
 
 Adapters translate their SDK's exceptions into this tree; nothing above an adapter
 ever sees an ``openai`` or ``google.api_core`` exception.
@@ -101,11 +107,18 @@ class RunInProgress(RequestError):
     code = "run_in_progress"
 
 
-class RunInterrupted(RequestError):
-    """This run was declared dead (its lease lapsed) and closed; it must stop writing."""
+class NoActiveRun(RequestError):
+    """A stop was asked for a conversation with nothing running."""
 
     status = 409
-    code = "run_interrupted"
+    code = "no_active_run"
+
+
+class AlreadyAnswered(RequestError):
+    """The result (or follow-up) this request would add exists already."""
+
+    status = 409
+    code = "already_answered"
 
 
 class PayloadTooLarge(RequestError):
@@ -135,6 +148,13 @@ class ProviderRateLimited(ProviderError):
     code = "provider_rate_limited"
 
 
+class ProviderSilent(ProviderError):
+    """The model's stream sent nothing for ``SPARK_PROVIDER_IDLE_SECONDS``."""
+
+    status = 504
+    code = "provider_timeout"
+
+
 class ProviderRejected(ProviderError):
     code = "provider_rejected"
 
@@ -143,6 +163,25 @@ class IncompleteResponse(ProviderError):
     """The model's stream ended without a finish reason."""
 
     code = "incomplete_response"
+
+
+class RunEnded(SparkError):
+    """Raised inside a run's own writes: the run record says it is over, so the producer
+    must stop at once. The run ends through its own path; this never reaches a caller."""
+
+
+class RunInterrupted(RunEnded):
+    """The run was closed as dead (its lease lapsed) or another delivery took it over."""
+
+    status = 503
+    code = "run_interrupted"
+
+
+class RunStopped(RunEnded):
+    """The owner asked the run to stop; it keeps what it streamed and ends ``stopped``."""
+
+    status = 409
+    code = "run_stopped"
 
 
 class AuthUnavailable(SparkError):
@@ -182,6 +221,12 @@ class ConfigurationError(SparkError):
 
 
 class ToolError(SparkError):
-    """A tool failed in a way the model can recover from; the message goes to the model."""
+    """A tool failed in a way the model can recover from; the message goes to the model.
 
+    It has a status only so that the tree stays total: a ``ToolError`` that escaped to
+    the HTTP edge would be a bug, and 422 says "the request was understood but this
+    tool call could not be carried out" more truly than 500.
+    """
+
+    status = 422
     code = "tool_error"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import secrets
 from typing import Protocol
@@ -32,3 +33,9 @@ class SequentialIds:
 
     def new(self, prefix: str) -> str:
         return f"{prefix}_{next(self._counter)}"
+
+
+def derived(prefix: str, *parts: str) -> str:
+    """A deterministic id for the work named by ``parts`` (the same work, the same id:
+    redeliveries and retries find what an earlier delivery did instead of doing it again)."""
+    return prefix + "_" + hashlib.sha256("/".join(parts).encode()).hexdigest()[:24]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from shared.agent.service import AgentService
+from shared.agent.loop import RunDeps, RunLimits
+from shared.agent.service import Agent
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
@@ -19,6 +22,9 @@ from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
 from shared.tools.lessons import create_lesson_tool
 from shared.tools.skills import load_skill_tool
+
+if TYPE_CHECKING:
+    from shared.store.firestore import FirestoreStores
 
 
 def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
@@ -56,6 +62,26 @@ def build_queue(settings: Settings) -> TaskQueue:
     )
 
 
+@dataclass(frozen=True)
+class Components:
+    """The agent and the scheduler of one process, on the adapters it was given."""
+
+    agent: Agent
+    scheduler: TaskScheduler
+    settings: Settings
+
+
+def limits_of(settings: Settings) -> RunLimits:
+    return RunLimits(
+        max_steps=settings.max_steps,
+        history_messages=settings.history_messages,
+        tool_output_chars=settings.tool_output_chars,
+        throttle_seconds=settings.throttle_ms / 1000,
+        lease_seconds=settings.run_lease_seconds,
+        provider_idle_seconds=settings.provider_idle_seconds,
+    )
+
+
 def assemble(
     settings: Settings,
     store: ConversationStore,
@@ -65,42 +91,46 @@ def assemble(
     provider: ModelProvider,
     clock: Clock,
     ids: IdGenerator | None = None,
-) -> AgentService:
-    """An agent service on the given adapters (real ones here, fakes in tests)."""
+    tools: ToolRegistry | None = None,
+    system_prompt: str | None = None,
+) -> Components:
+    """The agent on the given adapters (real ones here, fakes in tests)."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
     )
-    return AgentService(
+    scheduler = TaskScheduler(
+        ledger, queue, clock, policy, timedelta(seconds=settings.watchdog_grace_seconds)
+    )
+    deps = RunDeps(
         store=store,
-        provider=provider,
+        model=provider,
+        tools=tools or build_tools(lessons, provider, clock),
         clock=clock,
-        ids=ids or RandomIds(),
-        settings=settings,
-        system_prompt=load_prompt("base"),
-        tools=build_tools(lessons, provider, clock),
-        scheduler=TaskScheduler(ledger, store, queue, clock, policy),
+        limits=limits_of(settings),
+        system_prompt=load_prompt("base") if system_prompt is None else system_prompt,
+        tasks=scheduler,
     )
+    return Components(Agent(deps, ids or RandomIds(), scheduler), scheduler, settings)
 
 
-def build_service(settings: Settings) -> AgentService:
-    """The agent on Firestore (or its emulator), Cloud Tasks and the configured model."""
-    from shared.store.firestore import (
-        FirestoreConversationStore,
-        FirestoreLessonStore,
-        FirestoreTaskLedgerStore,
-    )
+def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
+    """The agent on Firestore (or its emulator), Cloud Tasks and the configured model,
+    with the Firestore stores (one client) so the caller can close them."""
+    from shared.store.firestore import connect
 
     clock = SystemClock()
-    return assemble(
+    stores = connect(settings.project_id)
+    components = assemble(
         settings,
-        FirestoreConversationStore.connect(settings.project_id),
-        FirestoreTaskLedgerStore.connect(settings.project_id),
-        FirestoreLessonStore.connect(settings.project_id),
+        stores.conversations,
+        stores.ledgers,
+        stores.lessons,
         build_queue(settings),
         build_provider(settings, clock),
         clock,
     )
+    return components, stores
 
 
 def build_verifier(settings: Settings) -> TokenVerifier:

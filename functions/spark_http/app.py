@@ -4,94 +4,131 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from shared.agent.service import AgentService
+from shared.agent.resume import latest_run, locate, pending, resume_stream
+from shared.agent.service import Agent
 from shared.agent.sse import EventChannel, sse_stream
+from shared.agent.transcript import Cursor
 from shared.auth.base import TokenVerifier, User
-from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, NotFound, SparkError
-from shared.schemas.api import AckResponse, SendMessageRequest
+from shared.config import Settings
+from shared.errors import MethodNotAllowed, NotFound, RequestError
+from shared.schemas.api import AckResponse, SendMessageRequest, StopResponse
 from spark_http.requests import bearer_token, read_json, wants_event_stream
-from spark_http.responses import error_response, sse_response
+from spark_http.responses import guarded, sse_response
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Awaitable[Response]]
+Handler = Callable[[Request, str], Awaitable[Response]]
+
+_CONVERSATION = re.compile(r"^/api/spark/agent/conversations/([A-Za-z0-9_-]{1,64})/(\w+)$")
 
 
 class ApiApp:
     """Serves ``/api/spark/agent/...`` for one process."""
 
-    def __init__(self, service: AgentService, verifier: TokenVerifier) -> None:
-        self._service = service
+    def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
+        self._agent = agent
         self._verifier = verifier
+        self._settings = settings
         self._routes: dict[str, dict[str, Handler]] = {
-            "/api/spark/agent/messages": {"POST": self.post_message},
-            "/healthz": {"GET": self.health},
+            "messages": {"POST": self.post_message},
+            "stream": {"GET": self.resume},
+            "stop": {"POST": self.stop},
+            "health": {"GET": self.health},
         }
         # Runs outlive their response when a client disconnects; hold them here.
         self._runs: set[asyncio.Task[None]] = set()
 
     async def __call__(self, request: Request) -> Response:
-        try:
-            return await self._dispatch(request)
-        except SparkError as exc:
-            return error_response(exc)
-        except Exception:
-            log.exception("unhandled error on %s %s", request.method, request.url.path)
-            return error_response(SparkError(INTERNAL_MESSAGE))
+        return await guarded(self._dispatch, request)
 
     async def _dispatch(self, request: Request) -> Response:
-        methods = self._routes.get(request.url.path.rstrip("/") or "/")
-        if methods is None:
+        path = request.url.path.rstrip("/") or "/"
+        conversation_id = ""
+        if path == "/api/spark/agent/messages":
+            route = "messages"
+        elif path == "/healthz":
+            route = "health"
+        elif (match := _CONVERSATION.match(path)) and match[2] in ("stream", "stop"):
+            route, conversation_id = match[2], match[1]
+        else:
             raise NotFound(f"No such endpoint: {request.url.path}")
+        methods = self._routes[route]
         handler = methods.get(request.method)
         if handler is None:
             raise MethodNotAllowed(f"Use {' or '.join(methods)} on {request.url.path}.")
-        return await handler(request)
+        return await handler(request, conversation_id)
 
-    async def health(self, request: Request) -> Response:
+    async def health(self, request: Request, _: str) -> Response:
         """Liveness for local tooling and load balancers; says nothing about users."""
         return JSONResponse({"status": "ok"})
 
     async def _authenticate(self, request: Request) -> User:
         return await self._verifier.verify(bearer_token(request))
 
-    async def post_message(self, request: Request) -> Response:
+    async def post_message(self, request: Request, _: str) -> Response:
         """``POST /api/spark/agent/messages``: persist the message, then stream the reply
         (``Accept: text/event-stream``) or acknowledge with 202 and reply from a task."""
         user = await self._authenticate(request)
-        body = await read_json(
-            request, SendMessageRequest, self._service.settings.max_request_bytes
+        body = await read_json(request, SendMessageRequest, self._settings.max_request_bytes)
+        # Without a stream no work may follow the response (Cloud Functions throttles
+        # the CPU then): a Cloud Task produces the reply.
+        background = not wants_event_stream(request)
+        sent = await self._agent.send(
+            user, body.text, body.conversation_id, background, body.when_busy
         )
-        if not wants_event_stream(request):
-            return await self._acknowledge(user, body)
-        run = await self._service.start(user, body.text, body.conversation_id)
+        run = sent.run
+        if run is None:
+            ack = AckResponse(
+                conversation_id=sent.conversation_id,
+                message_id=sent.user_message_id,
+                status="accepted" if background else "queued",
+            )
+            return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
         channel = EventChannel()
-        task = asyncio.create_task(run.execute(channel.emit), name=f"run-{run.record.run_id}")
+        task = asyncio.create_task(run.execute(channel.emit), name=f"run-{run.run_id}")
         self._runs.add(task)
         task.add_done_callback(self._runs.discard)
         task.add_done_callback(lambda _: channel.end())
-        keepalive = self._service.settings.keepalive_seconds
-        return sse_response(sse_stream(channel, keepalive))
+        return sse_response(sse_stream(channel, self._settings.keepalive_seconds))
 
-    async def _acknowledge(self, user: User, body: SendMessageRequest) -> Response:
-        # No work may follow the response (Cloud Functions throttles the CPU then):
-        # a Cloud Task produces the reply.
-        run = await self._service.start(user, body.text, body.conversation_id, queued=True)
-        try:
-            await self._service.scheduler.enqueue_reply(
-                user.uid, run.conversation_id, run.record.run_id
-            )
-        except SparkError as exc:
-            await run.abort(exc)
-            raise
-        assert run.user_message is not None
-        ack = AckResponse(conversation_id=run.conversation_id, message_id=run.user_message.id)
-        return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
+    async def resume(self, request: Request, conversation_id: str) -> Response:
+        """``GET .../conversations/{id}/stream``: replay what the client missed of the
+        active (or last) run from ``Last-Event-ID``, then follow it to its end."""
+        user = await self._authenticate(request)
+        raw = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+        after = Cursor.parse(raw) if raw else None
+        store = self._agent.deps.store
+        conversation = await store.get(user.uid, conversation_id)
+        if conversation is None:
+            raise NotFound("No conversation with this id.")
+        run_id = after.run_id if after is not None else latest_run(conversation)
+        if run_id is None:
+            return Response(status_code=204)
+        active = conversation.active_run
+        live = active is not None and active.run_id == run_id
+        if not live and not pending(conversation, run_id, after):
+            if after is not None and locate(conversation, run_id) is None:
+                raise RequestError("Last-Event-ID names a run this conversation does not have.")
+            return Response(status_code=204)
+        keepalive = self._settings.keepalive_seconds
+        body = resume_stream(store, user.uid, conversation_id, run_id, after, keepalive)
+        return sse_response(body)
+
+    async def stop(self, request: Request, conversation_id: str) -> Response:
+        """``POST .../conversations/{id}/stop``: end the active run wherever it runs."""
+        user = await self._authenticate(request)
+        stopped = await self._agent.stop(user.uid, conversation_id)
+        answer = StopResponse(
+            conversation_id=conversation_id, run_id=stopped.run_id, status=stopped.status
+        )
+        status = 202 if stopped.status == "stopping" else 200
+        return JSONResponse(answer.model_dump(by_alias=True), status_code=status)
 
     async def drain(self) -> None:
         """Wait for runs still going (their clients may have left)."""

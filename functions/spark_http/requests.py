@@ -8,6 +8,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from shared.auth.base import bearer
 from shared.errors import PayloadTooLarge, RequestError, Unauthenticated, UnsupportedMediaType
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -17,11 +18,10 @@ _JSON_LIKE = ("", "application/json", "application/x-www-form-urlencoded", "text
 
 
 def bearer_token(request: Request) -> str:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer(request.headers.get("authorization"))
+    if token is None:
         raise Unauthenticated("Sign in first: send 'Authorization: Bearer <Firebase ID token>'.")
-    return token.strip()
+    return token
 
 
 def wants_event_stream(request: Request) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from shared.errors import SparkError
+from shared.errors import INTERNAL_MESSAGE, SparkError
 from shared.schemas.api import ErrorBody, ErrorDetail
 
 log = logging.getLogger(__name__)
@@ -31,3 +32,18 @@ def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(
         body, status_code=200, media_type="text/event-stream", headers=SSE_HEADERS
     )
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+async def guarded(handler: Handler, request: Request) -> Response:
+    """``handler``'s response, or the JSON error for what it raised (the one edge wrapper
+    of both functions: nothing unforeseen leaks its details to a caller)."""
+    try:
+        return await handler(request)
+    except SparkError as exc:
+        return error_response(exc)
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(SparkError(INTERNAL_MESSAGE))

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from shared.auth.tasks import TaskCallerVerifier
-from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, RequestError, SparkError
-from shared.schemas.tasks import TASK_PAYLOAD, ReplyTask, ToolTask
+from shared.errors import MethodNotAllowed, RequestError
+from shared.schemas.tasks import TASK_PAYLOAD, AnyTask
 from shared.tasks.handler import TaskHandler
 from spark_http.requests import read_bounded
-from spark_http.responses import error_response
+from spark_http.responses import guarded
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,7 @@ class TasksApp:
         self._verifier = verifier
 
     async def __call__(self, request: Request) -> Response:
-        try:
-            return await self._serve(request)
-        except SparkError as exc:
-            return error_response(exc)
-        except Exception:
-            log.exception("task failed unexpectedly")
-            return error_response(SparkError(INTERNAL_MESSAGE))
+        return await guarded(self._serve, request)
 
     async def _serve(self, request: Request) -> Response:
         if request.url.path.rstrip("/") == "/healthz" and request.method == "GET":
@@ -55,7 +49,7 @@ class TasksApp:
         return JSONResponse({"status": "done"})
 
 
-def _parse(raw: bytes, adapter: TypeAdapter[ToolTask | ReplyTask]) -> ToolTask | ReplyTask:
+def _parse(raw: bytes, adapter: TypeAdapter[AnyTask]) -> AnyTask:
     try:
         return adapter.validate_json(raw)
     except ValueError:

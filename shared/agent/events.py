@@ -1,12 +1,18 @@
-"""The events a run emits (DESIGN §4); ``sse.py`` is their one serialiser.
+"""The events a run emits (DESIGN §4); ``sse.py`` is their one serialiser and
+``transcript.py`` their one reducer.
 
-Field names are snake_case here and camelCase on the wire.
+Field names are snake_case here and camelCase on the wire. A field whose metadata says
+``wire=False`` is kept for the reducer (the message must hold it) but never sent.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from shared.schemas.documents import Execution, FinishReason
+
+_INTERNAL: dict[str, Any] = {"wire": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +34,14 @@ class TextEvent:
 
 @dataclass(frozen=True, slots=True)
 class ToolStartEvent:
-    """An inline tool started; ``display_text`` is what users see meanwhile."""
+    """A tool call started (inline); ``display_text`` is what users see meanwhile."""
 
     id: str
     tool: str
     args: dict[str, Any]
     display_text: str
+    args_json: str = field(default="{}", metadata=_INTERNAL)
+    execution: Execution = field(default="inline", metadata=_INTERNAL)
     type: Literal["tool_start"] = "tool_start"
 
 
@@ -45,6 +53,9 @@ class ToolEndEvent:
     status: Literal["success", "error"]
     error: str | None = None
     document_id: str | None = None
+    output_json: str = field(default="null", metadata=_INTERNAL)
+    # The call's stored status when it is not the plain one (a task never started).
+    call_status: Literal["cancelled"] | None = field(default=None, metadata=_INTERNAL)
     type: Literal["tool_end"] = "tool_end"
 
 
@@ -56,15 +67,29 @@ class TaskQueuedEvent:
     tool_call_id: str
     tool: str
     display_text: str
+    args_json: str = field(default="{}", metadata=_INTERNAL)
     type: Literal["task_queued"] = "task_queued"
 
 
 @dataclass(frozen=True, slots=True)
+class UsageEvent:
+    """One model step ended: its token usage and why it stopped (never sent)."""
+
+    input_tokens: int
+    output_tokens: int
+    finish_reason: FinishReason
+    type: Literal["usage"] = "usage"
+
+
+DoneStatus = Literal["complete", "waiting", "queued", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
 class DoneEvent:
-    """The run ended normally; nothing follows."""
+    """The run ended normally (or was stopped by its owner); nothing follows."""
 
     message_id: str
-    status: Literal["complete", "waiting", "queued"]
+    status: DoneStatus
     type: Literal["done"] = "done"
 
 
@@ -83,8 +108,11 @@ AgentEvent = (
     | ToolStartEvent
     | ToolEndEvent
     | TaskQueuedEvent
+    | UsageEvent
     | DoneEvent
     | ErrorEvent
 )
 
 TERMINAL = (DoneEvent, ErrorEvent)
+WIRELESS = (UsageEvent,)
+"""Events the reducer folds but clients never see."""

@@ -3,17 +3,22 @@
 A run streams up to ``max_steps`` model calls (shared by a turn and its task
 follow-ups). Inline tools run between steps, inside the run; task tools end the run
 with status ``queued`` and continue on Cloud Tasks (``shared/tasks/handler.py``).
+
+Everything the run does becomes an event; ``Transcript`` folds each one into the
+message, which the throttled writer persists and the client is sent, with the same id
+either way. A run receives a ``RunDeps`` bundle, never the service that opened it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from shared.agent.events import (
     AgentEvent,
@@ -24,332 +29,441 @@ from shared.agent.events import (
     TextEvent,
     ToolEndEvent,
     ToolStartEvent,
+    UsageEvent,
 )
 from shared.agent.history import build_history
-from shared.agent.runs import INTERRUPTED, finish_run, put_message
+from shared.agent.runs import finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
+from shared.agent.transcript import Frame, Transcript
+from shared.clock import Clock
 from shared.errors import (
     INTERNAL_MESSAGE,
     ContentFiltered,
     IncompleteResponse,
+    ProviderSilent,
+    RunEnded,
+    RunInterrupted,
+    RunStopped,
     SparkError,
     ToolError,
 )
-from shared.llm.base import Finish, ModelRequest, TextDelta, ToolCallRequest
-from shared.schemas.documents import (
-    ActiveRun,
-    ContentPart,
-    Conversation,
-    Message,
-    MessageError,
-    TaskState,
-    ToolCall,
-    ToolResult,
-)
+from shared.ids import derived
+from shared.llm.base import Finish, ModelProvider, ModelRequest, TextDelta, ToolCallRequest
+from shared.schemas.documents import ActiveRun, Conversation, TaskState
+from shared.schemas.server import TaskRecord
+from shared.store.base import ConversationStore
 from shared.tasks.naming import task_id_for
-from shared.tools.base import ParsedCall, ToolContext, dump_output, error_output
-
-if TYPE_CHECKING:
-    from shared.agent.service import AgentService
+from shared.tools.base import ParsedCall, ToolContext, ToolRegistry, dump_output, error_output
 
 log = logging.getLogger(__name__)
 
-Emit = Callable[[AgentEvent], None]
+Emit = Callable[[Frame], None]
 Outcome = Literal["complete", "queued"]
 
 STEP_LIMIT_NOTE = (
     "\n\n(Spark AI Agent stopped after the most steps allowed for one reply. "
     "Ask me to carry on if there is more to do.)"
 )
+UNSAVED = "Your reply could not be saved; please try again."
+NOT_STARTED = "Spark AI Agent could not start the background work; please try again."
+
+Call = tuple[str, str, str]
+"""(tool call id, tool name, display text)"""
 
 
-def ignore(event: AgentEvent) -> None:
+def ignore(frame: Frame) -> None:
     """The emit of a run nobody listens to (task follow-ups, ``202`` replies)."""
 
 
-@dataclass
-class Run:
-    """One run: the model's reply to one user message (or to task results)."""
+class TaskSink(Protocol):
+    """Where a run hands its task tool calls (``TaskScheduler`` implements it)."""
 
-    service: AgentService
-    user_id: str
-    conversation: Conversation
-    record: ActiveRun
-    user_message: Message | None
-    assistant: Message
-    steps_before: int = 0
-    _parts: list[ContentPart] = field(default_factory=list)
-    _text: list[str] = field(default_factory=list)
-    _tasks: dict[str, TaskState] = field(default_factory=dict)
-    _queued: list[ParsedCall] = field(default_factory=list)
+    async def submit(
+        self, user_id: str, conversation_id: str, calls: Sequence[Call]
+    ) -> list[TaskRecord]:
+        """Record the calls' tasks in the user's ledger; returns the attempts granted
+        now, to ``dispatch`` once the run's message is saved.
+
+        Raises:
+            StoreError: nothing was recorded.
+        """
+        ...
+
+    async def dispatch(self, user_id: str, records: Sequence[TaskRecord]) -> None:
+        """Enqueue granted attempts (an attempt not enqueued is granted again later).
+
+        Raises:
+            QueueUnavailable: from the first attempt the queue refused.
+        """
+        ...
+
+    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Have a task produce the queued ``run`` that ending this one opened."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunLimits:
+    max_steps: int = 10
+    history_messages: int = 20
+    tool_output_chars: int = 8000
+    throttle_seconds: float = 0.5
+    lease_seconds: float = 90.0
+    provider_idle_seconds: float = 60.0
+    # How often a producer that has not written lately checks for a stop or a takeover.
+    poll_seconds: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunDeps:
+    """What a run needs, and nothing else."""
+
+    store: ConversationStore
+    model: ModelProvider
+    tools: ToolRegistry
+    clock: Clock
+    limits: RunLimits
+    system_prompt: str
+    tasks: TaskSink
+
+
+class Run:
+    """One run: the model's reply to one user message (or to tool results)."""
+
+    def __init__(
+        self,
+        deps: RunDeps,
+        user_id: str,
+        conversation: Conversation,
+        record: ActiveRun,
+        steps_before: int = 0,
+    ) -> None:
+        assert record.message is not None
+        self.deps = deps
+        self.user_id = user_id
+        self.conversation = conversation
+        self.record = record
+        self.steps_before = steps_before
+        self.transcript = Transcript(record.message)
+        self._emit: Emit = ignore
+        self._writer: ThrottledWriter | None = None
+        self._work: asyncio.Task[Outcome] | None = None
+        self._ended: RunEnded | SparkError | None = None
+        self._model_since: float | None = None
+        self._queued: list[ParsedCall] = []
+        self._step = 0
 
     @property
     def conversation_id(self) -> str:
         return self.conversation.id
 
-    def _content(self) -> list[ContentPart]:
-        if not self._text:
-            return list(self._parts)
-        return [*self._parts, ContentPart.of_text("".join(self._text))]
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
 
-    def _flush_text(self) -> None:
-        if self._text:
-            self._parts.append(ContentPart.of_text("".join(self._text)))
-            self._text = []
+    @property
+    def message_id(self) -> str:
+        return self.record.assistant_message_id
 
-    def _snapshot(self, **update: object) -> Message:
-        return self.assistant.model_copy(update={"content": self._content(), **update})
+    def _record(self, event: AgentEvent) -> None:
+        """Fold ``event`` into the message, send it, and mark the message for saving."""
+        self._emit(Frame(self.transcript.apply(event), event))
+        if self._writer is not None:
+            self._writer.touch()
 
     async def _put(self) -> None:
-        service = self.service
-        lease_until = service.clock.now() + timedelta(seconds=service.settings.run_lease_seconds)
-        message = self._snapshot()
-        await service.store.mutate(
-            self.user_id, self.conversation_id, lambda c: put_message(c, message, lease_until)
-        )
-
-    async def _finish(self, message: Message) -> None:
-        service = self.service
-        now = service.clock.now()
-        tasks = dict(self._tasks)
-        await service.store.mutate(
+        message = self.transcript.message()
+        lease_until = self.deps.clock.now() + timedelta(seconds=self.deps.limits.lease_seconds)
+        await self.deps.store.mutate(
             self.user_id,
             self.conversation_id,
-            lambda c: finish_run(c, self.record.run_id, message, now, tasks),
+            lambda c: put_message(c, self.run_id, message, lease_until),
         )
+
+    def _interrupt(self, reason: RunEnded | SparkError) -> None:
+        """End the work at once (a stop, a takeover, a silent model, a full document)."""
+        if self._ended is None:
+            self._ended = reason
+        if self._work is not None and not self._work.done():
+            self._work.cancel()
 
     async def execute(self, emit: Emit = ignore) -> None:
         """Run the loop and persist the reply; never raises except on cancellation.
 
-        Events go to ``emit`` as they happen. On failure the message ends with
-        status ``error`` (keeping what was streamed so far) and an ``error`` event.
+        Frames go to ``emit`` as they happen. However the run ends (done, stopped,
+        failed), the message is saved with what was streamed, every tool call in it has
+        a result, and the last frame is ``done`` or ``error``.
         """
-        service = self.service
-        emit(
+        self._emit = emit
+        limits = self.deps.limits
+        self._record(
             RunStartEvent(
-                run_id=self.record.run_id,
-                conversation_id=self.conversation_id,
-                user_message_id=self.user_message.id if self.user_message else None,
-                assistant_message_id=self.assistant.id,
+                self.run_id, self.conversation_id, self.record.user_message_id, self.message_id
             )
         )
-        writer = ThrottledWriter(self._put, service.settings.throttle_ms / 1000, service.clock)
-        try:
-            outcome = await self._with_heartbeat(emit, writer)
-        except SparkError as exc:
-            await self._fail(writer, emit, exc.code, exc.message)
-            return
-        except asyncio.CancelledError:
-            await asyncio.shield(self._fail(writer, emit, INTERRUPTED.code, INTERRUPTED.message))
-            raise
-        except Exception:
-            log.exception("run %s failed unexpectedly", self.record.run_id)
-            await self._fail(writer, emit, "internal", INTERNAL_MESSAGE)
-            return
-        try:
-            await writer.finish(lambda: self._finish(self._snapshot(status="complete")))
-        except Exception as exc:
-            # The message stays "streaming" until its lease lapses; the next send closes it.
-            log.exception("run %s: final write failed", self.record.run_id)
-            code = exc.code if isinstance(exc, SparkError) else "internal"
-            emit(ErrorEvent(message="Your reply could not be saved; please try again.", code=code))
-            return
-        if outcome == "queued" and not await self._hand_over(emit):
-            return
-        emit(DoneEvent(message_id=self.assistant.id, status=outcome))
-
-    async def abort(self, exc: SparkError) -> None:
-        """End a run that never started (its reply could not be scheduled) as an error."""
-        failed = self._snapshot(
-            status="error", error=MessageError(code=exc.code, message=exc.message)
+        writer = self._writer = ThrottledWriter(
+            self._put, limits.throttle_seconds, self.deps.clock, on_fatal=self._interrupt
         )
+        self._work = asyncio.create_task(self._loop())
+        watcher = asyncio.create_task(self._watch(writer))
         try:
-            await self._finish(failed)
+            outcome: Outcome | None = await self._work
+        except asyncio.CancelledError:
+            if self._ended is None:  # the process is shutting down, not a stop
+                await asyncio.shield(self._end_badly(RunInterrupted("The run was cancelled.")))
+                raise
+            outcome = None
+        except SparkError as exc:
+            self._ended = self._ended or exc
+            outcome = None
         except Exception:
-            log.exception("run %s: could not record that it never started", self.record.run_id)
-
-    async def _with_heartbeat(self, emit: Emit, writer: ThrottledWriter) -> Outcome:
-        heartbeat = asyncio.create_task(self._heartbeat(writer))
-        try:
-            return await self._loop(emit, writer)
+            log.exception("run %s failed unexpectedly", self.run_id)
+            self._ended = self._ended or SparkError(INTERNAL_MESSAGE)
+            outcome = None
         finally:
-            heartbeat.cancel()
+            watcher.cancel()
+        if outcome is None:
+            assert self._ended is not None
+            await self._end_badly(self._ended)
+        else:
+            await self._end_well(outcome)
 
-    async def _heartbeat(self, writer: ThrottledWriter) -> None:
-        """Renew the lease while the model is silent, so a slow model is not taken for dead."""
-        period = self.service.settings.run_lease_seconds / 3
+    async def _watch(self, writer: ThrottledWriter) -> None:
+        """Renew the lease while nothing is written, notice a stop or a takeover within
+        about ``poll_seconds``, and fail a model that has gone silent."""
+        limits, clock = self.deps.limits, self.deps.clock
+        renew_every = limits.lease_seconds / 3
         while True:
-            await self.service.clock.sleep(period)
-            writer.touch()
+            await clock.sleep(limits.poll_seconds)
+            now = clock.monotonic()
+            since = self._model_since
+            if since is not None and now - since > limits.provider_idle_seconds:
+                self._interrupt(
+                    ProviderSilent(
+                        "The model stopped responding for "
+                        f"{limits.provider_idle_seconds:.0f} seconds; please try again."
+                    )
+                )
+                return
+            if now - writer.last_write >= renew_every:
+                writer.touch()
+            elif now - writer.last_write >= limits.poll_seconds:
+                try:
+                    probe = await self.deps.store.probe(self.user_id, self.conversation_id)
+                except SparkError:
+                    continue
+                if probe.run_id != self.run_id:
+                    self._interrupt(RunInterrupted("The run was closed elsewhere."))
+                    return
+                if probe.status == "stopping":
+                    self._interrupt(RunStopped("The reply was stopped."))
+                    return
 
-    async def _loop(self, emit: Emit, writer: ThrottledWriter) -> Outcome:
-        service = self.service
-        steps = max(service.settings.max_steps - self.steps_before, 1)
+    async def _loop(self) -> Outcome:
+        steps = max(self.deps.limits.max_steps - self.steps_before, 1)
         for step in range(steps):
+            self._step = step
             last = step == steps - 1
-            calls = await self._model_step(emit, writer, offer_tools=not last)
+            calls = await self._model_step(offer_tools=not last)
             if not calls:
                 return "complete"
             if last:
                 # Tools were not offered on the last step; a model that still asks is stopped.
-                self._text.append(STEP_LIMIT_NOTE)
+                self._record(TextEvent(STEP_LIMIT_NOTE))
                 return "complete"
-            self._flush_text()
-            for call in calls:
-                await self._take_call(call, emit, writer)
+            for index, call in enumerate(calls):
+                await self._take_call(self._own_id(call, index))
             if self._queued:
                 return "queued"
         return "complete"
 
-    async def _model_step(
-        self, emit: Emit, writer: ThrottledWriter, offer_tools: bool
-    ) -> list[ToolCallRequest]:
-        service = self.service
-        previous = [m for m in self.conversation.messages if m.id != self.assistant.id]
-        if self._parts or self._text:
-            previous.append(self._snapshot(status="complete"))
-        history = build_history(previous, service.settings.history_messages)
-        tools = service.tools.specs() if offer_tools else ()
-        request = ModelRequest(system=service.system_prompt, messages=history, tools=tools)
+    def _own_id(self, call: ToolCallRequest, index: int) -> ToolCallRequest:
+        """The call under an id of ours, unique in the conversation: providers may send
+        none, or reuse one across turns, and two calls must never share a task or part."""
+        own = derived("call", self.run_id, str(self._step), str(index))
+        return ToolCallRequest(own, call.name, call.arguments)
+
+    async def _model_step(self, offer_tools: bool) -> list[ToolCallRequest]:
+        deps = self.deps
+        previous = list(self.conversation.messages)
+        if self.transcript.has_content:
+            previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
+        history = build_history(previous, deps.limits.history_messages)
+        tools = deps.tools.specs() if offer_tools else ()
+        request = ModelRequest(system=deps.system_prompt, messages=history, tools=tools)
         finish: Finish | None = None
         calls: list[ToolCallRequest] = []
-        async for event in service.provider.stream(request):
-            if writer.fatal is not None:
-                raise writer.fatal
-            if isinstance(event, TextDelta):
-                if event.text:
-                    self._text.append(event.text)
-                    emit(TextEvent(event.text))
-                    writer.touch()
-            elif isinstance(event, ToolCallRequest):
-                calls.append(event)
-            else:
-                finish = event
+        clock = deps.clock
+        self._model_since = clock.monotonic()
+        try:
+            async with contextlib.aclosing(deps.model.stream(request)) as stream:
+                async for event in stream:
+                    self._model_since = clock.monotonic()
+                    if isinstance(event, TextDelta):
+                        if event.text:
+                            self._record(TextEvent(event.text))
+                    elif isinstance(event, ToolCallRequest):
+                        calls.append(event)
+                    else:
+                        finish = event
+        finally:
+            self._model_since = None
         if finish is None:
             raise IncompleteResponse("The model's reply was cut off before it finished.")
+        self._record(
+            UsageEvent(finish.usage.input_tokens, finish.usage.output_tokens, finish.reason)
+        )
         if finish.reason == "content_filter":
             raise ContentFiltered(
                 "Spark AI Agent stopped this reply because the content filter flagged it."
             )
         return calls
 
-    def _set_part(self, part: ContentPart) -> None:
-        call_id = part.tool_call.id if part.tool_call else None
-        for i, existing in enumerate(self._parts):
-            if existing.tool_call is not None and existing.tool_call.id == call_id:
-                self._parts[i] = part
-                return
-        self._parts.append(part)
-
-    async def _take_call(self, call: ToolCallRequest, emit: Emit, writer: ThrottledWriter) -> None:
+    async def _take_call(self, call: ToolCallRequest) -> None:
         try:
-            parsed = self.service.tools.parse(call)
+            parsed = self.deps.tools.parse(call)
         except ToolError as exc:
             # The model hears what was wrong and may correct itself on the next step.
-            tool = self.service.tools.get(call.name)
-            execution = tool.execution if tool else "inline"
-            self._set_part(
-                _call_part(call, call.arguments, "Checking a tool call", execution, "error")
+            self._record(
+                ToolStartEvent(
+                    call.id, call.name, {}, "Checking a tool call", args_json=call.arguments
+                )
             )
-            self._parts.append(_result_part(call.id, error_output(exc.message), "error"))
-            emit(ToolStartEvent(call.id, call.name, {}, "Checking a tool call"))
-            emit(ToolEndEvent(call.id, "error", error=exc.message))
-            writer.touch()
+            self._record(
+                ToolEndEvent(
+                    call.id, "error", error=exc.message, output_json=error_output(exc.message)
+                )
+            )
             return
         args_json = parsed.args.model_dump_json()
         if parsed.tool.execution == "task":
-            self._set_part(_call_part(call, args_json, parsed.display_text, "task", "queued"))
-            task_id = task_id_for(self.conversation_id, call.id)
-            self._tasks[task_id] = TaskState(
-                status="queued",
-                tool=call.name,
-                tool_call_id=call.id,
-                display_text=parsed.display_text,
-                updated_at=self.service.clock.now(),
-            )
             self._queued.append(parsed)
-            writer.touch()
+            task_id = task_id_for(self.conversation_id, call.id)
+            self._record(
+                TaskQueuedEvent(
+                    task_id, call.id, call.name, parsed.display_text, args_json=args_json
+                )
+            )
             return
-        await self._run_inline(parsed, args_json, emit, writer)
+        await self._run_inline(parsed, args_json)
 
-    async def _run_inline(
-        self, parsed: ParsedCall, args_json: str, emit: Emit, writer: ThrottledWriter
-    ) -> None:
-        call, display = parsed.call, parsed.display_text
-        self._set_part(_call_part(call, args_json, display, "inline", "running"))
-        emit(ToolStartEvent(call.id, call.name, json.loads(args_json), display))
-        writer.touch()
+    async def _run_inline(self, parsed: ParsedCall, args_json: str) -> None:
+        call = parsed.call
+        self._record(
+            ToolStartEvent(
+                call.id, call.name, json.loads(args_json), parsed.display_text, args_json=args_json
+            )
+        )
         context = ToolContext(self.user_id, self.conversation_id, call.id)
-        error: str | None = None
+        limit = self.deps.limits.tool_output_chars
         try:
-            output = dump_output(await parsed.run(context), self.service.settings.tool_output_chars)
+            output = dump_output(await parsed.run(context), limit)
         except ToolError as exc:
-            error = exc.message
+            self._record(
+                ToolEndEvent(
+                    call.id, "error", error=exc.message, output_json=error_output(exc.message)
+                )
+            )
+            return
         except Exception:
             log.exception("inline tool %s failed", call.name)
             error = f"The {call.name} tool failed unexpectedly; try another way."
-        status: Literal["ok", "error"] = "ok" if error is None else "error"
-        self._set_part(
-            _call_part(call, args_json, display, "inline", "complete" if error is None else "error")
-        )
-        self._parts.append(
-            _result_part(call.id, output if error is None else error_output(error), status)
-        )
-        emit(ToolEndEvent(call.id, "success" if error is None else "error", error=error))
-        writer.touch()
+            self._record(
+                ToolEndEvent(call.id, "error", error=error, output_json=error_output(error))
+            )
+            return
+        self._record(ToolEndEvent(call.id, "success", output_json=output))
 
-    async def _hand_over(self, emit: Emit) -> bool:
-        """Give the queued tool calls to the scheduler; on failure record them as failed."""
-        service = self.service
-        calls = [(p.call.id, p.call.name, p.display_text) for p in self._queued]
-        try:
-            await service.scheduler.submit(self.user_id, self.conversation_id, calls)
-        except SparkError as exc:
-            log.warning("run %s: could not queue its tasks: %s", self.record.run_id, exc)
-            await service.scheduler.abandon(self.user_id, self.conversation_id, calls)
-            emit(
-                ErrorEvent(
-                    message="Spark AI Agent could not start the background work; please try again.",
-                    code=exc.code,
+    # -- ending ---------------------------------------------------------------------
+
+    def _tasks(self) -> dict[str, TaskState]:
+        now = self.deps.clock.now()
+        return {
+            task_id_for(self.conversation_id, p.call.id): TaskState(
+                status="queued",
+                tool=p.call.name,
+                tool_call_id=p.call.id,
+                display_text=p.display_text,
+                updated_at=now,
+            )
+            for p in self._queued
+        }
+
+    async def _save_final(self, tasks: dict[str, TaskState] | None = None) -> None:
+        message = self.transcript.message()
+        now = self.deps.clock.now()
+        lease_until = now + timedelta(seconds=self.deps.limits.lease_seconds)
+        assert self._writer is not None
+        saved: list[Conversation] = []
+
+        async def final() -> None:
+            saved[:] = [
+                await self.deps.store.mutate(
+                    self.user_id,
+                    self.conversation_id,
+                    lambda c: finish_run(c, self.run_id, message, now, lease_until, tasks),
                 )
-            )
-            return False
-        for call_id, tool, display in calls:
-            emit(
-                TaskQueuedEvent(task_id_for(self.conversation_id, call_id), call_id, tool, display)
-            )
-        return True
+            ]
 
-    async def _fail(self, writer: ThrottledWriter, emit: Emit, code: str, message: str) -> None:
-        self._queued.clear()
-        failed = self._snapshot(status="error", error=MessageError(code=code, message=message))
+        await self._writer.finish(final)
+        successor = saved[0].active_run if saved else None
+        if successor is not None and successor.status == "queued":
+            await self.deps.tasks.hand_on(self.user_id, self.conversation_id, successor)
+
+    async def _end_well(self, outcome: Outcome) -> None:
+        granted: list[TaskRecord] = []
+        if outcome == "queued":
+            calls = [(p.call.id, p.call.name, p.display_text) for p in self._queued]
+            try:
+                # Into the ledger before the message says "queued": a crash after this
+                # leaves tasks that run (or are found gone), never a call no task runs.
+                granted = await self.deps.tasks.submit(self.user_id, self.conversation_id, calls)
+            except SparkError as exc:
+                log.warning("run %s: could not queue its tasks: %s", self.run_id, exc)
+                await self._end_badly(SparkError(NOT_STARTED), code=exc.code)
+                return
+        done = DoneEvent(self.message_id, outcome)
+        frame = Frame(self.transcript.apply(done), done)
         try:
-            await writer.finish(lambda: self._finish(failed))
-        except Exception:
-            log.exception("run %s: could not record its failure", self.record.run_id)
-        emit(ErrorEvent(message=message, code=code))
+            await self._save_final(self._tasks() if outcome == "queued" else None)
+        except RunStopped:
+            await self._end_badly(RunStopped("The reply was stopped."))
+            return
+        except Exception as exc:
+            self._unsaved(exc)
+            return
+        self._emit(frame)
+        if granted:
+            try:
+                await self.deps.tasks.dispatch(self.user_id, granted)
+            except SparkError:
+                # Their leases lapse and the run's watchdog grants them again.
+                log.warning("run %s: could not dispatch its tasks yet", self.run_id)
 
+    async def _end_badly(self, reason: RunEnded | SparkError, code: str | None = None) -> None:
+        """End the run as stopped or failed, keeping what was streamed."""
+        if isinstance(reason, RunInterrupted):
+            # Someone else closed the run; there is nothing of ours left to save.
+            self._emit(Frame(f"{self.run_id}:end", ErrorEvent(reason.message, reason.code)))
+            return
+        stopped = isinstance(reason, RunStopped)
+        for event in self.transcript.closing_events("stopped" if stopped else "error"):
+            self._record(event)
+        terminal: DoneEvent | ErrorEvent = (
+            DoneEvent(self.message_id, "stopped")
+            if stopped
+            else ErrorEvent(reason.message, code or reason.code)
+        )
+        frame = Frame(self.transcript.apply(terminal), terminal)
+        try:
+            await self._save_final()
+        except Exception as exc:
+            self._unsaved(exc)
+            return
+        self._emit(frame)
 
-def _call_part(
-    call: ToolCallRequest, args_json: str, display: str, execution: str, status: str
-) -> ContentPart:
-    return ContentPart(
-        type="tool_call",
-        tool_call=ToolCall.model_validate(
-            {
-                "id": call.id,
-                "name": call.name,
-                "args_json": args_json,
-                "display_text": display,
-                "execution": execution,
-                "status": status,
-            }
-        ),
-    )
-
-
-def _result_part(call_id: str, output_json: str, status: Literal["ok", "error"]) -> ContentPart:
-    return ContentPart(
-        type="tool_result",
-        tool_result=ToolResult(tool_call_id=call_id, output_json=output_json, status=status),
-    )
+    def _unsaved(self, exc: Exception) -> None:
+        # The message stays in ``activeRun`` until the run's watchdog closes it.
+        log.warning("run %s: final write failed: %r", self.run_id, exc)
+        code = exc.code if isinstance(exc, SparkError) else "internal"
+        self._emit(Frame(f"{self.run_id}:end", ErrorEvent(UNSAVED, code)))

@@ -1,111 +1,121 @@
-"""Pure changes to a conversation document made by a run (used inside ``mutate``).
+"""Pure changes to a conversation document made by runs (used inside ``mutate``).
 
-Each function returns a new ``Conversation`` and may run more than once, so none
-has side effects.
+A run is a durable record, ``activeRun``, in the conversation document: its id, status,
+lease and the in-flight message. Any instance can read it, stream it (``resume.py``),
+stop it, or close it when its producer died. Each function here returns a new
+``Conversation`` built with ``model_copy`` (so the store writes only what changed) and
+may run more than once, so none has side effects.
+
+How a run moves::
+
+    queued ──claim──▶ streaming ──stop──▶ stopping
+       │                 │                   │
+       └─────────────────┴───────────────────┴──▶ released: its message is appended
+                                                  to ``messages`` and the next queued
+                                                  user message (if any) opens its run
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
-from shared.errors import RunInProgress, RunInterrupted
-from shared.schemas.documents import ActiveRun, Conversation, Message, MessageError, TaskState
+from shared.agent.events import DoneEvent, ErrorEvent
+from shared.agent.results import cancel_calls
+from shared.agent.transcript import Transcript
+from shared.errors import (
+    AlreadyAnswered,
+    NoActiveRun,
+    RunInProgress,
+    RunInterrupted,
+    RunStopped,
+)
+from shared.ids import derived
+from shared.schemas.documents import (
+    ActiveRun,
+    Conversation,
+    Message,
+    MessageError,
+    TaskState,
+)
 
 INTERRUPTED = MessageError(
     code="run_interrupted",
     message="Spark AI Agent stopped before finishing this reply. Please try again.",
 )
+BUSY = (
+    "Spark AI Agent is still replying in this conversation; "
+    "wait for it to finish (or stop it), then send your message."
+)
 
 
-def _replace(conversation: Conversation, message: Message) -> list[Message]:
-    return [message if m.id == message.id else m for m in conversation.messages]
-
-
-def _still_streaming(conversation: Conversation, message: Message) -> None:
-    stored = conversation.message(message.id)
-    if stored is None or stored.status != "streaming":
-        raise RunInterrupted(INTERRUPTED.message)
-
-
-def close_stale_run(conversation: Conversation, now: datetime) -> Conversation:
-    """End a run whose lease has lapsed (its instance died): its message becomes an error."""
-    run = conversation.active_run
-    if run is None or run.lease_expires_at > now:
-        return conversation
-    messages = [
-        m.model_copy(update={"status": "error", "error": INTERRUPTED})
-        if m.id == run.assistant_message_id and m.status == "streaming"
-        else m
-        for m in conversation.messages
-    ]
-    return conversation.model_copy(
-        update={"messages": messages, "active_run": None, "updated_at": now}
+def placeholder(run: ActiveRun, model: str | None = None) -> Message:
+    """The empty assistant message a run starts from."""
+    return Message(
+        id=run.assistant_message_id,
+        role="assistant",
+        created_at=run.started_at,
+        status="streaming",
+        content=[],
+        run_id=run.run_id,
+        model=model,
     )
 
 
-def open_run(
-    conversation: Conversation, user_message: Message, assistant: Message, run: ActiveRun
-) -> Conversation:
-    """Append the user's message and the assistant's placeholder; make ``run`` active.
-
-    Raises:
-        RunInProgress: another run holds a live lease on this conversation.
-    """
-    now = run.started_at
-    conversation = close_stale_run(conversation, now)
-    if conversation.active_run is not None:
-        raise RunInProgress(
-            "Spark AI Agent is still replying in this conversation; "
-            "wait for it to finish, then send your message."
-        )
-    return conversation.model_copy(
-        update={
-            "messages": [*conversation.messages, user_message, assistant],
-            "active_run": run,
-            "updated_at": now,
-            "last_message_at": now,
-        }
-    )
-
-
-def put_message(
-    conversation: Conversation, message: Message, lease_until: datetime
-) -> Conversation:
-    """Replace the streaming message with its newer state and extend the run's lease.
-
-    Raises:
-        RunInterrupted: the message is no longer ``streaming`` (its run was closed as
-            stale), so this run must stop rather than report success.
-    """
-    _still_streaming(conversation, message)
-    run = conversation.active_run
-    if run is not None and run.assistant_message_id == message.id:
-        run = run.model_copy(update={"lease_expires_at": lease_until})
-    return conversation.model_copy(
-        update={"messages": _replace(conversation, message), "active_run": run}
-    )
-
-
-def finish_run(
-    conversation: Conversation,
+def new_run(
     run_id: str,
+    message_id: str,
+    now: datetime,
+    lease_until: datetime,
+    user_message_id: str | None,
+    status: Literal["queued", "streaming"] = "streaming",
+    model: str | None = None,
+) -> ActiveRun:
+    """A run record holding its empty in-flight message."""
+    run = ActiveRun(
+        run_id=run_id,
+        status=status,
+        assistant_message_id=message_id,
+        user_message_id=user_message_id,
+        started_at=now,
+        lease_expires_at=lease_until,
+    )
+    return run.model_copy(update={"message": placeholder(run, model)})
+
+
+def queued_run(user_message: Message, now: datetime, lease_until: datetime) -> ActiveRun:
+    """The run that answers a queued user message (ids derived from it: reopening it
+    after a crash finds the same run)."""
+    return new_run(
+        derived("run", user_message.id, "run"),
+        derived("msg", user_message.id, "reply"),
+        now,
+        lease_until,
+        user_message.id,
+        status="queued",
+    )
+
+
+def _released(
+    conversation: Conversation,
     message: Message,
     now: datetime,
+    lease_until: datetime,
     tasks: dict[str, TaskState] | None = None,
 ) -> Conversation:
-    """Write the message's final state, add the tasks it queued, and release the run.
-
-    Raises:
-        RunInterrupted: as for ``put_message``.
-    """
-    _still_streaming(conversation, message)
-    messages = _replace(conversation, message)
-    run = conversation.active_run
-    if run is not None and run.run_id == run_id:
-        run = None
+    """Append the run's finished message, clear the run, and open the run of the next
+    queued user message, if there is one (so nothing can slip in between)."""
+    added = [message]
+    queue = list(conversation.queued_messages or [])
+    active: ActiveRun | None = None
+    if queue:
+        nxt = queue.pop(0)
+        added.append(nxt)
+        active = queued_run(nxt, now, lease_until)
     update: dict[str, object] = {
-        "messages": messages,
-        "active_run": run,
+        "messages": [*conversation.messages, *added],
+        "active_run": active,
+        "queued_messages": queue or None,
         "updated_at": now,
         "last_message_at": now,
     }
@@ -114,35 +124,162 @@ def finish_run(
     return conversation.model_copy(update=update)
 
 
-class AlreadyAnswered(Exception):
-    """The follow-up this task would write exists already (a redelivery)."""
+def _closed(run: ActiveRun, outcome: Literal["stopped", "interrupted"]) -> Message:
+    """The run's message as far as it got, ended by someone other than its producer."""
+    transcript = Transcript(run.message or placeholder(run))
+    for event in transcript.closing_events("stopped" if outcome == "stopped" else "error"):
+        transcript.apply(event)
+    if outcome == "stopped":
+        transcript.apply(DoneEvent(run.assistant_message_id, "stopped"))
+    else:
+        transcript.apply(ErrorEvent(INTERRUPTED.message, INTERRUPTED.code))
+    return transcript.message()
 
 
-def open_follow_up(conversation: Conversation, assistant: Message, run: ActiveRun) -> Conversation:
-    """Append the placeholder of the agent's follow-up to task results and make ``run`` active.
+def close_stale_run(
+    conversation: Conversation, now: datetime, lease_until: datetime
+) -> Conversation:
+    """End a run whose lease has lapsed (its producer died): its message keeps its text,
+    ends as an error (``run_interrupted``), and every open tool call gets a result."""
+    run = conversation.active_run
+    if run is None or run.lease_expires_at > now:
+        return conversation
+    outcome: Literal["stopped", "interrupted"] = (
+        "stopped" if run.status == "stopping" else "interrupted"
+    )
+    return _released(conversation, _closed(run, outcome), now, lease_until)
+
+
+def open_run(
+    conversation: Conversation,
+    user_message: Message,
+    run: ActiveRun,
+    when_busy: Literal["reject", "queue"] = "reject",
+) -> Conversation:
+    """Append the user's message and make ``run`` active; or, when another run is live
+    and ``when_busy`` is ``queue``, keep the message in the queue (every tab sees it).
 
     Raises:
-        AlreadyAnswered: a message with ``assistant.id`` exists.
-        RunInProgress: another run is live; try again when it ends.
+        RunInProgress: another run holds a live lease and ``when_busy`` is ``reject``.
     """
-    if conversation.message(assistant.id) is not None:
-        raise AlreadyAnswered(assistant.id)
-    conversation = close_stale_run(conversation, run.started_at)
+    now = run.started_at
+    conversation = close_stale_run(conversation, now, run.lease_expires_at)
     if conversation.active_run is not None:
-        raise RunInProgress("Another reply is being written in this conversation.")
+        if when_busy == "reject":
+            raise RunInProgress(BUSY)
+        return conversation.model_copy(
+            update={
+                "queued_messages": [*(conversation.queued_messages or []), user_message],
+                "updated_at": now,
+                "last_message_at": now,
+            }
+        )
     return conversation.model_copy(
         update={
-            "messages": [*conversation.messages, assistant],
+            "messages": [*conversation.messages, user_message],
             "active_run": run,
-            "updated_at": run.started_at,
+            "updated_at": now,
+            "last_message_at": now,
         }
     )
 
 
-def claim_queued_run(
-    conversation: Conversation, run_id: str, lease_until: datetime
+def _ours(conversation: Conversation, run_id: str) -> ActiveRun:
+    run = conversation.active_run
+    if run is None or run.run_id != run_id or run.status == "queued":
+        raise RunInterrupted(INTERRUPTED.message)
+    return run
+
+
+def put_message(
+    conversation: Conversation, run_id: str, message: Message, lease_until: datetime
 ) -> Conversation:
-    """Mark the queued run (``202`` mode) as started, once.
+    """Store the in-flight message's newer state and extend the run's lease: a write of
+    ``activeRun`` alone, whatever the conversation's length.
+
+    Raises:
+        RunInterrupted: the run is no longer this one (closed as dead, or taken over).
+        RunStopped: its owner asked it to stop.
+    """
+    run = _ours(conversation, run_id)
+    if run.status == "stopping":
+        raise RunStopped("The reply was stopped.")
+    run = run.model_copy(update={"message": message, "lease_expires_at": lease_until})
+    return conversation.model_copy(update={"active_run": run})
+
+
+def finish_run(
+    conversation: Conversation,
+    run_id: str,
+    message: Message,
+    now: datetime,
+    lease_until: datetime,
+    tasks: dict[str, TaskState] | None = None,
+) -> Conversation:
+    """Append the finished message, add the tasks it queued, and release the run.
+
+    Raises:
+        RunInterrupted: as for ``put_message``.
+        RunStopped: a stop was asked while it finished; it must end as ``stopped``.
+    """
+    run = _ours(conversation, run_id)
+    if run.status == "stopping" and message.status not in ("stopped", "error"):
+        raise RunStopped("The reply was stopped.")
+    return _released(conversation, message, now, lease_until, tasks)
+
+
+def request_stop(conversation: Conversation, now: datetime, lease_until: datetime) -> Conversation:
+    """Ask the active run to stop. A run nobody produces (queued, or its producer dead)
+    is closed at once as ``stopped``; a live one is marked ``stopping`` and its producer
+    ends it. Task calls of the conversation that have not started are cancelled, and
+    those running will not be followed up.
+
+    Raises:
+        NoActiveRun: nothing is running or waiting to run in this conversation.
+    """
+    run = conversation.active_run
+    pending = _pending_tasks(conversation)
+    if run is None and not pending:
+        raise NoActiveRun("Nothing is running in this conversation.")
+    conversation = _stop_tasks(conversation, pending, now)
+    if run is None:
+        return conversation
+    if run.status == "queued" or run.lease_expires_at <= now:
+        return _released(conversation, _closed(run, "stopped"), now, lease_until)
+    if run.status == "stopping":
+        return conversation
+    run = run.model_copy(update={"status": "stopping", "stop_requested_at": now})
+    return conversation.model_copy(update={"active_run": run, "updated_at": now})
+
+
+def _pending_tasks(conversation: Conversation) -> dict[str, TaskState]:
+    return {
+        task_id: state
+        for task_id, state in (conversation.tasks or {}).items()
+        if state.status in ("queued", "running") and state.follow_up is not False
+    }
+
+
+def _stop_tasks(
+    conversation: Conversation, pending: dict[str, TaskState], now: datetime
+) -> Conversation:
+    if not pending:
+        return conversation
+    tasks = dict(conversation.tasks or {})
+    cancel: list[str] = []
+    for task_id, state in pending.items():
+        if state.status == "queued":
+            cancel.append(state.tool_call_id)
+        else:
+            tasks[task_id] = state.model_copy(update={"follow_up": False, "updated_at": now})
+    conversation = conversation.model_copy(update={"tasks": tasks})
+    return cancel_calls(conversation, cancel, now)
+
+
+def claim_queued_run(
+    conversation: Conversation, run_id: str, lease_until: datetime, model: str | None = None
+) -> Conversation:
+    """Mark a queued run (a ``202`` send or a queued message) as produced, once.
 
     Raises:
         AlreadyAnswered: the run is not queued any more (another delivery took it,
@@ -150,6 +287,27 @@ def claim_queued_run(
     """
     run = conversation.active_run
     if run is None or run.run_id != run_id or run.status != "queued":
-        raise AlreadyAnswered(run_id)
-    run = run.model_copy(update={"status": "streaming", "lease_expires_at": lease_until})
+        raise AlreadyAnswered("This reply has been taken care of already.")
+    message = (run.message or placeholder(run)).model_copy(update={"model": model})
+    run = run.model_copy(
+        update={"status": "streaming", "lease_expires_at": lease_until, "message": message}
+    )
     return conversation.model_copy(update={"active_run": run})
+
+
+def open_follow_up(conversation: Conversation, run: ActiveRun) -> Conversation:
+    """Make ``run`` (the agent's follow-up to task results) active.
+
+    Raises:
+        AlreadyAnswered: its message exists already (a redelivery).
+        RunInProgress: another run is live (or this follow-up is still being written
+            by an earlier delivery); try again when it ends.
+    """
+    if conversation.message(run.assistant_message_id) is not None:
+        raise AlreadyAnswered("This follow-up exists already.")
+    conversation = close_stale_run(conversation, run.started_at, run.lease_expires_at)
+    if conversation.message(run.assistant_message_id) is not None:
+        raise AlreadyAnswered("This follow-up exists already.")
+    if conversation.active_run is not None:
+        raise RunInProgress("Another reply is being written in this conversation.")
+    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at})

@@ -1,57 +1,130 @@
-"""Opening runs: persist the user's message first, then let a ``Run`` produce the reply."""
+"""Opening, stopping and watching over runs: the agent as the HTTP edge and the tasks
+function see it.
+
+Every run is a record in the conversation document (``runs.py``); this module makes
+the writes that open and close those records and hands a ``Run`` what it needs
+(``RunDeps``) to produce the reply. A delayed Cloud Task, the watchdog, is scheduled
+before any run opens: when it fires it closes the run if its producer died, produces
+it if nobody did, or looks again when the run's lease next lapses.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
+from typing import Literal, Protocol
 
 from shared.agent.history import steps_since_user
-from shared.agent.loop import Run
-from shared.agent.runs import AlreadyAnswered, claim_queued_run, open_follow_up, open_run
-from shared.auth.base import User
-from shared.clock import Clock
-from shared.config import Settings
-from shared.ids import IdGenerator
-from shared.llm.base import ModelProvider
-from shared.schemas.documents import (
-    ActiveRun,
-    Author,
-    ContentPart,
-    Conversation,
-    Message,
-    RunStatus,
+from shared.agent.loop import Run, RunDeps
+from shared.agent.results import follow_up_id, follow_up_run_id
+from shared.agent.runs import (
+    claim_queued_run,
+    close_stale_run,
+    new_run,
+    open_follow_up,
+    open_run,
+    request_stop,
 )
-from shared.store.base import ConversationStore
-from shared.tasks.naming import follow_up_id
-from shared.tasks.scheduler import TaskScheduler
-from shared.tools.base import ToolRegistry
+from shared.auth.base import User
+from shared.errors import AlreadyAnswered, SparkError
+from shared.ids import IdGenerator
+from shared.schemas.documents import ActiveRun, Author, ContentPart, Conversation, Message
+
+log = logging.getLogger(__name__)
+
+WhenBusy = Literal["reject", "queue"]
 
 
-@dataclass
-class AgentService:
-    """Everything a run needs, injected once per process."""
+class RunScheduler(Protocol):
+    """The Cloud Tasks side of runs (``TaskScheduler`` implements it)."""
 
-    store: ConversationStore
-    provider: ModelProvider
-    clock: Clock
-    ids: IdGenerator
-    settings: Settings
-    system_prompt: str
-    tools: ToolRegistry
-    scheduler: TaskScheduler
+    async def enqueue_reply(self, user_id: str, conversation_id: str, run_id: str) -> None:
+        """Have a task produce a queued run.
 
-    async def start(
-        self, user: User, text: str, conversation_id: str | None, queued: bool = False
-    ) -> Run:
-        """Persist the user's message and open a run; the model is not called yet.
+        Raises:
+            QueueUnavailable: the queue did not take it.
+        """
+        ...
 
-        With ``queued`` the run waits for a task to produce the reply (``202`` mode).
+    async def enqueue_watchdog(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Have a task check on ``run`` once its lease has lapsed (plus a grace period).
+
+        Raises:
+            QueueUnavailable: the queue did not take it.
+        """
+        ...
+
+    async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
+        """Cancel the tasks that have not started (their slots free at once)."""
+        ...
+
+    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Have a task produce the queued ``run`` (and a watchdog check on it)."""
+        ...
+
+    async def sweep(self, user_id: str) -> None:
+        """Grant again, and enqueue, task attempts whose lease lapsed unclaimed."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a send did: a run to produce now, or the message queued behind a live run."""
+
+    conversation_id: str
+    user_message_id: str
+    run: Run | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    run_id: str | None
+    status: Literal["stopping", "stopped"]
+
+
+class Agent:
+    """Opens runs for the HTTP edge and the tasks function; one per process."""
+
+    def __init__(self, deps: RunDeps, ids: IdGenerator, scheduler: RunScheduler) -> None:
+        self.deps = deps
+        self.ids = ids
+        self.scheduler = scheduler
+
+    def _lease(self) -> timedelta:
+        return timedelta(seconds=self.deps.limits.lease_seconds)
+
+    def _run(self, user_id: str, conversation: Conversation, record: ActiveRun) -> Run:
+        return Run(
+            self.deps, user_id, conversation, record, steps_since_user(conversation.messages)
+        )
+
+    async def _watchdog(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
+        try:
+            await self.scheduler.enqueue_watchdog(user_id, conversation_id, record)
+        except SparkError as exc:
+            # The next send closes a dead run too (``open_run``); say so and go on.
+            log.warning("run %s: no watchdog (%s)", record.run_id, exc)
+
+    async def send(
+        self,
+        user: User,
+        text: str,
+        conversation_id: str | None,
+        background: bool = False,
+        when_busy: WhenBusy = "reject",
+    ) -> Sent:
+        """Persist the user's message and open its run (the model is not called yet);
+        with ``when_busy="queue"`` a live run makes the message wait its turn instead.
+
+        With ``background`` a Cloud Task produces the reply (the ``202`` mode).
 
         Raises:
             NotFound: ``conversation_id`` is not one of this user's conversations.
-            RunInProgress: that conversation already has a live run.
+            RunInProgress: that conversation has a live run and ``when_busy`` is reject.
+            QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
-        now = self.clock.now()
+        now = self.deps.clock.now()
         user_message = Message(
             id=self.ids.new("msg"),
             role="user",
@@ -60,98 +133,145 @@ class AgentService:
             status="complete",
             content=[ContentPart.of_text(text)],
         )
-        assistant, run = self._placeholder(
-            self.ids.new("msg"), now, "queued" if queued else "streaming"
+        record = new_run(
+            self.ids.new("run"),
+            self.ids.new("msg"),
+            now,
+            now + self._lease(),
+            user_message.id,
+            status="queued" if background else "streaming",
+            model=None if background else self.deps.model.label,
         )
-        if conversation_id is None:
+        new = conversation_id is None
+        conversation_id = conversation_id or self.ids.new("conv")
+        # Before the run exists: a crash right after opening it still has a watchdog.
+        await self._watchdog(user.uid, conversation_id, record)
+        if not new:
+            conversation = await self.deps.store.mutate(
+                user.uid, conversation_id, lambda c: open_run(c, user_message, record, when_busy)
+            )
+        else:
             conversation = Conversation(
-                id=self.ids.new("conv"),
+                id=conversation_id,
                 participant_ids=[user.uid],
                 created_at=now,
                 updated_at=now,
                 last_message_at=now,
-                messages=[user_message, assistant],
-                active_run=run,
+                messages=[user_message],
+                active_run=record,
             )
-            await self.store.create(user.uid, conversation)
-        else:
-            conversation = await self.store.mutate(
-                user.uid, conversation_id, lambda c: open_run(c, user_message, assistant, run)
-            )
-        return self._run(user.uid, conversation, run, user_message, assistant)
+            await self.deps.store.create(user.uid, conversation)
+        active = conversation.active_run
+        if active is None or active.run_id != record.run_id:
+            return Sent(conversation.id, user_message.id, None)
+        if background:
+            try:
+                await self.scheduler.enqueue_reply(user.uid, conversation.id, record.run_id)
+            except SparkError:
+                await self.stop(user.uid, conversation.id)
+                raise
+            return Sent(conversation.id, user_message.id, None)
+        return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
 
-    def _placeholder(
-        self, message_id: str, now: datetime, status: RunStatus
-    ) -> tuple[Message, ActiveRun]:
-        """The empty assistant message a run fills, and the run record that holds it."""
-        run_id = self.ids.new("run")
-        assistant = Message(
-            id=message_id,
-            role="assistant",
-            created_at=now,
-            status="streaming",
-            content=[],
-            run_id=run_id,
-            model=self.provider.label,
-        )
-        run = ActiveRun(
-            run_id=run_id,
-            status=status,
-            assistant_message_id=assistant.id,
-            started_at=now,
-            lease_expires_at=now + timedelta(seconds=self.settings.run_lease_seconds),
-        )
-        return assistant, run
-
-    def _run(
-        self,
-        user_id: str,
-        conversation: Conversation,
-        record: ActiveRun,
-        user_message: Message | None,
-        assistant: Message,
-    ) -> Run:
-        earlier = [m for m in conversation.messages if m.id != assistant.id]
-        return Run(
-            self,
-            user_id,
-            conversation,
-            record,
-            user_message,
-            assistant,
-            steps_before=steps_since_user(earlier),
-        )
-
-    async def resume_queued(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
-        """The run a ``202`` send opened, claimed for this delivery (``None``: another
-        delivery has it, or it is over)."""
-        lease_until = self.clock.now() + timedelta(seconds=self.settings.run_lease_seconds)
+    async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
+        """A queued run, claimed for this delivery (``None``: taken care of already)."""
+        lease_until = self.deps.clock.now() + self._lease()
+        label = self.deps.model.label
         try:
-            conversation = await self.store.mutate(
-                user_id, conversation_id, lambda c: claim_queued_run(c, run_id, lease_until)
+            conversation = await self.deps.store.mutate(
+                user_id,
+                conversation_id,
+                lambda c: claim_queued_run(c, run_id, lease_until, label),
             )
         except AlreadyAnswered:
             return None
         record = conversation.active_run
         assert record is not None
-        assistant = conversation.message(record.assistant_message_id)
-        if assistant is None:
-            return None
-        users = [m for m in conversation.messages if m.role == "user"]
-        return self._run(user_id, conversation, record, users[-1] if users else None, assistant)
+        return self._run(user_id, conversation, record)
 
     async def follow_up(self, user_id: str, conversation_id: str, source: Message) -> Run | None:
-        """Open the agent's follow-up to the task results of ``source`` (``None``: it
-        exists already).
+        """Open the agent's follow-up to the results of the calls in ``source``
+        (``None``: it exists already).
 
         Raises:
             RunInProgress: another run is live in the conversation; try later.
         """
-        assistant, run = self._placeholder(follow_up_id(source.id), self.clock.now(), "streaming")
+        now = self.deps.clock.now()
+        record = new_run(
+            follow_up_run_id(source.id),
+            follow_up_id(source.id),
+            now,
+            now + self._lease(),
+            None,
+            model=self.deps.model.label,
+        )
         try:
-            conversation = await self.store.mutate(
-                user_id, conversation_id, lambda c: open_follow_up(c, assistant, run)
+            conversation = await self.deps.store.mutate(
+                user_id, conversation_id, lambda c: open_follow_up(c, record)
             )
         except AlreadyAnswered:
             return None
-        return self._run(user_id, conversation, run, None, assistant)
+        await self._watchdog(user_id, conversation_id, record)
+        return self._run(user_id, conversation, record)
+
+    async def stop(self, user_id: str, conversation_id: str) -> Stopped:
+        """Stop the conversation's active run wherever it runs, and its tasks that have
+        not started.
+
+        Raises:
+            NotFound: no such conversation for this user.
+            NoActiveRun: nothing to stop.
+        """
+        now = self.deps.clock.now()
+        before = await self.deps.store.get(user_id, conversation_id)
+        run_id = before.active_run.run_id if before and before.active_run else None
+        conversation = await self.deps.store.mutate(
+            user_id, conversation_id, lambda c: request_stop(c, now, now + self._lease())
+        )
+        cancelled = [
+            task_id
+            for task_id, state in (conversation.tasks or {}).items()
+            if state.status == "cancelled"
+        ]
+        if cancelled:
+            await self.scheduler.cancel_tasks(user_id, cancelled)
+        await self.hand_on(user_id, conversation)
+        active = conversation.active_run
+        if active is not None and active.run_id == run_id and active.status == "stopping":
+            return Stopped(run_id, "stopping")
+        return Stopped(run_id, "stopped")
+
+    async def hand_on(self, user_id: str, conversation: Conversation) -> None:
+        """If ``conversation`` now has a queued run (the next queued message), have a task
+        produce it."""
+        active = conversation.active_run
+        if active is not None and active.status == "queued":
+            await self.scheduler.hand_on(user_id, conversation.id, active)
+
+    async def check(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
+        """The watchdog: close ``run_id`` if its producer died, hand on what follows it,
+        and look again later while it lives. Returns a run to produce here, if the run
+        (or its successor) was queued and nobody took it before its lease lapsed."""
+        store, now = self.deps.store, self.deps.clock.now()
+        conversation = await store.get(user_id, conversation_id)
+        if conversation is None:
+            return None
+        active = conversation.active_run
+        if active is None:
+            await self.scheduler.sweep(user_id)
+            return None
+        if active.run_id != run_id and active.status != "queued":
+            return None  # ours is over; the live run has its own watchdog
+        if active.lease_expires_at > now:
+            await self._watchdog(user_id, conversation_id, active)
+            return None
+        if active.status == "queued":
+            return await self.claim(user_id, conversation_id, active.run_id)
+        lease_until = now + self._lease()
+        conversation = await store.mutate(
+            user_id, conversation_id, lambda c: close_stale_run(c, now, lease_until)
+        )
+        log.warning("run %s: closed, its producer stopped renewing its lease", active.run_id)
+        await self.hand_on(user_id, conversation)
+        await self.scheduler.sweep(user_id)
+        return None

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from dataclasses import fields
 from typing import Any
 
-from shared.agent.events import TERMINAL, AgentEvent, ErrorEvent, TextEvent
+from shared.agent.events import TERMINAL, WIRELESS, AgentEvent, ErrorEvent, TextEvent
+from shared.agent.transcript import Frame
 from shared.errors import INTERNAL_MESSAGE
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -24,7 +25,7 @@ def _wire_names(cls: type[Any]) -> tuple[tuple[str, str], ...]:
     if names is None:
         pairs = []
         for f in fields(cls):
-            if f.name != "type":
+            if f.name != "type" and f.metadata.get("wire", True):
                 head, *rest = f.name.split("_")
                 pairs.append((f.name, head + "".join(word.title() for word in rest)))
         names = _WIRE_NAMES[cls] = tuple(pairs)
@@ -41,32 +42,36 @@ def event_data(event: AgentEvent) -> dict[str, Any]:
     return data
 
 
-def encode(seq: int, event: AgentEvent) -> bytes:
-    """One SSE frame: ``id``, ``event`` and a one-line JSON ``data``."""
+def encode(frame: Frame) -> bytes:
+    """One SSE frame: ``id`` (rebuildable from the document), ``event`` and a one-line
+    JSON ``data``."""
+    event = frame.event
     if type(event) is TextEvent:  # the hot path: one per token
         payload = json.dumps({"content": event.content}, ensure_ascii=False)
     else:
         payload = json.dumps(event_data(event), ensure_ascii=False)
-    return f"id: {seq}\nevent: {event.type}\ndata: {payload}\n\n".encode()
+    return f"id: {frame.id}\nevent: {event.type}\ndata: {payload}\n\n".encode()
 
 
 class EventChannel:
-    """Carries a run's events to at most one listener, which may go away.
+    """Carries a run's frames to at most one listener, which may go away.
 
     The run never waits for the listener: ``emit`` only appends. A listener that
     disconnects stops reading and the run goes on.
     """
 
-    def __init__(self) -> None:
-        self._items: deque[AgentEvent] = deque()
+    def __init__(self, run_id: str = "") -> None:
+        self._items: deque[Frame] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
+        self._run_id = run_id
 
-    def emit(self, event: AgentEvent) -> None:
-        if self._ended:
+    def emit(self, frame: Frame) -> None:
+        if self._ended or isinstance(frame.event, WIRELESS):
             return
-        self._ended = isinstance(event, TERMINAL)
-        self._items.append(event)
+        self._ended = isinstance(frame.event, TERMINAL)
+        self._run_id = frame.id.split(":", 1)[0]
+        self._items.append(frame)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -74,9 +79,10 @@ class EventChannel:
     def end(self) -> None:
         """Make sure a listener sees the stream end, even if the run died without saying so."""
         if not self._ended:
-            self.emit(ErrorEvent(message=INTERNAL_MESSAGE, code="internal"))
+            error = ErrorEvent(message=INTERNAL_MESSAGE, code="internal")
+            self.emit(Frame(f"{self._run_id}:end", error))
 
-    async def next_batch(self, idle_seconds: float) -> list[AgentEvent]:
+    async def next_batch(self, idle_seconds: float) -> list[Frame]:
         """Every event emitted so far and not yet taken; empty after ``idle_seconds`` of silence."""
         if not self._items:
             loop = asyncio.get_running_loop()
@@ -98,19 +104,17 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 
 async def sse_stream(channel: EventChannel, keepalive: float) -> AsyncIterator[bytes]:
-    """The SSE body: frames with monotonic ids, ``: keep-alive`` after ``keepalive``
-    seconds of silence, ending after the terminal event."""
-    seq = 0
+    """The SSE body: the channel's frames, ``: keep-alive`` after ``keepalive`` seconds
+    of silence, ending after the terminal event."""
     while True:
         batch = await channel.next_batch(keepalive)
         if not batch:
             yield KEEPALIVE
             continue
-        frames = []
-        for event in batch:
-            seq += 1
-            frames.append(encode(seq, event))
-            if isinstance(event, TERMINAL):
-                yield b"".join(frames)
+        chunks = []
+        for frame in batch:
+            chunks.append(encode(frame))
+            if isinstance(frame.event, TERMINAL):
+                yield b"".join(chunks)
                 return
-        yield b"".join(frames)
+        yield b"".join(chunks)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from shared.clock import Clock
-from shared.errors import ConversationTooLarge, RunInterrupted, SparkError
+from shared.errors import ConversationTooLarge, RunEnded, SparkError
 
 log = logging.getLogger(__name__)
 
-Write = Callable[[], Awaitable[None]]
+Write = Callable[[], Awaitable[Any]]
+# Writes that can never succeed: the run was stopped, closed or taken over, or the
+# document is full. Retrying cannot help; the run must end instead.
+PERMANENT = (RunEnded, ConversationTooLarge)
 
 
 class ThrottledWriter:
@@ -24,18 +28,26 @@ class ThrottledWriter:
     waits for a write in flight, then makes the final write, retried a few times.
     """
 
-    def __init__(self, write: Write, interval: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        write: Write,
+        interval: float,
+        clock: Clock,
+        on_fatal: Callable[[SparkError], None] | None = None,
+    ) -> None:
         self._write = write
         self._interval = interval
         self._clock = clock
+        self._on_fatal = on_fatal
         self._last = clock.monotonic()
+        # When the latest write succeeded (monotonic): the document was ours then.
+        self.last_write = self._last
         self._dirty = asyncio.Event()
         self._closing = False
         self._writing = False
         self._task: asyncio.Task[None] | None = None
         self.writes = 0
-        # A write that can never succeed (the run was taken over, the document is full):
-        # the caller checks it and stops instead of streaming into the void.
+        # A write that can never succeed (see PERMANENT); ``on_fatal`` hears of it at once.
         self.fatal: SparkError | None = None
 
     def touch(self) -> None:
@@ -58,8 +70,11 @@ class ThrottledWriter:
             try:
                 await self._write()
                 self.writes += 1
-            except (RunInterrupted, ConversationTooLarge) as exc:
+                self.last_write = self._clock.monotonic()
+            except PERMANENT as exc:
                 self.fatal = exc
+                if self._on_fatal is not None:
+                    self._on_fatal(exc)
                 return
             except SparkError as exc:
                 log.warning("streaming write failed; the next write will carry it: %s", exc)
@@ -91,8 +106,8 @@ class ThrottledWriter:
                 await final()
                 self.writes += 1
                 return
-            except (RunInterrupted, ConversationTooLarge):
-                raise  # permanent: retrying cannot help
+            except PERMANENT:
+                raise
             except SparkError:
                 if attempt == attempts:
                     raise

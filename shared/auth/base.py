@@ -21,6 +21,14 @@ class User:
     email: str | None = None
 
 
+def bearer(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or ``None``."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
 def user_from_claims(claims: dict[str, object]) -> User:
     """The ``User`` a verified token's claims describe."""
     uid = claims.get("uid") or claims.get("sub")

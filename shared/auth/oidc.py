@@ -10,6 +10,7 @@ import google.auth.exceptions
 import google.auth.transport.requests
 from google.oauth2 import id_token
 
+from shared.auth.base import bearer
 from shared.auth.tasks import REFUSED
 from shared.errors import AuthUnavailable, Forbidden, Unauthenticated
 
@@ -36,11 +37,11 @@ class OidcTaskVerifier:
         return claims
 
     async def verify(self, headers: Mapping[str, str], body: bytes) -> None:
-        scheme, _, token = (headers.get("authorization") or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer(headers.get("authorization"))
+        if token is None:
             raise Unauthenticated(REFUSED)
         try:
-            claims = await asyncio.to_thread(self._claims, token.strip())
+            claims = await asyncio.to_thread(self._claims, token)
         except google.auth.exceptions.TransportError as exc:
             raise AuthUnavailable("Google's token keys cannot be fetched right now.") from exc
         except (ValueError, google.auth.exceptions.GoogleAuthError):

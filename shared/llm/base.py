@@ -10,7 +10,7 @@ Provider wire types never leave their adapter.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -92,7 +92,7 @@ class ModelProvider(Protocol):
         """What to record as the message's ``model``, e.g. ``gpt-4o-mini``."""
         ...
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Stream the model's reply to ``request``.
 
         The stream ends with exactly one ``Finish``; tool calls come complete.

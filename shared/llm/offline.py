@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from shared.clock import Clock
 from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta, Usage
@@ -39,7 +39,7 @@ class OfflineProvider:
         self._clock = clock
         self._token_delay = token_delay
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         last_user = next((m.text for m in reversed(request.messages) if m.role == "user"), "")
         reply = compose_reply(last_user)
         words = re.findall(r"\S+\s*", reply)

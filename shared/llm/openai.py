@@ -7,7 +7,7 @@ point at any OpenAI-compatible server.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,7 +169,7 @@ class OpenAIProvider:
     def label(self) -> str:
         return self._model
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # The SDK still builds the request, authenticates, retries and raises on an
         # error status; we read the SSE lines ourselves because building a typed
         # ChatCompletionChunk per token costs ~200 µs, which caps one process at a

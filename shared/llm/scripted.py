@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 
 from shared.clock import Clock, SystemClock
@@ -38,7 +38,7 @@ class ScriptedProvider:
     label: str = "scripted"
     requests: list[ModelRequest] = field(default_factory=list)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         self.requests.append(request)
         if not self.steps:
             raise AssertionError(f"unexpected model call #{len(self.requests)}: no step left")

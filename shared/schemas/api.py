@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -22,6 +22,11 @@ class SendMessageRequest(Inbound):
 
     conversation_id: ConversationId | None = Field(default=None, alias="conversationId")
     text: str = Field(min_length=1, max_length=MAX_TEXT_BYTES)
+    when_busy: Literal["reject", "queue"] = Field(
+        default="reject",
+        alias="whenBusy",
+        description="While a reply is being written: refuse (409) or queue this message.",
+    )
 
     @field_validator("text")
     @classmethod
@@ -34,12 +39,24 @@ class SendMessageRequest(Inbound):
 
 
 class AckResponse(BaseModel):
-    """202 answer when the client did not ask for a stream."""
+    """202 answer when the client did not ask for a stream, or the message was queued
+    behind a live run (``status: "queued"``)."""
 
     model_config = ConfigDict(populate_by_name=True)
 
     conversation_id: str = Field(alias="conversationId")
     message_id: str = Field(alias="messageId")
+    status: Literal["accepted", "queued"] = "accepted"
+
+
+class StopResponse(BaseModel):
+    """``POST .../stop``: ``stopping`` until its producer notices (about a second)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    conversation_id: str = Field(alias="conversationId")
+    run_id: str | None = Field(alias="runId")
+    status: Literal["stopping", "stopped"]
 
 
 class ErrorDetail(BaseModel):

@@ -26,14 +26,18 @@ Timestamp = Annotated[
 ]
 
 Role = Literal["user", "assistant", "tool", "system"]
-MessageStatus = Literal["streaming", "complete", "error", "waiting"]
+MessageStatus = Literal["streaming", "complete", "error", "waiting", "stopped"]
 PartType = Literal["text", "image", "file", "tool_call", "tool_result"]
 Execution = Literal["inline", "task", "client", "question"]
 ToolCallStatus = Literal[
-    "pending", "awaiting_approval", "queued", "running", "complete", "error", "denied"
+    "pending", "awaiting_approval", "queued", "running", "complete", "error", "denied", "cancelled"
 ]
-TaskStatus = Literal["queued", "running", "waiting_on_user", "completed", "failed"]
-RunStatus = Literal["streaming", "queued", "waiting"]
+TaskStatus = Literal["queued", "running", "waiting_on_user", "completed", "failed", "cancelled"]
+RunStatus = Literal["queued", "streaming", "stopping"]
+"""``queued``: opened, waiting for a Cloud Task to produce it (a ``202`` send or a queued
+message). ``streaming``: an instance is producing it. ``stopping``: the owner asked it to
+stop; its producer ends it within about a second."""
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "stopped", "error"]
 
 
 class Document(BaseModel):
@@ -122,8 +126,19 @@ class MessageError(Document):
     message: str
 
 
+class Usage(Document):
+    """Tokens the model provider counted for one message (all its steps together)."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+
 class Message(Document):
-    """One entry of the append-only ``messages`` array."""
+    """One entry of the append-only ``messages`` array (or a run's in-flight message).
+
+    ``finish_reason`` says how an assistant message ended: ``length`` means the model
+    hit its token limit, so the text is cut short, not a complete answer.
+    """
 
     id: str
     role: Role
@@ -134,6 +149,8 @@ class Message(Document):
     run_id: str | None = None
     model: str | None = None
     error: MessageError | None = None
+    usage: Usage | None = None
+    finish_reason: FinishReason | None = None
 
     @property
     def text(self) -> str:
@@ -142,13 +159,22 @@ class Message(Document):
 
 
 class ActiveRun(Document):
-    """The run currently producing a reply; cleared when it ends."""
+    """The run currently producing a reply: the durable record of it, cleared when it ends.
+
+    ``message`` is the reply while it streams, kept outside ``messages`` so that each
+    streaming write sends only this field, whatever the conversation's length. Clients
+    render ``messages`` followed by ``message``. When the run ends, the finished message
+    is appended to ``messages`` and this record is removed, in one write.
+    """
 
     run_id: str
     status: RunStatus
     assistant_message_id: str
+    user_message_id: str | None = None
     started_at: Timestamp
     lease_expires_at: Timestamp
+    stop_requested_at: Timestamp | None = None
+    message: Message | None = None
 
 
 class TaskState(Document):
@@ -160,6 +186,8 @@ class TaskState(Document):
     display_text: str
     updated_at: Timestamp
     error: str | None = None
+    # False once the run that queued it was stopped: its result is kept, nobody follows up.
+    follow_up: bool | None = None
 
 
 class Conversation(Document):
@@ -174,11 +202,14 @@ class Conversation(Document):
     last_message_at: Timestamp
     messages: list[Message] = Field(default_factory=list)
     active_run: ActiveRun | None = None
+    # User messages sent with ``whenBusy: "queue"`` while a run was live, in order: each
+    # moves to ``messages`` when its own run opens, so replies follow their questions.
+    queued_messages: list[Message] | None = None
     tasks: dict[str, TaskState] | None = None
 
     def message(self, message_id: str) -> Message | None:
-        """The message with this id, if the conversation holds it."""
-        for message in self.messages:
+        """The finished message with this id, if the conversation holds it."""
+        for message in reversed(self.messages):
             if message.id == message_id:
                 return message
         return None

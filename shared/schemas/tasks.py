@@ -35,5 +35,14 @@ class ReplyTask(_Payload):
     run_id: str = _ID
 
 
-TaskPayload = Annotated[ToolTask | ReplyTask, Field(discriminator="kind")]
-TASK_PAYLOAD: TypeAdapter[ToolTask | ReplyTask] = TypeAdapter(TaskPayload)
+class WatchdogTask(_Payload):
+    """Check on a run once its lease has lapsed: close it if its producer died, produce
+    it if nobody did, or look again later."""
+
+    kind: Literal["watchdog"] = "watchdog"
+    run_id: str = _ID
+
+
+AnyTask = ToolTask | ReplyTask | WatchdogTask
+TaskPayload = Annotated[AnyTask, Field(discriminator="kind")]
+TASK_PAYLOAD: TypeAdapter[AnyTask] = TypeAdapter(TaskPayload)

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
-from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.documents import Conversation, Lesson, RunStatus
 from shared.schemas.server import TaskLedger
 
 Mutation = Callable[[Conversation], Conversation]
-"""A pure change to a conversation: it may run more than once (on contention)."""
+"""A pure change to a conversation: it may run more than once (on contention).
+
+It returns a new ``Conversation`` made with ``model_copy``, keeping the fields it does
+not change *by reference* (and the ``messages`` it keeps): the store writes only what
+changed (``shared/store/patch.py``), so a streaming write costs the same at any length.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RunProbe:
+    """The active run of a conversation as a cheap read sees it (no messages read)."""
+
+    run_id: str | None
+    status: RunStatus | None
 
 
 class ConversationStore(Protocol):
@@ -43,6 +57,32 @@ class ConversationStore(Protocol):
         Raises:
             NotFound: this user has no conversation with this id.
             ConversationTooLarge: the result would not fit in one document.
+            StoreError: the store failed.
+        """
+        ...
+
+    async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
+        """The id and status of the conversation's active run, read without its messages.
+
+        A producer that has not written for a while calls this about once a second to
+        notice a stop request or a takeover.
+
+        Raises:
+            NotFound: this user has no conversation with this id.
+            StoreError: the store failed.
+        """
+        ...
+
+    def watch(
+        self, user_id: str, conversation_id: str
+    ) -> AsyncGenerator[Conversation | None, None]:
+        """Follow the conversation: its current state first, then each newer one.
+
+        ``None`` means it does not exist (or was deleted). Intermediate versions may be
+        skipped when they arrive faster than they are read; the latest is never skipped.
+        Closing the iterator (``aclose``) stops listening.
+
+        Raises:
             StoreError: the store failed.
         """
         ...

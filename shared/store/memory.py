@@ -5,26 +5,32 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from shared.errors import NotFound, StoreError
 from shared.schemas.documents import Conversation, Lesson
 from shared.schemas.server import TaskLedger
-from shared.store.base import LedgerChange, Mutation
+from shared.store.base import LedgerChange, Mutation, RunProbe
 from shared.store.limits import check_size
+from shared.store.patch import Sizes, apply, diff
 
 
 class InMemoryConversationStore:
-    """Conversations in a dict, one lock per store.
+    """Conversations in a dict, one lock per store, written by the same patches as
+    Firestore (``shared/store/patch.py``).
 
-    ``writes`` counts every successful write, per conversation, so tests can check
-    the throttling of streamed messages.
+    ``writes`` counts every successful write, per conversation, and ``written`` lists
+    the top-level fields each one sent, so tests can check throttling and flat-cost
+    streaming writes.
     """
 
     def __init__(self) -> None:
         self._documents: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = asyncio.Lock()
+        self._changed = asyncio.Condition(self._lock)
         self.writes: dict[str, int] = {}
+        self.written: dict[str, list[set[str]]] = {}
 
     async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
         document = self._documents.get((user_id, conversation_id))
@@ -35,22 +41,52 @@ class InMemoryConversationStore:
             key = (user_id, conversation.id)
             if key in self._documents:
                 raise StoreError(f"conversation {conversation.id} already exists")
-            self._write(key, conversation)
+            document = conversation.to_firestore()
+            check_size(Sizes.of(document).total)
+            self._store(key, document, set(document))
 
     async def mutate(self, user_id: str, conversation_id: str, change: Mutation) -> Conversation:
         async with self._lock:
+            key = (user_id, conversation_id)
             current = await self.get(user_id, conversation_id)
             if current is None:
                 raise NotFound("No conversation with this id.")
             updated = change(current)
-            self._write((user_id, conversation_id), updated)
+            patch = diff(current, updated)
+            if patch:
+                document = apply(self._documents[key], copy.deepcopy(patch))
+                check_size(Sizes.of(document).total)
+                self._store(key, document, patch.fields)
             return updated
 
-    def _write(self, key: tuple[str, str], conversation: Conversation) -> None:
-        document = conversation.to_firestore()
-        check_size(document)
+    async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
+        document = self._documents.get((user_id, conversation_id))
+        if document is None:
+            raise NotFound("No conversation with this id.")
+        run = document.get("activeRun") or {}
+        return RunProbe(run.get("runId"), run.get("status"))
+
+    async def watch(
+        self, user_id: str, conversation_id: str
+    ) -> AsyncGenerator[Conversation | None, None]:
+        key = (user_id, conversation_id)
+        seen: object = _UNSEEN
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(
+                    lambda seen=seen: self._documents.get(key) is not seen  # type: ignore[misc]
+                )
+                seen = self._documents.get(key)
+            yield await self.get(user_id, conversation_id)
+
+    def _store(self, key: tuple[str, str], document: dict[str, Any], fields: set[str]) -> None:
         self._documents[key] = copy.deepcopy(document)
         self.writes[key[1]] = self.writes.get(key[1], 0) + 1
+        self.written.setdefault(key[1], []).append(fields)
+        self._changed.notify_all()
+
+
+_UNSEEN = object()
 
 
 class InMemoryTaskLedgerStore:

@@ -12,20 +12,22 @@ import logging
 from datetime import datetime, timedelta
 from typing import Literal
 
-from shared.agent.service import AgentService
-from shared.errors import RunInProgress, ToolError
-from shared.llm.base import ToolCallRequest
-from shared.schemas.documents import Conversation, Message, ToolCall
-from shared.schemas.server import TaskLedger, TaskRecord
-from shared.schemas.tasks import ReplyTask, ToolTask
-from shared.tasks import ledger as ledgers
-from shared.tasks.conversation import (
-    all_answered,
+from shared.agent.results import (
     answered,
     find_call,
     mark_running,
     record_results,
+    wants_follow_up,
 )
+from shared.agent.service import Agent
+from shared.config import Settings
+from shared.errors import RunInProgress, ToolError
+from shared.llm.base import ToolCallRequest
+from shared.schemas.documents import Conversation, Message, ToolCall
+from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.tasks import AnyTask, ReplyTask, ToolTask, WatchdogTask
+from shared.tasks import ledger as ledgers
+from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolContext, dump_output, error_output
 
 log = logging.getLogger(__name__)
@@ -40,21 +42,27 @@ BUSY_RETRIES = 10
 class TaskHandler:
     """Serves one delivery of a task."""
 
-    def __init__(self, service: AgentService) -> None:
-        self._service = service
-        self._scheduler = service.scheduler
-        self._settings = service.settings
+    def __init__(self, agent: Agent, scheduler: TaskScheduler, settings: Settings) -> None:
+        self._agent = agent
+        self._deps = agent.deps
+        self._scheduler = scheduler
+        self._settings = settings
 
-    async def handle(self, task: ToolTask | ReplyTask) -> Outcome:
+    async def handle(self, task: AnyTask) -> Outcome:
         if isinstance(task, ReplyTask):
-            run = await self._service.resume_queued(task.user_id, task.conversation_id, task.run_id)
+            run = await self._agent.claim(task.user_id, task.conversation_id, task.run_id)
+            if run is not None:
+                await run.execute()
+            return "done"
+        if isinstance(task, WatchdogTask):
+            run = await self._agent.check(task.user_id, task.conversation_id, task.run_id)
             if run is not None:
                 await run.execute()
             return "done"
         return await self._tool_task(task)
 
     async def _tool_task(self, task: ToolTask) -> Outcome:
-        now = self._service.clock.now()
+        now = self._deps.clock.now()
         policy = self._scheduler.policy
 
         def change(
@@ -78,8 +86,8 @@ class TaskHandler:
     async def _keep_lease(self, task: ToolTask) -> None:
         lease = self._scheduler.policy.lease
         while True:
-            await self._service.clock.sleep(lease.total_seconds() / 3)
-            until = self._service.clock.now() + lease
+            await self._deps.clock.sleep(lease.total_seconds() / 3)
+            until = self._deps.clock.now() + lease
 
             def change(ledger: TaskLedger, until: datetime = until) -> tuple[TaskLedger, None]:
                 return ledgers.renew(ledger, task.task_id, task.attempt, until), None
@@ -90,9 +98,13 @@ class TaskHandler:
                 log.warning("task %s: could not renew its lease", task.task_id, exc_info=True)
 
     async def _work(self, task: ToolTask, record: TaskRecord) -> None:
-        service = self._service
-        conversation = await service.store.get(task.user_id, task.conversation_id)
+        store = self._deps.store
+        conversation = await store.get(task.user_id, task.conversation_id)
         found = None if conversation is None else find_call(conversation, record.tool_call_id)
+        if conversation is not None and found is None and conversation.active_run is not None:
+            # The run that made the call has not saved it yet: come back shortly.
+            await self._retry_later(task, self._settings.task_retry_base_ms / 1000, None)
+            return
         if conversation is None or found is None:
             log.warning("task %s: its tool call is gone; dropping it", task.task_id)
             await self._finish(task, "failed", "The conversation no longer holds this tool call.")
@@ -104,23 +116,27 @@ class TaskHandler:
                 return  # retried later
         stored = find_call(conversation, call.id)
         source = stored[0] if stored else message
-        if all_answered(conversation, source) and not await self._follow_up(task, source):
+        if wants_follow_up(conversation, source) and not await self._follow_up(task, source):
             return  # retried later
-        ok = any(
-            p.tool_result.status == "ok"
+        results = [
+            p.tool_result
             for m in conversation.messages
             for p in m.content
             if p.tool_result is not None and p.tool_result.tool_call_id == call.id
-        )
-        await self._finish(task, "completed" if ok else "failed")
+        ]
+        if stored is not None and stored[1].status == "cancelled":
+            await self._finish(task, "cancelled")
+        else:
+            ok = any(r.status == "ok" for r in results)
+            await self._finish(task, "completed" if ok else "failed")
 
     async def _run_tool(self, task: ToolTask, call: ToolCall) -> Conversation | None:
         """Run the tool and record its result; ``None`` if it will be retried instead."""
-        service, settings = self._service, self._settings
-        await service.store.mutate(
+        deps, settings = self._deps, self._settings
+        await deps.store.mutate(
             task.user_id,
             task.conversation_id,
-            lambda c: mark_running(c, call.id, service.clock.now()),
+            lambda c: mark_running(c, call.id, deps.clock.now()),
         )
         status: Literal["ok", "error"] = "error"
         if task.attempt > settings.task_max_attempts:
@@ -129,7 +145,7 @@ class TaskHandler:
             )
         else:
             try:
-                parsed = service.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
+                parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
                 context = ToolContext(task.user_id, task.conversation_id, call.id)
                 output = dump_output(await parsed.run(context), settings.tool_output_chars)
                 status = "ok"
@@ -142,8 +158,8 @@ class TaskHandler:
                     await self._retry_later(task, delay, str(exc))
                     return None
                 output = error_output(_gave_up(call, task.attempt, str(exc)))
-        now = service.clock.now()
-        return await service.store.mutate(
+        now = deps.clock.now()
+        return await deps.store.mutate(
             task.user_id,
             task.conversation_id,
             lambda c: record_results(
@@ -154,19 +170,19 @@ class TaskHandler:
     async def _follow_up(self, task: ToolTask, source: Message) -> bool:
         """Let the agent answer the results; ``False`` if it must wait (retried later)."""
         try:
-            run = await self._service.follow_up(task.user_id, task.conversation_id, source)
+            run = await self._agent.follow_up(task.user_id, task.conversation_id, source)
         except RunInProgress:
             if task.attempt >= self._settings.task_max_attempts + BUSY_RETRIES:
                 log.warning("task %s: conversation stayed busy; no follow-up", task.task_id)
                 return True
-            await self._retry_later(task, self._settings.run_lease_seconds / 3, None)
+            await self._retry_later(task, self._deps.limits.lease_seconds / 3, None)
             return False
         if run is not None:
             await run.execute()
         return True
 
     async def _retry_later(self, task: ToolTask, delay: float, error: str | None) -> None:
-        now = self._service.clock.now()
+        now = self._deps.clock.now()
         policy = self._scheduler.policy
         record = await self._scheduler.apply(
             task.user_id,
@@ -178,9 +194,12 @@ class TaskHandler:
             await self._scheduler.dispatch(task.user_id, [record])
 
     async def _finish(
-        self, task: ToolTask, status: Literal["completed", "failed"], error: str | None = None
+        self,
+        task: ToolTask,
+        status: Literal["completed", "failed", "cancelled"],
+        error: str | None = None,
     ) -> None:
-        now = self._service.clock.now()
+        now = self._deps.clock.now()
         policy = self._scheduler.policy
         granted = await self._scheduler.apply(
             task.user_id,

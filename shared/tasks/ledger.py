@@ -32,10 +32,15 @@ Claim = Literal["run", "busy", "stale"]
 later). ``stale``: the attempt is over or superseded (acknowledge and do nothing)."""
 
 
+FINISHED = ("completed", "failed", "cancelled")
+
+
 @dataclass(frozen=True, slots=True)
 class LedgerPolicy:
-    max_running: int = 3
-    lease: timedelta = timedelta(seconds=90)
+    """The limits of a ledger; ``Settings`` gives the values (one place for defaults)."""
+
+    max_running: int
+    lease: timedelta
     keep_finished: int = 50
 
 
@@ -183,15 +188,36 @@ def abandon(ledger: TaskLedger, task_ids: Sequence[str], now: datetime, error: s
             }
         )
         for task_id in task_ids
-        if (record := ledger.tasks.get(task_id)) is not None
-        and record.status not in ("completed", "failed")
+        if (record := ledger.tasks.get(task_id)) is not None and record.status not in FINISHED
     ]
     return _with(ledger, *failed)
 
 
+def cancel(
+    ledger: TaskLedger, task_ids: Sequence[str], now: datetime, policy: LedgerPolicy
+) -> tuple[TaskLedger, list[TaskRecord]]:
+    """Cancel tasks that have not started (queued, or granted but not yet claimed), free
+    their slots, and start the next queued ones. A task already running is left to end."""
+    cancelled = [
+        record.model_copy(
+            update={
+                "status": "cancelled",
+                "started": False,
+                "lease_expires_at": None,
+                "retry_at": None,
+                "updated_at": now,
+            }
+        )
+        for task_id in task_ids
+        if (record := ledger.tasks.get(task_id)) is not None
+        and (record.status == "queued" or (record.status == "running" and not record.started))
+    ]
+    return grant(_with(ledger, *cancelled), now, policy)
+
+
 def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
     finished = sorted(
-        (r for r in ledger.tasks.values() if r.status in ("completed", "failed")),
+        (r for r in ledger.tasks.values() if r.status in FINISHED),
         key=lambda r: r.updated_at,
     )
     if len(finished) <= keep:

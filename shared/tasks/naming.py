@@ -3,16 +3,12 @@ retries find what an earlier delivery did instead of doing it again."""
 
 from __future__ import annotations
 
-import hashlib
-
-
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:24]
+from shared.ids import derived
 
 
 def task_id_for(conversation_id: str, tool_call_id: str) -> str:
     """The task of one tool call in one conversation."""
-    return "task_" + _digest(conversation_id, tool_call_id)
+    return derived("task", conversation_id, tool_call_id)
 
 
 def attempt_name(task_id: str, attempt: int) -> str:
@@ -25,6 +21,6 @@ def reply_name(run_id: str) -> str:
     return f"reply-{run_id}"
 
 
-def follow_up_id(message_id: str) -> str:
-    """The agent's follow-up to the task results of ``message_id``."""
-    return "msg_" + _digest(message_id, "follow-up")
+def watchdog_name(run_id: str, lease_until: float) -> str:
+    """The check of a run due when its lease (``lease_until``, epoch seconds) lapses."""
+    return f"watch-{run_id}-{int(lease_until)}"

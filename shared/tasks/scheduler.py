@@ -1,41 +1,41 @@
-"""Handing task tool calls to the queue, within each user's concurrency limit."""
+"""Handing work to Cloud Tasks: task tool calls within each user's concurrency limit,
+the replies of queued runs, and the watchdogs that close runs whose producer died."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TypeVar
 
+from shared.agent.loop import Call
 from shared.clock import Clock
 from shared.queue.base import QueuedTask, TaskQueue
+from shared.schemas.documents import ActiveRun
 from shared.schemas.server import TaskLedger, TaskRecord
-from shared.schemas.tasks import ReplyTask, ToolTask
-from shared.store.base import ConversationStore, TaskLedgerStore
+from shared.schemas.tasks import ReplyTask, ToolTask, WatchdogTask
+from shared.store.base import TaskLedgerStore
 from shared.tasks import ledger as ledgers
-from shared.tasks.conversation import record_results
-from shared.tasks.naming import attempt_name, reply_name, task_id_for
-from shared.tools.base import error_output
+from shared.tasks.naming import attempt_name, reply_name, task_id_for, watchdog_name
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-Call = tuple[str, str, str]
-"""(tool call id, tool name, display text)"""
-
-NOT_STARTED = "Spark AI Agent could not start this in the background; please ask again."
-
 
 @dataclass
 class TaskScheduler:
-    """Admits tasks against the per-user limit and enqueues the attempts granted."""
+    """Admits tasks against the per-user limit and enqueues the attempts granted.
+
+    It is the ``TaskSink`` of runs and the ``RunScheduler`` of the agent.
+    """
 
     ledger: TaskLedgerStore
-    store: ConversationStore
     queue: TaskQueue
     clock: Clock
     policy: ledgers.LedgerPolicy
+    watchdog_grace: timedelta = timedelta(seconds=30)
 
     async def apply(self, user_id: str, change: Callable[[TaskLedger], tuple[TaskLedger, R]]) -> R:
         """Apply a ledger change and return what it decided (from the attempt that landed)."""
@@ -49,11 +49,13 @@ class TaskScheduler:
         await self.ledger.mutate(user_id, mutation)
         return outcome[0]
 
-    async def submit(self, user_id: str, conversation_id: str, calls: Sequence[Call]) -> None:
-        """Queue the calls' tasks and dispatch those that may start now.
+    async def submit(
+        self, user_id: str, conversation_id: str, calls: Sequence[Call]
+    ) -> list[TaskRecord]:
+        """Record the calls' tasks (once each) and return the attempts that may start now.
 
         Raises:
-            StoreError, QueueUnavailable: nothing may have been queued.
+            StoreError: nothing may have been recorded.
         """
         now = self.clock.now()
         records = [
@@ -78,13 +80,13 @@ class TaskScheduler:
                 granted.update((r.task_id, r) for r in dispatch)
             return ledger, [ledger.tasks[k] for k in granted]
 
-        await self.dispatch(user_id, await self.apply(user_id, change))
+        return await self.apply(user_id, change)
 
     async def dispatch(self, user_id: str, records: Sequence[TaskRecord]) -> None:
         """Enqueue the granted attempts.
 
-        An attempt that cannot be enqueued keeps its slot until its lease lapses; the
-        next change to the ledger then grants it again.
+        An attempt that cannot be enqueued keeps its slot until its lease lapses; a
+        watchdog or the next change to the ledger then grants it again.
 
         Raises:
             QueueUnavailable: from the first attempt the queue refused.
@@ -105,26 +107,43 @@ class TaskScheduler:
             )
 
     async def enqueue_reply(self, user_id: str, conversation_id: str, run_id: str) -> None:
-        """Have a task produce the reply of a run opened by a ``202`` send."""
+        """Have a task produce a queued run (a ``202`` send, or a queued message)."""
         payload = ReplyTask(user_id=user_id, conversation_id=conversation_id, run_id=run_id)
         await self.queue.enqueue(QueuedTask(reply_name(run_id), payload.to_bytes()))
 
-    async def abandon(self, user_id: str, conversation_id: str, calls: Sequence[Call]) -> None:
-        """Record calls that could not be queued as failed, so nothing waits for them."""
+    async def enqueue_watchdog(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Have a task check on ``run`` when its lease lapses, plus the grace period."""
+        due = run.lease_expires_at + self.watchdog_grace
+        payload = WatchdogTask(user_id=user_id, conversation_id=conversation_id, run_id=run.run_id)
+        name = watchdog_name(run.run_id, due.timestamp())
+        await self.queue.enqueue(QueuedTask(name, payload.to_bytes(), due))
+
+    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Have a task produce the queued ``run``; its watchdog produces it otherwise."""
+        try:
+            await self.enqueue_watchdog(user_id, conversation_id, run)
+            await self.enqueue_reply(user_id, conversation_id, run.run_id)
+        except Exception:
+            log.warning("run %s: not handed on yet", run.run_id, exc_info=True)
+
+    async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
+        """Cancel tasks that have not started, and start what their slots free."""
         now = self.clock.now()
-        results = {call_id: error_output(NOT_STARTED) for call_id, _, _ in calls}
+        granted = await self.apply(
+            user_id, lambda led: ledgers.cancel(led, task_ids, now, self.policy)
+        )
+        await self._dispatch_quietly(user_id, granted)
+
+    async def sweep(self, user_id: str) -> None:
+        """Grant again the attempts whose lease lapsed (their handler died, or they were
+        never enqueued) and start queued tasks while slots are free."""
+        now = self.clock.now()
+        granted = await self.apply(user_id, lambda led: ledgers.grant(led, now, self.policy))
+        await self._dispatch_quietly(user_id, granted)
+
+    async def _dispatch_quietly(self, user_id: str, records: Sequence[TaskRecord]) -> None:
         try:
-            await self.store.mutate(
-                user_id,
-                conversation_id,
-                lambda c: record_results(c, results, "error", now, task_error=NOT_STARTED),
-            )
+            await self.dispatch(user_id, records)
         except Exception:
-            log.exception("could not record unqueued tasks of %s as failed", conversation_id)
-        task_ids = [task_id_for(conversation_id, call_id) for call_id, _, _ in calls]
-        try:
-            await self.apply(
-                user_id, lambda led: (ledgers.abandon(led, task_ids, now, NOT_STARTED), None)
-            )
-        except Exception:
-            log.exception("could not release the tasks of %s", conversation_id)
+            # Their leases lapse and the next sweep grants them again.
+            log.exception("could not dispatch the next tasks of %s", user_id)

@@ -1,16 +1,22 @@
-"""Pure changes a task makes to a conversation (used inside ``mutate``; may run twice).
+"""A result arrived: pure changes that record tool results in a conversation, and the
+ids that let the agent continue from them (used inside ``mutate``; may run twice).
 
-Each is idempotent: applying it to a conversation that already shows its effect
-changes nothing, which is what makes redelivered tasks harmless.
+Task results come this way today; answers, approvals and client-executed tools will
+too, so every kind of result resumes a run the same way: record it (once), then, when
+every call of the message has its result, open the follow-up (``follow_up_id``).
+
+Each change is idempotent: applying it to a conversation that already shows its
+effect changes nothing, which is what makes redelivered tasks harmless.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
+from shared.ids import derived
 from shared.schemas.documents import (
     ContentPart,
     Conversation,
@@ -21,6 +27,29 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.tasks.naming import task_id_for
+
+
+def follow_up_id(message_id: str) -> str:
+    """The agent's follow-up to the results of the calls in ``message_id``."""
+    return derived("msg", message_id, "follow-up")
+
+
+def follow_up_run_id(message_id: str) -> str:
+    return derived("run", message_id, "follow-up")
+
+
+def wants_follow_up(conversation: Conversation, message: Message) -> bool:
+    """Every call of ``message`` has its result and nothing asked to leave it there: the
+    run that made the calls ended normally and none of its tasks was stopped."""
+    if message.status != "complete" or not all_answered(conversation, message):
+        return False
+    tasks = conversation.tasks or {}
+    for part in message.content:
+        if part.tool_call is not None:
+            state = tasks.get(task_id_for(conversation.id, part.tool_call.id))
+            if state is not None and (state.follow_up is False or state.status == "cancelled"):
+                return False
+    return True
 
 
 def find_call(conversation: Conversation, tool_call_id: str) -> tuple[Message, ToolCall] | None:
@@ -105,7 +134,25 @@ def mark_running(conversation: Conversation, tool_call_id: str, now: datetime) -
 
 
 def result_message_id(tool_call_id: str) -> str:
-    return "msg_" + hashlib.sha256(f"{tool_call_id}/result".encode()).hexdigest()[:20]
+    return derived("msg", tool_call_id, "result")
+
+
+def cancel_calls(
+    conversation: Conversation, call_ids: Sequence[str], now: datetime
+) -> Conversation:
+    """Give calls that will never run a "cancelled" result (so history stays whole), and
+    show them and their tasks as cancelled."""
+    output = json.dumps({"error": "Cancelled: the reply was stopped before this started."})
+    recorded = record_results(conversation, dict.fromkeys(call_ids, output), "error", now)
+    if recorded is conversation:
+        return conversation
+    task_ids = [task_id_for(conversation.id, call_id) for call_id in call_ids]
+    return recorded.model_copy(
+        update={
+            "messages": _with_call_status(recorded, dict.fromkeys(call_ids, "cancelled")),
+            "tasks": _with_task_status(recorded, task_ids, "cancelled", now, "Cancelled."),
+        }
+    )
 
 
 def record_results(

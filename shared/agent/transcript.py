@@ -1,0 +1,407 @@
+"""The one reducer of a run's events into its message, and the projection back.
+
+The live stream, the persisted document and the resume endpoint all go through here,
+so what a client is sent and what Firestore holds can never disagree:
+
+* ``Transcript.apply`` folds each event the loop emits into the message being written
+  and returns the event's id;
+* ``replay`` turns a stored message back into the same events with the same ids, from
+  any cursor, so another instance can resume a client where it left off.
+
+An event id is ``{runId}:{parts}:{chars}``: the number of content parts the message
+has once the event is folded in, and the length of its last part's text when that part
+is text. It grows with every event that is sent, and any instance can compute it from
+the document. The terminal event's id is ``{runId}:end``.
+
+``Transcript`` mutates its own buffers rather than returning new messages: it runs once
+per token, and copying the message per token would cost more than the rest of the path.
+It does no I/O and depends on nothing but its events, so it is deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.agent.events import (
+    TERMINAL,
+    AgentEvent,
+    DoneEvent,
+    DoneStatus,
+    ErrorEvent,
+    RunStartEvent,
+    TaskQueuedEvent,
+    TextEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    UsageEvent,
+)
+from shared.errors import RequestError
+from shared.schemas.documents import (
+    ContentPart,
+    FinishReason,
+    Message,
+    MessageError,
+    MessageStatus,
+    ToolCall,
+    ToolCallStatus,
+    ToolResult,
+    Usage,
+)
+from shared.tasks.naming import task_id_for
+
+STOPPED = "The user stopped the reply before this tool finished."
+CANCELLED = "Cancelled: the reply ended before this started."
+FAILED = "The reply failed before this tool finished."
+
+_ID = re.compile(r"^(?P<run>[A-Za-z0-9_-]{1,128}):(?:(?P<parts>\d{1,9}):(?P<chars>\d{1,12})|end)$")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    """How much of a message an event leaves the client with."""
+
+    parts: int
+    chars: int
+
+
+END: Literal["end"] = "end"
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """An event id, parsed: the run and how far into its message (``end``: all of it)."""
+
+    run_id: str
+    at: Position | Literal["end"]
+
+    def __str__(self) -> str:
+        if self.at == END:
+            return f"{self.run_id}:end"
+        return f"{self.run_id}:{self.at.parts}:{self.at.chars}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        """The cursor an event id names.
+
+        Raises:
+            RequestError: not an id this API ever sent.
+        """
+        match = _ID.match(text.strip())
+        if match is None:
+            raise RequestError("Last-Event-ID is not an event id this API sent.")
+        if match["parts"] is None:
+            return cls(match["run"], END)
+        return cls(match["run"], Position(int(match["parts"]), int(match["chars"])))
+
+
+def position_of(content: list[ContentPart]) -> Position:
+    last = content[-1] if content else None
+    chars = len(last.text or "") if last is not None and last.type == "text" else 0
+    return Position(len(content), chars)
+
+
+def _call_part(
+    call_id: str,
+    name: str,
+    args_json: str,
+    display: str,
+    execution: str,
+    status: ToolCallStatus,
+) -> ContentPart:
+    return ContentPart(
+        type="tool_call",
+        tool_call=ToolCall.model_validate(
+            {
+                "id": call_id,
+                "name": name,
+                "args_json": args_json,
+                "display_text": display,
+                "execution": execution,
+                "status": status,
+            }
+        ),
+    )
+
+
+def _result_part(call_id: str, output_json: str, ok: bool) -> ContentPart:
+    return ContentPart(
+        type="tool_result",
+        tool_result=ToolResult(
+            tool_call_id=call_id, output_json=output_json, status="ok" if ok else "error"
+        ),
+    )
+
+
+_END_STATUS: dict[str, ToolCallStatus] = {"success": "complete", "error": "error"}
+_DONE_STATUS: dict[DoneStatus, MessageStatus] = {
+    "complete": "complete",
+    "queued": "complete",
+    "waiting": "waiting",
+    "stopped": "stopped",
+}
+
+
+class Transcript:
+    """A run's message, built by folding the run's events in order."""
+
+    def __init__(self, message: Message) -> None:
+        self._message = message
+        self._parts: list[ContentPart] = list(message.content)
+        self._text: list[str] = []
+        self._chars = 0
+        self._status: MessageStatus = message.status
+        self._error: MessageError | None = message.error
+        self._usage: Usage | None = message.usage
+        self._finish: FinishReason | None = message.finish_reason
+
+    @property
+    def run_id(self) -> str:
+        assert self._message.run_id is not None
+        return self._message.run_id
+
+    @property
+    def position(self) -> Position:
+        if self._text:
+            return Position(len(self._parts) + 1, self._chars)
+        return position_of(self._parts)
+
+    @property
+    def has_content(self) -> bool:
+        return bool(self._parts or self._text)
+
+    def _close_text(self) -> None:
+        if self._text:
+            self._parts.append(ContentPart.of_text("".join(self._text)))
+            self._text, self._chars = [], 0
+
+    def _find_call(self, call_id: str) -> int | None:
+        for index, part in enumerate(self._parts):
+            if part.tool_call is not None and part.tool_call.id == call_id:
+                return index
+        return None
+
+    def apply(self, event: AgentEvent) -> str:
+        """Fold ``event`` into the message; returns its event id."""
+        if type(event) is TextEvent:  # the hot path: one per token
+            if event.content:
+                if not self._text and self._parts and self._parts[-1].type == "text":
+                    last = self._parts.pop().text or ""
+                    self._text, self._chars = [last], len(last)
+                self._text.append(event.content)
+                self._chars += len(event.content)
+        elif isinstance(event, ToolStartEvent):
+            self._close_text()
+            self._parts.append(
+                _call_part(
+                    event.id,
+                    event.tool,
+                    event.args_json,
+                    event.display_text,
+                    event.execution,
+                    "running",
+                )
+            )
+        elif isinstance(event, ToolEndEvent):
+            self._end_call(event)
+        elif isinstance(event, TaskQueuedEvent):
+            self._close_text()
+            self._parts.append(
+                _call_part(
+                    event.tool_call_id,
+                    event.tool,
+                    event.args_json,
+                    event.display_text,
+                    "task",
+                    "queued",
+                )
+            )
+        elif isinstance(event, UsageEvent):
+            usage = self._usage or Usage()
+            self._usage = Usage(
+                input_tokens=usage.input_tokens + event.input_tokens,
+                output_tokens=usage.output_tokens + event.output_tokens,
+            )
+            self._finish = event.finish_reason
+        elif isinstance(event, DoneEvent):
+            self._status = _DONE_STATUS[event.status]
+            if event.status == "stopped":
+                self._finish = "stopped"
+        elif isinstance(event, ErrorEvent):
+            self._status = "error"
+            self._error = MessageError(code=event.code, message=event.message)
+            self._finish = "error"
+        if isinstance(event, TERMINAL):
+            return f"{self.run_id}:end"
+        position = self.position
+        return f"{self.run_id}:{position.parts}:{position.chars}"
+
+    def _end_call(self, event: ToolEndEvent) -> None:
+        self._close_text()
+        index = self._find_call(event.id)
+        if index is not None:
+            part = self._parts[index]
+            assert part.tool_call is not None
+            status = event.call_status or _END_STATUS[event.status]
+            call = part.tool_call.model_copy(update={"status": status})
+            self._parts[index] = part.model_copy(update={"tool_call": call})
+        self._parts.append(_result_part(event.id, event.output_json, event.status == "success"))
+
+    def closing_events(self, outcome: Literal["stopped", "error"]) -> list[ToolEndEvent]:
+        """The ``tool_end`` events that give every call still open a result before the
+        run ends, so no later turn meets a call without its result: an inline call that
+        was running ends as an error, a task call never handed over is cancelled."""
+        answered = {p.tool_result.tool_call_id for p in self._parts if p.tool_result is not None}
+        events = []
+        for part in self._parts:
+            call = part.tool_call
+            if call is None or call.id in answered:
+                continue
+            task = call.execution == "task"
+            why = CANCELLED if task else STOPPED if outcome == "stopped" else FAILED
+            events.append(
+                ToolEndEvent(
+                    call.id,
+                    "error",
+                    error=why,
+                    output_json=json.dumps({"error": why}),
+                    call_status="cancelled" if task else None,
+                )
+            )
+        return events
+
+    def message(self) -> Message:
+        """The message as folded so far."""
+        content = list(self._parts)
+        if self._text:
+            content.append(ContentPart.of_text("".join(self._text)))
+        return self._message.model_copy(
+            update={
+                "content": content,
+                "status": self._status,
+                "error": self._error,
+                "usage": self._usage,
+                "finish_reason": self._finish,
+            }
+        )
+
+
+# -- the projection: a stored message back into events -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One event and its id, as sent."""
+
+    id: str
+    event: AgentEvent
+
+
+def _done_status(message: Message) -> DoneStatus:
+    if message.status == "stopped":
+        return "stopped"
+    if message.status == "waiting":
+        return "waiting"
+    if any(p.tool_call is not None and p.tool_call.execution == "task" for p in message.content):
+        return "queued"
+    return "complete"
+
+
+def _tool_end(call: ToolCall | None, result: ToolResult) -> ToolEndEvent:
+    cancelled = call is not None and call.status == "cancelled"
+    ok = result.status == "ok"
+    error = None
+    if not ok:
+        try:
+            detail = json.loads(result.output_json)
+            error = str(detail.get("error")) if isinstance(detail, dict) else None
+        except json.JSONDecodeError:
+            error = None
+        error = error or "The tool failed."
+    return ToolEndEvent(
+        result.tool_call_id,
+        "success" if ok else "error",
+        error=error,
+        output_json=result.output_json,
+        call_status="cancelled" if cancelled else None,
+    )
+
+
+def replay(
+    message: Message,
+    conversation_id: str,
+    user_message_id: str | None,
+    after: Cursor | None = None,
+) -> list[Frame]:
+    """The frames of ``message``'s run that come after ``after`` (all of them if ``None``).
+
+    A text part the client has only partly seen is sent from where it stopped, so the
+    text received before and after a reconnect joins up exactly. The terminal frame is
+    included once the message is no longer streaming.
+    """
+    assert message.run_id is not None
+    run_id = message.run_id
+    at = after.at if after is not None else None
+    if at == END:
+        return []
+    seen = at if isinstance(at, Position) else None
+    frames: list[Frame] = []
+    if seen is None:
+        start = RunStartEvent(run_id, conversation_id, user_message_id, message.id)
+        frames.append(Frame(f"{run_id}:0:0", start))
+    calls: dict[str, ToolCall] = {}
+    for index, part in enumerate(message.content):
+        parts = index + 1
+        if part.type == "text":
+            text = part.text or ""
+            begin = 0
+            if seen is not None and seen.parts == parts:
+                begin = seen.chars
+            elif seen is not None and seen.parts > parts:
+                continue
+            if begin < len(text):
+                frames.append(Frame(f"{run_id}:{parts}:{len(text)}", TextEvent(text[begin:])))
+            continue
+        if seen is not None and seen.parts >= parts:
+            if part.tool_call is not None:
+                calls[part.tool_call.id] = part.tool_call
+            continue
+        frame_id = f"{run_id}:{parts}:0"
+        if part.tool_call is not None:
+            call = calls[part.tool_call.id] = part.tool_call
+            if call.execution == "task":
+                task = TaskQueuedEvent(
+                    task_id_for(conversation_id, call.id),
+                    call.id,
+                    call.name,
+                    call.display_text,
+                    args_json=call.args_json,
+                )
+                frames.append(Frame(frame_id, task))
+            else:
+                args = json.loads(call.args_json or "{}")
+                start_event = ToolStartEvent(
+                    call.id,
+                    call.name,
+                    args if isinstance(args, dict) else {},
+                    call.display_text,
+                    args_json=call.args_json,
+                    execution=call.execution,
+                )
+                frames.append(Frame(frame_id, start_event))
+        elif part.tool_result is not None:
+            result = part.tool_result
+            frames.append(Frame(frame_id, _tool_end(calls.get(result.tool_call_id), result)))
+    if message.status != "streaming":
+        frames.append(Frame(f"{run_id}:end", terminal_event(message)))
+    return frames
+
+
+def terminal_event(message: Message) -> DoneEvent | ErrorEvent:
+    """How a finished message's run ended, as its last event."""
+    if message.status == "error":
+        error = message.error or MessageError(code="internal", message="The reply failed.")
+        return ErrorEvent(error.message, error.code)
+    return DoneEvent(message.id, _done_status(message))

@@ -1,0 +1,136 @@
+"""The smallest write that turns one version of a conversation into the next.
+
+Document changes are pure functions from a ``Conversation`` to a new one (``mutate``).
+Writing the result whole would send the full ``messages`` array every time: with the
+Python client that costs ~1.6 ms of CPU at 2 messages and ~41 ms at 400. So the store
+sends only what changed, found cheaply:
+
+* a top-level field that is the *same object* as before is unchanged (``model_copy``
+  keeps untouched fields by reference), so no comparison is needed;
+* ``messages`` that keep every earlier element by reference and add some at the end
+  are an append: only the new messages are sent (``ArrayUnion``; their ids are unique,
+  so it never drops one);
+* any other changed field is sent whole (a streaming write touches only ``activeRun``,
+  whose size does not grow with the conversation).
+
+The document's size is tracked the same way, per field, so checking Firestore's limit
+costs nothing per streaming write either.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.schemas.documents import Conversation, Message
+
+_FIELDS = {name: info.alias or name for name, info in Conversation.model_fields.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """Field writes, in Firestore's terms (top-level camelCase names)."""
+
+    put: dict[str, Any] = field(default_factory=dict)
+    append: dict[str, list[Any]] = field(default_factory=dict)
+    delete: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.put or self.append or self.delete)
+
+    @property
+    def fields(self) -> set[str]:
+        """The top-level fields this patch writes."""
+        return {*self.put, *self.append, *self.delete}
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON (our estimate of its stored size)."""
+    return len(json.dumps(value, default=str, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """Estimated stored size of each top-level field of a conversation document."""
+
+    fields: dict[str, int]
+
+    @classmethod
+    def of(cls, document: dict[str, Any]) -> Sizes:
+        return cls({k: json_size(k) + json_size(v) for k, v in document.items()})
+
+    @property
+    def total(self) -> int:
+        return sum(self.fields.values())
+
+    def after(self, patch: Patch) -> Sizes:
+        fields = dict(self.fields)
+        for name in patch.delete:
+            fields.pop(name, None)
+        for name, value in patch.put.items():
+            fields[name] = json_size(name) + json_size(value)
+        for name, items in patch.append.items():
+            fields[name] = fields.get(name, json_size(name) + 2) + sum(
+                json_size(item) + 1 for item in items
+            )
+        return Sizes(fields)
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _dump(v) for k, v in value.items()}
+    if hasattr(value, "to_firestore"):
+        return value.to_firestore()
+    return value
+
+
+def _appended(before: list[Message], after: list[Message]) -> list[Message] | None:
+    """The messages ``after`` adds at the end of ``before`` (kept by reference), or None."""
+    if len(after) < len(before):
+        return None
+    for old, new in zip(before, after, strict=False):
+        if old is not new:
+            return None
+    return after[len(before) :]
+
+
+def diff(before: Conversation, after: Conversation) -> Patch:
+    """What to write so the stored ``before`` becomes ``after``."""
+    patch = Patch()
+    deleted: set[str] = set()
+    for name, alias in _FIELDS.items():
+        old, new = getattr(before, name), getattr(after, name)
+        if old is new:
+            continue
+        if name == "messages":
+            added = _appended(old, new)
+            if added is not None:
+                if added:
+                    patch.append[alias] = [m.to_firestore() for m in added]
+                continue
+        if old == new:
+            continue
+        if new is None:
+            deleted.add(alias)
+        else:
+            patch.put[alias] = _dump(new)
+    old_extra, new_extra = before.model_extra or {}, after.model_extra or {}
+    for key in old_extra.keys() | new_extra.keys():
+        if key not in new_extra:
+            deleted.add(key)
+        elif old_extra.get(key) != new_extra[key]:
+            patch.put[key] = new_extra[key]
+    return Patch(patch.put, patch.append, frozenset(deleted))
+
+
+def apply(document: dict[str, Any], patch: Patch) -> dict[str, Any]:
+    """``document`` with ``patch`` applied, as Firestore would (for the in-memory store)."""
+    result = {k: v for k, v in document.items() if k not in patch.delete}
+    result.update(patch.put)
+    for name, items in patch.append.items():
+        existing = list(result.get(name) or [])
+        result[name] = existing + [item for item in items if item not in existing]
+    return result
