@@ -124,16 +124,35 @@ def _released(
     return conversation.model_copy(update=update)
 
 
-def _closed(run: ActiveRun, outcome: Literal["stopped", "interrupted"]) -> Message:
-    """The run's message as far as it got, ended by someone other than its producer."""
+def _closed(
+    run: ActiveRun,
+    outcome: Literal["stopped", "interrupted"],
+    error: MessageError = INTERRUPTED,
+) -> Message:
+    """The run's message as far as it got, ended by someone other than its producer
+    (through the same reducer as a live run, so the two end alike)."""
     transcript = Transcript(run.message or placeholder(run))
     for event in transcript.closing_events("stopped" if outcome == "stopped" else "error"):
         transcript.apply(event)
     if outcome == "stopped":
         transcript.apply(DoneEvent(run.assistant_message_id, "stopped"))
     else:
-        transcript.apply(ErrorEvent(INTERRUPTED.message, INTERRUPTED.code))
+        transcript.apply(ErrorEvent(error.message, error.code))
     return transcript.message()
+
+
+def abandon_run(
+    conversation: Conversation,
+    run_id: str,
+    error: MessageError,
+    now: datetime,
+    lease_until: datetime,
+) -> Conversation:
+    """End a run that could not be started (its task could not be queued) as an error."""
+    run = conversation.active_run
+    if run is None or run.run_id != run_id:
+        return conversation
+    return _released(conversation, _closed(run, "interrupted", error), now, lease_until)
 
 
 def close_stale_run(

@@ -19,6 +19,7 @@ from shared.agent.history import steps_since_user
 from shared.agent.loop import Run, RunDeps
 from shared.agent.results import follow_up_id, follow_up_run_id
 from shared.agent.runs import (
+    abandon_run,
     claim_queued_run,
     close_stale_run,
     new_run,
@@ -29,7 +30,14 @@ from shared.agent.runs import (
 from shared.auth.base import User
 from shared.errors import AlreadyAnswered, SparkError
 from shared.ids import IdGenerator
-from shared.schemas.documents import ActiveRun, Author, ContentPart, Conversation, Message
+from shared.schemas.documents import (
+    ActiveRun,
+    Author,
+    ContentPart,
+    Conversation,
+    Message,
+    MessageError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +175,14 @@ class Agent:
         if background:
             try:
                 await self.scheduler.enqueue_reply(user.uid, conversation.id, record.run_id)
-            except SparkError:
-                await self.stop(user.uid, conversation.id)
+            except SparkError as exc:
+                error = MessageError(code=exc.code, message=exc.message)
+                later = now + self._lease()
+                await self.deps.store.mutate(
+                    user.uid,
+                    conversation.id,
+                    lambda c: abandon_run(c, record.run_id, error, now, later),
+                )
                 raise
             return Sent(conversation.id, user_message.id, None)
         return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))

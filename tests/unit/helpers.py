@@ -1,11 +1,13 @@
-"""Building an ``AgentService`` on fakes."""
+"""Building the agent on fakes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from shared.agent.events import AgentEvent
-from shared.agent.service import AgentService
+from shared.agent.loop import Run
+from shared.agent.service import Agent
+from shared.agent.transcript import Frame
 from shared.auth.base import User
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
@@ -17,6 +19,8 @@ from shared.store.memory import (
     InMemoryLessonStore,
     InMemoryTaskLedgerStore,
 )
+from shared.tasks.handler import TaskHandler
+from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
 from shared.wiring import assemble
 
@@ -26,10 +30,32 @@ BOB = User(uid="bob")
 
 @dataclass
 class Fakes:
-    store: InMemoryConversationStore
-    ledger: InMemoryTaskLedgerStore
-    lessons: InMemoryLessonStore
-    queue: InMemoryTaskQueue
+    store: InMemoryConversationStore = field(default_factory=InMemoryConversationStore)
+    ledger: InMemoryTaskLedgerStore = field(default_factory=InMemoryTaskLedgerStore)
+    lessons: InMemoryLessonStore = field(default_factory=InMemoryLessonStore)
+    queue: InMemoryTaskQueue = field(default_factory=InMemoryTaskQueue)
+
+
+@dataclass
+class Harness:
+    """The agent of one process on fakes, and the fakes."""
+
+    agent: Agent
+    scheduler: TaskScheduler
+    settings: Settings
+    fakes: Fakes
+
+    @property
+    def store(self) -> InMemoryConversationStore:
+        return self.fakes.store
+
+    def handler(self) -> TaskHandler:
+        return TaskHandler(self.agent, self.scheduler, self.settings)
+
+    async def start(self, user: User, text: str, conversation_id: str | None = None) -> Run:
+        sent = await self.agent.send(user, text, conversation_id)
+        assert sent.run is not None
+        return sent.run
 
 
 def make_service(
@@ -39,15 +65,11 @@ def make_service(
     tools: ToolRegistry | None = None,
     fakes: Fakes | None = None,
     **settings: int,
-) -> AgentService:
-    fakes = fakes or Fakes(
-        store or InMemoryConversationStore(),
-        InMemoryTaskLedgerStore(),
-        InMemoryLessonStore(),
-        InMemoryTaskQueue(),
-    )
-    service = assemble(
-        replace(Settings(), **settings),
+) -> Harness:
+    fakes = fakes or Fakes(store or InMemoryConversationStore())
+    configured = replace(Settings(), **settings)
+    components = assemble(
+        configured,
         fakes.store,
         fakes.ledger,
         fakes.lessons,
@@ -55,17 +77,23 @@ def make_service(
         provider,
         clock or SystemClock(),
         ids=SequentialIds(),
+        tools=tools,
+        system_prompt="You are Spark AI Agent.",
     )
-    service.system_prompt = "You are Spark AI Agent."
-    if tools is not None:
-        service.tools = tools
-    return service
+    return Harness(components.agent, components.scheduler, configured, fakes)
+
+
+async def run_frames(
+    service: Harness, user: User, text: str, conversation_id: str | None = None
+) -> tuple[str, list[Frame]]:
+    run = await service.start(user, text, conversation_id)
+    frames: list[Frame] = []
+    await run.execute(frames.append)
+    return run.conversation_id, frames
 
 
 async def run_to_end(
-    service: AgentService, user: User, text: str, conversation_id: str | None = None
+    service: Harness, user: User, text: str, conversation_id: str | None = None
 ) -> tuple[str, list[AgentEvent]]:
-    run = await service.start(user, text, conversation_id)
-    events: list[AgentEvent] = []
-    await run.execute(events.append)
-    return run.conversation_id, events
+    conversation_id, frames = await run_frames(service, user, text, conversation_id)
+    return conversation_id, [f.event for f in frames]

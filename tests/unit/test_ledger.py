@@ -10,7 +10,7 @@ from shared.tasks import ledger as ledgers
 from shared.tasks.ledger import LedgerPolicy
 
 T0 = datetime(2025, 1, 6, 9, 0, 0, tzinfo=UTC)
-POLICY = LedgerPolicy()  # 3 running, 90 s lease, 50 finished kept
+POLICY = LedgerPolicy(max_running=3, lease=timedelta(seconds=90))  # 50 finished kept
 LEASE = POLICY.lease
 
 
@@ -270,7 +270,7 @@ def test_renew_of_a_superseded_attempt_changes_nothing() -> None:
 
 
 def test_prune_keeps_at_most_keep_finished_and_never_drops_live_records() -> None:
-    policy = LedgerPolicy(max_running=2, keep_finished=2)
+    policy = LedgerPolicy(max_running=2, lease=LEASE, keep_finished=2)
     ledger = submitted("f1", "f2", "f3", "f4", "live-1", "live-2", "queued", policy=policy)
     for i, task_id in enumerate(("f1", "f2", "f3", "f4")):
         now = T0 + timedelta(seconds=i)
@@ -283,3 +283,27 @@ def test_prune_keeps_at_most_keep_finished_and_never_drops_live_records() -> Non
         "live-2": "running",
         "queued": "queued",
     }
+
+
+def test_cancel_frees_granted_and_queued_tasks_but_not_started_ones() -> None:
+    policy = LedgerPolicy(max_running=1, lease=LEASE)
+    ledger = submitted("a", "b", "c", policy=policy)
+    ledger, _ = ledgers.claim(ledger, "a", 1, T0, policy)
+
+    ledger, granted = ledgers.cancel(ledger, ["a", "b"], T0, policy)
+
+    assert statuses(ledger) == {"a": "running", "b": "cancelled", "c": "queued"}
+    assert granted == []
+    ledger, granted = ledgers.finish(ledger, "a", 1, "completed", T0, policy)
+    assert [r.task_id for r in granted] == ["c"]
+
+
+def test_cancel_of_a_granted_unclaimed_attempt_frees_its_slot_for_the_next() -> None:
+    policy = LedgerPolicy(max_running=1, lease=LEASE)
+    ledger = submitted("a", "b", policy=policy)
+
+    ledger, granted = ledgers.cancel(ledger, ["a"], T0, policy)
+
+    assert statuses(ledger) == {"a": "cancelled", "b": "running"}
+    assert [r.task_id for r in granted] == ["b"]
+    assert ledgers.claim(ledger, "a", 1, T0, policy)[1] == "stale"

@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from shared.agent.events import DoneEvent, ErrorEvent, TaskQueuedEvent
-from shared.agent.service import AgentService
 from shared.llm.base import Finish, TextDelta, ToolCallRequest
+from shared.errors import QueueUnavailable
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.queue.base import QueuedTask
 from shared.queue.memory import InMemoryTaskQueue
@@ -24,9 +24,8 @@ from shared.store.memory import (
     InMemoryLessonStore,
     InMemoryTaskLedgerStore,
 )
-from shared.tasks.handler import TaskHandler
 from shared.tools.base import Tool, ToolContext, ToolRegistry
-from tests.unit.helpers import ALICE, Fakes, make_service, run_to_end
+from tests.unit.helpers import ALICE, Fakes, Harness, make_service, run_to_end
 
 
 class SlowArgs(BaseModel):
@@ -71,11 +70,20 @@ async def when_due(task: QueuedTask) -> QueuedTask:
     return task
 
 
-async def deliver_all(service: AgentService, queue: InMemoryTaskQueue, times: int = 1) -> int:
+def is_watchdog(task: QueuedTask) -> bool:
+    return task.name.startswith("watch-")
+
+
+def take(queue: InMemoryTaskQueue) -> list[QueuedTask]:
+    """The queued tasks other than watchdogs (they are due only after a lease lapses)."""
+    return [t for t in queue.take() if not is_watchdog(t)]
+
+
+async def deliver_all(service: Harness, queue: InMemoryTaskQueue, times: int = 1) -> int:
     """Deliver every queued task ``times`` times (when due), until the queue is empty."""
-    handler = TaskHandler(service)
+    handler = service.handler()
     delivered = 0
-    while tasks := queue.take():
+    while tasks := take(queue):
         for task in tasks:
             await when_due(task)
             for _ in range(times):
@@ -84,7 +92,7 @@ async def deliver_all(service: AgentService, queue: InMemoryTaskQueue, times: in
     return delivered
 
 
-async def stored(service: AgentService, conversation_id: str) -> Conversation:
+async def stored(service: Harness, conversation_id: str) -> Conversation:
     conversation = await service.store.get("alice", conversation_id)
     assert conversation is not None
     return conversation
@@ -118,9 +126,8 @@ async def test_task_tool_ends_the_stream_queued_then_the_handler_answers() -> No
     conversation_id, events = await run_to_end(service, ALICE, "make a lesson on tides")
 
     queued = [e for e in events if isinstance(e, TaskQueuedEvent)]
-    assert [(e.tool, e.tool_call_id, e.display_text) for e in queued] == [
-        ("make_lesson", "call_1", "Creating lesson")
-    ]
+    assert [(e.tool, e.display_text) for e in queued] == [("make_lesson", "Creating lesson")]
+    call_id = queued[0].tool_call_id
     assert isinstance(events[-1], DoneEvent) and events[-1].status == "queued"
     before = await stored(service, conversation_id)
     assert before.active_run is None
@@ -132,8 +139,8 @@ async def test_task_tool_ends_the_stream_queued_then_the_handler_answers() -> No
     await deliver_all(service, f.queue)
 
     after = await stored(service, conversation_id)
-    assert tool.runs == ["call_1"]
-    assert [(c, s) for c, s, _ in results(after)] == [("call_1", "ok")]
+    assert tool.runs == [call_id]
+    assert [(c, s) for c, s, _ in results(after)] == [(call_id, "ok")]
     assert [m.role for m in after.messages] == ["user", "assistant", "tool", "assistant"]
     assert after.messages[-1].text == "Your lesson on tides is ready."
     assert after.messages[-1].status == "complete"
@@ -157,7 +164,7 @@ async def test_task_delivered_three_times_has_one_result_and_one_follow_up() -> 
     assert await deliver_all(service, f.queue, times=3) == 3
 
     after = await stored(service, conversation_id)
-    assert tool.runs == ["call_1"]
+    assert len(tool.runs) == 1
     assert len(results(after)) == 1
     assert [m.role for m in after.messages].count("assistant") == 2
     provider.assert_exhausted()
@@ -177,17 +184,17 @@ async def test_failing_task_is_retried_with_backoff_then_reported() -> None:
         task_retry_base_ms=200,
     )
     conversation_id, _ = await run_to_end(service, ALICE, "lesson please")
-    handler = TaskHandler(service)
+    handler = service.handler()
     delays = []
     for _ in range(3):
-        (task,) = f.queue.take()
+        (task,) = take(f.queue)
         due = task.schedule_at
         delays.append(0.0 if due is None else (due - datetime.now(UTC)).total_seconds())
         early = await handler.handle(TASK_PAYLOAD.validate_json(task.body))
         if due is not None:
             assert early == "busy"  # delivered before its backoff ended
             await handler.handle(TASK_PAYLOAD.validate_json((await when_due(task)).body))
-    assert f.queue.take() == []
+    assert take(f.queue) == []
     assert delays[0] == 0.0
     assert 0.1 < delays[1] < 0.25 and 0.3 < delays[2] < 0.45  # 0.2 s, then 0.4 s
 
@@ -212,7 +219,7 @@ async def test_fourth_task_of_a_user_waits_queued_until_a_slot_frees() -> None:
     service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(tool)]))
     conversations = [(await run_to_end(service, ALICE, f"lesson {n}"))[0] for n in range(4)]
 
-    granted = f.queue.take()
+    granted = take(f.queue)
     assert len(granted) == 3
     ledger = await f.ledger.get("alice")
     assert sorted(r.status for r in ledger.tasks.values()) == [
@@ -225,8 +232,8 @@ async def test_fourth_task_of_a_user_waits_queued_until_a_slot_frees() -> None:
     assert fourth.tasks is not None and [t.status for t in fourth.tasks.values()] == ["queued"]
 
     provider.steps.append(Step.reply("First lesson ready."))
-    await TaskHandler(service).handle(TASK_PAYLOAD.validate_json(granted[0].body))
-    (next_task,) = f.queue.take()
+    await service.handler().handle(TASK_PAYLOAD.validate_json(granted[0].body))
+    (next_task,) = take(f.queue)
     assert TASK_PAYLOAD.validate_json(next_task.body).conversation_id == conversations[3]
 
 
@@ -235,14 +242,13 @@ async def test_acknowledged_send_is_answered_by_a_reply_task(times: int) -> None
     provider = ScriptedProvider([Step.reply("Hello from a task.")])
     f = fakes()
     service = make_service(provider, fakes=f)
-    run = await service.start(ALICE, "hello", None, queued=True)
-    await service.scheduler.enqueue_reply("alice", run.conversation_id, run.record.run_id)
-    opened = await stored(service, run.conversation_id)
+    sent = await service.agent.send(ALICE, "hello", None, background=True)
+    opened = await stored(service, sent.conversation_id)
     assert opened.active_run is not None and opened.active_run.status == "queued"
 
     await deliver_all(service, f.queue, times=times)
 
-    after = await stored(service, run.conversation_id)
+    after = await stored(service, sent.conversation_id)
     assert [m.text for m in after.messages] == ["hello", "Hello from a task."]
     assert after.active_run is None
     provider.assert_exhausted()
@@ -258,25 +264,47 @@ async def test_transient_provider_error_in_a_task_is_retried() -> None:
     conversation_id, _ = await run_to_end(service, ALICE, "lesson")
     await deliver_all(service, f.queue)
     after = await stored(service, conversation_id)
-    assert tool.runs == ["call_1", "call_1"]
+    assert len(tool.runs) == 2 and tool.runs[0] == tool.runs[1]
     assert [s for _, s, _ in results(after)] == ["ok"]
 
 
-async def test_task_that_cannot_be_queued_is_recorded_as_failed() -> None:
-    provider = ScriptedProvider([calls(("make_lesson", "call_1"))])
+async def test_task_not_enqueued_while_the_queue_is_down_runs_once_it_is_back() -> None:
+    provider = ScriptedProvider([calls(("make_lesson", "call_1")), Step.reply("Ready.")])
     f = fakes()
     f.queue.failing = True
-    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(Flaky())]))
+    tool = Flaky()
+    service = make_service(
+        provider, fakes=f, tools=ToolRegistry([task_tool(tool)]), task_lease_seconds=1
+    )
     conversation_id, events = await run_to_end(service, ALICE, "lesson please")
 
-    assert isinstance(events[-1], ErrorEvent) and events[-1].code == "queue_unavailable"
-    assert not any(isinstance(e, TaskQueuedEvent) for e in events)
-    after = await stored(service, conversation_id)
-    ((call_id, status, output),) = results(after)
-    assert (call_id, status) == ("call_1", "error")
-    assert "could not start" in json.loads(output)["error"]
-    assert after.tasks is not None and [t.status for t in after.tasks.values()] == ["failed"]
+    # The task is in the ledger before the message says "queued": nothing is lost.
+    assert isinstance(events[-1], DoneEvent) and events[-1].status == "queued"
     ledger = await f.ledger.get("alice")
-    assert [(r.status, r.error) for r in ledger.tasks.values()] == [
-        ("failed", "Spark AI Agent could not start this in the background; please ask again.")
-    ]
+    assert [r.status for r in ledger.tasks.values()] == ["running"]
+    assert f.queue.take() == []
+
+    await asyncio.sleep(1.1)  # the granted attempt's lease lapses unclaimed
+    f.queue.failing = False
+    await service.scheduler.sweep("alice")  # what the run's watchdog does
+    await deliver_all(service, f.queue)
+
+    after = await stored(service, conversation_id)
+    assert len(tool.runs) == 1
+    assert [s for _, s, _ in results(after)] == ["ok"]
+    assert after.messages[-1].text == "Ready."
+
+
+async def test_acknowledged_send_whose_task_cannot_be_queued_fails_cleanly() -> None:
+    provider = ScriptedProvider([])
+    f = fakes()
+    f.queue.failing = True
+    service = make_service(provider, fakes=f)
+    with pytest.raises(QueueUnavailable):
+        await service.agent.send(ALICE, "hello", None, background=True)
+    (conversation,) = [await f.store.get(*key) for key in f.store._documents]
+    assert conversation is not None and conversation.active_run is None
+    user, reply = conversation.messages
+    assert user.text == "hello"
+    assert reply.status == "error" and reply.error is not None
+    assert reply.error.code == "queue_unavailable"
