@@ -27,14 +27,20 @@ URL = "/api/spark/agent/messages"
 SSE = {"Accept": "text/event-stream", "Authorization": "Bearer alice-token"}
 
 
-def parse_sse(body: str) -> list[tuple[int, str, dict[str, object]]]:
+def parse_sse(body: str) -> list[tuple[str, str, dict[str, object]]]:
     events = []
     for frame in body.strip().split("\n\n"):
         fields = dict(
             line.split(": ", 1) for line in frame.splitlines() if not line.startswith(":")
         )
-        events.append((int(fields["id"]), fields["event"], json.loads(fields["data"])))
+        events.append((fields["id"], fields["event"], json.loads(fields["data"])))
     return events
+
+
+def make_api(provider: ScriptedProvider, fakes: Fakes) -> ApiApp:
+    harness = make_service(provider, fakes=fakes)
+    verifier = StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB})
+    return ApiApp(harness.agent, verifier, harness.settings)
 
 
 @pytest.fixture
@@ -58,10 +64,7 @@ async def client(
     store: InMemoryConversationStore, provider: ScriptedProvider
 ) -> AsyncIterator[httpx.AsyncClient]:
     app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
-    api = ApiApp(
-        make_service(provider, store),
-        StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB}),
-    )
+    api = make_api(provider, Fakes(store))
     sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
@@ -79,11 +82,18 @@ async def test_post_message_streams_sse_per_design(
     assert response.headers["x-accel-buffering"] == "no"
     events = parse_sse(response.text)
     assert [name for _, name, _ in events] == ["run_start", "text", "text", "done"]
-    assert [seq for seq, _, _ in events] == [1, 2, 3, 4]
     start = events[0][2]
+    run_id = start["runId"]
+    assert [seq for seq, _, _ in events] == [
+        f"{run_id}:0:0",
+        f"{run_id}:1:5",
+        f"{run_id}:1:12",
+        f"{run_id}:end",
+    ]
     assert events[-1][2] == {"messageId": start["assistantMessageId"], "status": "complete"}
     stored = await store.get("alice", str(start["conversationId"]))
     assert stored is not None and stored.messages[1].text == "Hello there!"
+    assert stored.messages[1].usage is not None
 
 
 async def test_post_message_accepts_curl_default_content_type(client: httpx.AsyncClient) -> None:
@@ -163,8 +173,7 @@ async def test_post_message_without_a_stream_is_acknowledged_with_202(
     store: InMemoryConversationStore, provider: ScriptedProvider
 ) -> None:
     fakes = Fakes(store, InMemoryTaskLedgerStore(), InMemoryLessonStore(), InMemoryTaskQueue())
-    service = make_service(provider, fakes=fakes)
-    api = ApiApp(service, StaticTokenVerifier({"alice-token": ALICE}))
+    api = make_api(provider, fakes)
     transport = httpx.ASGITransport(app=api_asgi(api))
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
         response = await client.post(
@@ -176,7 +185,7 @@ async def test_post_message_without_a_stream_is_acknowledged_with_202(
     assert conversation is not None and conversation.active_run is not None
     assert conversation.active_run.status == "queued"
     assert conversation.messages[0].id == ack["messageId"]
-    (task,) = fakes.queue.take()
+    (task,) = [t for t in fakes.queue.take() if not t.name.startswith("watch-")]
     assert json.loads(task.body) == {
         "userId": "alice",
         "conversationId": ack["conversationId"],
@@ -190,7 +199,7 @@ async def test_post_message_202_when_the_queue_is_down_is_503_and_keeps_the_mess
 ) -> None:
     fakes = Fakes(store, InMemoryTaskLedgerStore(), InMemoryLessonStore(), InMemoryTaskQueue())
     fakes.queue.failing = True
-    api = ApiApp(make_service(provider, fakes=fakes), StaticTokenVerifier({"alice-token": ALICE}))
+    api = make_api(provider, fakes)
     transport = httpx.ASGITransport(app=api_asgi(api))
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
         response = await client.post(

@@ -3,40 +3,55 @@ from __future__ import annotations
 import asyncio
 import json
 
-from shared.agent.events import DoneEvent, RunStartEvent, TextEvent
+from shared.agent.events import DoneEvent, RunStartEvent, TextEvent, ToolEndEvent, UsageEvent
 from shared.agent.sse import KEEPALIVE, EventChannel, encode, sse_stream
+from shared.agent.transcript import Frame
 
 
 def test_sse_encode_has_id_event_and_camel_case_json() -> None:
-    frame = encode(3, RunStartEvent("run_1", "conv_1", "msg_1", "msg_2")).decode()
-    head, data = frame.rstrip("\n").rsplit("\n", 1)
-    assert head == "id: 3\nevent: run_start"
+    frame = encode(Frame("run_1:0:0", RunStartEvent("run_1", "conv_1", "msg_1", "msg_2")))
+    head, data = frame.decode().rstrip("\n").rsplit("\n", 1)
+    assert head == "id: run_1:0:0\nevent: run_start"
     assert json.loads(data.removeprefix("data: ")) == {
         "runId": "run_1",
         "conversationId": "conv_1",
         "userMessageId": "msg_1",
         "assistantMessageId": "msg_2",
     }
-    assert frame.endswith("\n\n")
+    assert frame.endswith(b"\n\n")
+
+
+def test_sse_internal_fields_never_reach_the_wire() -> None:
+    end = ToolEndEvent("call_1", "error", error="No.", output_json='{"secret": 1}')
+    data = encode(Frame("r:3:0", end)).decode().split("data: ", 1)[1]
+    assert json.loads(data) == {"id": "call_1", "status": "error", "error": "No."}
+
+
+async def test_sse_channel_drops_events_clients_never_see() -> None:
+    channel = EventChannel("r")
+    channel.emit(Frame("r:1:1", UsageEvent(3, 4, "stop")))
+    channel.emit(Frame("r:end", DoneEvent("m", "complete")))
+    body = b"".join([chunk async for chunk in sse_stream(channel, keepalive=5)]).decode()
+    assert body.count("event:") == 1
 
 
 def test_sse_text_with_newlines_stays_one_data_line() -> None:
-    frame = encode(1, TextEvent("line one\nline two")).decode()
+    frame = encode(Frame("r:1:17", TextEvent("line one\nline two"))).decode()
     assert frame.count("\n") == 4
     assert json.loads(frame.split("data: ", 1)[1]) == {"content": "line one\nline two"}
 
 
-async def test_sse_stream_numbers_events_and_ends_after_done() -> None:
+async def test_sse_stream_sends_frames_with_their_ids_and_ends_after_done() -> None:
     channel = EventChannel()
-    channel.emit(TextEvent("a"))
-    channel.emit(TextEvent("b"))
-    channel.emit(DoneEvent("msg_2", "complete"))
-    channel.emit(TextEvent("never sent"))
+    channel.emit(Frame("r:1:1", TextEvent("a")))
+    channel.emit(Frame("r:1:2", TextEvent("b")))
+    channel.emit(Frame("r:end", DoneEvent("msg_2", "complete")))
+    channel.emit(Frame("r:1:12", TextEvent("never sent")))
     body = b"".join([chunk async for chunk in sse_stream(channel, keepalive=5)]).decode()
     assert [line for line in body.splitlines() if line.startswith("id:")] == [
-        "id: 1",
-        "id: 2",
-        "id: 3",
+        "id: r:1:1",
+        "id: r:1:2",
+        "id: r:end",
     ]
     assert "never sent" not in body
 
@@ -45,25 +60,26 @@ async def test_sse_stream_sends_keepalive_comment_when_silent() -> None:
     channel = EventChannel()
     stream = sse_stream(channel, keepalive=0.05)
     assert await anext(stream) == KEEPALIVE
-    asyncio.get_running_loop().call_later(0.01, channel.emit, DoneEvent("m", "complete"))
+    done = Frame("r:end", DoneEvent("m", "complete"))
+    asyncio.get_running_loop().call_later(0.01, channel.emit, done)
     frame = await anext(stream)
-    assert frame.startswith(b"id: 1\nevent: done\n")
+    assert frame.startswith(b"id: r:end\nevent: done\n")
 
 
 async def test_sse_channel_end_closes_a_stream_whose_run_died_silently() -> None:
     channel = EventChannel()
-    channel.emit(TextEvent("partial"))
+    channel.emit(Frame("r:1:7", TextEvent("partial")))
     channel.end()
     body = b"".join([chunk async for chunk in sse_stream(channel, keepalive=5)]).decode()
     assert body.endswith(
-        'event: error\ndata: {"message": "Something went wrong on our side; '
+        'id: r:end\nevent: error\ndata: {"message": "Something went wrong on our side; '
         'please try again.", "code": "internal"}\n\n'
     )
 
 
 async def test_sse_channel_end_after_done_adds_nothing() -> None:
     channel = EventChannel()
-    channel.emit(DoneEvent("m", "complete"))
+    channel.emit(Frame("r:end", DoneEvent("m", "complete")))
     channel.end()
     body = b"".join([chunk async for chunk in sse_stream(channel, keepalive=5)]).decode()
     assert body.count("event:") == 1
