@@ -32,7 +32,7 @@ from shared.agent.events import (
     UsageEvent,
 )
 from shared.agent.history import build_history
-from shared.agent.runs import finish_run, put_message
+from shared.agent.runs import INTERRUPTED, finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Frame, Transcript
 from shared.clock import Clock
@@ -210,7 +210,8 @@ class Run:
             outcome: Outcome | None = await self._work
         except asyncio.CancelledError:
             if self._ended is None:  # the process is shutting down, not a stop
-                await asyncio.shield(self._end_badly(RunInterrupted("The run was cancelled.")))
+                shutdown = SparkError(INTERRUPTED.message)
+                await asyncio.shield(self._end_badly(shutdown, code=INTERRUPTED.code))
                 raise
             outcome = None
         except SparkError as exc:

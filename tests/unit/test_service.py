@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from shared.agent.events import DoneEvent, ErrorEvent, RunStartEvent, TextEvent
+from shared.agent.transcript import Frame
 from shared.clock import ManualClock
 from shared.errors import NotFound, ProviderUnavailable, RunInProgress
 from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta
@@ -147,7 +148,9 @@ async def test_start_while_a_run_is_live_is_refused_and_changes_nothing() -> Non
     with pytest.raises(RunInProgress):
         await service.start(ALICE, "second", run.conversation_id)
     stored = await service.store.get("alice", run.conversation_id)
-    assert stored is not None and [m.text for m in stored.messages] == ["first", ""]
+    assert stored is not None and [m.text for m in stored.messages] == ["first"]
+    assert stored.active_run is not None and stored.active_run.message is not None
+    assert stored.active_run.message.text == ""
     await run.execute(lambda _: None)
 
 
@@ -212,25 +215,42 @@ async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> 
     store = FailingFinal()
     service = make_service(ScriptedProvider([Step.reply("hi")]), store)
     run = await service.start(ALICE, "hello", None)
-    events: list[object] = []
-    await run.execute(events.append)
-    assert isinstance(events[-1], ErrorEvent)
-    assert events[-1].message == "Your reply could not be saved; please try again."
+    frames: list[Frame] = []
+    await run.execute(frames.append)
+    assert isinstance(frames[-1].event, ErrorEvent)
+    assert frames[-1].event.message == "Your reply could not be saved; please try again."
 
 
 async def test_run_lease_is_renewed_while_the_model_is_silent() -> None:
     clock = ManualClock()
     provider = ScriptedProvider([Step.reply("late reply", delay=200)], clock=clock)
-    service = make_service(provider, clock=clock, run_lease_seconds=90)
+    service = make_service(provider, clock=clock, run_lease_seconds=90, provider_idle_seconds=300)
     run = await service.start(ALICE, "think hard", None)
-    events: list[object] = []
-    task = asyncio.create_task(run.execute(events.append))
+    frames: list[Frame] = []
+    task = asyncio.create_task(run.execute(frames.append))
     await clock.advance(150)  # past the original lease, the model still silent
     with pytest.raises(RunInProgress):
         await service.start(ALICE, "are you there?", run.conversation_id)
     await clock.advance(300)  # the reply, then its finish, 200 s apart each
     await task
-    assert isinstance(events[-1], DoneEvent)
+    assert isinstance(frames[-1].event, DoneEvent)
+
+
+async def test_run_fails_when_the_model_goes_silent_for_too_long() -> None:
+    clock = ManualClock()
+    provider = ScriptedProvider([Step.reply("Thinking", "never", delay=100)], clock=clock)
+    service = make_service(provider, clock=clock, provider_idle_seconds=60)
+    run = await service.start(ALICE, "think hard", None)
+    frames: list[Frame] = []
+    task = asyncio.create_task(run.execute(frames.append))
+    await clock.advance(63)
+    await task
+    last = frames[-1].event
+    assert isinstance(last, ErrorEvent) and last.code == "provider_timeout"
+    assert "60 seconds" in last.message
+    stored = await service.store.get("alice", run.conversation_id)
+    assert stored is not None and stored.active_run is None
+    assert stored.messages[-1].status == "error"
 
 
 async def test_run_taken_over_after_its_lease_stops_and_reports_an_error() -> None:
@@ -242,15 +262,11 @@ async def test_run_taken_over_after_its_lease_stops_and_reports_an_error() -> No
     await service.store.mutate(
         "alice",
         run.conversation_id,
-        lambda c: c.model_copy(
-            update={
-                "messages": [c.messages[0], c.messages[1].model_copy(update={"status": "error"})],
-                "active_run": None,
-            }
-        ),
+        lambda c: c.model_copy(update={"active_run": None}),
     )
-    events: list[object] = []
-    await run.execute(events.append)
+    frames: list[Frame] = []
+    await run.execute(frames.append)
+    events = [f.event for f in frames]
     assert isinstance(events[-1], ErrorEvent)
     assert events[-1].code == "run_interrupted"
     assert not any(isinstance(e, DoneEvent) for e in events)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.events import DoneEvent, ErrorEvent, TaskQueuedEvent
-from shared.llm.base import Finish, TextDelta, ToolCallRequest
+from shared.agent.events import DoneEvent, TaskQueuedEvent
 from shared.errors import QueueUnavailable
+from shared.llm.base import Finish, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.queue.base import QueuedTask
 from shared.queue.memory import InMemoryTaskQueue
