@@ -4,16 +4,18 @@ adapter against the emulator alike."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
 
+from shared.agent.runs import new_run, put_message
 from shared.errors import ConversationTooLarge, NotFound, RunInProgress, StoreError
 from shared.schemas.documents import ContentPart, Conversation, Message
 from shared.store.base import ConversationStore
-from shared.store.firestore import FirestoreConversationStore
+from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
 from shared.store.memory import InMemoryConversationStore
 from tests.e2e.conftest import PROJECT
 
@@ -54,9 +56,9 @@ async def store(
     if request.param == "memory":
         yield InMemoryConversationStore()
         return
-    firestore_store = FirestoreConversationStore.connect(PROJECT)
-    yield firestore_store
-    firestore_store.close()
+    stores = connect(PROJECT)
+    yield stores.conversations
+    stores.close()
 
 
 async def test_store_create_get_and_mutate(store: ConversationStore) -> None:
@@ -100,11 +102,10 @@ async def test_store_concurrent_appends_all_land(store: ConversationStore) -> No
     created = conversation()
     await store.create(uid, created)
     # Other "processes" (separate Firestore clients) append at the same time as this one.
-    others = (
-        [FirestoreConversationStore.connect(PROJECT) for _ in range(2)]
-        if isinstance(store, FirestoreConversationStore)
-        else [store, store]
-    )
+    connections: list[FirestoreStores] = []
+    if isinstance(store, FirestoreConversationStore):
+        connections = [connect(PROJECT) for _ in range(2)]
+    others: list[ConversationStore] = [c.conversations for c in connections] or [store, store]
     writers = [store, *others]
     await asyncio.gather(
         *(writers[n % 3].mutate(uid, created.id, append(message(n))) for n in range(24))
@@ -112,6 +113,71 @@ async def test_store_concurrent_appends_all_land(store: ConversationStore) -> No
     stored = await store.get(uid, created.id)
     assert stored is not None
     assert sorted(m.id for m in stored.messages) == sorted(f"msg_{n}" for n in range(24))
-    for other in others:
-        if isinstance(other, FirestoreConversationStore) and other is not store:
-            other.close()
+    for connection in connections:
+        connection.close()
+
+
+async def test_store_streaming_write_keeps_messages_and_finishing_appends(
+    store: ConversationStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation().model_copy(update={"messages": [message(n) for n in range(30)]})
+    run = new_run("run_1", "msg_reply", NOW, NOW, "msg_29")
+    await store.create(uid, created.model_copy(update={"active_run": run}))
+    assert run.message is not None
+    partial = run.message.model_copy(update={"content": [ContentPart.of_text("Hel")]})
+
+    streamed = await store.mutate(uid, created.id, lambda c: put_message(c, "run_1", partial, NOW))
+    finished = partial.model_copy(update={"status": "complete"})
+    done = await store.mutate(
+        uid,
+        created.id,
+        lambda c: c.model_copy(update={"messages": [*c.messages, finished], "active_run": None}),
+    )
+
+    assert streamed.active_run is not None and streamed.active_run.message == partial
+    stored = await store.get(uid, created.id)
+    assert stored == done
+    assert [m.id for m in stored.messages][-2:] == ["msg_29", "msg_reply"]
+    assert stored.messages[-1].text == "Hel" and stored.active_run is None
+    if isinstance(store, InMemoryConversationStore):
+        # The streaming write sent activeRun alone; finishing appended one message.
+        assert store.written[created.id][1:] == [{"activeRun"}, {"messages", "activeRun"}]
+
+
+async def test_store_probe_reads_the_active_run(store: ConversationStore) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation()
+    await store.create(uid, created)
+    probe = await store.probe(uid, created.id)
+    assert (probe.run_id, probe.status) == (None, None)
+    run = new_run("run_9", "msg_r", NOW, NOW, None)
+    await store.mutate(uid, created.id, lambda c: c.model_copy(update={"active_run": run}))
+    probe = await store.probe(uid, created.id)
+    assert (probe.run_id, probe.status) == ("run_9", "streaming")
+    with pytest.raises(NotFound):
+        await store.probe(uid, "conv_missing")
+
+
+async def test_store_watch_sees_the_current_state_then_each_change(
+    store: ConversationStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation()
+    await store.create(uid, created)
+    seen: list[int] = []
+    writes: list[asyncio.Task[Conversation]] = []
+
+    async def later(n: int) -> Conversation:
+        await asyncio.sleep(0.05)
+        return await store.mutate(uid, created.id, append(message(n)))
+
+    async with contextlib.aclosing(store.watch(uid, created.id)) as snapshots:
+        async for snapshot in snapshots:
+            assert snapshot is not None
+            seen.append(len(snapshot.messages))
+            if len(snapshot.messages) == 3:
+                break
+            writes.append(asyncio.create_task(later(len(snapshot.messages))))
+    await asyncio.gather(*writes)
+    assert seen == [0, 1, 2, 3]
