@@ -141,7 +141,7 @@ def unsigned_token(uid: str, project: str = PROJECT, expires_in: int = 3600) -> 
 
 @dataclass
 class SseEvent:
-    id: int
+    id: str
     event: str
     data: dict[str, Any]
 
@@ -154,7 +154,7 @@ def read_events(response: httpx.Response) -> Iterator[SseEvent | str]:
             yield line
         elif line == "":
             if fields:
-                yield SseEvent(int(fields["id"]), fields["event"], json.loads(fields["data"]))
+                yield SseEvent(fields["id"], fields["event"], json.loads(fields["data"]))
                 fields = {}
         else:
             key, _, value = line.partition(": ")

@@ -55,8 +55,14 @@ def test_e2e_hello_streams_and_persists_conversation(
     assert response.headers["x-accel-buffering"] == "no"
     events = only_events(items)
     assert [e.event for e in events] == ["run_start"] + ["text"] * 6 + ["done"]
-    assert [e.id for e in events] == list(range(1, 9))
     start = events[0].data
+    run = start["runId"]
+    lengths = [5, 6, 10, 14, 16, 22]  # the text's length after each delta
+    assert [e.id for e in events] == [
+        f"{run}:0:0",
+        *(f"{run}:1:{n}" for n in lengths),
+        f"{run}:end",
+    ]
     assert set(start) == {"runId", "conversationId", "userMessageId", "assistantMessageId"}
     streamed = "".join(e.data["content"] for e in events if e.event == "text")
     assert events[-1].data == {"messageId": start["assistantMessageId"], "status": "complete"}
@@ -186,7 +192,7 @@ def test_e2e_client_disconnect_loses_nothing(
 
     def finished() -> dict[str, Any] | None:
         doc = conversation_doc(db, alice.uid, conversation_id)
-        return doc if doc and doc["messages"][1]["status"] != "streaming" else None
+        return doc if doc and len(doc["messages"]) == 2 and "activeRun" not in doc else None
 
     doc = wait_for(finished)
     assert doc["messages"][1]["status"] == "complete"
@@ -208,7 +214,9 @@ def test_e2e_streaming_text_is_visible_in_firestore_before_the_end(
             elif isinstance(item, SseEvent) and item.event == "text" and len(seen) < 40:
                 doc = conversation_doc(db, alice.uid, conversation_id)
                 assert doc is not None
-                message = doc["messages"][1]
+                # The in-flight message lives in activeRun, outside the messages array.
+                assert [m["role"] for m in doc["messages"]] == ["user"]
+                message = doc["activeRun"]["message"]
                 if message["status"] == "streaming" and message["content"]:
                     seen.append(message["content"][0]["text"])
     partial = [text for text in seen if text != "".join(chunks)]

@@ -180,7 +180,13 @@ def test_e2e_failing_tool_ends_with_error_result_and_a_plain_message(
     assert doc["messages"][-1]["content"][0]["text"].startswith("Sorry, I couldn't create")
     assert [t["status"] for t in doc["tasks"].values()] == ["failed"]
     assert len(fake_openai.requests_for(brief("storms"))) == 3
-    assert [t["status"] for t in ledger(db, alice.uid)["tasks"].values()] == ["failed"]
+
+    def released() -> list[str] | None:
+        statuses = [t["status"] for t in ledger(db, alice.uid)["tasks"].values()]
+        return statuses if statuses != ["running"] else None
+
+    # The slot is freed once the follow-up has been written.
+    assert wait_for(released, "the task's slot") == ["failed"]
 
 
 def test_e2e_fourth_concurrent_task_waits_queued_until_a_slot_frees(
@@ -249,7 +255,8 @@ def test_e2e_send_without_a_stream_is_acknowledged_and_answered_by_a_task(
     )
     assert response.status_code == 202
     ack = response.json()
-    assert set(ack) == {"conversationId", "messageId"}
+    assert set(ack) == {"conversationId", "messageId", "status"}
+    assert ack["status"] == "accepted"
 
     def answered() -> dict[str, Any] | None:
         doc = conversation_doc(db, alice.uid, ack["conversationId"])
