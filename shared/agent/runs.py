@@ -178,11 +178,13 @@ def open_run(
     """Append the user's message and make ``run`` active; or, when another run is live
     and ``when_busy`` is ``queue``, keep the message in the queue (every tab sees it).
 
+    A run whose producer died must be closed first (``close_stale_run``, its own
+    write): a change that raises writes nothing, so it cannot close and refuse at once.
+
     Raises:
-        RunInProgress: another run holds a live lease and ``when_busy`` is ``reject``.
+        RunInProgress: another run is active and ``when_busy`` is ``reject``.
     """
     now = run.started_at
-    conversation = close_stale_run(conversation, now, run.lease_expires_at)
     if conversation.active_run is not None:
         if when_busy == "reject":
             raise RunInProgress(BUSY)
@@ -317,14 +319,13 @@ def claim_queued_run(
 def open_follow_up(conversation: Conversation, run: ActiveRun) -> Conversation:
     """Make ``run`` (the agent's follow-up to task results) active.
 
+    Close a dead run first (``close_stale_run``), as for ``open_run``.
+
     Raises:
         AlreadyAnswered: its message exists already (a redelivery).
-        RunInProgress: another run is live (or this follow-up is still being written
+        RunInProgress: another run is active (or this follow-up is still being written
             by an earlier delivery); try again when it ends.
     """
-    if conversation.message(run.assistant_message_id) is not None:
-        raise AlreadyAnswered("This follow-up exists already.")
-    conversation = close_stale_run(conversation, run.started_at, run.lease_expires_at)
     if conversation.message(run.assistant_message_id) is not None:
         raise AlreadyAnswered("This follow-up exists already.")
     if conversation.active_run is not None:

@@ -155,6 +155,7 @@ class Agent:
         # Before the run exists: a crash right after opening it still has a watchdog.
         await self._watchdog(user.uid, conversation_id, record)
         if not new:
+            await self._close_if_dead(user.uid, conversation_id)
             conversation = await self.deps.store.mutate(
                 user.uid, conversation_id, lambda c: open_run(c, user_message, record, when_busy)
             )
@@ -186,6 +187,22 @@ class Agent:
                 raise
             return Sent(conversation.id, user_message.id, None)
         return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
+
+    async def _close_if_dead(self, user_id: str, conversation_id: str) -> Conversation:
+        """Close the active run if its lease lapsed (no write when it has not)."""
+        now = self.deps.clock.now()
+        lease_until = now + self._lease()
+        before: list[str | None] = []
+
+        def close(conversation: Conversation) -> Conversation:
+            before[:] = [conversation.active_run.run_id if conversation.active_run else None]
+            return close_stale_run(conversation, now, lease_until)
+
+        conversation = await self.deps.store.mutate(user_id, conversation_id, close)
+        active = conversation.active_run
+        if active is not None and before and active.run_id != before[0]:
+            await self.hand_on(user_id, conversation)  # it opened the next queued message
+        return conversation
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, claimed for this delivery (``None``: taken care of already)."""
@@ -219,6 +236,7 @@ class Agent:
             None,
             model=self.deps.model.label,
         )
+        await self._close_if_dead(user_id, conversation_id)
         try:
             conversation = await self.deps.store.mutate(
                 user_id, conversation_id, lambda c: open_follow_up(c, record)
@@ -281,11 +299,7 @@ class Agent:
             return None
         if active.status == "queued":
             return await self.claim(user_id, conversation_id, active.run_id)
-        lease_until = now + self._lease()
-        conversation = await store.mutate(
-            user_id, conversation_id, lambda c: close_stale_run(c, now, lease_until)
-        )
+        await self._close_if_dead(user_id, conversation_id)
         log.warning("run %s: closed, its producer stopped renewing its lease", active.run_id)
-        await self.hand_on(user_id, conversation)
         await self.scheduler.sweep(user_id)
         return None

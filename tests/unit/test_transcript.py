@@ -49,7 +49,7 @@ def text_of(frames: list[Frame]) -> str:
     return "".join(f.event.content for f in frames if isinstance(f.event, TextEvent))
 
 
-_TEXT = st.text(alphabet=st.sampled_from("ab é\n🙂\"\\"), min_size=1, max_size=4)
+_TEXT = st.text(alphabet=st.sampled_from('ab é\n🙂"\\'), min_size=1, max_size=4)
 _STEP = st.one_of(
     st.tuples(st.just("text"), _TEXT),
     st.tuples(st.just("tool"), st.just("")),
@@ -68,7 +68,9 @@ def events_for(steps: list[tuple[str, str]]) -> list[AgentEvent]:
         else:
             events.append(TaskQueuedEvent(f"t{n}", f"c{n}", "make", "Making", args_json="{}"))
     events.append(UsageEvent(3, 4, "stop"))
-    events.append(DoneEvent("msg_a", "queued" if any(k == "task" for k, _ in steps) else "complete"))
+    events.append(
+        DoneEvent("msg_a", "queued" if any(k == "task" for k, _ in steps) else "complete")
+    )
     return events
 
 
@@ -93,9 +95,10 @@ def test_resume_from_any_cut_joins_up_with_what_was_received(
 
     assert text_of(received) + text_of(resumed) == final.text
     sent = [*received, *resumed]
-    assert isinstance(sent[-1].event, DoneEvent) and sum(
-        isinstance(f.event, DoneEvent) for f in sent
-    ) == 1
+    assert (
+        isinstance(sent[-1].event, DoneEvent)
+        and sum(isinstance(f.event, DoneEvent) for f in sent) == 1
+    )
     starts = [f.event.id for f in sent if isinstance(f.event, ToolStartEvent)]
     assert len(starts) == len(set(starts)) == sum(k == "tool" for k, _ in steps)
     ends = [f.event.id for f in sent if isinstance(f.event, ToolEndEvent)]
@@ -136,7 +139,11 @@ def test_closing_events_give_every_open_call_a_result() -> None:
     results = {p.tool_result.tool_call_id for p in message.content if p.tool_result}
     assert calls == {"c1": "error", "c2": "cancelled"}
     assert results == {"c1", "c2"}
-    assert (message.status, message.finish_reason, message.text) == ("stopped", "stopped", "Working")
+    assert (message.status, message.finish_reason, message.text) == (
+        "stopped",
+        "stopped",
+        "Working",
+    )
 
 
 def test_usage_adds_up_over_steps_and_length_is_kept() -> None:
