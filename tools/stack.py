@@ -221,6 +221,12 @@ def start_tasks_emulator(stack: Stack, port: int) -> None:
     )
 
 
+def start_function(stack: Stack, target: str, port: int, env: dict[str, str]) -> str:
+    """Start one function (``api`` or ``tasks``) with exactly ``env`` added to ours;
+    returns its base URL once it answers."""
+    return _start_function(stack, target, port, {**stack.env, "PYTHONUNBUFFERED": "1", **env})
+
+
 def _start_function(stack: Stack, target: str, port: int, env: dict[str, str]) -> str:
     stack.spawn(
         target,

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import secrets
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import pytest
 from google.cloud import firestore
 
 from tests.fakes.openai_server import FakeOpenAI, ServerThread
-from tools.stack import Stack, free_port, sign_up, start_functions
+from tools.stack import Stack, free_port, sign_up, start_function, start_functions
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "demo-spark"
@@ -59,6 +60,38 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 class Functions:
     api: str
     tasks: str
+    env: dict[str, str]
+
+
+@dataclass
+class ExtraApi:
+    """Another ``api`` process (another instance), on its own port."""
+
+    url: str
+    stack: Stack
+
+    def kill(self) -> None:
+        """SIGKILL, as when an instance vanishes: no clean-up runs."""
+        for _, process in self.stack.processes:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def extra_api(functions: Functions, **env: str) -> ExtraApi:
+    logs = Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="spark-e2e-"))
+    stack = Stack(logs)
+    full = {**functions.env, "SPARK_TASKS_URL": functions.tasks + "/", **env}
+    return ExtraApi(start_function(stack, "api", free_port(), full), stack)
+
+
+@pytest.fixture(scope="session")
+def second_api(functions: Functions) -> Iterator[ExtraApi]:
+    """A second instance of ``api``, whose model may be silent at most 2 s."""
+    api = extra_api(functions, SPARK_PROVIDER_IDLE_SECONDS="2")
+    try:
+        yield api
+    finally:
+        api.stack.stop()
 
 
 @pytest.fixture(scope="session")
@@ -75,11 +108,12 @@ def functions(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[F
         "K_SERVICE": "",
         "SPARK_TASK_RETRY_BASE_MS": "200",
         "SPARK_TASK_LEASE_SECONDS": "20",
+        "SPARK_WATCHDOG_GRACE_SECONDS": "1",
     }
     if not os.environ.get("CLOUD_TASKS_EMULATOR_HOST"):
         pytest.fail("end-to-end tests need the Cloud Tasks emulator: run them with `make test`")
     try:
-        yield Functions(*start_functions(stack, free_port(), free_port(), env))
+        yield Functions(*start_functions(stack, free_port(), free_port(), env), env=env)
     finally:
         stack.stop()
 

@@ -1,0 +1,302 @@
+"""Durable runs end to end over real sockets: resume from another instance at any cut,
+stop, racing sends, queued messages, a SIGKILLed instance, a silent model."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+from google.cloud import firestore
+
+from tests.e2e.conftest import (
+    ExtraApi,
+    Functions,
+    SseEvent,
+    StackUser,
+    conversation_doc,
+    extra_api,
+    read_events,
+)
+from tests.fakes.openai_server import FakeOpenAI, Script
+
+pytestmark = pytest.mark.emulator
+
+SEND = "/api/spark/agent/messages"
+
+
+def auth(user: StackUser, sse: bool = True) -> dict[str, str]:
+    headers = {"Authorization": f"Bearer {user.token}"}
+    if sse:
+        headers["Accept"] = "text/event-stream"
+    return headers
+
+
+def conversation_path(conversation_id: str, what: str) -> str:
+    return f"/api/spark/agent/conversations/{conversation_id}/{what}"
+
+
+def wait_for(predicate: Any, timeout: float = 15) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def events_of(response: httpx.Response) -> list[SseEvent]:
+    return [e for e in read_events(response) if isinstance(e, SseEvent)]
+
+
+def text_of(events: list[SseEvent]) -> str:
+    return "".join(e.data["content"] for e in events if e.event == "text")
+
+
+def finished(db: firestore.Client, uid: str, conversation_id: str, count: int) -> Any:
+    doc = conversation_doc(db, uid, conversation_id)
+    if doc and "activeRun" not in doc and len(doc["messages"]) >= count:
+        return doc
+    return None
+
+
+@pytest.mark.parametrize("cut", [1, 2, 7, 15])
+def test_e2e_resume_from_another_instance_joins_up_exactly(
+    cut: int,
+    functions: Functions,
+    second_api: ExtraApi,
+    alice: StackUser,
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    chunks = [f"tóken {n} 🙂 " for n in range(20)]
+    trigger = f"resume me at {cut}"
+    fake_openai.script(trigger, Script(chunks=chunks, delay=0.05))
+    with httpx.stream(
+        "POST", functions.api + SEND, headers=auth(alice), json={"text": trigger}, timeout=30
+    ) as r:
+        received: list[SseEvent] = []
+        for item in read_events(r):
+            if isinstance(item, SseEvent):
+                received.append(item)
+                if len(received) == cut:
+                    break  # the connection drops here
+    conversation_id = received[0].data["conversationId"]
+    headers = {**auth(alice), "Last-Event-ID": received[-1].id}
+    with httpx.stream(
+        "GET",
+        second_api.url + conversation_path(conversation_id, "stream"),
+        headers=headers,
+        timeout=30,
+    ) as r:
+        assert r.status_code == 200
+        resumed = events_of(r)
+
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2))
+    stored = "".join(p["text"] for p in doc["messages"][1]["content"] if p["type"] == "text")
+    assert stored == "".join(chunks)
+    assert text_of(received) + text_of(resumed) == stored
+    assert resumed[-1].event == "done" and resumed[-1].data["status"] == "complete"
+    assert "run_start" not in [e.event for e in resumed]
+    assert len({e.id for e in [*received, *resumed]}) == len(received) + len(resumed)
+
+
+def test_e2e_resume_without_an_id_replays_from_the_start_then_204_at_the_end(
+    functions: Functions, alice: StackUser, bob: StackUser, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script("replay all", Script(chunks=["One ", "two ", "three."]))
+    with httpx.stream(
+        "POST", functions.api + SEND, headers=auth(alice), json={"text": "replay all"}
+    ) as r:
+        live = events_of(r)
+    conversation_id = live[0].data["conversationId"]
+    url = functions.api + conversation_path(conversation_id, "stream")
+
+    with httpx.stream("GET", url, headers=auth(alice)) as r:
+        replayed = events_of(r)
+    assert [e.event for e in replayed] == ["run_start", "text", "done"]
+    assert text_of(replayed) == text_of(live) == "One two three."
+    assert replayed[0].id == live[0].id and replayed[-1].id == live[-1].id
+
+    # A client that saw the end gets nothing more; the query parameter works as well.
+    after_end = httpx.get(url, params={"lastEventId": live[-1].id}, headers=auth(alice))
+    assert after_end.status_code == 204
+    assert httpx.get(url, headers=auth(bob)).status_code == 404
+    bad = httpx.get(url, headers={**auth(alice), "Last-Event-ID": "nonsense"})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
+
+
+def test_e2e_stop_ends_the_run_on_another_instance_keeping_what_was_streamed(
+    functions: Functions,
+    second_api: ExtraApi,
+    alice: StackUser,
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    chunks = [f"w{n} " for n in range(60)]
+    fake_openai.script("stop me", Script(chunks=chunks, delay=0.1))
+    with httpx.stream(
+        "POST", functions.api + SEND, headers=auth(alice), json={"text": "stop me"}, timeout=30
+    ) as r:
+        events: list[SseEvent] = []
+        stopped_at = 0.0
+        for item in read_events(r):
+            if not isinstance(item, SseEvent):
+                continue
+            events.append(item)
+            if len(events) == 5:
+                conversation_id = events[0].data["conversationId"]
+                answer = httpx.post(
+                    second_api.url + conversation_path(conversation_id, "stop"),
+                    headers=auth(alice, sse=False),
+                )
+                assert answer.status_code == 202
+                assert answer.json()["status"] == "stopping"
+                stopped_at = time.monotonic()
+    took = time.monotonic() - stopped_at
+    assert events[-1].event == "done" and events[-1].data["status"] == "stopped"
+    assert took < 2.5, f"the producer took {took:.1f} s to notice the stop"
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2))
+    message = doc["messages"][1]
+    assert message["status"] == "stopped" and message["finishReason"] == "stopped"
+    text = "".join(p["text"] for p in message["content"] if p["type"] == "text")
+    assert text == text_of(events) and 0 < len(text) < len("".join(chunks))
+    # The conversation takes messages again, and a disconnect alone never stops a run.
+    nothing = httpx.post(
+        functions.api + conversation_path(conversation_id, "stop"), headers=auth(alice, sse=False)
+    )
+    assert nothing.status_code == 409 and nothing.json()["error"]["code"] == "no_active_run"
+
+
+def test_e2e_ten_racing_sends_from_several_tabs_open_exactly_one_run(
+    functions: Functions,
+    second_api: ExtraApi,
+    alice: StackUser,
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    with httpx.stream("POST", functions.api + SEND, headers=auth(alice), json={"text": "hi"}) as r:
+        conversation_id = events_of(r)[0].data["conversationId"]
+    fake_openai.script("race", Script(chunks=["slow ", "reply"], delay=0.3))
+    barrier = threading.Barrier(10)
+    statuses: list[int] = []
+    codes: list[str] = []
+
+    def send(n: int) -> None:
+        api = (functions.api, second_api.url)[n % 2]
+        barrier.wait()
+        response = httpx.post(
+            api + SEND,
+            headers=auth(alice),
+            json={"text": "race", "conversationId": conversation_id},
+            timeout=30,
+        )
+        statuses.append(response.status_code)
+        if response.status_code != 200:
+            codes.append(response.json()["error"]["code"])
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [200] + [409] * 9
+    assert codes == ["run_in_progress"] * 9
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 4))
+    assert [m["role"] for m in doc["messages"]] == ["user", "assistant", "user", "assistant"]
+
+
+def test_e2e_queued_messages_are_answered_in_order(
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script("q first", Script(chunks=["Answer ", "one."], delay=0.3))
+    fake_openai.script("q second", Script(chunks=["Answer two."]))
+    fake_openai.script("q third", Script(chunks=["Answer three."]))
+    with httpx.stream(
+        "POST", functions.api + SEND, headers=auth(alice), json={"text": "q first"}, timeout=30
+    ) as r:
+        items = read_events(r)
+        start = next(items)
+        assert isinstance(start, SseEvent)
+        conversation_id = start.data["conversationId"]
+        for text in ("q second", "q third"):
+            queued = httpx.post(
+                functions.api + SEND,
+                headers=auth(alice),
+                json={"text": text, "conversationId": conversation_id, "whenBusy": "queue"},
+            )
+            assert queued.status_code == 202 and queued.json()["status"] == "queued"
+        doc = conversation_doc(db, alice.uid, conversation_id) or {}
+        # Every tab sees the queued messages at once.
+        assert [m["content"][0]["text"] for m in doc["queuedMessages"]] == ["q second", "q third"]
+        list(items)
+
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 6), timeout=30)
+    texts = [m["content"][0]["text"] for m in doc["messages"]]
+    assert texts == [
+        "q first",
+        "Answer one.",
+        "q second",
+        "Answer two.",
+        "q third",
+        "Answer three.",
+    ]
+    assert "queuedMessages" not in doc
+
+
+def test_e2e_killed_instance_mid_stream_is_closed_by_its_watchdog(
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    fragile = extra_api(functions, SPARK_RUN_LEASE_SECONDS="3")
+    try:
+        chunks = [f"k{n} " for n in range(100)]
+        fake_openai.script("kill me", Script(chunks=chunks, delay=0.1))
+        with httpx.stream(
+            "POST", fragile.url + SEND, headers=auth(alice), json={"text": "kill me"}, timeout=30
+        ) as r:
+            received: list[SseEvent] = []
+            for item in read_events(r):
+                if isinstance(item, SseEvent):
+                    received.append(item)
+                    if len(received) == 8:
+                        break
+            conversation_id = received[0].data["conversationId"]
+            time.sleep(0.5)  # let a throttled write land
+            fragile.kill()
+            killed = time.monotonic()
+    finally:
+        fragile.stack.stop()
+
+    # Closed within its lease (3 s) plus the watchdog's grace (1 s), with no new message.
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2), timeout=20)
+    closed_after = time.monotonic() - killed
+    message = doc["messages"][1]
+    assert message["status"] == "error" and message["error"]["code"] == "run_interrupted"
+    text = "".join(p["text"] for p in message["content"] if p["type"] == "text")
+    assert text and "".join(chunks).startswith(text)
+    assert closed_after < 3 + 1 + 8, closed_after
+    # And the conversation accepts messages again.
+    again = httpx.post(
+        functions.api + SEND,
+        headers=auth(alice),
+        json={"text": "hello again", "conversationId": conversation_id},
+        timeout=30,
+    )
+    assert again.status_code == 200
+
+
+def test_e2e_silent_model_fails_the_run_with_a_clear_error(
+    second_api: ExtraApi, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script("be silent", Script(chunks=["late"], first_delay=6))
+    with httpx.stream(
+        "POST", second_api.url + SEND, headers=auth(alice), json={"text": "be silent"}, timeout=30
+    ) as r:
+        events = events_of(r)
+    assert events[-1].event == "error" and events[-1].data["code"] == "provider_timeout"
+    conversation_id = events[0].data["conversationId"]
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2))
+    assert doc["messages"][1]["status"] == "error"
