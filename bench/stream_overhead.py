@@ -8,7 +8,11 @@ Run with ``make bench`` (it starts the emulators). Prints:
 (b) per-token overhead on an unpaced 500-token stream;
 (c) concurrent SSE streams at 50 tokens/s each, rising until the added p99
     inter-token delay (endpoint p99 gap minus provider-direct p99 gap at the same
-    concurrency) exceeds 50 ms.
+    concurrency) exceeds 50 ms;
+(d) CPU per streaming write of a reply, through our store on the emulator, in a
+    conversation of 10 and of 400 messages, side by side with writing the whole
+    ``messages`` array (what a streaming write cost before the in-flight message had
+    its own field).
 
 Both sides are read with the same raw asyncio HTTP client, which timestamps each
 socket read, so the client costs the same on both sides.
@@ -33,6 +37,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
 from google.cloud.firestore import AsyncClient  # noqa: E402
 
+from shared.agent.runs import new_run, put_message  # noqa: E402
+from shared.schemas.documents import ContentPart, Conversation, Message  # noqa: E402
+from shared.store.firestore import connect  # noqa: E402
 from tools.stack import Stack, free_port, sign_up, start_functions  # noqa: E402
 
 TEXT_MARK = b"event: text\n"
@@ -207,6 +214,77 @@ async def capacity(
     print(f"    -> held {best} concurrent streams within +50 ms p99 (target >= 1000)")
 
 
+def _message(n: int, now: datetime) -> Message:
+    text = f"Message {n}: " + "a lesson about tides and the moon, for year 5. " * 8
+    role = "user" if n % 2 == 0 else "assistant"
+    return Message(
+        id=f"m{n}",
+        role=role,
+        created_at=now,
+        status="complete",
+        content=[ContentPart.of_text(text)],
+    )
+
+
+async def write_cost(messages: int, writes: int) -> tuple[float, float]:
+    """CPU per streaming write (seconds): (ours, the whole ``messages`` array)."""
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT", "demo-spark")
+    stores = connect(project)
+    store = stores.conversations
+    now = datetime.now(UTC)
+    uid, cid = "bench-writes", f"c{messages}-{time.time_ns()}"
+    run = new_run("run_bench", "m_reply", now, now, None)
+    history = [_message(n, now) for n in range(messages)]
+    await store.create(
+        uid,
+        Conversation(
+            id=cid,
+            participant_ids=[uid],
+            created_at=now,
+            updated_at=now,
+            last_message_at=now,
+            messages=history,
+            active_run=run,
+        ),
+    )
+    assert run.message is not None
+    text = ""
+    started = time.process_time()
+    for n in range(writes):
+        text += f"token{n} " * 10  # ~500 ms of a 50 tokens/s stream
+        reply = run.message.model_copy(update={"content": [ContentPart.of_text(text)]})
+        await store.mutate(uid, cid, lambda c, r=reply: put_message(c, "run_bench", r, now))
+    ours = (time.process_time() - started) / writes
+
+    ref = store._ref(uid, cid)
+    text = ""
+    started = time.process_time()
+    for n in range(writes):
+        text += f"token{n} " * 10
+        reply = run.message.model_copy(update={"content": [ContentPart.of_text(text)]})
+        array = [m.to_firestore() for m in [*history, reply]]
+        await ref.update({"messages": array})
+    whole = (time.process_time() - started) / writes
+    stores.close()
+    return ours, whole
+
+
+async def write_costs(writes: int) -> None:
+    print(f"(d) CPU per streaming write, mean of {writes} writes (this process, client side):")
+    results = {n: await write_cost(n, writes) for n in (10, 400)}
+    for n, (ours, whole) in results.items():
+        print(
+            f"    {n:4d} messages: activeRun only {ours * 1e3:6.2f} ms "
+            f"| whole messages array {whole * 1e3:6.2f} ms"
+        )
+    ours_ratio = results[400][0] / results[10][0]
+    whole_ratio = results[400][1] / results[10][1]
+    print(
+        f"    400 vs 10 messages: activeRun only {ours_ratio:4.2f}x (target <= 1.3x) "
+        f"| whole array {whole_ratio:5.1f}x"
+    )
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of ``pid`` and its direct children (the gunicorn worker)."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -228,7 +306,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=50)
     parser.add_argument("--levels", default="25,50,75,100,150,200,300,400,600,800,1000")
     parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--only", choices=["a", "b", "c", "d"], action="append")
     args = parser.parse_args()
+    only = set(args.only or "abcd")
     if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
         raise SystemExit("run through `make bench` (it starts the emulators)")
 
@@ -258,10 +339,15 @@ def main() -> None:
             f"stream_overhead: {os.cpu_count()} cores, one api process (uvicorn worker), "
             f"Firestore + Auth emulators on this machine"
         )
-        asyncio.run(ttft(endpoint, provider, args.samples))
-        asyncio.run(per_token(endpoint, provider, max(5, args.samples // 10)))
-        levels = [int(n) for n in args.levels.split(",")]
-        asyncio.run(capacity(endpoint, provider, levels, args.rate, api_pid))
+        if "a" in only:
+            asyncio.run(ttft(endpoint, provider, args.samples))
+        if "b" in only:
+            asyncio.run(per_token(endpoint, provider, max(5, args.samples // 10)))
+        if "c" in only:
+            levels = [int(n) for n in args.levels.split(",")]
+            asyncio.run(capacity(endpoint, provider, levels, args.rate, api_pid))
+        if "d" in only:
+            asyncio.run(write_costs(args.writes))
     finally:
         stack.stop()
 
