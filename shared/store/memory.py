@@ -21,7 +21,7 @@ class InMemoryConversationStore:
     Firestore (``shared/store/patch.py``).
 
     ``writes`` counts every successful write, per conversation, and ``written`` lists
-    the top-level fields each one sent, so tests can check throttling and flat-cost
+    the field paths each one sent, so tests can check throttling and flat-cost
     streaming writes.
     """
 
@@ -56,7 +56,7 @@ class InMemoryConversationStore:
             if patch:
                 document = apply(self._documents[key], copy.deepcopy(patch))
                 check_size(Sizes.of(document).total)
-                self._store(key, document, patch.fields)
+                self._store(key, document, patch.paths)
             return updated
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:

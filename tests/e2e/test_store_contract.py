@@ -141,8 +141,11 @@ async def test_store_streaming_write_keeps_messages_and_finishing_appends(
     assert [m.id for m in stored.messages][-2:] == ["msg_29", "msg_reply"]
     assert stored.messages[-1].text == "Hel" and stored.active_run is None
     if isinstance(store, InMemoryConversationStore):
-        # The streaming write sent activeRun alone; finishing appended one message.
-        assert store.written[created.id][1:] == [{"activeRun"}, {"messages", "activeRun"}]
+        # The streaming write sent two fields of activeRun; finishing appended a message.
+        assert store.written[created.id][1:] == [
+            {"activeRun.message.content"},
+            {"messages", "activeRun"},
+        ]
 
 
 async def test_store_probe_reads_the_active_run(store: ConversationStore) -> None:
