@@ -198,14 +198,19 @@ async def capacity(
     best = 0
     for streams in levels:
         direct, direct_failed = await concurrent(provider, streams, tokens, rate)
+        emulator = firestore_emulator_pid()
         cpu_before, wall_before = cpu_seconds(api_pid), time.perf_counter()
+        emulator_before = cpu_seconds(emulator) if emulator else 0.0
         ours, failed = await concurrent(endpoint, streams, tokens, rate)
-        cpu = (cpu_seconds(api_pid) - cpu_before) / (time.perf_counter() - wall_before)
+        wall = time.perf_counter() - wall_before
+        cpu = (cpu_seconds(api_pid) - cpu_before) / wall
+        emulator_cpu = (cpu_seconds(emulator) - emulator_before) / wall if emulator else 0.0
         added = ours - direct
         print(
             f"    {streams:5d} streams: provider p99 gap {direct:7.1f} ms "
             f"| endpoint {ours:7.1f} ms "
             f"| added {added:7.1f} ms | api CPU {cpu * 100:3.0f}% "
+            f"| Firestore emulator CPU {emulator_cpu * 100:3.0f}% "
             f"| failed {failed}/{streams} (direct {direct_failed})"
         )
         if added > 50 or failed:
@@ -283,6 +288,18 @@ async def write_costs(writes: int) -> None:
         f"    400 vs 10 messages: activeRun only {ours_ratio:4.2f}x (target <= 1.3x) "
         f"| whole array {whole_ratio:5.1f}x"
     )
+
+
+def firestore_emulator_pid() -> int | None:
+    """The Firestore emulator's java process (it shares this machine's two cores)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"java") and any(b"firestore" in a for a in argv):
+            return int(cmdline.parent.name)
+    return None
 
 
 def cpu_seconds(pid: int) -> float:
