@@ -10,6 +10,7 @@ it if nobody did, or looks again when the run's lease next lapses.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -152,14 +153,15 @@ class Agent:
         )
         new = conversation_id is None
         conversation_id = conversation_id or self.ids.new("conv")
-        # Before the run exists: a crash right after opening it still has a watchdog.
-        await self._watchdog(user.uid, conversation_id, record)
-        if not new:
-            await self._close_if_dead(user.uid, conversation_id)
-            conversation = await self.deps.store.mutate(
-                user.uid, conversation_id, lambda c: open_run(c, user_message, record, when_busy)
-            )
-        else:
+
+        async def open_it() -> Conversation:
+            if not new:
+                await self._close_if_dead(user.uid, conversation_id)
+                return await self.deps.store.mutate(
+                    user.uid,
+                    conversation_id,
+                    lambda c: open_run(c, user_message, record, when_busy),
+                )
             conversation = Conversation(
                 id=conversation_id,
                 participant_ids=[user.uid],
@@ -170,6 +172,15 @@ class Agent:
                 active_run=record,
             )
             await self.deps.store.create(user.uid, conversation)
+            return conversation
+
+        # The watchdog is asked for together with the write that opens the run (not
+        # after it), so a crash just after opening still leaves one; in parallel, it
+        # adds nothing to the time to first token. Should its request be lost with
+        # the process, the next send or stop closes the dead run instead.
+        _, conversation = await asyncio.gather(
+            self._watchdog(user.uid, conversation_id, record), open_it()
+        )
         active = conversation.active_run
         if active is None or active.run_id != record.run_id:
             return Sent(conversation.id, user_message.id, None)

@@ -79,3 +79,38 @@ def test_rules_every_client_write_is_denied(
         db.collection(uid).document("client").collection("conversations").document(conversation_id)
     )
     assert stored.get().to_dict()["id"] == conversation_id
+
+
+def test_rules_owner_reads_the_in_flight_message_beside_the_finished_ones(
+    db: firestore.Client,
+) -> None:
+    """Clients render ``messages`` then ``activeRun.message``: both come with one read."""
+    uid, conversation_id = f"owner-{secrets.token_hex(4)}", "conv_streaming"
+    ref = (
+        db.collection(uid).document("client").collection("conversations").document(conversation_id)
+    )
+    streaming = {"id": "m2", "role": "assistant", "status": "streaming", "content": []}
+    streaming["content"] = [{"type": "text", "text": "Half a rep"}]
+    ref.set(
+        {
+            "id": conversation_id,
+            "participantIds": [uid],
+            "messages": [{"id": "m1", "role": "user", "status": "complete", "content": []}],
+            "activeRun": {"runId": "run_1", "status": "streaming", "message": streaming},
+        }
+    )
+    response = httpx.get(
+        rest(f"{uid}/client/conversations/{conversation_id}"), headers=as_user(uid)
+    )
+    assert response.status_code == 200
+    fields = response.json()["fields"]
+    run = fields["activeRun"]["mapValue"]["fields"]
+    message = run["message"]["mapValue"]["fields"]
+    assert message["status"]["stringValue"] == "streaming"
+    part = message["content"]["arrayValue"]["values"][0]["mapValue"]["fields"]
+    assert part["text"]["stringValue"] == "Half a rep"
+    assert len(fields["messages"]["arrayValue"]["values"]) == 1
+    other = httpx.get(
+        rest(f"{uid}/client/conversations/{conversation_id}"), headers=as_user("someone-else")
+    )
+    assert other.status_code == 403
