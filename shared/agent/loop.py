@@ -38,8 +38,6 @@ from shared.agent.transcript import Frame, Transcript
 from shared.clock import Clock
 from shared.errors import (
     INTERNAL_MESSAGE,
-    ContentFiltered,
-    IncompleteResponse,
     ProviderSilent,
     RunEnded,
     RunInterrupted,
@@ -48,7 +46,14 @@ from shared.errors import (
     ToolError,
 )
 from shared.ids import derived
-from shared.llm.base import Finish, ModelProvider, ModelRequest, TextDelta, ToolCallRequest
+from shared.llm.base import (
+    Finish,
+    ModelProvider,
+    ModelRequest,
+    TextDelta,
+    ToolCallRequest,
+    finished,
+)
 from shared.schemas.documents import ActiveRun, Conversation, TaskState
 from shared.schemas.server import TaskRecord
 from shared.store.base import ConversationStore
@@ -104,12 +109,14 @@ class TaskSink(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:
-    max_steps: int = 10
-    history_messages: int = 20
-    tool_output_chars: int = 8000
-    throttle_seconds: float = 0.5
-    lease_seconds: float = 90.0
-    provider_idle_seconds: float = 60.0
+    """A run's limits; ``Settings`` holds their defaults (``wiring.limits_of``)."""
+
+    max_steps: int
+    history_messages: int
+    tool_output_chars: int
+    throttle_seconds: float
+    lease_seconds: float
+    provider_idle_seconds: float
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
 
@@ -309,15 +316,10 @@ class Run:
                         finish = event
         finally:
             self._model_since = None
-        if finish is None:
-            raise IncompleteResponse("The model's reply was cut off before it finished.")
-        self._record(
-            UsageEvent(finish.usage.input_tokens, finish.usage.output_tokens, finish.reason)
-        )
-        if finish.reason == "content_filter":
-            raise ContentFiltered(
-                "Spark AI Agent stopped this reply because the content filter flagged it."
-            )
+        if finish is not None:
+            usage = finish.usage
+            self._record(UsageEvent(usage.input_tokens, usage.output_tokens, finish.reason))
+        finished(finish, "This reply")
         return calls
 
     async def _take_call(self, call: ToolCallRequest) -> None:

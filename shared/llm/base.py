@@ -14,6 +14,8 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from shared.errors import ContentFiltered, IncompleteResponse
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -82,6 +84,36 @@ class Finish:
 
 
 ModelEvent = TextDelta | ToolCallRequest | Finish
+
+
+def finished(finish: Finish | None, what: str = "The model's reply") -> Finish:
+    """``finish`` if the stream ended properly with something usable.
+
+    Raises:
+        IncompleteResponse: the stream ended without a finish reason.
+        ContentFiltered: the provider's content filter stopped it.
+    """
+    if finish is None:
+        raise IncompleteResponse(f"{what} was cut off before it finished.")
+    if finish.reason == "content_filter":
+        subject = what[0].lower() + what[1:]
+        raise ContentFiltered(
+            f"Spark AI Agent stopped {subject} because the content filter flagged it."
+        )
+    return finish
+
+
+async def complete_text(provider: ModelProvider, request: ModelRequest, what: str) -> str:
+    """The whole text of a reply that no one watches stream (tools drafting content)."""
+    parts: list[str] = []
+    finish: Finish | None = None
+    async for event in provider.stream(request):
+        if isinstance(event, TextDelta):
+            parts.append(event.text)
+        elif isinstance(event, Finish):
+            finish = event
+    finished(finish, what)
+    return "".join(parts)
 
 
 class ModelProvider(Protocol):

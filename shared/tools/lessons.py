@@ -3,13 +3,11 @@ in the user's lessons, where later tools read and edit it."""
 
 from __future__ import annotations
 
-import hashlib
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.clock import Clock
-from shared.errors import ContentFiltered, IncompleteResponse
-from shared.llm.base import ChatMessage, Finish, ModelProvider, ModelRequest, TextDelta
+from shared.ids import derived
+from shared.llm.base import ChatMessage, ModelProvider, ModelRequest, complete_text
 from shared.schemas.documents import Lesson
 from shared.store.base import LessonStore
 from shared.tools.base import Tool, ToolContext
@@ -43,8 +41,7 @@ class CreateLessonArgs(BaseModel):
 
 def lesson_id_for(context: ToolContext) -> str:
     """The same tool call always makes the same lesson, however often it is retried."""
-    key = f"{context.conversation_id}/{context.tool_call_id}".encode()
-    return "lesson_" + hashlib.sha256(key).hexdigest()[:20]
+    return derived("lesson", context.conversation_id, context.tool_call_id)
 
 
 def _brief(args: CreateLessonArgs) -> str:
@@ -72,18 +69,7 @@ def create_lesson_tool(
 ) -> Tool[CreateLessonArgs]:
     async def draft(args: CreateLessonArgs) -> str:
         request = ModelRequest(system=system_prompt, messages=[ChatMessage("user", _brief(args))])
-        parts: list[str] = []
-        finish: Finish | None = None
-        async for event in provider.stream(request):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-            elif isinstance(event, Finish):
-                finish = event
-        if finish is None:
-            raise IncompleteResponse("The lesson draft was cut off.")
-        if finish.reason == "content_filter":
-            raise ContentFiltered("The content filter stopped the lesson draft.")
-        return "".join(parts).strip()
+        return (await complete_text(provider, request, "The lesson draft")).strip()
 
     async def run(args: CreateLessonArgs, context: ToolContext) -> dict[str, object]:
         lesson_id = lesson_id_for(context)

@@ -193,3 +193,14 @@ def read_events(response: httpx.Response) -> Iterator[SseEvent | str]:
         else:
             key, _, value = line.partition(": ")
             fields[key] = value
+
+
+def wait_for(predicate: Any, timeout: float = 15) -> Any:
+    """``predicate()``'s first truthy value, polled until ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")

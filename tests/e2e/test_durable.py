@@ -19,6 +19,7 @@ from tests.e2e.conftest import (
     conversation_doc,
     extra_api,
     read_events,
+    wait_for,
 )
 from tests.fakes.openai_server import FakeOpenAI, Script
 
@@ -36,16 +37,6 @@ def auth(user: StackUser, sse: bool = True) -> dict[str, str]:
 
 def conversation_path(conversation_id: str, what: str) -> str:
     return f"/api/spark/agent/conversations/{conversation_id}/{what}"
-
-
-def wait_for(predicate: Any, timeout: float = 15) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def events_of(response: httpx.Response) -> list[SseEvent]:

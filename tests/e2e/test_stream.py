@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import pytest
 from google.cloud import firestore
 
-from tests.e2e.conftest import SseEvent, StackUser, conversation_doc, read_events, unsigned_token
+from tests.e2e.conftest import (
+    SseEvent,
+    StackUser,
+    conversation_doc,
+    read_events,
+    unsigned_token,
+    wait_for,
+)
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 pytestmark = pytest.mark.emulator
@@ -32,16 +38,6 @@ def stream(api_url: str, user: StackUser, body: dict[str, Any]) -> tuple[httpx.R
 
 def only_events(items: list[Any]) -> list[SseEvent]:
     return [i for i in items if isinstance(i, SseEvent)]
-
-
-def wait_for(predicate: Any, timeout: float = 10) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_e2e_hello_streams_and_persists_conversation(

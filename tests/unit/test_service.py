@@ -10,7 +10,7 @@ from shared.agent.events import DoneEvent, ErrorEvent, RunStartEvent, TextEvent
 from shared.agent.transcript import Frame
 from shared.clock import ManualClock
 from shared.errors import NotFound, ProviderUnavailable, RunInProgress
-from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta
+from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta, Usage
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.store.memory import InMemoryConversationStore
 from tests.unit.helpers import ALICE, BOB, make_service, run_to_end
@@ -278,3 +278,16 @@ async def test_run_content_filter_finish_is_an_error_not_a_complete_reply() -> N
     assert isinstance(events[-1], ErrorEvent) and events[-1].code == "content_filtered"
     stored = await service.store.get("alice", conversation_id)
     assert stored is not None and stored.messages[1].status == "error"
+
+
+async def test_reply_cut_by_the_token_limit_is_marked_length_with_its_usage() -> None:
+    step = Step([TextDelta("A long answ"), Finish("length", Usage(120, 4096))])
+    service = make_service(ScriptedProvider([step]))
+    conversation_id, events = await run_to_end(service, ALICE, "tell me everything")
+    assert isinstance(events[-1], DoneEvent)
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None
+    reply = stored.messages[-1]
+    assert (reply.status, reply.finish_reason, reply.text) == ("complete", "length", "A long answ")
+    assert reply.usage is not None
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (120, 4096)
