@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 from shared.agent.resume import latest_run, locate, pending, resume_stream
 from shared.agent.service import Agent
 from shared.agent.sse import EventChannel, sse_stream
-from shared.agent.transcript import Cursor
+from shared.agent.transcript import END, Cursor
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
 from shared.errors import MethodNotAllowed, NotFound, RequestError
@@ -108,8 +108,8 @@ class ApiApp:
         if conversation is None:
             raise NotFound("No conversation with this id.")
         run_id = after.run_id if after is not None else latest_run(conversation)
-        if run_id is None:
-            return Response(status_code=204)
+        if run_id is None or (after is not None and after.at == END):
+            return Response(status_code=204)  # nothing ran, or the client saw the end
         active = conversation.active_run
         live = active is not None and active.run_id == run_id
         if not live and not pending(conversation, run_id, after):

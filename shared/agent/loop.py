@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from shared.agent.events import (
 from shared.agent.history import build_history
 from shared.agent.runs import INTERRUPTED, finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
-from shared.agent.transcript import Frame, Transcript
+from shared.agent.transcript import Frame, Transcript, args_of
 from shared.clock import Clock
 from shared.errors import (
     INTERNAL_MESSAGE,
@@ -230,6 +229,8 @@ class Run:
             outcome = None
         finally:
             watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
         if outcome is None:
             assert self._ended is not None
             await self._end_badly(self._ended)
@@ -329,7 +330,11 @@ class Run:
             # The model hears what was wrong and may correct itself on the next step.
             self._record(
                 ToolStartEvent(
-                    call.id, call.name, {}, "Checking a tool call", args_json=call.arguments
+                    call.id,
+                    call.name,
+                    args_of(call.arguments),
+                    "Checking a tool call",
+                    args_json=call.arguments,
                 )
             )
             self._record(
@@ -354,7 +359,7 @@ class Run:
         call = parsed.call
         self._record(
             ToolStartEvent(
-                call.id, call.name, json.loads(args_json), parsed.display_text, args_json=args_json
+                call.id, call.name, args_of(args_json), parsed.display_text, args_json=args_json
             )
         )
         context = ToolContext(self.user_id, self.conversation_id, call.id)
@@ -447,6 +452,8 @@ class Run:
         """End the run as stopped or failed, keeping what was streamed."""
         if isinstance(reason, RunInterrupted):
             # Someone else closed the run; there is nothing of ours left to save.
+            if self._writer is not None:
+                await self._writer.abandon()
             self._emit(Frame(f"{self.run_id}:end", ErrorEvent(reason.message, reason.code)))
             return
         stopped = isinstance(reason, RunStopped)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from shared.agent.events import ErrorEvent
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import Cursor, Frame, replay
+from shared.errors import StoreError
 from shared.schemas.documents import Conversation, Message
 from shared.store.base import ConversationStore
 
@@ -41,9 +42,18 @@ def locate(conversation: Conversation, run_id: str) -> Target | None:
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.run_id == run_id and message.role == "assistant":
-            before = messages[index - 1] if index > 0 else None
-            user = before.id if before is not None and before.role == "user" else None
-            return Target(run_id, message, user)
+            return Target(run_id, message, _asked_by(messages, index))
+    return None
+
+
+def _asked_by(messages: list[Message], index: int) -> str | None:
+    """The user message a reply answers: the last one before it, unless another reply
+    came between (a follow-up to tool results answers no user message)."""
+    for earlier in reversed(messages[:index]):
+        if earlier.role == "user":
+            return earlier.id
+        if earlier.role == "assistant":
+            return None
     return None
 
 
@@ -66,6 +76,21 @@ def pending(conversation: Conversation, run_id: str, after: Cursor | None) -> li
 
 
 async def _follow(
+    store: ConversationStore,
+    user_id: str,
+    conversation_id: str,
+    run_id: str,
+    after: Cursor | None,
+    channel: EventChannel,
+) -> None:
+    try:
+        await _replay_and_follow(store, user_id, conversation_id, run_id, after, channel)
+    except StoreError as exc:
+        # The client reconnects with its Last-Event-ID; nothing it saw is lost.
+        channel.emit(Frame(f"{run_id}:end", ErrorEvent(exc.message, exc.code)))
+
+
+async def _replay_and_follow(
     store: ConversationStore,
     user_id: str,
     conversation_id: str,

@@ -159,9 +159,11 @@ def close_stale_run(
     conversation: Conversation, now: datetime, lease_until: datetime
 ) -> Conversation:
     """End a run whose lease has lapsed (its producer died): its message keeps its text,
-    ends as an error (``run_interrupted``), and every open tool call gets a result."""
+    ends as an error (``run_interrupted``), and every open tool call gets a result. A
+    ``stopping`` run ends ``stopped``; a ``queued`` one is left to be produced."""
     run = conversation.active_run
-    if run is None or run.lease_expires_at > now:
+    # A queued run has no producer yet, so none can have died: its watchdog produces it.
+    if run is None or run.lease_expires_at > now or run.status == "queued":
         return conversation
     outcome: Literal["stopped", "interrupted"] = (
         "stopped" if run.status == "stopping" else "interrupted"

@@ -309,7 +309,11 @@ class Agent:
             await self._watchdog(user_id, conversation_id, active)
             return None
         if active.status == "queued":
-            return await self.claim(user_id, conversation_id, active.run_id)
+            # Nobody took it: produce it here, watched over like any other run.
+            run = await self.claim(user_id, conversation_id, active.run_id)
+            if run is not None:
+                await self._watchdog(user_id, conversation_id, run.record)
+            return run
         await self._close_if_dead(user_id, conversation_id)
         log.warning("run %s: closed, its producer stopped renewing its lease", active.run_id)
         await self.scheduler.sweep(user_id)

@@ -85,6 +85,14 @@ class ThrottledWriter:
             if self._closing:
                 return
 
+    async def abandon(self) -> None:
+        """Stop the periodic writes without a final one (the run is no longer ours)."""
+        self._closing = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+
     async def finish(self, final: Write, attempts: int = 3) -> None:
         """Stop the periodic writes and make the final one.
 
@@ -96,11 +104,12 @@ class ThrottledWriter:
         if task is not None:
             if not self._writing:
                 task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                if not task.cancelled():
-                    raise
+            # Waited for, not awaited: a cancellation of the caller must not be mistaken
+            # for the writer's own (and swallowed with it).
+            await asyncio.wait({task})
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise asyncio.CancelledError
         for attempt in range(1, attempts + 1):
             try:
                 await final()

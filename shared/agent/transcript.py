@@ -97,6 +97,16 @@ class Cursor:
         return cls(match["run"], Position(int(match["parts"]), int(match["chars"])))
 
 
+def args_of(args_json: str) -> dict[str, object]:
+    """The arguments shown in ``tool_start``: the call's JSON object, or ``{}`` when the
+    model sent something else (a bad call is shown, and replayed, the same way)."""
+    try:
+        args = json.loads(args_json or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
 def position_of(content: list[ContentPart]) -> Position:
     last = content[-1] if content else None
     chars = len(last.text or "") if last is not None and last.type == "text" else 0
@@ -381,11 +391,10 @@ def replay(
                 )
                 frames.append(Frame(frame_id, task))
             else:
-                args = json.loads(call.args_json or "{}")
                 start_event = ToolStartEvent(
                     call.id,
                     call.name,
-                    args if isinstance(args, dict) else {},
+                    args_of(call.args_json),
                     call.display_text,
                     args_json=call.args_json,
                     execution=call.execution,

@@ -49,7 +49,8 @@ class ConversationStore(Protocol):
         """Atomically read the latest document, apply ``change`` and write the result.
 
         ``change`` must be pure: on contention it is called again with the newer
-        document. Exceptions it raises abort the write and propagate.
+        document. Exceptions it raises abort the write and propagate, once raised on
+        the latest version (an adapter that caches versions retries on a fresh read).
 
         Returns:
             The conversation as written.

@@ -25,6 +25,8 @@ _MAX_ATTEMPTS = 25
 # Documents whose latest version this process wrote or read, kept to skip re-reading,
 # bounded by their estimated size (a 1 MB document counts as 1 MB).
 _CACHE_BYTES = 64 * 1024 * 1024
+# How often a quiet listener is checked for having stopped.
+_LISTENER_CHECK_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +108,19 @@ class FirestoreConversationStore:
         key = (user_id, conversation_id)
         ref = self._ref(user_id, conversation_id)
         for _ in range(_MAX_ATTEMPTS):
-            version = self._versions.get(key) or await self._read(user_id, conversation_id)
+            cached = self._versions.get(key)
+            version = cached or await self._read(user_id, conversation_id)
             if version is None:
                 raise NotFound("No conversation with this id.")
-            updated = change(version.conversation)
+            try:
+                updated = change(version.conversation)
+            except Exception:
+                if cached is None:
+                    raise
+                # The change refused what may be an out-of-date copy (another instance
+                # may have ended the run it saw): refuse only what is current.
+                self._forget(key)
+                continue
             patch = diff(version.conversation, updated)
             if not patch:
                 return updated
@@ -156,15 +167,14 @@ class FirestoreConversationStore:
         loop = asyncio.get_running_loop()
         latest: list[Any] = []
         arrived = asyncio.Event()
-        failed: list[BaseException] = []
 
         def deliver(snapshot: Any) -> None:
             latest[:] = [snapshot]
             arrived.set()
 
         def on_snapshot(snapshots: list[Any], changes: Any, read_time: Any) -> None:
-            if snapshots:
-                loop.call_soon_threadsafe(deliver, snapshots[-1])
+            # A document listener gets an empty list when the document does not exist.
+            loop.call_soon_threadsafe(deliver, snapshots[-1] if snapshots else None)
 
         ref = _conversation(self._listener, user_id, conversation_id)
         try:
@@ -172,11 +182,17 @@ class FirestoreConversationStore:
         except gexc.GoogleAPICallError as exc:
             raise StoreError(f"Firestore listen failed: {exc.message}") from exc
         try:
-            while not failed:
-                await arrived.wait()
+            while True:
+                try:
+                    await asyncio.wait_for(arrived.wait(), _LISTENER_CHECK_SECONDS)
+                except TimeoutError:
+                    # The listener closes itself on an error it cannot recover from.
+                    if getattr(watch, "_closed", False):
+                        raise StoreError("The Firestore listener stopped.") from None
+                    continue
                 arrived.clear()
                 snapshot = latest.pop()
-                if not snapshot.exists:
+                if snapshot is None or not snapshot.exists:
                     yield None
                     continue
                 yield Conversation.model_validate(snapshot.to_dict())

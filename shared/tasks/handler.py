@@ -8,6 +8,7 @@ appended only if missing, and the follow-up has a deterministic id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import datetime, timedelta
 from typing import Literal
@@ -81,6 +82,8 @@ class TaskHandler:
             await self._work(task, record)
         finally:
             heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
         return "done"
 
     async def _keep_lease(self, task: ToolTask) -> None:

@@ -184,3 +184,33 @@ async def test_store_watch_sees_the_current_state_then_each_change(
             writes.append(asyncio.create_task(later(len(snapshot.messages))))
     await asyncio.gather(*writes)
     assert seen == [0, 1, 2, 3]
+
+
+async def test_store_refuses_only_what_is_current_not_an_old_copy(
+    store: ConversationStore,
+) -> None:
+    """Another instance ended the run this one last saw: a change that refuses while a
+    run is active must be judged on the latest document, not on a remembered one."""
+    uid = f"u{secrets.token_hex(4)}"
+    run = new_run("run_old", "msg_r", NOW, NOW, None)
+    created = conversation().model_copy(update={"active_run": run})
+    await store.create(uid, created)
+    other_connection = connect(PROJECT) if isinstance(store, FirestoreConversationStore) else None
+    other = other_connection.conversations if other_connection else store
+    await other.mutate(uid, created.id, lambda c: c.model_copy(update={"active_run": None}))
+
+    def needs_idle(c: Conversation) -> Conversation:
+        if c.active_run is not None:
+            raise RunInProgress("busy")
+        return c.model_copy(update={"title": "Idle now"})
+
+    updated = await store.mutate(uid, created.id, needs_idle)
+    assert updated.title == "Idle now" and updated.active_run is None
+    if other_connection is not None:
+        other_connection.close()
+
+
+async def test_store_watch_of_a_missing_conversation_says_none(store: ConversationStore) -> None:
+    async with contextlib.aclosing(store.watch("nobody", "conv_missing")) as snapshots:
+        first = await asyncio.wait_for(anext(snapshots), 10)
+    assert first is None

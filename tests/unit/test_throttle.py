@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from shared.agent.throttle import ThrottledWriter
-from shared.clock import ManualClock
+from shared.clock import ManualClock, SystemClock
 from shared.errors import StoreError
 
 
@@ -96,3 +96,20 @@ async def test_throttle_final_write_retries_then_raises() -> None:
         await clock.advance(1)
     with pytest.raises(StoreError):
         await task
+
+
+async def test_a_cancelled_caller_of_finish_is_not_swallowed() -> None:
+    started = asyncio.Event()
+
+    async def slow_write() -> None:
+        started.set()
+        await asyncio.sleep(10)
+
+    writer = ThrottledWriter(slow_write, 0, SystemClock())
+    writer.touch()
+    await started.wait()  # a periodic write is in flight
+    finishing = asyncio.create_task(writer.finish(slow_write))
+    await asyncio.sleep(0.01)
+    finishing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await finishing

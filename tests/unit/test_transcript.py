@@ -173,3 +173,15 @@ def test_cursor_refuses_ids_we_never_sent(raw: str) -> None:
 def test_cursor_round_trips() -> None:
     for raw in ["run_1:0:0", "run_1:12:345", "run_1:end"]:
         assert str(Cursor.parse(raw)) == raw
+
+
+def test_a_bad_call_with_malformed_arguments_replays_as_it_was_sent() -> None:
+    frames, snapshots = fold(
+        [
+            RunStartEvent("run_1", "conv_1", None, "msg_a"),
+            ToolStartEvent("c1", "echo", {}, "Checking a tool call", args_json="{nope"),
+            ToolEndEvent("c1", "error", error="Bad JSON.", output_json='{"error": "Bad JSON."}'),
+            DoneEvent("msg_a", "complete"),
+        ]
+    )
+    assert replay(snapshots[-1], "conv_1", None) == frames
