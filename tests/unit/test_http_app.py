@@ -213,3 +213,66 @@ async def test_post_message_202_when_the_queue_is_down_is_503_and_keeps_the_mess
     user, reply = conversation.messages
     assert user.text == "hi"
     assert reply.status == "error" and reply.error is not None
+
+
+def resume_url(conversation_id: object) -> str:
+    return f"/api/spark/agent/conversations/{conversation_id}/stream"
+
+
+async def test_resume_replays_the_rest_then_204_at_the_end(
+    client: httpx.AsyncClient, store: InMemoryConversationStore
+) -> None:
+    live = parse_sse((await client.post(URL, headers=SSE, json={"text": "hello"})).text)
+    conversation_id = live[0][2]["conversationId"]
+    auth = {"Authorization": "Bearer alice-token"}
+
+    whole = await client.get(resume_url(conversation_id), headers=auth)
+    assert whole.status_code == 200
+    assert parse_sse(whole.text) == [
+        (live[0][0], "run_start", live[0][2]),
+        (f"{live[0][2]['runId']}:1:12", "text", {"content": "Hello there!"}),
+        live[-1],
+    ]
+    rest = await client.get(
+        resume_url(conversation_id), headers={**auth, "Last-Event-ID": live[1][0]}
+    )
+    assert [(e, d) for _, e, d in parse_sse(rest.text)] == [
+        ("text", {"content": " there!"}),
+        ("done", live[-1][2]),
+    ]
+    at_end = await client.get(
+        resume_url(conversation_id), params={"lastEventId": live[-1][0]}, headers=auth
+    )
+    assert at_end.status_code == 204
+
+
+async def test_resume_refuses_strangers_and_ids_it_never_sent(client: httpx.AsyncClient) -> None:
+    live = parse_sse((await client.post(URL, headers=SSE, json={"text": "hello"})).text)
+    conversation_id = live[0][2]["conversationId"]
+    bob = await client.get(
+        resume_url(conversation_id), headers={"Authorization": "Bearer bob-token"}
+    )
+    assert bob.status_code == 404
+    alice = {"Authorization": "Bearer alice-token"}
+    for bad in ("12", "run_nope:1:1"):
+        response = await client.get(
+            resume_url(conversation_id), headers={**alice, "Last-Event-ID": bad}
+        )
+        assert response.status_code == 400, bad
+        assert response.json()["error"]["code"] == "invalid_request"
+    assert (await client.get(resume_url("conv_nope"), headers=alice)).status_code == 404
+    assert (await client.post(resume_url(conversation_id), headers=alice)).status_code == 405
+
+
+async def test_stop_with_nothing_running_is_409_and_strangers_get_404(
+    client: httpx.AsyncClient, store: InMemoryConversationStore
+) -> None:
+    live = parse_sse((await client.post(URL, headers=SSE, json={"text": "hello"})).text)
+    conversation_id = live[0][2]["conversationId"]
+    stop = f"/api/spark/agent/conversations/{conversation_id}/stop"
+    before = dict(store.writes)
+    idle = await client.post(stop, headers={"Authorization": "Bearer alice-token"})
+    assert idle.status_code == 409 and idle.json()["error"]["code"] == "no_active_run"
+    stranger = await client.post(stop, headers={"Authorization": "Bearer bob-token"})
+    assert stranger.status_code == 404
+    assert store.writes == before
