@@ -83,38 +83,24 @@ async def _follow(
     after: Cursor | None,
     channel: EventChannel,
 ) -> None:
+    cursor = after
     try:
-        await _replay_and_follow(store, user_id, conversation_id, run_id, after, channel)
+        async with contextlib.aclosing(store.watch(user_id, conversation_id)) as snapshots:
+            async for conversation in snapshots:
+                target = None if conversation is None else locate(conversation, run_id)
+                if target is None:
+                    channel.emit(Frame(f"{run_id}:end", ErrorEvent(GONE, "not_found")))
+                    return
+                frames = replay(target.message, conversation_id, target.user_message_id, cursor)
+                for frame in frames:
+                    channel.emit(frame)
+                if frames:
+                    cursor = Cursor.parse(frames[-1].id)
+                if target.message.status != "streaming":
+                    return
     except StoreError as exc:
         # The client reconnects with its Last-Event-ID; nothing it saw is lost.
         channel.emit(Frame(f"{run_id}:end", ErrorEvent(exc.message, exc.code)))
-
-
-async def _replay_and_follow(
-    store: ConversationStore,
-    user_id: str,
-    conversation_id: str,
-    run_id: str,
-    after: Cursor | None,
-    channel: EventChannel,
-) -> None:
-    cursor = after
-    async with contextlib.aclosing(store.watch(user_id, conversation_id)) as snapshots:
-        async for conversation in snapshots:
-            if conversation is None:
-                channel.emit(Frame(f"{run_id}:end", ErrorEvent(GONE, "not_found")))
-                return
-            target = locate(conversation, run_id)
-            if target is None:
-                channel.emit(Frame(f"{run_id}:end", ErrorEvent(GONE, "not_found")))
-                return
-            frames = replay(target.message, conversation_id, target.user_message_id, cursor)
-            for frame in frames:
-                channel.emit(frame)
-            if frames:
-                cursor = Cursor.parse(frames[-1].id)
-            if target.message.status != "streaming":
-                return
 
 
 async def resume_stream(
