@@ -99,6 +99,7 @@ class Agent:
         self.deps = deps
         self.ids = ids
         self.scheduler = scheduler
+        self._background: set[asyncio.Task[None]] = set()
 
     def _lease(self) -> timedelta:
         return timedelta(seconds=self.deps.limits.lease_seconds)
@@ -154,14 +155,7 @@ class Agent:
         new = conversation_id is None
         conversation_id = conversation_id or self.ids.new("conv")
 
-        async def open_it() -> Conversation:
-            if not new:
-                await self._close_if_dead(user.uid, conversation_id)
-                return await self.deps.store.mutate(
-                    user.uid,
-                    conversation_id,
-                    lambda c: open_run(c, user_message, record, when_busy),
-                )
+        if new:
             conversation = Conversation(
                 id=conversation_id,
                 participant_ids=[user.uid],
@@ -172,21 +166,20 @@ class Agent:
                 active_run=record,
             )
             await self.deps.store.create(user.uid, conversation)
-            return conversation
-
-        # The watchdog is asked for together with the write that opens the run (not
-        # after it), so a crash just after opening still leaves one; in parallel, it
-        # adds nothing to the time to first token. Should its request be lost with
-        # the process, the next send or stop closes the dead run instead.
-        _, conversation = await asyncio.gather(
-            self._watchdog(user.uid, conversation_id, record), open_it()
-        )
+        else:
+            await self._close_if_dead(user.uid, conversation_id)
+            conversation = await self.deps.store.mutate(
+                user.uid, conversation_id, lambda c: open_run(c, user_message, record, when_busy)
+            )
         active = conversation.active_run
         if active is None or active.run_id != record.run_id:
             return Sent(conversation.id, user_message.id, None)
         if background:
             try:
-                await self.scheduler.enqueue_reply(user.uid, conversation.id, record.run_id)
+                await asyncio.gather(
+                    self._watchdog(user.uid, conversation.id, record),
+                    self.scheduler.enqueue_reply(user.uid, conversation.id, record.run_id),
+                )
             except SparkError as exc:
                 error = MessageError(code=exc.code, message=exc.message)
                 later = now + self._lease()
@@ -197,6 +190,11 @@ class Agent:
                 )
                 raise
             return Sent(conversation.id, user_message.id, None)
+        # Asked for while the run starts (not before its first token): should the
+        # process die first, the next send or stop in the conversation closes the run.
+        watchdog = asyncio.create_task(self._watchdog(user.uid, conversation.id, record))
+        self._background.add(watchdog)
+        watchdog.add_done_callback(self._background.discard)
         return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
 
     async def _close_if_dead(self, user_id: str, conversation_id: str) -> Conversation:

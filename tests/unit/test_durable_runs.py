@@ -266,6 +266,7 @@ async def test_watchdog_of_a_live_run_looks_again_later() -> None:
     fakes = Fakes()
     service = make_service(ScriptedProvider([]), fakes=fakes, clock=clock)
     sent = await service.agent.send(ALICE, "hi", None)
+    await asyncio.sleep(0)  # the watchdog is asked for while the run starts
     (watchdog,), _ = split(fakes.queue.take())
     # Its producer renewed the lease meanwhile (as each streaming write does).
     await clock.advance(60)
