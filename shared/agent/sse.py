@@ -67,10 +67,13 @@ class EventChannel:
         self._run_id = run_id
 
     def emit(self, frame: Frame) -> None:
-        if self._ended or isinstance(frame.event, WIRELESS):
+        event = frame.event
+        if self._ended or type(event) in WIRELESS:
             return
-        self._ended = isinstance(frame.event, TERMINAL)
-        self._run_id = frame.id.split(":", 1)[0]
+        if type(event) in TERMINAL:
+            self._ended = True
+        elif not self._run_id:
+            self._run_id = frame.id.split(":", 1)[0]
         self._items.append(frame)
         waiter = self._waiter
         if waiter is not None and not waiter.done():

@@ -158,7 +158,9 @@ class Transcript:
     """A run's message, built by folding the run's events in order."""
 
     def __init__(self, message: Message) -> None:
+        assert message.run_id is not None
         self._message = message
+        self._run_id = message.run_id
         self._parts: list[ContentPart] = list(message.content)
         self._text: list[str] = []
         self._chars = 0
@@ -169,8 +171,7 @@ class Transcript:
 
     @property
     def run_id(self) -> str:
-        assert self._message.run_id is not None
-        return self._message.run_id
+        return self._run_id
 
     @property
     def position(self) -> Position:
@@ -202,6 +203,8 @@ class Transcript:
                     self._text, self._chars = [last], len(last)
                 self._text.append(event.content)
                 self._chars += len(event.content)
+            if self._text:
+                return f"{self._run_id}:{len(self._parts) + 1}:{self._chars}"
         elif isinstance(event, ToolStartEvent):
             self._close_text()
             self._parts.append(
@@ -244,9 +247,9 @@ class Transcript:
             self._error = MessageError(code=event.code, message=event.message)
             self._finish = "error"
         if isinstance(event, TERMINAL):
-            return f"{self.run_id}:end"
+            return f"{self._run_id}:end"
         position = self.position
-        return f"{self.run_id}:{position.parts}:{position.chars}"
+        return f"{self._run_id}:{position.parts}:{position.chars}"
 
     def _end_call(self, event: ToolEndEvent) -> None:
         self._close_text()
