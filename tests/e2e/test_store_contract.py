@@ -214,3 +214,37 @@ async def test_store_watch_of_a_missing_conversation_says_none(store: Conversati
     async with contextlib.aclosing(store.watch("nobody", "conv_missing")) as snapshots:
         first = await asyncio.wait_for(anext(snapshots), 10)
     assert first is None
+
+
+async def test_store_concurrent_streaming_writes_all_land(store: ConversationStore) -> None:
+    """Streaming writes (batched together on Firestore) keep their own preconditions:
+    concurrent read-modify-writes of the in-flight message from several instances all
+    land, none overwriting another."""
+    uid = f"u{secrets.token_hex(4)}"
+    run = new_run("run_1", "msg_r", NOW, NOW, None)
+    created = conversation().model_copy(update={"active_run": run})
+    await store.create(uid, created)
+    connections: list[FirestoreStores] = []
+    if isinstance(store, FirestoreConversationStore):
+        connections = [connect(PROJECT) for _ in range(2)]
+    writers = [store, *(c.conversations for c in connections)]
+
+    def add(n: int):  # type: ignore[no-untyped-def]
+        def change(c: Conversation) -> Conversation:
+            assert c.active_run is not None and c.active_run.message is not None
+            message = c.active_run.message
+            content = [*message.content, ContentPart.of_text(f"part {n}")]
+            return put_message(c, "run_1", message.model_copy(update={"content": content}), NOW)
+
+        return change
+
+    await asyncio.gather(
+        *(writers[n % len(writers)].mutate(uid, created.id, add(n)) for n in range(18))
+    )
+    stored = await store.get(uid, created.id)
+    assert stored is not None and stored.active_run is not None
+    assert stored.active_run.message is not None
+    texts = sorted(p.text or "" for p in stored.active_run.message.content)
+    assert texts == sorted(f"part {n}" for n in range(18))
+    for connection in connections:
+        connection.close()
