@@ -62,6 +62,8 @@ class Settings:
     provider_idle_seconds: int = 60
     # A watchdog checks a run this long after its lease lapses (DESIGN §7: within 60 s).
     watchdog_grace_seconds: int = 30
+    # A client-executed tool not answered this long gets an error result.
+    client_tool_timeout_seconds: int = 300
     max_steps: int = 10
     history_messages: int = 20
     tool_output_chars: int = 8000
@@ -103,6 +105,9 @@ class Settings:
             provider_idle_seconds=_int(env, "SPARK_PROVIDER_IDLE_SECONDS", d.provider_idle_seconds),
             watchdog_grace_seconds=_int(
                 env, "SPARK_WATCHDOG_GRACE_SECONDS", d.watchdog_grace_seconds, minimum=0
+            ),
+            client_tool_timeout_seconds=_int(
+                env, "SPARK_CLIENT_TOOL_TIMEOUT_SECONDS", d.client_tool_timeout_seconds
             ),
             max_steps=_int(env, "SPARK_MAX_STEPS", d.max_steps),
             history_messages=_int(env, "SPARK_HISTORY_MESSAGES", d.history_messages),

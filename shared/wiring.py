@@ -21,6 +21,11 @@ from shared.tasks.ledger import LedgerPolicy
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
 from shared.tools.lessons import create_lesson_tool
+from shared.tools.people import (
+    ask_user_question_tool,
+    delete_lesson_tool,
+    get_editor_selection_tool,
+)
 from shared.tools.skills import load_skill_tool
 
 if TYPE_CHECKING:
@@ -44,6 +49,9 @@ def build_tools(lessons: LessonStore, provider: ModelProvider, clock: Clock) -> 
         [
             load_skill_tool(prompts_dir() / "skills"),
             create_lesson_tool(lessons, provider, clock, load_prompt("lesson")),
+            ask_user_question_tool(),
+            get_editor_selection_tool(),
+            delete_lesson_tool(lessons),
         ]
     )
 
@@ -79,6 +87,7 @@ def limits_of(settings: Settings) -> RunLimits:
         throttle_seconds=settings.throttle_ms / 1000,
         lease_seconds=settings.run_lease_seconds,
         provider_idle_seconds=settings.provider_idle_seconds,
+        client_tool_timeout_seconds=settings.client_tool_timeout_seconds,
     )
 
 

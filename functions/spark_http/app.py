@@ -10,14 +10,23 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from shared.agent.loop import Run
 from shared.agent.resume import latest_run, locate, pending, resume_stream
-from shared.agent.service import Agent
+from shared.agent.service import Agent, People, Resumed
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import END, Cursor
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
 from shared.errors import MethodNotAllowed, NotFound, RequestError
-from shared.schemas.api import AckResponse, SendMessageRequest, StopResponse
+from shared.schemas.api import (
+    AckResponse,
+    AnswersRequest,
+    ApprovalRequest,
+    ResumeResponse,
+    SendMessageRequest,
+    StopResponse,
+    ToolResultRequest,
+)
 from spark_http.requests import bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
@@ -25,7 +34,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 
-_CONVERSATION = re.compile(r"^/api/spark/agent/conversations/([A-Za-z0-9_-]{1,64})/(\w+)$")
+_CONVERSATION = re.compile(r"^/api/spark/agent/conversations/([A-Za-z0-9_-]{1,64})/([\w-]+)$")
 
 
 class ApiApp:
@@ -33,12 +42,16 @@ class ApiApp:
 
     def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
         self._agent = agent
+        self._people = People(agent)
         self._verifier = verifier
         self._settings = settings
         self._routes: dict[str, dict[str, Handler]] = {
             "messages": {"POST": self.post_message},
             "stream": {"GET": self.resume},
             "stop": {"POST": self.stop},
+            "answers": {"POST": self.answers},
+            "approvals": {"POST": self.approvals},
+            "tool-results": {"POST": self.tool_results},
             "health": {"GET": self.health},
         }
         # Runs outlive their response when a client disconnects; hold them here.
@@ -54,7 +67,7 @@ class ApiApp:
             route = "messages"
         elif path == "/healthz":
             route = "health"
-        elif (match := _CONVERSATION.match(path)) and match[2] in ("stream", "stop"):
+        elif (match := _CONVERSATION.match(path)) and match[2] in self._routes:
             route, conversation_id = match[2], match[1]
         else:
             raise NotFound(f"No such endpoint: {request.url.path}")
@@ -90,12 +103,7 @@ class ApiApp:
                 status="accepted" if background else "queued",
             )
             return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
-        channel = EventChannel()
-        task = asyncio.create_task(run.execute(channel.emit), name=f"run-{run.run_id}")
-        self._runs.add(task)
-        task.add_done_callback(self._runs.discard)
-        task.add_done_callback(lambda _: channel.end())
-        return sse_response(sse_stream(channel, self._settings.keepalive_seconds))
+        return self._stream(run)
 
     async def resume(self, request: Request, conversation_id: str) -> Response:
         """``GET .../conversations/{id}/stream``: replay what the client missed of the
@@ -129,6 +137,63 @@ class ApiApp:
         )
         status = 202 if stopped.status == "stopping" else 200
         return JSONResponse(answer.model_dump(by_alias=True), status_code=status)
+
+    async def answers(self, request: Request, conversation_id: str) -> Response:
+        """``POST .../conversations/{id}/answers``: answer an ``ask_user_question`` call."""
+        user = await self._authenticate(request)
+        body = await read_json(request, AnswersRequest, self._settings.max_request_bytes)
+        resumed = await self._people.answer(
+            user.uid,
+            conversation_id,
+            body.tool_call_id,
+            dict(body.answers),
+            not wants_event_stream(request),
+        )
+        return self._resumed(resumed)
+
+    async def approvals(self, request: Request, conversation_id: str) -> Response:
+        """``POST .../conversations/{id}/approvals``: approve or deny a call."""
+        user = await self._authenticate(request)
+        body = await read_json(request, ApprovalRequest, self._settings.max_request_bytes)
+        resumed = await self._people.decide(
+            user.uid,
+            conversation_id,
+            body.tool_call_id,
+            body.approved,
+            body.reason,
+            not wants_event_stream(request),
+        )
+        return self._resumed(resumed)
+
+    async def tool_results(self, request: Request, conversation_id: str) -> Response:
+        """``POST .../conversations/{id}/tool-results``: a client-executed tool's output."""
+        user = await self._authenticate(request)
+        body = await read_json(request, ToolResultRequest, self._settings.max_request_bytes)
+        resumed = await self._people.client_result(
+            user.uid,
+            conversation_id,
+            body.tool_call_id,
+            body.output,
+            body.status == "ok",
+            not wants_event_stream(request),
+        )
+        return self._resumed(resumed)
+
+    def _resumed(self, resumed: Resumed) -> Response:
+        """The follow-up's stream, or 202 saying what happened."""
+        run = resumed.run
+        if run is not None:
+            return self._stream(run)
+        answer = ResumeResponse(conversation_id=resumed.conversation_id, status=resumed.status)
+        return JSONResponse(answer.model_dump(by_alias=True), status_code=202)
+
+    def _stream(self, run: Run) -> Response:
+        channel = EventChannel()
+        task = asyncio.create_task(run.execute(channel.emit), name=f"run-{run.run_id}")
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        task.add_done_callback(lambda _: channel.end())
+        return sse_response(sse_stream(channel, self._settings.keepalive_seconds))
 
     async def drain(self) -> None:
         """Wait for runs still going (their clients may have left)."""

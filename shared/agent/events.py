@@ -72,6 +72,31 @@ class TaskQueuedEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class QuestionEvent:
+    """The model asks the user (``ask_user_question``); the run waits for the answers."""
+
+    tool_call_id: str
+    questions: list[dict[str, Any]]
+    tool: str = field(default="ask_user_question", metadata=_INTERNAL)
+    args_json: str = field(default="{}", metadata=_INTERNAL)
+    display_text: str = field(default="Asking you a question", metadata=_INTERNAL)
+    type: Literal["question"] = "question"
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequiredEvent:
+    """A tool that needs the owner's approval was called; the run waits for it."""
+
+    tool_call_id: str
+    tool: str
+    args: dict[str, Any]
+    display_text: str
+    args_json: str = field(default="{}", metadata=_INTERNAL)
+    execution: Execution = field(default="inline", metadata=_INTERNAL)
+    type: Literal["approval_required"] = "approval_required"
+
+
+@dataclass(frozen=True, slots=True)
 class UsageEvent:
     """One model step ended: its token usage and why it stopped (never sent)."""
 
@@ -108,6 +133,8 @@ AgentEvent = (
     | ToolStartEvent
     | ToolEndEvent
     | TaskQueuedEvent
+    | QuestionEvent
+    | ApprovalRequiredEvent
     | UsageEvent
     | DoneEvent
     | ErrorEvent

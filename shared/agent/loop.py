@@ -21,8 +21,10 @@ from typing import Literal, Protocol
 
 from shared.agent.events import (
     AgentEvent,
+    ApprovalRequiredEvent,
     DoneEvent,
     ErrorEvent,
+    QuestionEvent,
     RunStartEvent,
     TaskQueuedEvent,
     TextEvent,
@@ -62,7 +64,7 @@ from shared.tools.base import ParsedCall, ToolContext, ToolRegistry, dump_output
 log = logging.getLogger(__name__)
 
 Emit = Callable[[Frame], None]
-Outcome = Literal["complete", "queued"]
+Outcome = Literal["complete", "queued", "waiting"]
 
 STEP_LIMIT_NOTE = (
     "\n\n(Spark AI Agent stopped after the most steps allowed for one reply. "
@@ -105,6 +107,12 @@ class TaskSink(Protocol):
         """Have a task produce the queued ``run`` that ending this one opened."""
         ...
 
+    async def expire_client_calls(
+        self, user_id: str, conversation_id: str, call_ids: Sequence[str], delay_seconds: float
+    ) -> None:
+        """Give the client calls a synthetic result if still unanswered after the delay."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:
@@ -116,6 +124,7 @@ class RunLimits:
     throttle_seconds: float
     lease_seconds: float
     provider_idle_seconds: float
+    client_tool_timeout_seconds: float
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
 
@@ -157,6 +166,7 @@ class Run:
         self._ended: RunEnded | SparkError | None = None
         self._model_since: float | None = None
         self._queued: list[ParsedCall] = []
+        self._paused: list[ParsedCall] = []
         self._step = 0
 
     @property
@@ -282,6 +292,8 @@ class Run:
                 return "complete"
             for index, call in enumerate(calls):
                 await self._take_call(self._own_id(call, index))
+            if self._paused:
+                return "waiting"  # for the user; any tasks of this step run meanwhile
             if self._queued:
                 return "queued"
         return "complete"
@@ -344,6 +356,9 @@ class Run:
             )
             return
         args_json = parsed.args.model_dump_json()
+        if parsed.tool.execution in ("question", "client") or parsed.tool.requires_approval:
+            self._pause(parsed, args_json)
+            return
         if parsed.tool.execution == "task":
             self._queued.append(parsed)
             task_id = task_id_for(self.conversation_id, call.id)
@@ -354,6 +369,43 @@ class Run:
             )
             return
         await self._run_inline(parsed, args_json)
+
+    def _pause(self, parsed: ParsedCall, args_json: str) -> None:
+        """Persist a call that waits for a person, and tell the client what it waits for."""
+        call, tool = parsed.call, parsed.tool
+        self._paused.append(parsed)
+        if tool.execution == "question":
+            questions = parsed.args.model_dump()["questions"]
+            self._record(
+                QuestionEvent(
+                    call.id,
+                    questions,
+                    tool=call.name,
+                    args_json=args_json,
+                    display_text=parsed.display_text,
+                )
+            )
+        elif tool.requires_approval:
+            self._record(
+                ApprovalRequiredEvent(
+                    call.id,
+                    call.name,
+                    args_of(args_json),
+                    parsed.display_text,
+                    args_json=args_json,
+                    execution=tool.execution,
+                )
+            )
+        else:
+            start = ToolStartEvent(
+                call.id,
+                call.name,
+                args_of(args_json),
+                parsed.display_text,
+                args_json=args_json,
+                execution="client",
+            )
+            self._record(start)
 
     async def _run_inline(self, parsed: ParsedCall, args_json: str) -> None:
         call = parsed.call
@@ -385,16 +437,23 @@ class Run:
     # -- ending ---------------------------------------------------------------------
 
     def _tasks(self) -> dict[str, TaskState]:
+        """What the conversation shows as going on: the tasks queued, and the calls
+        waiting on the user."""
         now = self.deps.clock.now()
+        work = [(p, "queued") for p in self._queued] + [
+            (p, "waiting_on_user") for p in self._paused
+        ]
         return {
-            task_id_for(self.conversation_id, p.call.id): TaskState(
-                status="queued",
-                tool=p.call.name,
-                tool_call_id=p.call.id,
-                display_text=p.display_text,
-                updated_at=now,
+            task_id_for(self.conversation_id, p.call.id): TaskState.model_validate(
+                {
+                    "status": status,
+                    "tool": p.call.name,
+                    "tool_call_id": p.call.id,
+                    "display_text": p.display_text,
+                    "updated_at": now,
+                }
             )
-            for p in self._queued
+            for p, status in work
         }
 
     async def _save_final(self, tasks: dict[str, TaskState] | None = None) -> None:
@@ -420,7 +479,7 @@ class Run:
 
     async def _end_well(self, outcome: Outcome) -> None:
         granted: list[TaskRecord] = []
-        if outcome == "queued":
+        if self._queued:
             calls = [(p.call.id, p.call.name, p.display_text) for p in self._queued]
             try:
                 # Into the ledger before the message says "queued": a crash after this
@@ -433,7 +492,7 @@ class Run:
         done = DoneEvent(self.message_id, outcome)
         frame = Frame(self.transcript.apply(done), done)
         try:
-            await self._save_final(self._tasks() if outcome == "queued" else None)
+            await self._save_final(self._tasks() or None)
         except RunStopped:
             await self._end_badly(RunStopped("The reply was stopped."))
             return
@@ -447,6 +506,18 @@ class Run:
             except SparkError:
                 # Their leases lapse and the run's watchdog grants them again.
                 log.warning("run %s: could not dispatch its tasks yet", self.run_id)
+        client_calls = [p.call.id for p in self._paused if p.tool.execution == "client"]
+        if client_calls:
+            try:
+                await self.deps.tasks.expire_client_calls(
+                    self.user_id,
+                    self.conversation_id,
+                    client_calls,
+                    self.deps.limits.client_tool_timeout_seconds,
+                )
+            except SparkError:
+                # A new message still closes them (superseded); nothing waits for ever.
+                log.warning("run %s: no timeout for its client calls", self.run_id)
 
     async def _end_badly(self, reason: RunEnded | SparkError, code: str | None = None) -> None:
         """End the run as stopped or failed, keeping what was streamed."""

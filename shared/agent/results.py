@@ -16,14 +16,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
+from shared.errors import AlreadyAnswered, NotFound, RequestError
 from shared.ids import derived
 from shared.schemas.documents import (
+    ActiveRun,
     ContentPart,
     Conversation,
     Message,
     TaskState,
     TaskStatus,
     ToolCall,
+    ToolCallStatus,
     ToolResult,
 )
 from shared.tasks.naming import task_id_for
@@ -40,12 +43,15 @@ def follow_up_run_id(message_id: str) -> str:
 
 def wants_follow_up(conversation: Conversation, message: Message) -> bool:
     """Every call of ``message`` has its result and nothing asked to leave it there: the
-    run that made the calls ended normally and none of its tasks was stopped."""
-    if message.status != "complete" or not all_answered(conversation, message):
+    run that made the calls ended normally (or waiting on the user) and none of its
+    calls was stopped or superseded."""
+    if message.status not in ("complete", "waiting") or not all_answered(conversation, message):
         return False
     tasks = conversation.tasks or {}
     for part in message.content:
         if part.tool_call is not None:
+            if part.tool_call.status == "cancelled":
+                return False  # stopped, or superseded by a new message
             state = tasks.get(task_id_for(conversation.id, part.tool_call.id))
             if state is not None and (state.follow_up is False or state.status == "cancelled"):
                 return False
@@ -138,20 +144,21 @@ def result_message_id(tool_call_id: str) -> str:
 
 
 def cancel_calls(
-    conversation: Conversation, call_ids: Sequence[str], now: datetime
+    conversation: Conversation,
+    call_ids: Sequence[str],
+    now: datetime,
+    why: str = "Cancelled: the reply was stopped before this started.",
 ) -> Conversation:
-    """Give calls that will never run a "cancelled" result (so history stays whole), and
-    show them and their tasks as cancelled."""
-    output = json.dumps({"error": "Cancelled: the reply was stopped before this started."})
-    recorded = record_results(conversation, dict.fromkeys(call_ids, output), "error", now)
-    if recorded is conversation:
-        return conversation
-    task_ids = [task_id_for(conversation.id, call_id) for call_id in call_ids]
-    return recorded.model_copy(
-        update={
-            "messages": _with_call_status(recorded, dict.fromkeys(call_ids, "cancelled")),
-            "tasks": _with_task_status(recorded, task_ids, "cancelled", now, "Cancelled."),
-        }
+    """Give calls that will never run a result saying why (so history stays whole), and
+    show them and their tasks as cancelled (no follow-up is written for them)."""
+    return record_results(
+        conversation,
+        dict.fromkeys(call_ids, json.dumps({"error": why})),
+        "error",
+        now,
+        task_error=why,
+        call_status="cancelled",
+        task_status="cancelled",
     )
 
 
@@ -161,9 +168,12 @@ def record_results(
     status: Literal["ok", "error"],
     now: datetime,
     task_error: str | None = None,
+    call_status: ToolCallStatus | None = None,
+    task_status: TaskStatus | None = None,
+    hidden: bool | None = None,
 ) -> Conversation:
     """Append a ``tool`` message with the results of calls that have none yet, and mark
-    the calls and their tasks as finished."""
+    the calls and their tasks as finished (``hidden``: clients do not show the result)."""
     pending = {k: v for k, v in outputs.items() if k not in answered(conversation)}
     if not pending:
         return conversation
@@ -176,12 +186,14 @@ def record_results(
         content=[
             ContentPart(
                 type="tool_result",
-                tool_result=ToolResult(tool_call_id=call_id, output_json=output, status=status),
+                tool_result=ToolResult(
+                    tool_call_id=call_id, output_json=output, status=status, hidden=hidden
+                ),
             )
             for call_id, output in pending.items()
         ],
     )
-    call_status = "complete" if status == "ok" else "error"
+    call_status = call_status or ("complete" if status == "ok" else "error")
     task_ids = [task_id_for(conversation.id, call_id) for call_id in pending]
     updated = conversation.model_copy(
         update={"messages": _with_call_status(conversation, dict.fromkeys(pending, call_status))}
@@ -192,7 +204,7 @@ def record_results(
             "tasks": _with_task_status(
                 conversation,
                 task_ids,
-                "completed" if status == "ok" else "failed",
+                task_status or ("completed" if status == "ok" else "failed"),
                 now,
                 task_error,
             ),
@@ -200,3 +212,90 @@ def record_results(
             "last_message_at": now,
         }
     )
+
+
+# -- people's results: answers, approvals, client tools --------------------------------
+
+SUPERSEDED = "Superseded by a new message from the user before this was answered."
+PersonKind = Literal["question", "approval", "client"]
+_KIND_NAMES = {"question": "a question", "approval": "awaiting approval", "client": "a client tool"}
+
+
+def waiting_on_person(call: ToolCall) -> bool:
+    """The call waits for a person (an answer, a decision, the client's result)."""
+    return call.execution in ("question", "client") or bool(call.approval)
+
+
+def pending_call(conversation: Conversation, call_id: str, kind: PersonKind) -> ToolCall:
+    """The call a person's result is for, if it is still waiting for one of this kind.
+
+    Raises:
+        NotFound: no such call in this conversation.
+        AlreadyAnswered: it has its result (or decision) already.
+        RequestError: it is not that kind of call.
+    """
+    found = find_call(conversation, call_id)
+    if found is None:
+        raise NotFound("No tool call with this id in this conversation.")
+    call = found[1]
+    if call.id in answered(conversation) or (call.approval and call.status != "awaiting_approval"):
+        raise AlreadyAnswered("This tool call has been answered already.")
+    actual: PersonKind | None = (
+        "approval"
+        if call.approval
+        else "question"
+        if call.execution == "question"
+        else "client"
+        if call.execution == "client"
+        else None
+    )
+    if actual != kind:
+        raise RequestError(f"This tool call is not {_KIND_NAMES[kind]}.")
+    return call
+
+
+def decide(conversation: Conversation, call_id: str, now: datetime) -> Conversation:
+    """Record the owner's approval of a call (it then runs, once): a second decision on
+    the same call is refused.
+
+    Raises:
+        NotFound, AlreadyAnswered, RequestError: as ``pending_call``.
+    """
+    pending_call(conversation, call_id, "approval")
+    return conversation.model_copy(
+        update={
+            "messages": _with_call_status(conversation, {call_id: "running"}),
+            "updated_at": now,
+        }
+    )
+
+
+def supersede_pending(conversation: Conversation, now: datetime) -> Conversation:
+    """Close every call still waiting for a person with an error result: the user has
+    moved on. Every ``tool_call`` keeps its ``tool_result``, so no history breaks."""
+    done = answered(conversation)
+    waiting = [
+        part.tool_call.id
+        for message in conversation.messages
+        if message.status == "waiting"
+        for part in message.content
+        if part.tool_call is not None
+        and part.tool_call.id not in done
+        and waiting_on_person(part.tool_call)
+    ]
+    if not waiting:
+        return conversation
+    return cancel_calls(conversation, waiting, now, SUPERSEDED)
+
+
+def with_follow_up(conversation: Conversation, source_id: str, run: ActiveRun) -> Conversation:
+    """Make ``run`` (the follow-up to ``source_id``'s results) active when every call of
+    that message has its result and the conversation is free; otherwise unchanged."""
+    source = conversation.message(source_id)
+    if source is None or not wants_follow_up(conversation, source):
+        return conversation
+    if conversation.message(run.assistant_message_id) is not None:
+        return conversation
+    if conversation.active_run is not None:
+        return conversation
+    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at})

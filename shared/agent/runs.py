@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Literal
 
 from shared.agent.events import DoneEvent, ErrorEvent
-from shared.agent.results import cancel_calls
+from shared.agent.results import cancel_calls, supersede_pending
 from shared.agent.transcript import Transcript
 from shared.errors import (
     AlreadyAnswered,
@@ -105,23 +105,27 @@ def _released(
 ) -> Conversation:
     """Append the run's finished message, clear the run, and open the run of the next
     queued user message, if there is one (so nothing can slip in between)."""
-    added = [message]
+    if tasks:
+        conversation = conversation.model_copy(
+            update={"tasks": {**(conversation.tasks or {}), **tasks}}
+        )
+    conversation = conversation.model_copy(update={"messages": [*conversation.messages, message]})
     queue = list(conversation.queued_messages or [])
     active: ActiveRun | None = None
     if queue:
         nxt = queue.pop(0)
-        added.append(nxt)
         active = queued_run(nxt, now, lease_until)
-    update: dict[str, object] = {
-        "messages": [*conversation.messages, *added],
-        "active_run": active,
-        "queued_messages": queue or None,
-        "updated_at": now,
-        "last_message_at": now,
-    }
-    if tasks:
-        update["tasks"] = {**(conversation.tasks or {}), **tasks}
-    return conversation.model_copy(update=update)
+        # The next message supersedes calls of the finished one still waiting on the user.
+        conversation = supersede_pending(conversation, now)
+        conversation = conversation.model_copy(update={"messages": [*conversation.messages, nxt]})
+    return conversation.model_copy(
+        update={
+            "active_run": active,
+            "queued_messages": queue or None,
+            "updated_at": now,
+            "last_message_at": now,
+        }
+    )
 
 
 def _closed(
@@ -197,6 +201,8 @@ def open_run(
                 "last_message_at": now,
             }
         )
+    # Calls still waiting for the user are closed first: the user has moved on.
+    conversation = supersede_pending(conversation, now)
     return conversation.model_copy(
         update={
             "messages": [*conversation.messages, user_message],

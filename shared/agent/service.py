@@ -11,14 +11,26 @@ it if nobody did, or looks again when the run's lease next lapses.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from shared.agent.history import steps_since_user
 from shared.agent.loop import Run, RunDeps
-from shared.agent.results import follow_up_id, follow_up_run_id
+from shared.agent.results import (
+    PersonKind,
+    decide,
+    find_call,
+    follow_up_id,
+    follow_up_run_id,
+    pending_call,
+    record_results,
+    wants_follow_up,
+    with_follow_up,
+)
 from shared.agent.runs import (
     abandon_run,
     claim_queued_run,
@@ -29,8 +41,9 @@ from shared.agent.runs import (
     request_stop,
 )
 from shared.auth.base import User
-from shared.errors import AlreadyAnswered, SparkError
+from shared.errors import AlreadyAnswered, NotFound, SparkError, ToolError
 from shared.ids import IdGenerator
+from shared.llm.base import ToolCallRequest
 from shared.schemas.documents import (
     ActiveRun,
     Author,
@@ -38,7 +51,10 @@ from shared.schemas.documents import (
     Conversation,
     Message,
     MessageError,
+    ToolCall,
 )
+from shared.tools.base import ToolContext, dump_output, error_output
+from shared.tools.people import answers_output
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +70,12 @@ class RunScheduler(Protocol):
         Raises:
             QueueUnavailable: the queue did not take it.
         """
+        ...
+
+    async def enqueue_follow_up(
+        self, user_id: str, conversation_id: str, message_id: str, attempt: int = 0
+    ) -> None:
+        """Have a task continue the agent after ``message_id`` once the conversation is free."""
         ...
 
     async def enqueue_watchdog(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
@@ -316,3 +338,204 @@ class Agent:
         log.warning("run %s: closed, its producer stopped renewing its lease", active.run_id)
         await self.scheduler.sweep(user_id)
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What a person's result did: ``accepted``, the agent goes on (``run`` to stream now,
+    or a task produces it); ``recorded``, other calls of the step still wait."""
+
+    conversation_id: str
+    status: Literal["accepted", "recorded"]
+    run: Run | None = None
+
+
+Record = Callable[[Conversation, ToolCall], Conversation]
+
+
+class People:
+    """Results that people give (answers, approvals, client tools), each resuming the
+    agent through the same path as task results: record it, then, once every call of
+    the step has its result, open the follow-up, in the same write."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self._deps = agent.deps
+
+    async def answer(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        answers: dict[str, str | list[str]],
+        background: bool,
+    ) -> Resumed:
+        """Record the answers to an ``ask_user_question`` call (checked against its
+        stored options) as a hidden result, and resume the agent.
+
+        Raises:
+            NotFound, AlreadyAnswered, RequestError: nothing changes.
+        """
+        now = self._deps.clock.now()
+
+        def record(conversation: Conversation, call: ToolCall) -> Conversation:
+            output = answers_output(call.args_json, answers)
+            return record_results(conversation, {call.id: output}, "ok", now, hidden=True)
+
+        return await self._deliver(
+            user_id, conversation_id, call_id, "question", record, background
+        )
+
+    async def decide(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        approved: bool,
+        reason: str | None,
+        background: bool,
+    ) -> Resumed:
+        """The owner's decision on a call awaiting approval. Approved, the server runs
+        the call with the arguments it stored (validated again); denied, the model is
+        told why. A second decision is refused.
+
+        Raises:
+            NotFound, AlreadyAnswered, RequestError: nothing changes.
+        """
+        now = self._deps.clock.now()
+        if not approved:
+            why = f"The user declined: {reason}" if reason else "The user declined."
+
+            def deny(conversation: Conversation, call: ToolCall) -> Conversation:
+                output = json.dumps({"error": why}, ensure_ascii=False)
+                return record_results(
+                    conversation,
+                    {call.id: output},
+                    "error",
+                    now,
+                    call_status="denied",
+                    task_status="completed",
+                )
+
+            return await self._deliver(
+                user_id, conversation_id, call_id, "approval", deny, background
+            )
+        conversation = await self._deps.store.mutate(
+            user_id, conversation_id, lambda c: decide(c, call_id, now)
+        )
+        found = find_call(conversation, call_id)
+        assert found is not None
+        output, ok = await self._run_approved(user_id, conversation_id, found[1])
+
+        def result(conversation: Conversation, call: ToolCall) -> Conversation:
+            return record_results(
+                conversation, {call.id: output}, "ok" if ok else "error", self._deps.clock.now()
+            )
+
+        return await self._deliver(user_id, conversation_id, call_id, None, result, background)
+
+    async def _run_approved(
+        self, user_id: str, conversation_id: str, call: ToolCall
+    ) -> tuple[str, bool]:
+        deps = self._deps
+        try:
+            parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
+            context = ToolContext(user_id, conversation_id, call.id)
+            return dump_output(await parsed.run(context), deps.limits.tool_output_chars), True
+        except ToolError as exc:
+            return error_output(exc.message), False
+        except Exception:
+            log.exception("approved tool %s failed", call.name)
+            message = f"The {call.name} tool failed unexpectedly; try another way."
+            return error_output(message), False
+
+    async def client_result(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        output: object,
+        ok: bool,
+        background: bool,
+    ) -> Resumed:
+        """Record what the client's tool gave back, and resume the agent.
+
+        Raises:
+            NotFound, AlreadyAnswered, RequestError: nothing changes.
+        """
+        now = self._deps.clock.now()
+        text = dump_output(output, self._deps.limits.tool_output_chars)
+
+        def record(conversation: Conversation, call: ToolCall) -> Conversation:
+            status: Literal["ok", "error"] = "ok" if ok else "error"
+            return record_results(conversation, {call.id: text}, status, now)
+
+        return await self._deliver(user_id, conversation_id, call_id, "client", record, background)
+
+    async def expire(self, user_id: str, conversation_id: str, call_id: str) -> Run | None:
+        """A client call's time is up: an error result if it still has none, then the
+        follow-up (returned, for the tasks function to produce)."""
+        seconds = self._deps.limits.client_tool_timeout_seconds
+        why = f"The user's editor did not answer within {seconds:.0f} seconds."
+        now = self._deps.clock.now()
+
+        def record(conversation: Conversation, call: ToolCall) -> Conversation:
+            return record_results(conversation, {call.id: error_output(why)}, "error", now)
+
+        try:
+            resumed = await self._deliver(
+                user_id, conversation_id, call_id, "client", record, background=False
+            )
+        except (NotFound, AlreadyAnswered):
+            return None  # answered in time, or gone
+        return resumed.run
+
+    async def _deliver(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        kind: PersonKind | None,
+        record: Record,
+        background: bool,
+    ) -> Resumed:
+        agent, deps = self._agent, self._deps
+        now = deps.clock.now()
+        lease_until = now + agent._lease()
+        seen: dict[str, Any] = {}
+
+        def change(conversation: Conversation) -> Conversation:
+            if kind is not None:
+                pending_call(conversation, call_id, kind)
+            found = find_call(conversation, call_id)
+            if found is None:
+                raise NotFound("No tool call with this id in this conversation.")
+            source = found[0]
+            run = new_run(
+                follow_up_run_id(source.id),
+                follow_up_id(source.id),
+                now,
+                lease_until,
+                None,
+                status="queued" if background else "streaming",
+                model=None if background else deps.model.label,
+            )
+            seen.update(source=source.id, run=run)
+            return with_follow_up(record(conversation, found[1]), source.id, run)
+
+        await agent._close_if_dead(user_id, conversation_id)
+        conversation = await deps.store.mutate(user_id, conversation_id, change)
+        run: ActiveRun = seen["run"]
+        active = conversation.active_run
+        if active is not None and active.run_id == run.run_id:
+            if background:
+                await agent.hand_on(user_id, conversation)
+                return Resumed(conversation_id, "accepted")
+            await agent._watchdog(user_id, conversation_id, run)
+            return Resumed(conversation_id, "accepted", agent._run(user_id, conversation, run))
+        source = conversation.message(seen["source"])
+        if source is not None and wants_follow_up(conversation, source):
+            # Another run holds the conversation: a task continues once it is free.
+            await agent.scheduler.enqueue_follow_up(user_id, conversation_id, source.id)
+            return Resumed(conversation_id, "accepted")
+        return Resumed(conversation_id, "recorded")

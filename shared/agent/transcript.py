@@ -28,9 +28,11 @@ from typing import Literal
 from shared.agent.events import (
     TERMINAL,
     AgentEvent,
+    ApprovalRequiredEvent,
     DoneEvent,
     DoneStatus,
     ErrorEvent,
+    QuestionEvent,
     RunStartEvent,
     TaskQueuedEvent,
     TextEvent,
@@ -120,6 +122,7 @@ def _call_part(
     display: str,
     execution: str,
     status: ToolCallStatus,
+    approval: bool | None = None,
 ) -> ContentPart:
     return ContentPart(
         type="tool_call",
@@ -131,6 +134,7 @@ def _call_part(
                 "display_text": display,
                 "execution": execution,
                 "status": status,
+                "approval": approval,
             }
         ),
     )
@@ -207,6 +211,8 @@ class Transcript:
                 return f"{self._run_id}:{len(self._parts) + 1}:{self._chars}"
         elif isinstance(event, ToolStartEvent):
             self._close_text()
+            # A client tool waits for the client; the server's own tools run now.
+            status: ToolCallStatus = "pending" if event.execution == "client" else "running"
             self._parts.append(
                 _call_part(
                     event.id,
@@ -214,7 +220,32 @@ class Transcript:
                     event.args_json,
                     event.display_text,
                     event.execution,
-                    "running",
+                    status,
+                )
+            )
+        elif isinstance(event, QuestionEvent):
+            self._close_text()
+            self._parts.append(
+                _call_part(
+                    event.tool_call_id,
+                    event.tool,
+                    event.args_json,
+                    event.display_text,
+                    "question",
+                    "pending",
+                )
+            )
+        elif isinstance(event, ApprovalRequiredEvent):
+            self._close_text()
+            self._parts.append(
+                _call_part(
+                    event.tool_call_id,
+                    event.tool,
+                    event.args_json,
+                    event.display_text,
+                    event.execution,
+                    "awaiting_approval",
+                    approval=True,
                 )
             )
         elif isinstance(event, ToolEndEvent):
@@ -312,6 +343,30 @@ class Frame:
     event: AgentEvent
 
 
+def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | None:
+    """The event that paused the run for ``call``, if it was a question or an approval."""
+    if call.execution == "question":
+        args = args_of(call.args_json)
+        questions = args.get("questions")
+        return QuestionEvent(
+            call.id,
+            questions if isinstance(questions, list) else [],
+            tool=call.name,
+            args_json=call.args_json,
+            display_text=call.display_text,
+        )
+    if call.approval:
+        return ApprovalRequiredEvent(
+            call.id,
+            call.name,
+            args_of(call.args_json),
+            call.display_text,
+            args_json=call.args_json,
+            execution=call.execution,
+        )
+    return None
+
+
 def _done_status(message: Message) -> DoneStatus:
     if message.status == "stopped":
         return "stopped"
@@ -384,7 +439,10 @@ def replay(
         frame_id = f"{run_id}:{parts}:0"
         if part.tool_call is not None:
             call = calls[part.tool_call.id] = part.tool_call
-            if call.execution == "task":
+            paused = _paused_event(call)
+            if paused is not None:
+                frames.append(Frame(frame_id, paused))
+            elif call.execution == "task":
                 task = TaskQueuedEvent(
                     task_id_for(conversation_id, call.id),
                     call.id,

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
 
 MAX_TEXT_BYTES = 32 * 1024
+MAX_CLIENT_OUTPUT_BYTES = 64 * 1024
+
+ToolCallId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=80)]
 
 ConversationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
@@ -36,6 +41,49 @@ class SendMessageRequest(Inbound):
         if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
             raise ValueError(f"text must be at most {MAX_TEXT_BYTES} bytes of UTF-8")
         return text
+
+
+class AnswersRequest(Inbound):
+    """``POST .../conversations/{id}/answers``: question index → label(s)."""
+
+    tool_call_id: ToolCallId = Field(alias="toolCallId")
+    answers: dict[Annotated[str, StringConstraints(pattern=r"^[0-9]$")], Label | list[Label]] = (
+        Field(min_length=1, max_length=4)
+    )
+
+
+class ApprovalRequest(Inbound):
+    """``POST .../conversations/{id}/approvals``: the owner's decision on a call."""
+
+    tool_call_id: ToolCallId = Field(alias="toolCallId")
+    approved: StrictBool
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class ToolResultRequest(Inbound):
+    """``POST .../conversations/{id}/tool-results``: what a client-executed tool gave."""
+
+    tool_call_id: ToolCallId = Field(alias="toolCallId")
+    output: Any
+    status: Literal["ok", "error"]
+
+    @field_validator("output")
+    @classmethod
+    def _bounded(cls, output: Any) -> Any:
+        size = len(json.dumps(output, ensure_ascii=False).encode())
+        if size > MAX_CLIENT_OUTPUT_BYTES:
+            raise ValueError(f"output must be at most {MAX_CLIENT_OUTPUT_BYTES} bytes of JSON")
+        return output
+
+
+class ResumeResponse(BaseModel):
+    """A person's result was taken: ``accepted`` (the agent goes on; without a stream a
+    task writes its reply) or ``recorded`` (other calls of the step still wait)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    conversation_id: str = Field(alias="conversationId")
+    status: Literal["accepted", "recorded"]
 
 
 class AckResponse(BaseModel):

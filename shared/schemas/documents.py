@@ -70,7 +70,12 @@ class FileRef(Document):
 
 
 class ToolCall(Document):
-    """The model asked for a tool to run."""
+    """The model asked for a tool to run.
+
+    ``execution`` says who carries it out: the server in the stream (``inline``) or on
+    Cloud Tasks (``task``), the user's client (``client``), or the user, answering
+    (``question``). ``approval`` marks a call that waited for the owner's approval.
+    """
 
     id: str
     name: str
@@ -78,6 +83,7 @@ class ToolCall(Document):
     display_text: str
     execution: Execution
     status: ToolCallStatus
+    approval: bool | None = None
 
 
 class ToolResult(Document):

@@ -43,6 +43,22 @@ class WatchdogTask(_Payload):
     run_id: str = _ID
 
 
-AnyTask = ToolTask | ReplyTask | WatchdogTask
+class ExpireTask(_Payload):
+    """A client-executed tool call's time is up: give it an error result if unanswered."""
+
+    kind: Literal["expire"] = "expire"
+    tool_call_id: str = _ID
+
+
+class FollowUpTask(_Payload):
+    """Continue the agent once every call of ``message_id`` has its result (used when
+    another run held the conversation as the last result arrived)."""
+
+    kind: Literal["follow_up"] = "follow_up"
+    message_id: str = _ID
+    attempt: int = Field(default=0, ge=0, le=100)
+
+
+AnyTask = ToolTask | ReplyTask | WatchdogTask | ExpireTask | FollowUpTask
 TaskPayload = Annotated[AnyTask, Field(discriminator="kind")]
 TASK_PAYLOAD: TypeAdapter[AnyTask] = TypeAdapter(TaskPayload)

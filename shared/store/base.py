@@ -122,3 +122,11 @@ class LessonStore(Protocol):
             StoreError: the store failed.
         """
         ...
+
+    async def delete(self, user_id: str, lesson_id: str) -> bool:
+        """Delete the lesson; ``False`` if this user had none with this id.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...

@@ -408,6 +408,21 @@ class FirestoreLessonStore:
             raise StoreError(f"Firestore write failed: {exc.message}") from exc
         return lesson
 
+    async def delete(self, user_id: str, lesson_id: str) -> bool:
+        ref = self._ref(user_id, lesson_id)
+        try:
+            snapshot = await ref.get(field_paths=["id"])
+            if not snapshot.exists:
+                return False
+            await ref.delete(
+                option=self._client.write_option(last_update_time=snapshot.update_time)
+            )
+        except (gexc.FailedPrecondition, gexc.NotFound):
+            return False  # deleted (or changed) meanwhile by someone else
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(f"Firestore delete failed: {exc.message}") from exc
+        return True
+
 
 def _changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The top-level fields to send: new or changed values, and deletions."""

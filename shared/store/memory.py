@@ -120,3 +120,6 @@ class InMemoryLessonStore:
     async def create(self, user_id: str, lesson: Lesson) -> Lesson:
         document = self._documents.setdefault((user_id, lesson.id), lesson.to_firestore())
         return Lesson.model_validate(document)
+
+    async def delete(self, user_id: str, lesson_id: str) -> bool:
+        return self._documents.pop((user_id, lesson_id), None) is not None

@@ -20,13 +20,20 @@ from shared.agent.results import (
     record_results,
     wants_follow_up,
 )
-from shared.agent.service import Agent
+from shared.agent.service import Agent, People
 from shared.config import Settings
 from shared.errors import RunInProgress, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.schemas.documents import Conversation, Message, ToolCall
 from shared.schemas.server import TaskLedger, TaskRecord
-from shared.schemas.tasks import AnyTask, ReplyTask, ToolTask, WatchdogTask
+from shared.schemas.tasks import (
+    AnyTask,
+    ExpireTask,
+    FollowUpTask,
+    ReplyTask,
+    ToolTask,
+    WatchdogTask,
+)
 from shared.tasks import ledger as ledgers
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolContext, dump_output, error_output
@@ -45,6 +52,7 @@ class TaskHandler:
 
     def __init__(self, agent: Agent, scheduler: TaskScheduler, settings: Settings) -> None:
         self._agent = agent
+        self._people = People(agent)
         self._deps = agent.deps
         self._scheduler = scheduler
         self._settings = settings
@@ -60,7 +68,30 @@ class TaskHandler:
             if run is not None:
                 await run.execute()
             return "done"
+        if isinstance(task, ExpireTask):
+            run = await self._people.expire(task.user_id, task.conversation_id, task.tool_call_id)
+            if run is not None:
+                await run.execute()
+            return "done"
+        if isinstance(task, FollowUpTask):
+            return await self._follow_up_later(task)
         return await self._tool_task(task)
+
+    async def _follow_up_later(self, task: FollowUpTask) -> Outcome:
+        conversation = await self._deps.store.get(task.user_id, task.conversation_id)
+        source = None if conversation is None else conversation.message(task.message_id)
+        if conversation is None or source is None or not wants_follow_up(conversation, source):
+            return "done"
+        try:
+            run = await self._agent.follow_up(task.user_id, task.conversation_id, source)
+        except RunInProgress:
+            await self._scheduler.enqueue_follow_up(
+                task.user_id, task.conversation_id, task.message_id, task.attempt + 1
+            )
+            return "done"
+        if run is not None:
+            await run.execute()
+        return "done"
 
     async def _tool_task(self, task: ToolTask) -> Outcome:
         now = self._deps.clock.now()

@@ -24,3 +24,11 @@ def reply_name(run_id: str) -> str:
 def watchdog_name(run_id: str, lease_until: float) -> str:
     """The check of a run due when its lease (``lease_until``, epoch seconds) lapses."""
     return f"watch-{run_id}-{int(lease_until)}"
+
+
+def expire_name(task_id: str) -> str:
+    return f"expire-{task_id}"
+
+
+def follow_up_name(message_id: str, attempt: int) -> str:
+    return f"follow-{message_id}-{attempt}"

@@ -14,10 +14,17 @@ from shared.clock import Clock
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.schemas.documents import ActiveRun
 from shared.schemas.server import TaskLedger, TaskRecord
-from shared.schemas.tasks import ReplyTask, ToolTask, WatchdogTask
+from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
 from shared.store.base import TaskLedgerStore
 from shared.tasks import ledger as ledgers
-from shared.tasks.naming import attempt_name, reply_name, task_id_for, watchdog_name
+from shared.tasks.naming import (
+    attempt_name,
+    expire_name,
+    follow_up_name,
+    reply_name,
+    task_id_for,
+    watchdog_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +132,34 @@ class TaskScheduler:
             await self.enqueue_reply(user_id, conversation_id, run.run_id)
         except Exception:
             log.warning("run %s: not handed on yet", run.run_id, exc_info=True)
+
+    async def expire_client_calls(
+        self, user_id: str, conversation_id: str, call_ids: Sequence[str], delay_seconds: float
+    ) -> None:
+        """Have a task give each client call an error result if it is still unanswered
+        after ``delay_seconds``."""
+        due = self.clock.now() + timedelta(seconds=delay_seconds)
+        for call_id in call_ids:
+            payload = ExpireTask(
+                user_id=user_id, conversation_id=conversation_id, tool_call_id=call_id
+            )
+            name = expire_name(task_id_for(conversation_id, call_id))
+            await self.queue.enqueue(QueuedTask(name, payload.to_bytes(), due))
+
+    async def enqueue_follow_up(
+        self, user_id: str, conversation_id: str, message_id: str, attempt: int = 0
+    ) -> None:
+        """Have a task continue the agent after ``message_id`` when the conversation is free."""
+        payload = FollowUpTask(
+            user_id=user_id,
+            conversation_id=conversation_id,
+            message_id=message_id,
+            attempt=attempt,
+        )
+        due = self.clock.now() + timedelta(seconds=min(60, 2**attempt)) if attempt else None
+        await self.queue.enqueue(
+            QueuedTask(follow_up_name(message_id, attempt), payload.to_bytes(), due)
+        )
 
     async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
         """Cancel tasks that have not started, and start what their slots free."""

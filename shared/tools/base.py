@@ -20,7 +20,7 @@ from shared.llm.base import ToolCallRequest, ToolSpec
 
 A = TypeVar("A", bound=BaseModel)
 
-ToolExecution = Literal["inline", "task"]
+ToolExecution = Literal["inline", "task", "client", "question"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +45,10 @@ class Tool(Generic[A]):
         run: does the work and returns a JSON-serialisable result; raises
             ``ToolError`` for failures the model should hear about. Any other
             exception is transient: task tools are retried, inline tools report it.
-        execution: ``inline`` runs inside the streaming request; ``task`` on Cloud Tasks.
-        requires_approval: the user must approve each call first (used later).
+        execution: ``inline`` runs inside the streaming request; ``task`` on Cloud Tasks;
+            ``client`` on the user's client, ``question`` is answered by the user (both
+            pause the run until their result is posted; ``run`` is never called).
+        requires_approval: the owner must approve each call before it runs.
     """
 
     name: str

@@ -1,0 +1,164 @@
+"""Tools that wait for a person: a question the user answers, a call the owner must
+approve, and a tool the user's client carries out (DESIGN §5; seeds 001 and 002).
+
+Their results arrive through the API (``answers``, ``approvals``, ``tool-results``) and
+resume the run the way task results do (``shared/agent/results.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shared.errors import RequestError, ToolError
+from shared.store.base import LessonStore
+from shared.tools.base import Tool, ToolContext
+
+QUESTION_TOOL = "ask_user_question"
+
+
+class Option(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(min_length=1, max_length=80, description="A short answer to pick.")
+    description: str = Field(
+        default="", max_length=300, description="What choosing this answer means."
+    )
+
+
+class Question(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    header: str = Field(min_length=1, max_length=40, description="A very short label.")
+    question: str = Field(min_length=1, max_length=500, description="The full question.")
+    options: list[Option] = Field(
+        min_length=2, max_length=6, description="Between 2 and 6 answers to choose from."
+    )
+    multiSelect: bool = Field(  # noqa: N815 (the seed's own field name)
+        default=False, description="Whether the user may pick several answers."
+    )
+
+    @field_validator("options")
+    @classmethod
+    def _distinct_labels(cls, options: list[Option]) -> list[Option]:
+        labels = [o.label for o in options]
+        if len(set(labels)) != len(labels):
+            raise ValueError("option labels must be different from one another")
+        return options
+
+
+class AskUserQuestionArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    questions: list[Question] = Field(
+        min_length=1, max_length=4, description="Between 1 and 4 questions to ask at once."
+    )
+
+
+async def _answered_by_the_user(args: BaseModel, context: ToolContext) -> Any:
+    raise ToolError("This tool is answered by the user, not run by the server.")
+
+
+def ask_user_question_tool() -> Tool[AskUserQuestionArgs]:
+    return Tool(
+        name=QUESTION_TOOL,
+        description=(
+            "Ask the user one to four multiple-choice questions and wait for the answers. "
+            "Use it when a request is vague and the choice matters (the year group, the "
+            "length, which lesson), not for small details you can decide yourself."
+        ),
+        args=AskUserQuestionArgs,
+        display_text="Asking you a question",
+        run=_answered_by_the_user,
+        execution="question",
+    )
+
+
+def answers_output(args_json: str, answers: dict[str, str | list[str]]) -> str:
+    """The user's answers to a question call, checked against its stored options, as
+    the result the model reads.
+
+    Raises:
+        RequestError: an unknown question, a missing one, or a label that is not one
+            of the question's options.
+    """
+    questions = AskUserQuestionArgs.model_validate_json(args_json).questions
+    chosen: list[dict[str, object]] = []
+    for index, question in enumerate(questions):
+        given = answers.get(str(index))
+        if given is None:
+            raise RequestError(f"Question {index} ({question.header!r}) has no answer.")
+        labels = [given] if isinstance(given, str) else list(given)
+        if not labels or (len(labels) > 1 and not question.multiSelect):
+            raise RequestError(
+                f"Question {index} ({question.header!r}) takes "
+                + ("one or more labels." if question.multiSelect else "exactly one label.")
+            )
+        if len(set(labels)) != len(labels):
+            raise RequestError(f"Question {index} ({question.header!r}) repeats a label.")
+        allowed = {o.label for o in question.options}
+        for label in labels:
+            if label not in allowed:
+                raise RequestError(
+                    f"{label!r} is not an option of question {index} ({question.header!r}); "
+                    f"the options are: {', '.join(sorted(allowed))}."
+                )
+        chosen.append({"question": question.question, "answer": labels})
+    extra = sorted(set(answers) - {str(i) for i in range(len(questions))})
+    if extra:
+        raise RequestError(f"There is no question {extra[0]} in this call.")
+    return json.dumps({"answers": chosen}, ensure_ascii=False)
+
+
+class EditorSelectionArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def get_editor_selection_tool() -> Tool[EditorSelectionArgs]:
+    return Tool(
+        name="get_editor_selection",
+        description=(
+            "Get the text the user has selected in the document open in their editor, with "
+            "the document's id. Use it when the user refers to 'this', 'the selection' or "
+            "'the highlighted part'."
+        ),
+        args=EditorSelectionArgs,
+        display_text="Reading your selection",
+        run=_answered_by_the_user,
+        execution="client",
+    )
+
+
+class DeleteLessonArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lessonId: str = Field(  # noqa: N815 (camelCase, as clients and prompts name it)
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="The id of the lesson to delete.",
+    )
+
+
+def delete_lesson_tool(lessons: LessonStore) -> Tool[DeleteLessonArgs]:
+    async def run(args: DeleteLessonArgs, context: ToolContext) -> dict[str, object]:
+        lesson = await lessons.get(context.user_id, args.lessonId)
+        if lesson is None:
+            raise ToolError(f"There is no lesson with the id {args.lessonId!r}.")
+        await lessons.delete(context.user_id, args.lessonId)
+        return {"deleted": args.lessonId, "title": lesson.title}
+
+    return Tool(
+        name="delete_lesson",
+        description=(
+            "Delete one of the user's lessons for good. The user is asked to approve it "
+            "first; only use it when they asked for the deletion."
+        ),
+        args=DeleteLessonArgs,
+        display_text="Deleting a lesson",
+        run=run,
+        execution="inline",
+        requires_approval=True,
+    )
