@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from shared.agent.events import AgentEvent
+from shared.agent.events import WIRELESS, AgentEvent
 from shared.agent.loop import Run
 from shared.agent.service import Agent
 from shared.agent.transcript import Frame
@@ -86,10 +86,11 @@ def make_service(
 async def run_frames(
     service: Harness, user: User, text: str, conversation_id: str | None = None
 ) -> tuple[str, list[Frame]]:
+    """The frames a client is sent (events it never sees, such as usage, left out)."""
     run = await service.start(user, text, conversation_id)
     frames: list[Frame] = []
     await run.execute(frames.append)
-    return run.conversation_id, frames
+    return run.conversation_id, [f for f in frames if not isinstance(f.event, WIRELESS)]
 
 
 async def run_to_end(
