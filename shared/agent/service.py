@@ -472,10 +472,11 @@ class People:
 
         return await self._deliver(user_id, conversation_id, call_id, "client", record, background)
 
-    async def expire(self, user_id: str, conversation_id: str, call_id: str) -> Run | None:
-        """A client call's time is up: an error result if it still has none, then the
-        follow-up (returned, for the tasks function to produce)."""
-        seconds = self._deps.limits.client_tool_timeout_seconds
+    async def expire(
+        self, user_id: str, conversation_id: str, call_id: str, seconds: float
+    ) -> Run | None:
+        """A client call's time (``seconds``) is up: an error result if it still has
+        none, then the follow-up (returned, for the tasks function to produce)."""
         why = f"The user's editor did not answer within {seconds:.0f} seconds."
         now = self._deps.clock.now()
 

@@ -48,6 +48,7 @@ class ExpireTask(_Payload):
 
     kind: Literal["expire"] = "expire"
     tool_call_id: str = _ID
+    after_seconds: int = Field(default=0, ge=0)
 
 
 class FollowUpTask(_Payload):

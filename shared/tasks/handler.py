@@ -69,7 +69,9 @@ class TaskHandler:
                 await run.execute()
             return "done"
         if isinstance(task, ExpireTask):
-            run = await self._people.expire(task.user_id, task.conversation_id, task.tool_call_id)
+            run = await self._people.expire(
+                task.user_id, task.conversation_id, task.tool_call_id, task.after_seconds
+            )
             if run is not None:
                 await run.execute()
             return "done"

@@ -141,7 +141,10 @@ class TaskScheduler:
         due = self.clock.now() + timedelta(seconds=delay_seconds)
         for call_id in call_ids:
             payload = ExpireTask(
-                user_id=user_id, conversation_id=conversation_id, tool_call_id=call_id
+                user_id=user_id,
+                conversation_id=conversation_id,
+                tool_call_id=call_id,
+                after_seconds=round(delay_seconds),
             )
             name = expire_name(task_id_for(conversation_id, call_id))
             await self.queue.enqueue(QueuedTask(name, payload.to_bytes(), due))
