@@ -149,6 +149,43 @@ def _result_part(call_id: str, output_json: str, ok: bool) -> ContentPart:
     )
 
 
+_OPENS_A_CALL = (ToolStartEvent, QuestionEvent, ApprovalRequiredEvent, TaskQueuedEvent)
+
+
+def _opened_call(
+    event: ToolStartEvent | QuestionEvent | ApprovalRequiredEvent | TaskQueuedEvent,
+) -> ContentPart:
+    """The ``tool_call`` part an event adds, in the state it starts in."""
+    if isinstance(event, ToolStartEvent):
+        # A client tool waits for the client; the server's own tools run now.
+        status: ToolCallStatus = "pending" if event.execution == "client" else "running"
+        return _call_part(
+            event.id, event.tool, event.args_json, event.display_text, event.execution, status
+        )
+    if isinstance(event, QuestionEvent):
+        return _call_part(
+            event.tool_call_id,
+            event.tool,
+            event.args_json,
+            event.display_text,
+            "question",
+            "pending",
+        )
+    if isinstance(event, ApprovalRequiredEvent):
+        return _call_part(
+            event.tool_call_id,
+            event.tool,
+            event.args_json,
+            event.display_text,
+            event.execution,
+            "awaiting_approval",
+            approval=True,
+        )
+    return _call_part(
+        event.tool_call_id, event.tool, event.args_json, event.display_text, "task", "queued"
+    )
+
+
 _END_STATUS: dict[str, ToolCallStatus] = {"success": "complete", "error": "error"}
 _DONE_STATUS: dict[DoneStatus, MessageStatus] = {
     "complete": "complete",
@@ -209,59 +246,11 @@ class Transcript:
                 self._chars += len(event.content)
             if self._text:
                 return f"{self._run_id}:{len(self._parts) + 1}:{self._chars}"
-        elif isinstance(event, ToolStartEvent):
-            self._close_text()
-            # A client tool waits for the client; the server's own tools run now.
-            status: ToolCallStatus = "pending" if event.execution == "client" else "running"
-            self._parts.append(
-                _call_part(
-                    event.id,
-                    event.tool,
-                    event.args_json,
-                    event.display_text,
-                    event.execution,
-                    status,
-                )
-            )
-        elif isinstance(event, QuestionEvent):
-            self._close_text()
-            self._parts.append(
-                _call_part(
-                    event.tool_call_id,
-                    event.tool,
-                    event.args_json,
-                    event.display_text,
-                    "question",
-                    "pending",
-                )
-            )
-        elif isinstance(event, ApprovalRequiredEvent):
-            self._close_text()
-            self._parts.append(
-                _call_part(
-                    event.tool_call_id,
-                    event.tool,
-                    event.args_json,
-                    event.display_text,
-                    event.execution,
-                    "awaiting_approval",
-                    approval=True,
-                )
-            )
         elif isinstance(event, ToolEndEvent):
             self._end_call(event)
-        elif isinstance(event, TaskQueuedEvent):
+        elif isinstance(event, _OPENS_A_CALL):
             self._close_text()
-            self._parts.append(
-                _call_part(
-                    event.tool_call_id,
-                    event.tool,
-                    event.args_json,
-                    event.display_text,
-                    "task",
-                    "queued",
-                )
-            )
+            self._parts.append(_opened_call(event))
         elif isinstance(event, UsageEvent):
             usage = self._usage or Usage()
             self._usage = Usage(

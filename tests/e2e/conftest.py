@@ -204,3 +204,15 @@ def wait_for(predicate: Any, timeout: float = 15) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+def auth(user: StackUser, sse: bool = True) -> dict[str, str]:
+    """The headers of a signed-in client (asking for a stream unless ``sse`` is false)."""
+    headers = {"Authorization": f"Bearer {user.token}"}
+    if sse:
+        headers["Accept"] = "text/event-stream"
+    return headers
+
+
+def conversation_path(conversation_id: str, what: str) -> str:
+    return f"/api/spark/agent/conversations/{conversation_id}/{what}"

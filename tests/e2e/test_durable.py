@@ -16,7 +16,9 @@ from tests.e2e.conftest import (
     Functions,
     SseEvent,
     StackUser,
+    auth,
     conversation_doc,
+    conversation_path,
     extra_api,
     read_events,
     wait_for,
@@ -26,17 +28,6 @@ from tests.fakes.openai_server import FakeOpenAI, Script
 pytestmark = pytest.mark.emulator
 
 SEND = "/api/spark/agent/messages"
-
-
-def auth(user: StackUser, sse: bool = True) -> dict[str, str]:
-    headers = {"Authorization": f"Bearer {user.token}"}
-    if sse:
-        headers["Accept"] = "text/event-stream"
-    return headers
-
-
-def conversation_path(conversation_id: str, what: str) -> str:
-    return f"/api/spark/agent/conversations/{conversation_id}/{what}"
 
 
 def events_of(response: httpx.Response) -> list[SseEvent]:

@@ -15,7 +15,9 @@ from tests.e2e.conftest import (
     Functions,
     SseEvent,
     StackUser,
+    auth,
     conversation_doc,
+    conversation_path,
     extra_api,
     read_events,
     wait_for,
@@ -38,21 +40,10 @@ QUESTION = json.dumps(
 )
 
 
-def auth(user: StackUser, sse: bool = True) -> dict[str, str]:
-    headers = {"Authorization": f"Bearer {user.token}"}
-    if sse:
-        headers["Accept"] = "text/event-stream"
-    return headers
-
-
 def post_stream(url: str, user: StackUser, body: dict[str, Any]) -> list[SseEvent]:
     with httpx.stream("POST", url, headers=auth(user), json=body, timeout=30) as r:
         assert r.status_code == 200, r.read()
         return [e for e in read_events(r) if isinstance(e, SseEvent)]
-
-
-def path(conversation_id: str, what: str) -> str:
-    return f"/api/spark/agent/conversations/{conversation_id}/{what}"
 
 
 def pending(db: firestore.Client, uid: str, conversation_id: str) -> list[dict[str, Any]]:
@@ -110,7 +101,9 @@ def test_e2e_question_reload_then_answer_on_another_instance_resumes(
     assert events[1].data["questions"][0]["header"] == "Year"
 
     answer = {"toolCallId": call["id"], "answers": {"0": "Year 6"}}
-    resumed = post_stream(second_api.url + path(conversation_id, "answers"), alice, answer)
+    resumed = post_stream(
+        second_api.url + conversation_path(conversation_id, "answers"), alice, answer
+    )
     assert text_of(resumed) == "A Year 6 lesson it is."
     assert resumed[-1].event == "done" and resumed[-1].data["status"] == "complete"
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
@@ -119,7 +112,9 @@ def test_e2e_question_reload_then_answer_on_another_instance_resumes(
     assert pending(db, alice.uid, conversation_id) == []
 
     again = httpx.post(
-        second_api.url + path(conversation_id, "answers"), headers=auth(alice), json=answer
+        second_api.url + conversation_path(conversation_id, "answers"),
+        headers=auth(alice),
+        json=answer,
     )
     assert again.status_code == 409 and again.json()["error"]["code"] == "already_answered"
 
@@ -139,7 +134,7 @@ def test_e2e_answer_without_a_stream_is_answered_by_a_task(
     conversation_id = events[0].data["conversationId"]
     call_id = events[-2].data["toolCallId"]
     response = httpx.post(
-        functions.api + path(conversation_id, "answers"),
+        functions.api + conversation_path(conversation_id, "answers"),
         headers=auth(alice, sse=False),
         json={"toolCallId": call_id, "answers": {"0": "Year 5"}},
     )
@@ -174,7 +169,7 @@ def test_e2e_bad_answers_are_refused_and_change_nothing(
     before = conversation_doc(db, alice.uid, conversation_id)
     if body["toolCallId"] == "{call}":
         body = {**body, "toolCallId": call_id}
-    url = functions.api + path(conversation_id, "answers")
+    url = functions.api + conversation_path(conversation_id, "answers")
     response = httpx.post(url, headers=auth(alice), json=body)
     assert response.status_code == status and response.json()["error"]["code"] == code
     stranger = httpx.post(
@@ -228,7 +223,7 @@ def test_e2e_approval_runs_or_declines_the_stored_call_once(
     decision: dict[str, Any] = {"toolCallId": request["toolCallId"], "approved": approved}
     if not approved:
         decision["reason"] = "I still need it"
-    url = functions.api + path(conversation_id, "approvals")
+    url = functions.api + conversation_path(conversation_id, "approvals")
     resumed = post_stream(url, alice, decision)
     assert text_of(resumed) == "Done as you said."
     assert lesson.get().exists is not approved
@@ -257,7 +252,9 @@ def test_e2e_client_tool_result_and_a_client_tool_timing_out(
         conversation_id = events[0].data["conversationId"]
         call_id = events[1].data["id"]
         result = {"toolCallId": call_id, "status": "ok", "output": {"text": "Tides rise."}}
-        resumed = post_stream(impatient.url + path(conversation_id, "tool-results"), alice, result)
+        resumed = post_stream(
+            impatient.url + conversation_path(conversation_id, "tool-results"), alice, result
+        )
         assert text_of(resumed) == "It is about tides."
 
         # Nobody answers the next one: it times out with an error the model hears.
@@ -305,11 +302,11 @@ def test_e2e_two_pending_calls_answered_in_either_order(
     assert [e.event for e in events] == ["run_start", "question", "tool_start", "done"]
     conversation_id = events[0].data["conversationId"]
     answer = (
-        path(conversation_id, "answers"),
+        conversation_path(conversation_id, "answers"),
         {"toolCallId": events[1].data["toolCallId"], "answers": {"0": "Year 5"}},
     )
     client = (
-        path(conversation_id, "tool-results"),
+        conversation_path(conversation_id, "tool-results"),
         {"toolCallId": events[2].data["id"], "status": "ok", "output": "Tides rise."},
     )
     first, second = (client, answer) if client_first else (answer, client)
@@ -338,7 +335,7 @@ def test_e2e_pending_call_superseded_by_a_new_message(
     assert roles == ["system", "user", "assistant", "tool", "user"]  # every call answered
     assert "Superseded" in request["messages"][3]["content"]
     late = httpx.post(
-        functions.api + path(conversation_id, "answers"),
+        functions.api + conversation_path(conversation_id, "answers"),
         headers=auth(alice),
         json={"toolCallId": call_id, "answers": {"0": "Year 5"}},
     )
