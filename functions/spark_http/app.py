@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 
+_PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results")
 _CONVERSATION = re.compile(r"^/api/spark/agent/conversations/([A-Za-z0-9_-]{1,64})/([\w-]+)$")
 
 
@@ -67,7 +68,7 @@ class ApiApp:
             route = "messages"
         elif path == "/healthz":
             route = "health"
-        elif (match := _CONVERSATION.match(path)) and match[2] in self._routes:
+        elif (match := _CONVERSATION.match(path)) and match[2] in _PER_CONVERSATION:
             route, conversation_id = match[2], match[1]
         else:
             raise NotFound(f"No such endpoint: {request.url.path}")

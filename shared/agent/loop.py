@@ -85,10 +85,11 @@ class TaskSink(Protocol):
     """Where a run hands its task tool calls (``TaskScheduler`` implements it)."""
 
     async def submit(
-        self, user_id: str, conversation_id: str, calls: Sequence[Call]
+        self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
     ) -> list[TaskRecord]:
         """Record the calls' tasks in the user's ledger; returns the attempts granted
-        now, to ``dispatch`` once the run's message is saved.
+        now, to ``dispatch`` once the run's message is saved (``again``: queue anew a
+        task that ended cancelled).
 
         Raises:
             StoreError: nothing was recorded.
@@ -489,6 +490,7 @@ class Run:
                 log.warning("run %s: could not queue its tasks: %s", self.run_id, exc)
                 await self._end_badly(SparkError(NOT_STARTED), code=exc.code)
                 return
+        await self._expire_client_calls()  # before the save: a crash after it is covered
         done = DoneEvent(self.message_id, outcome)
         frame = Frame(self.transcript.apply(done), done)
         try:
@@ -506,18 +508,21 @@ class Run:
             except SparkError:
                 # Their leases lapse and the run's watchdog grants them again.
                 log.warning("run %s: could not dispatch its tasks yet", self.run_id)
+
+    async def _expire_client_calls(self) -> None:
         client_calls = [p.call.id for p in self._paused if p.tool.execution == "client"]
-        if client_calls:
-            try:
-                await self.deps.tasks.expire_client_calls(
-                    self.user_id,
-                    self.conversation_id,
-                    client_calls,
-                    self.deps.limits.client_tool_timeout_seconds,
-                )
-            except SparkError:
-                # A new message still closes them (superseded); nothing waits for ever.
-                log.warning("run %s: no timeout for its client calls", self.run_id)
+        if not client_calls:
+            return
+        try:
+            await self.deps.tasks.expire_client_calls(
+                self.user_id,
+                self.conversation_id,
+                client_calls,
+                self.deps.limits.client_tool_timeout_seconds,
+            )
+        except SparkError:
+            # A new message still closes them (superseded); nothing waits for ever.
+            log.warning("run %s: no timeout for its client calls", self.run_id)
 
     async def _end_badly(self, reason: RunEnded | SparkError, code: str | None = None) -> None:
         """End the run as stopped or failed, keeping what was streamed."""

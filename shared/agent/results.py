@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
-from shared.errors import AlreadyAnswered, NotFound, RequestError
+from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.ids import derived
 from shared.schemas.documents import (
     ActiveRun,
@@ -222,8 +222,11 @@ _KIND_NAMES = {"question": "a question", "approval": "awaiting approval", "clien
 
 
 def waiting_on_person(call: ToolCall) -> bool:
-    """The call waits for a person (an answer, a decision, the client's result)."""
-    return call.execution in ("question", "client") or bool(call.approval)
+    """The call waits for a person (an answer, a decision, the client's result). An
+    approved call no longer does: it is running, and its result will come."""
+    if call.approval:
+        return call.status == "awaiting_approval"
+    return call.execution in ("question", "client") and call.status == "pending"
 
 
 def pending_call(conversation: Conversation, call_id: str, kind: PersonKind) -> ToolCall:
@@ -236,6 +239,13 @@ def pending_call(conversation: Conversation, call_id: str, kind: PersonKind) -> 
     """
     found = find_call(conversation, call_id)
     if found is None:
+        # A call the live stream has sent may not be saved yet (writes are throttled):
+        # while a reply is being written, an unknown call is "not yet", not "never".
+        if conversation.active_run is not None:
+            raise RunInProgress(
+                "This tool call is not ready for its result yet: post it once the reply "
+                "has ended (its stream says done)."
+            )
         raise NotFound("No tool call with this id in this conversation.")
     call = found[1]
     if call.id in answered(conversation) or (call.approval and call.status != "awaiting_approval"):
@@ -254,25 +264,43 @@ def pending_call(conversation: Conversation, call_id: str, kind: PersonKind) -> 
     return call
 
 
-def decide(conversation: Conversation, call_id: str, now: datetime) -> Conversation:
-    """Record the owner's approval of a call (it then runs, once): a second decision on
-    the same call is refused.
+def approve(conversation: Conversation, call_id: str, now: datetime) -> Conversation:
+    """Record the owner's approval of a call: it is handed to a Cloud Task, which runs it
+    once with its stored arguments. A second decision on the same call is refused.
 
     Raises:
         NotFound, AlreadyAnswered, RequestError: as ``pending_call``.
     """
-    pending_call(conversation, call_id, "approval")
+    call = pending_call(conversation, call_id, "approval")
+    task_id = task_id_for(conversation.id, call_id)
+    tasks = dict(conversation.tasks or {})
+    tasks[task_id] = TaskState(
+        status="queued",
+        tool=call.name,
+        tool_call_id=call_id,
+        display_text=call.display_text,
+        updated_at=now,
+    )
     return conversation.model_copy(
         update={
-            "messages": _with_call_status(conversation, {call_id: "running"}),
+            "messages": _with_call_status(conversation, {call_id: "queued"}),
+            "tasks": tasks,
             "updated_at": now,
         }
     )
 
 
-def supersede_pending(conversation: Conversation, now: datetime) -> Conversation:
+def approved(call: ToolCall) -> bool:
+    """A call that needs approval may run only once the owner has approved it."""
+    return not call.approval or call.status in ("queued", "running")
+
+
+def supersede_pending(
+    conversation: Conversation, now: datetime, why: str = SUPERSEDED
+) -> Conversation:
     """Close every call still waiting for a person with an error result: the user has
-    moved on. Every ``tool_call`` keeps its ``tool_result``, so no history breaks."""
+    moved on (or stopped). Every ``tool_call`` keeps its ``tool_result``, so no history
+    breaks."""
     done = answered(conversation)
     waiting = [
         part.tool_call.id
@@ -285,7 +313,7 @@ def supersede_pending(conversation: Conversation, now: datetime) -> Conversation
     ]
     if not waiting:
         return conversation
-    return cancel_calls(conversation, waiting, now, SUPERSEDED)
+    return cancel_calls(conversation, waiting, now, why)
 
 
 def with_follow_up(conversation: Conversation, source_id: str, run: ActiveRun) -> Conversation:

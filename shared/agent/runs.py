@@ -43,6 +43,7 @@ INTERRUPTED = MessageError(
     code="run_interrupted",
     message="Spark AI Agent stopped before finishing this reply. Please try again.",
 )
+STOPPED_WAITING = "The user stopped the reply before answering this."
 BUSY = (
     "Spark AI Agent is still replying in this conversation; "
     "wait for it to finish (or stop it), then send your message."
@@ -260,17 +261,18 @@ def finish_run(
 def request_stop(conversation: Conversation, now: datetime, lease_until: datetime) -> Conversation:
     """Ask the active run to stop. A run nobody produces (queued, or its producer dead)
     is closed at once as ``stopped``; a live one is marked ``stopping`` and its producer
-    ends it. Task calls of the conversation that have not started are cancelled, and
-    those running will not be followed up.
+    ends it. Task calls of the conversation that have not started are cancelled, those
+    running will not be followed up, and calls waiting for the user are closed.
 
     Raises:
         NoActiveRun: nothing is running or waiting to run in this conversation.
     """
     run = conversation.active_run
     pending = _pending_tasks(conversation)
-    if run is None and not pending:
+    waiting = supersede_pending(conversation, now, STOPPED_WAITING)
+    if run is None and not pending and waiting is conversation:
         raise NoActiveRun("Nothing is running in this conversation.")
-    conversation = _stop_tasks(conversation, pending, now)
+    conversation = _stop_tasks(waiting, pending, now)
     if run is None:
         return conversation
     if run.status == "queued" or run.lease_expires_at <= now:
@@ -303,6 +305,16 @@ def _stop_tasks(
             tasks[task_id] = state.model_copy(update={"follow_up": False, "updated_at": now})
     conversation = conversation.model_copy(update={"tasks": tasks})
     return cancel_calls(conversation, cancel, now)
+
+
+def renew_queued(conversation: Conversation, now: datetime, lease_until: datetime) -> Conversation:
+    """Give a queued run nobody took a fresh lease, so it can be handed on again (its
+    reply task and watchdog were lost); any other conversation is unchanged."""
+    run = conversation.active_run
+    if run is None or run.status != "queued" or run.lease_expires_at > now:
+        return conversation
+    run = run.model_copy(update={"lease_expires_at": lease_until})
+    return conversation.model_copy(update={"active_run": run})
 
 
 def claim_queued_run(

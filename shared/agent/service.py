@@ -22,7 +22,7 @@ from shared.agent.history import steps_since_user
 from shared.agent.loop import Run, RunDeps
 from shared.agent.results import (
     PersonKind,
-    decide,
+    approve,
     find_call,
     follow_up_id,
     follow_up_run_id,
@@ -38,12 +38,12 @@ from shared.agent.runs import (
     new_run,
     open_follow_up,
     open_run,
+    renew_queued,
     request_stop,
 )
 from shared.auth.base import User
-from shared.errors import AlreadyAnswered, NotFound, SparkError, ToolError
+from shared.errors import AlreadyAnswered, NotFound, SparkError
 from shared.ids import IdGenerator
-from shared.llm.base import ToolCallRequest
 from shared.schemas.documents import (
     ActiveRun,
     Author,
@@ -53,7 +53,7 @@ from shared.schemas.documents import (
     MessageError,
     ToolCall,
 )
-from shared.tools.base import ToolContext, dump_output, error_output
+from shared.tools.base import dump_output, error_output
 from shared.tools.people import answers_output
 
 log = logging.getLogger(__name__)
@@ -227,12 +227,19 @@ class Agent:
 
         def close(conversation: Conversation) -> Conversation:
             before[:] = [conversation.active_run.run_id if conversation.active_run else None]
-            return close_stale_run(conversation, now, lease_until)
+            closed = close_stale_run(conversation, now, lease_until)
+            return renew_queued(closed, now, lease_until)
 
         conversation = await self.deps.store.mutate(user_id, conversation_id, close)
         active = conversation.active_run
-        if active is not None and before and active.run_id != before[0]:
-            await self.hand_on(user_id, conversation)  # it opened the next queued message
+        # It opened the next queued message, or found a queued run nobody took: hand on.
+        handed = active is not None and active.status == "queued"
+        if (
+            handed
+            and active is not None
+            and (active.run_id != before[0] or active.lease_expires_at == lease_until)
+        ):
+            await self.hand_on(user_id, conversation)
         return conversation
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
@@ -420,34 +427,23 @@ class People:
             return await self._deliver(
                 user_id, conversation_id, call_id, "approval", deny, background
             )
-        conversation = await self._deps.store.mutate(
-            user_id, conversation_id, lambda c: decide(c, call_id, now)
+        # Into the ledger first (idempotent by task id): whatever happens next, the
+        # approved call is run by a task, once, with its retries and its follow-up. The
+        # task runs it only once the call is recorded as approved (``approved``).
+        current = await self._deps.store.get(user_id, conversation_id)
+        if current is None:
+            raise NotFound("No conversation with this id.")
+        call = pending_call(current, call_id, "approval")  # refused here: nothing written
+        tasks = self._deps.tasks
+        granted = await tasks.submit(
+            user_id, conversation_id, [(call.id, call.name, call.display_text)], again=True
         )
-        found = find_call(conversation, call_id)
-        assert found is not None
-        output, ok = await self._run_approved(user_id, conversation_id, found[1])
-
-        def result(conversation: Conversation, call: ToolCall) -> Conversation:
-            return record_results(
-                conversation, {call.id: output}, "ok" if ok else "error", self._deps.clock.now()
-            )
-
-        return await self._deliver(user_id, conversation_id, call_id, None, result, background)
-
-    async def _run_approved(
-        self, user_id: str, conversation_id: str, call: ToolCall
-    ) -> tuple[str, bool]:
-        deps = self._deps
+        await self._deps.store.mutate(user_id, conversation_id, lambda c: approve(c, call_id, now))
         try:
-            parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
-            context = ToolContext(user_id, conversation_id, call.id)
-            return dump_output(await parsed.run(context), deps.limits.tool_output_chars), True
-        except ToolError as exc:
-            return error_output(exc.message), False
-        except Exception:
-            log.exception("approved tool %s failed", call.name)
-            message = f"The {call.name} tool failed unexpectedly; try another way."
-            return error_output(message), False
+            await tasks.dispatch(user_id, granted)
+        except SparkError:
+            log.warning("approved call %s: not dispatched yet; a sweep grants it again", call_id)
+        return Resumed(conversation_id, "accepted")
 
     async def client_result(
         self,

@@ -332,8 +332,21 @@ class Frame:
     event: AgentEvent
 
 
-def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | None:
-    """The event that paused the run for ``call``, if it was a question or an approval."""
+def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | ToolStartEvent | None:
+    """The event that paused the run for ``call``, if it was a question or an approval
+    still waiting; once answered or decided, a plain ``tool_start``, so a prompt never
+    comes back after a reload."""
+    if (call.execution == "question" and call.status != "pending") or (
+        call.approval and call.status != "awaiting_approval"
+    ):
+        return ToolStartEvent(
+            call.id,
+            call.name,
+            args_of(call.args_json),
+            call.display_text,
+            args_json=call.args_json,
+            execution=call.execution,
+        )
     if call.execution == "question":
         args = args_of(call.args_json)
         questions = args.get("questions")

@@ -15,6 +15,7 @@ from typing import Literal
 
 from shared.agent.results import (
     answered,
+    approved,
     find_call,
     mark_running,
     record_results,
@@ -45,6 +46,9 @@ Outcome = Literal["done", "busy"]
 
 # A follow-up waiting for another run in the conversation is retried this many extra times.
 BUSY_RETRIES = 10
+# A follow-up to people's results waits this many times (backing off to a minute) for the
+# conversation to be free.
+FOLLOW_UP_ATTEMPTS = 30
 
 
 class TaskHandler:
@@ -87,6 +91,9 @@ class TaskHandler:
         try:
             run = await self._agent.follow_up(task.user_id, task.conversation_id, source)
         except RunInProgress:
+            if task.attempt >= FOLLOW_UP_ATTEMPTS:
+                log.warning("follow-up of %s: the conversation stayed busy", task.message_id)
+                return "done"
             await self._scheduler.enqueue_follow_up(
                 task.user_id, task.conversation_id, task.message_id, task.attempt + 1
             )
@@ -146,6 +153,11 @@ class TaskHandler:
             await self._finish(task, "failed", "The conversation no longer holds this tool call.")
             return
         message, call = found
+        if not approved(call):
+            # Its approval has not landed (or it was denied): never run it. The owner's
+            # approval queues it anew (``submit(again=True)``).
+            await self._finish(task, "cancelled", "Not approved.")
+            return
         if call.id not in answered(conversation):
             conversation = await self._run_tool(task, call)
             if conversation is None:

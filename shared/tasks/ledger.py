@@ -89,9 +89,24 @@ def grant(
 
 
 def submit(
-    ledger: TaskLedger, record: TaskRecord, now: datetime, policy: LedgerPolicy
+    ledger: TaskLedger,
+    record: TaskRecord,
+    now: datetime,
+    policy: LedgerPolicy,
+    again: bool = False,
 ) -> tuple[TaskLedger, list[TaskRecord]]:
-    """Add a queued task (once: submitting the same task id again changes nothing new)."""
+    """Add a queued task (once: submitting the same task id again changes nothing new).
+
+    With ``again``, a task that ended cancelled (it found its call not yet approved)
+    is queued anew: the owner's approval is what lets it run.
+    """
+    existing = ledger.tasks.get(record.task_id)
+    if again and existing is not None and existing.status == "cancelled":
+        # Its attempts go on counting: each attempt's Cloud Task name is used once.
+        requeued = existing.model_copy(
+            update={"status": "queued", "seq": ledger.next_seq, "error": None, "updated_at": now}
+        )
+        ledger = _with(ledger, requeued).model_copy(update={"next_seq": ledger.next_seq + 1})
     if record.task_id not in ledger.tasks:
         queued = record.model_copy(
             update={"seq": ledger.next_seq, "status": "queued", "attempt": 0, "updated_at": now}

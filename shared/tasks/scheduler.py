@@ -57,7 +57,7 @@ class TaskScheduler:
         return outcome[0]
 
     async def submit(
-        self, user_id: str, conversation_id: str, calls: Sequence[Call]
+        self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
     ) -> list[TaskRecord]:
         """Record the calls' tasks (once each) and return the attempts that may start now.
 
@@ -83,7 +83,7 @@ class TaskScheduler:
         def change(ledger: TaskLedger) -> tuple[TaskLedger, list[TaskRecord]]:
             granted: dict[str, TaskRecord] = {}
             for record in records:
-                ledger, dispatch = ledgers.submit(ledger, record, now, self.policy)
+                ledger, dispatch = ledgers.submit(ledger, record, now, self.policy, again)
                 granted.update((r.task_id, r) for r in dispatch)
             return ledger, [ledger.tasks[k] for k in granted]
 

@@ -224,10 +224,15 @@ def test_e2e_approval_runs_or_declines_the_stored_call_once(
     if not approved:
         decision["reason"] = "I still need it"
     url = functions.api + conversation_path(conversation_id, "approvals")
-    resumed = post_stream(url, alice, decision)
-    assert text_of(resumed) == "Done as you said."
+    if approved:
+        # An approved call runs on a Cloud Task (leased, retried, once); the reply follows.
+        response = httpx.post(url, headers=auth(alice), json=decision)
+        assert response.status_code == 202 and response.json()["status"] == "accepted"
+    else:
+        assert text_of(post_stream(url, alice, decision)) == "Done as you said."
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    assert doc["messages"][-1]["content"][0]["text"] == "Done as you said."
     assert lesson.get().exists is not approved
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     call = doc["messages"][1]["content"][0]["toolCall"]
     assert call["status"] == ("complete" if approved else "denied")
     second = httpx.post(url, headers=auth(alice), json={**decision, "approved": not approved})

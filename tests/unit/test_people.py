@@ -18,13 +18,14 @@ from shared.agent.events import (
 )
 from shared.agent.service import People
 from shared.agent.transcript import Frame, replay
-from shared.errors import AlreadyAnswered, NotFound, RequestError
+from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Conversation, Lesson
 from shared.schemas.tasks import TASK_PAYLOAD
-from shared.tools.base import ToolRegistry
+from shared.tools.base import Tool, ToolContext, ToolRegistry
 from shared.tools.people import (
+    EditorSelectionArgs,
     ask_user_question_tool,
     delete_lesson_tool,
     get_editor_selection_tool,
@@ -204,22 +205,52 @@ async def lesson_harness(provider: ScriptedProvider) -> tuple[Harness, Fakes, st
 DELETE = ("delete_lesson", '{"lessonId": "lesson_1"}')
 
 
-async def test_approved_call_runs_once_with_its_stored_arguments() -> None:
+async def test_approved_call_runs_once_through_a_task_with_its_stored_arguments() -> None:
     provider = ScriptedProvider([calls(DELETE), Step.reply("Deleted.")])
     service, fakes, conversation_id, call_id = await lesson_harness(provider)
     assert await fakes.lessons.get("alice", "lesson_1") is not None  # nothing ran yet
+    fakes.queue.take()
 
     people = People(service.agent)
     resumed = await people.decide("alice", conversation_id, call_id, True, None, False)
-    assert resumed.run is not None
-    await resumed.run.execute()
+    assert resumed.status == "accepted" and resumed.run is None
+    with pytest.raises(AlreadyAnswered):  # a second decision, before it even ran
+        await people.decide("alice", conversation_id, call_id, False, "no", False)
+    (task,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
+    handler = service.handler()
+    for _ in range(2):  # delivered twice: it runs once
+        await handler.handle(TASK_PAYLOAD.validate_json(task.body))
+
     assert await fakes.lessons.get("alice", "lesson_1") is None
     after = await stored(service, conversation_id)
     (result,) = [p.tool_result for m in after.messages for p in m.content if p.tool_result]
     assert result.status == "ok" and json.loads(result.output_json)["deleted"] == "lesson_1"
     assert after.messages[-1].text == "Deleted."
-    with pytest.raises(AlreadyAnswered):  # a second decision
-        await people.decide("alice", conversation_id, call_id, False, "no", False)
+    provider.assert_exhausted()
+
+
+async def test_a_task_for_a_call_whose_approval_never_landed_does_not_run_it() -> None:
+    provider = ScriptedProvider([calls(DELETE), Step.reply("Deleted.")])
+    service, fakes, conversation_id, call_id = await lesson_harness(provider)
+    fakes.queue.take()
+    conversation = await stored(service, conversation_id)
+    (call,) = [p.tool_call for p in conversation.messages[-1].content if p.tool_call]
+    # The process died between the ledger and the decision: the ledger has a task...
+    granted = await service.scheduler.submit(
+        "alice", conversation_id, [(call.id, call.name, call.display_text)]
+    )
+    await service.scheduler.dispatch("alice", granted)
+    (task,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
+    await service.handler().handle(TASK_PAYLOAD.validate_json(task.body))
+    # ...which must not delete anything the owner did not approve.
+    assert await fakes.lessons.get("alice", "lesson_1") is not None
+    assert (await stored(service, conversation_id)).messages[-1].status == "waiting"
+
+    # The owner approves later: the task is queued anew and runs.
+    await People(service.agent).decide("alice", conversation_id, call_id, True, None, False)
+    (again,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
+    await service.handler().handle(TASK_PAYLOAD.validate_json(again.body))
+    assert await fakes.lessons.get("alice", "lesson_1") is None
 
 
 async def test_denied_call_never_runs_and_the_model_hears_why() -> None:
@@ -350,3 +381,80 @@ async def test_a_new_message_supersedes_pending_calls_and_history_stays_whole() 
         )
     text = "".join(f.event.content for f in frames if isinstance(f.event, TextEvent))
     assert text == "Fine, something else then."
+
+
+async def test_stop_closes_calls_waiting_on_the_user() -> None:
+    provider = ScriptedProvider([calls(("ask_user_question", QUESTION))])
+    service = harness(provider)
+    conversation_id, _ = await run_frames(service, ALICE, "plan")
+    (call_id,) = waiting_calls(await stored(service, conversation_id))
+    stopped = await service.agent.stop("alice", conversation_id)
+    assert stopped.status == "stopped"
+    after = await stored(service, conversation_id)
+    (result,) = [p.tool_result for m in after.messages for p in m.content if p.tool_result]
+    assert result.tool_call_id == call_id and "stopped" in result.output_json
+    with pytest.raises(AlreadyAnswered):
+        await People(service.agent).answer(
+            "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, False
+        )
+
+
+async def test_a_result_posted_before_its_call_is_saved_is_told_to_wait() -> None:
+    gate = asyncio.Event()
+
+    async def slow(args: EditorSelectionArgs, context: ToolContext) -> str:
+        await gate.wait()
+        return "done"
+
+    fakes = Fakes()
+    slow_tool = Tool("slow", "Takes its time.", EditorSelectionArgs, "Working", slow)
+    service = make_service(
+        ScriptedProvider(
+            [
+                Step(
+                    [
+                        ToolCallRequest("a", "get_editor_selection", "{}"),
+                        ToolCallRequest("b", "slow", "{}"),
+                        Finish("tool_calls"),
+                    ]
+                )
+            ]
+        ),
+        fakes=fakes,
+        tools=ToolRegistry([get_editor_selection_tool(), slow_tool]),
+    )
+    run = await service.start(ALICE, "explain this", None)
+    frames: list[Frame] = []
+    task = asyncio.create_task(run.execute(frames.append))
+    while len(frames) < 4:  # noqa: ASYNC110 (frames arrive from the run, no event to await)
+        await asyncio.sleep(0.01)
+    # run_start, usage, the client call, then the slow tool (running)
+    client_call = frames[2].event
+    assert isinstance(client_call, ToolStartEvent) and client_call.execution == "client"
+    # The client is quick; the call is not in the conversation's messages yet.
+    with pytest.raises(RunInProgress):
+        await People(service.agent).client_result(
+            "alice", run.conversation_id, client_call.id, "text", True, False
+        )
+    gate.set()
+    await task
+    resumed = await People(service.agent).client_result(
+        "alice", run.conversation_id, client_call.id, "text", True, True
+    )
+    assert resumed.status == "accepted"
+
+
+async def test_replay_after_an_answer_does_not_ask_again() -> None:
+    provider = ScriptedProvider([calls(("ask_user_question", QUESTION)), Step.reply("Ok.")])
+    service = harness(provider)
+    conversation_id, frames = await run_frames(service, ALICE, "plan")
+    (call_id,) = waiting_calls(await stored(service, conversation_id))
+    resumed = await People(service.agent).answer(
+        "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, False
+    )
+    assert resumed.run is not None
+    await resumed.run.execute()
+    message = (await stored(service, conversation_id)).messages[1]
+    replayed = replay(message, conversation_id, None)
+    assert [f.event.type for f in replayed] == ["run_start", "tool_start", "done"]
+    assert [f.id for f in replayed] == [f.id for f in frames]
