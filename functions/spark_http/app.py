@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from shared.agent.loop import Run
+from shared.agent.people import People, Resumed
 from shared.agent.resume import latest_run, locate, pending, resume_stream
-from shared.agent.service import Agent, People, Resumed
+from shared.agent.service import Agent
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import END, Cursor
 from shared.auth.base import TokenVerifier, User

@@ -11,25 +11,16 @@ it if nobody did, or looks again when the run's lease next lapses.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from shared.agent.history import steps_since_user
 from shared.agent.loop import Run, RunDeps
 from shared.agent.results import (
-    PersonKind,
-    approve,
-    find_call,
     follow_up_id,
     follow_up_run_id,
-    pending_call,
-    record_results,
-    wants_follow_up,
-    with_follow_up,
 )
 from shared.agent.runs import (
     abandon_run,
@@ -42,7 +33,7 @@ from shared.agent.runs import (
     request_stop,
 )
 from shared.auth.base import User
-from shared.errors import AlreadyAnswered, NotFound, SparkError
+from shared.errors import AlreadyAnswered, SparkError
 from shared.ids import IdGenerator
 from shared.schemas.documents import (
     ActiveRun,
@@ -51,10 +42,7 @@ from shared.schemas.documents import (
     Conversation,
     Message,
     MessageError,
-    ToolCall,
 )
-from shared.tools.base import dump_output, error_output
-from shared.tools.people import answers_output
 
 log = logging.getLogger(__name__)
 
@@ -197,20 +185,7 @@ class Agent:
         if active is None or active.run_id != record.run_id:
             return Sent(conversation.id, user_message.id, None)
         if background:
-            try:
-                await asyncio.gather(
-                    self._watchdog(user.uid, conversation.id, record),
-                    self.scheduler.enqueue_reply(user.uid, conversation.id, record.run_id),
-                )
-            except SparkError as exc:
-                error = MessageError(code=exc.code, message=exc.message)
-                later = now + self._lease()
-                await self.deps.store.mutate(
-                    user.uid,
-                    conversation.id,
-                    lambda c: abandon_run(c, record.run_id, error, now, later),
-                )
-                raise
+            await self.hand_to_task(user.uid, conversation.id, record)
             return Sent(conversation.id, user_message.id, None)
         # Asked for while the run starts (not before its first token): should the
         # process die first, the next send or stop in the conversation closes the run.
@@ -218,6 +193,29 @@ class Agent:
         self._background.add(watchdog)
         watchdog.add_done_callback(self._background.discard)
         return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
+
+    async def hand_to_task(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
+        """Have a Cloud Task produce the queued run just opened (with its watchdog).
+
+        Raises:
+            QueueUnavailable: the queue refused it; the run was closed as an error, so
+                nothing waits for a reply that will not come.
+        """
+        try:
+            await asyncio.gather(
+                self._watchdog(user_id, conversation_id, record),
+                self.scheduler.enqueue_reply(user_id, conversation_id, record.run_id),
+            )
+        except SparkError as exc:
+            error = MessageError(code=exc.code, message=exc.message)
+            now = self.deps.clock.now()
+            later = now + self._lease()
+            await self.deps.store.mutate(
+                user_id,
+                conversation_id,
+                lambda c: abandon_run(c, record.run_id, error, now, later),
+            )
+            raise
 
     async def _close_if_dead(self, user_id: str, conversation_id: str) -> Conversation:
         """Close the active run if its lease lapsed (no write when it has not)."""
@@ -345,194 +343,3 @@ class Agent:
         log.warning("run %s: closed, its producer stopped renewing its lease", active.run_id)
         await self.scheduler.sweep(user_id)
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class Resumed:
-    """What a person's result did: ``accepted``, the agent goes on (``run`` to stream now,
-    or a task produces it); ``recorded``, other calls of the step still wait."""
-
-    conversation_id: str
-    status: Literal["accepted", "recorded"]
-    run: Run | None = None
-
-
-Record = Callable[[Conversation, ToolCall], Conversation]
-
-
-class People:
-    """Results that people give (answers, approvals, client tools), each resuming the
-    agent through the same path as task results: record it, then, once every call of
-    the step has its result, open the follow-up, in the same write."""
-
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
-        self._deps = agent.deps
-
-    async def answer(
-        self,
-        user_id: str,
-        conversation_id: str,
-        call_id: str,
-        answers: dict[str, str | list[str]],
-        background: bool,
-    ) -> Resumed:
-        """Record the answers to an ``ask_user_question`` call (checked against its
-        stored options) as a hidden result, and resume the agent.
-
-        Raises:
-            NotFound, AlreadyAnswered, RequestError: nothing changes.
-        """
-        now = self._deps.clock.now()
-
-        def record(conversation: Conversation, call: ToolCall) -> Conversation:
-            output = answers_output(call.args_json, answers)
-            return record_results(conversation, {call.id: output}, "ok", now, hidden=True)
-
-        return await self._deliver(
-            user_id, conversation_id, call_id, "question", record, background
-        )
-
-    async def decide(
-        self,
-        user_id: str,
-        conversation_id: str,
-        call_id: str,
-        approved: bool,
-        reason: str | None,
-        background: bool,
-    ) -> Resumed:
-        """The owner's decision on a call awaiting approval. Approved, the server runs
-        the call with the arguments it stored (validated again); denied, the model is
-        told why. A second decision is refused.
-
-        Raises:
-            NotFound, AlreadyAnswered, RequestError: nothing changes.
-        """
-        now = self._deps.clock.now()
-        if not approved:
-            why = f"The user declined: {reason}" if reason else "The user declined."
-
-            def deny(conversation: Conversation, call: ToolCall) -> Conversation:
-                output = json.dumps({"error": why}, ensure_ascii=False)
-                return record_results(
-                    conversation,
-                    {call.id: output},
-                    "error",
-                    now,
-                    call_status="denied",
-                    task_status="completed",
-                )
-
-            return await self._deliver(
-                user_id, conversation_id, call_id, "approval", deny, background
-            )
-        # Into the ledger first (idempotent by task id): whatever happens next, the
-        # approved call is run by a task, once, with its retries and its follow-up. The
-        # task runs it only once the call is recorded as approved (``approved``).
-        current = await self._deps.store.get(user_id, conversation_id)
-        if current is None:
-            raise NotFound("No conversation with this id.")
-        call = pending_call(current, call_id, "approval")  # refused here: nothing written
-        tasks = self._deps.tasks
-        granted = await tasks.submit(
-            user_id, conversation_id, [(call.id, call.name, call.display_text)], again=True
-        )
-        await self._deps.store.mutate(user_id, conversation_id, lambda c: approve(c, call_id, now))
-        try:
-            await tasks.dispatch(user_id, granted)
-        except SparkError:
-            log.warning("approved call %s: not dispatched yet; a sweep grants it again", call_id)
-        return Resumed(conversation_id, "accepted")
-
-    async def client_result(
-        self,
-        user_id: str,
-        conversation_id: str,
-        call_id: str,
-        output: object,
-        ok: bool,
-        background: bool,
-    ) -> Resumed:
-        """Record what the client's tool gave back, and resume the agent.
-
-        Raises:
-            NotFound, AlreadyAnswered, RequestError: nothing changes.
-        """
-        now = self._deps.clock.now()
-        text = dump_output(output, self._deps.limits.tool_output_chars)
-
-        def record(conversation: Conversation, call: ToolCall) -> Conversation:
-            status: Literal["ok", "error"] = "ok" if ok else "error"
-            return record_results(conversation, {call.id: text}, status, now)
-
-        return await self._deliver(user_id, conversation_id, call_id, "client", record, background)
-
-    async def expire(
-        self, user_id: str, conversation_id: str, call_id: str, seconds: float
-    ) -> Run | None:
-        """A client call's time (``seconds``) is up: an error result if it still has
-        none, then the follow-up (returned, for the tasks function to produce)."""
-        why = f"The user's editor did not answer within {seconds:.0f} seconds."
-        now = self._deps.clock.now()
-
-        def record(conversation: Conversation, call: ToolCall) -> Conversation:
-            return record_results(conversation, {call.id: error_output(why)}, "error", now)
-
-        try:
-            resumed = await self._deliver(
-                user_id, conversation_id, call_id, "client", record, background=False
-            )
-        except (NotFound, AlreadyAnswered):
-            return None  # answered in time, or gone
-        return resumed.run
-
-    async def _deliver(
-        self,
-        user_id: str,
-        conversation_id: str,
-        call_id: str,
-        kind: PersonKind | None,
-        record: Record,
-        background: bool,
-    ) -> Resumed:
-        agent, deps = self._agent, self._deps
-        now = deps.clock.now()
-        lease_until = now + agent._lease()
-        seen: dict[str, Any] = {}
-
-        def change(conversation: Conversation) -> Conversation:
-            if kind is not None:
-                pending_call(conversation, call_id, kind)
-            found = find_call(conversation, call_id)
-            if found is None:
-                raise NotFound("No tool call with this id in this conversation.")
-            source = found[0]
-            run = new_run(
-                follow_up_run_id(source.id),
-                follow_up_id(source.id),
-                now,
-                lease_until,
-                None,
-                status="queued" if background else "streaming",
-                model=None if background else deps.model.label,
-            )
-            seen.update(source=source.id, run=run)
-            return with_follow_up(record(conversation, found[1]), source.id, run)
-
-        await agent._close_if_dead(user_id, conversation_id)
-        conversation = await deps.store.mutate(user_id, conversation_id, change)
-        run: ActiveRun = seen["run"]
-        active = conversation.active_run
-        if active is not None and active.run_id == run.run_id:
-            if background:
-                await agent.hand_on(user_id, conversation)
-                return Resumed(conversation_id, "accepted")
-            await agent._watchdog(user_id, conversation_id, run)
-            return Resumed(conversation_id, "accepted", agent._run(user_id, conversation, run))
-        source = conversation.message(seen["source"])
-        if source is not None and wants_follow_up(conversation, source):
-            # Another run holds the conversation: a task continues once it is free.
-            await agent.scheduler.enqueue_follow_up(user_id, conversation_id, source.id)
-            return Resumed(conversation_id, "accepted")
-        return Resumed(conversation_id, "recorded")

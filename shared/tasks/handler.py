@@ -13,6 +13,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Literal
 
+from shared.agent.people import People
 from shared.agent.results import (
     answered,
     approved,
@@ -21,7 +22,7 @@ from shared.agent.results import (
     record_results,
     wants_follow_up,
 )
-from shared.agent.service import Agent, People
+from shared.agent.service import Agent
 from shared.config import Settings
 from shared.errors import RunInProgress, ToolError
 from shared.llm.base import ToolCallRequest

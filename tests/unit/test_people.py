@@ -16,7 +16,7 @@ from shared.agent.events import (
     TextEvent,
     ToolStartEvent,
 )
-from shared.agent.service import People
+from shared.agent.people import People
 from shared.agent.transcript import Frame, replay
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.llm.base import Finish, ToolCallRequest

@@ -1,0 +1,224 @@
+"""People's results (answers, approvals, client tools): each resumes the agent through
+the same path as task results, "a result arrived, continue the agent"
+(``shared/agent/results.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from shared.agent.loop import Run
+from shared.agent.results import (
+    PersonKind,
+    approve,
+    find_call,
+    follow_up_id,
+    follow_up_run_id,
+    pending_call,
+    record_results,
+    wants_follow_up,
+    with_follow_up,
+)
+from shared.agent.runs import new_run
+from shared.agent.service import Agent
+from shared.errors import AlreadyAnswered, NotFound, SparkError
+from shared.schemas.documents import ActiveRun, Conversation, ToolCall
+from shared.tools.base import dump_output, error_output
+from shared.tools.people import answers_output
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What a person's result did: ``accepted``, the agent goes on (``run`` to stream now,
+    or a task produces it); ``recorded``, other calls of the step still wait."""
+
+    conversation_id: str
+    status: Literal["accepted", "recorded"]
+    run: Run | None = None
+
+
+Record = Callable[[Conversation, ToolCall], Conversation]
+
+
+class People:
+    """Results that people give (answers, approvals, client tools), each resuming the
+    agent through the same path as task results: record it, then, once every call of
+    the step has its result, open the follow-up, in the same write."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+        self._deps = agent.deps
+
+    async def answer(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        answers: dict[str, str | list[str]],
+        background: bool,
+    ) -> Resumed:
+        """Record the answers to an ``ask_user_question`` call (checked against its
+        stored options) as a hidden result, and resume the agent.
+
+        Raises:
+            NotFound, AlreadyAnswered, RequestError: nothing changes.
+        """
+        now = self._deps.clock.now()
+
+        def record(conversation: Conversation, call: ToolCall) -> Conversation:
+            output = answers_output(call.args_json, answers)
+            return record_results(conversation, {call.id: output}, "ok", now, hidden=True)
+
+        return await self._deliver(
+            user_id, conversation_id, call_id, "question", record, background
+        )
+
+    async def decide(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        approved: bool,
+        reason: str | None,
+        background: bool,
+    ) -> Resumed:
+        """The owner's decision on a call awaiting approval. Approved, the server runs
+        the call with the arguments it stored (validated again); denied, the model is
+        told why. A second decision is refused.
+
+        Raises:
+            NotFound, AlreadyAnswered, RequestError: nothing changes.
+        """
+        now = self._deps.clock.now()
+        if not approved:
+            why = f"The user declined: {reason}" if reason else "The user declined."
+
+            def deny(conversation: Conversation, call: ToolCall) -> Conversation:
+                output = json.dumps({"error": why}, ensure_ascii=False)
+                return record_results(
+                    conversation,
+                    {call.id: output},
+                    "error",
+                    now,
+                    call_status="denied",
+                    task_status="completed",
+                )
+
+            return await self._deliver(
+                user_id, conversation_id, call_id, "approval", deny, background
+            )
+        # Into the ledger first (idempotent by task id): whatever happens next, the
+        # approved call is run by a task, once, with its retries and its follow-up. The
+        # task runs it only once the call is recorded as approved (``approved``).
+        current = await self._deps.store.get(user_id, conversation_id)
+        if current is None:
+            raise NotFound("No conversation with this id.")
+        call = pending_call(current, call_id, "approval")  # refused here: nothing written
+        tasks = self._deps.tasks
+        granted = await tasks.submit(
+            user_id, conversation_id, [(call.id, call.name, call.display_text)], again=True
+        )
+        await self._deps.store.mutate(user_id, conversation_id, lambda c: approve(c, call_id, now))
+        try:
+            await tasks.dispatch(user_id, granted)
+        except SparkError:
+            log.warning("approved call %s: not dispatched yet; a sweep grants it again", call_id)
+        return Resumed(conversation_id, "accepted")
+
+    async def client_result(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        output: object,
+        ok: bool,
+        background: bool,
+    ) -> Resumed:
+        """Record what the client's tool gave back, and resume the agent.
+
+        Raises:
+            NotFound, AlreadyAnswered, RequestError: nothing changes.
+        """
+        now = self._deps.clock.now()
+        text = dump_output(output, self._deps.limits.tool_output_chars)
+
+        def record(conversation: Conversation, call: ToolCall) -> Conversation:
+            status: Literal["ok", "error"] = "ok" if ok else "error"
+            return record_results(conversation, {call.id: text}, status, now)
+
+        return await self._deliver(user_id, conversation_id, call_id, "client", record, background)
+
+    async def expire(
+        self, user_id: str, conversation_id: str, call_id: str, seconds: float
+    ) -> Run | None:
+        """A client call's time (``seconds``) is up: an error result if it still has
+        none, then the follow-up (returned, for the tasks function to produce)."""
+        why = f"The user's editor did not answer within {seconds:.0f} seconds."
+        now = self._deps.clock.now()
+
+        def record(conversation: Conversation, call: ToolCall) -> Conversation:
+            return record_results(conversation, {call.id: error_output(why)}, "error", now)
+
+        try:
+            resumed = await self._deliver(
+                user_id, conversation_id, call_id, "client", record, background=False
+            )
+        except (NotFound, AlreadyAnswered):
+            return None  # answered in time, or gone
+        return resumed.run
+
+    async def _deliver(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        kind: PersonKind | None,
+        record: Record,
+        background: bool,
+    ) -> Resumed:
+        agent, deps = self._agent, self._deps
+        now = deps.clock.now()
+        lease_until = now + agent._lease()
+        seen: dict[str, Any] = {}
+
+        def change(conversation: Conversation) -> Conversation:
+            if kind is not None:
+                pending_call(conversation, call_id, kind)
+            found = find_call(conversation, call_id)
+            if found is None:
+                raise NotFound("No tool call with this id in this conversation.")
+            source = found[0]
+            run = new_run(
+                follow_up_run_id(source.id),
+                follow_up_id(source.id),
+                now,
+                lease_until,
+                None,
+                status="queued" if background else "streaming",
+                model=None if background else deps.model.label,
+            )
+            seen.update(source=source.id, run=run)
+            return with_follow_up(record(conversation, found[1]), source.id, run)
+
+        await agent._close_if_dead(user_id, conversation_id)
+        conversation = await deps.store.mutate(user_id, conversation_id, change)
+        run: ActiveRun = seen["run"]
+        active = conversation.active_run
+        if active is not None and active.run_id == run.run_id:
+            if background:
+                await agent.hand_to_task(user_id, conversation_id, run)
+                return Resumed(conversation_id, "accepted")
+            await agent._watchdog(user_id, conversation_id, run)
+            return Resumed(conversation_id, "accepted", agent._run(user_id, conversation, run))
+        source = conversation.message(seen["source"])
+        if source is not None and wants_follow_up(conversation, source):
+            # Another run holds the conversation: a task continues once it is free.
+            await agent.scheduler.enqueue_follow_up(user_id, conversation_id, source.id)
+            return Resumed(conversation_id, "accepted")
+        return Resumed(conversation_id, "recorded")
