@@ -36,7 +36,8 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
                                                                 back to the model, the run goes on)
 
 Adapters translate their SDK's exceptions into this tree; nothing above an adapter
-ever sees an ``openai`` or ``google.api_core`` exception.
+ever sees an ``openai`` or ``google.api_core`` exception, and the SDK's own words stay
+in ``detail``, which only the log sees.
 """
 
 from __future__ import annotations
@@ -46,14 +47,20 @@ INTERNAL_MESSAGE = "Something went wrong on our side; please try again."
 
 
 class SparkError(Exception):
-    """Base of every error Spark AI Agent raises on purpose."""
+    """Base of every error Spark AI Agent raises on purpose.
+
+    ``message`` is written by us and safe to show anyone (clients, documents, the
+    model). ``detail`` carries what a provider, Firestore or an SDK said: it may hold
+    internals (even part of a key), so it goes to the log only, never further.
+    """
 
     status: int = 500
     code: str = "internal"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, detail: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.detail = detail
 
 
 class RequestError(SparkError):

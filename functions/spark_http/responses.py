@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import Request
@@ -19,13 +20,25 @@ SSE_HEADERS = {
 }
 
 
-def error_response(exc: SparkError) -> JSONResponse:
-    """``{"error": {"code", "message"}}`` with the error's own status."""
-    if exc.status >= 500:
-        log.error("%s: %s", exc.code, exc.message)
-    body = ErrorBody(error=ErrorDetail(code=exc.code, message=exc.message))
+def request_id(request: Request) -> str:
+    """The id a user can quote: Cloud Run's trace id when there is one, else a fresh id."""
+    trace = request.headers.get("x-cloud-trace-context", "").split("/", 1)[0]
+    if trace and trace.isalnum() and len(trace) <= 64:
+        return trace
+    return "req_" + secrets.token_hex(8)
+
+
+def error_response(exc: SparkError, request_id: str | None = None) -> JSONResponse:
+    """``{"error": {"code", "message", "requestId"}}`` with the error's own status. The
+    message is ours; what an SDK said (``detail``) goes to the log under the request id."""
+    if exc.status >= 500 or exc.detail:
+        log.warning("request %s failed: %s: %s (%s)", request_id, exc.code, exc.message, exc.detail)
+    detail = ErrorDetail(code=exc.code, message=exc.message, request_id=request_id)
+    body = ErrorBody(error=detail)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return JSONResponse(body.model_dump(), status_code=exc.status, headers=headers)
+    return JSONResponse(
+        body.model_dump(by_alias=True, exclude_none=True), status_code=exc.status, headers=headers
+    )
 
 
 def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
@@ -43,7 +56,8 @@ async def guarded(handler: Handler, request: Request) -> Response:
     try:
         return await handler(request)
     except SparkError as exc:
-        return error_response(exc)
+        return error_response(exc, request_id(request))
     except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(SparkError(INTERNAL_MESSAGE))
+        rid = request_id(request)
+        log.exception("request %s: unhandled error on %s %s", rid, request.method, request.url.path)
+        return error_response(SparkError(INTERNAL_MESSAGE), rid)

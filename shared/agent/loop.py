@@ -232,6 +232,7 @@ class Run:
                 raise
             outcome = None
         except SparkError as exc:
+            log.warning("run %s failed: %s (%s)", self.run_id, exc.code, exc.detail)
             self._ended = self._ended or exc
             outcome = None
         except Exception:

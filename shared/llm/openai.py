@@ -84,15 +84,23 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
 def translate_error(exc: Exception) -> ProviderError:
     """Our exception for an ``openai`` or ``httpx2`` one (the SDK's transport)."""
     if isinstance(exc, openai.RateLimitError):
-        return ProviderRateLimited("The model provider is rate limiting us; please try again.")
+        return ProviderRateLimited(
+            "The model provider is busy right now; please try again shortly.", detail=str(exc)
+        )
     if isinstance(exc, openai.APIStatusError):
-        detail = f"The model provider answered {exc.status_code}: {exc.message}"
+        detail = f"{exc.status_code}: {exc.message}"
         if exc.status_code >= 500:
-            return ProviderUnavailable(detail)
-        return ProviderRejected(detail)
+            return ProviderUnavailable(
+                "The model provider is having trouble; please try again.", detail=detail
+            )
+        return ProviderRejected(
+            "The model provider refused this request; please try again later.", detail=detail
+        )
     if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
-        return ProviderUnavailable("The model provider could not be reached or dropped the reply.")
-    return ProviderError(f"The model provider failed: {exc}")
+        return ProviderUnavailable(
+            "The model provider could not be reached or dropped the reply.", detail=repr(exc)
+        )
+    return ProviderError("The model provider failed; please try again.", detail=repr(exc))
 
 
 @dataclass
@@ -124,7 +132,10 @@ class _StreamState:
             raise ProviderError("The model provider sent a malformed stream.")
         if "error" in chunk:
             message = (chunk["error"] or {}).get("message", "unknown error")
-            raise ProviderError(f"The model provider failed mid-reply: {message}")
+            raise ProviderError(
+                "The model provider failed in the middle of the reply; please try again.",
+                detail=str(message),
+            )
         usage = chunk.get("usage")
         if usage:
             self.usage = Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))

@@ -19,6 +19,8 @@ from google.protobuf import timestamp_pb2
 from shared.errors import QueueUnavailable
 from shared.queue.base import SIGNATURE_HEADER, QueuedTask, sign
 
+UNAVAILABLE = "Spark AI Agent could not schedule background work right now; please try again."
+
 
 class CloudTasksQueue:
     """One Cloud Tasks queue whose tasks all call ``handler_url``."""
@@ -98,9 +100,9 @@ class CloudTasksQueue:
         except gexc.AlreadyExists:
             return  # the same work was queued already
         except gexc.GoogleAPICallError as exc:
-            raise QueueUnavailable(f"Cloud Tasks refused the task: {exc.message}") from exc
+            raise QueueUnavailable(UNAVAILABLE, detail=f"create_task: {exc.message}") from exc
         except gexc.RetryError as exc:
-            raise QueueUnavailable(f"Cloud Tasks did not answer: {exc}") from exc
+            raise QueueUnavailable(UNAVAILABLE, detail=f"create_task: {exc}") from exc
 
 
 def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:

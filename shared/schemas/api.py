@@ -108,8 +108,11 @@ class StopResponse(BaseModel):
 
 
 class ErrorDetail(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
     code: str
     message: str
+    request_id: str | None = Field(default=None, alias="requestId")
 
 
 class ErrorBody(BaseModel):

@@ -21,6 +21,7 @@ from shared.store.base import LedgerChange, Mutation, RunProbe
 from shared.store.limits import check_size
 from shared.store.patch import Patch, Sizes, diff
 
+UNAVAILABLE = "Spark AI Agent could not reach its storage right now; please try again."
 # A mutation that keeps losing the race is given up after this many attempts.
 _MAX_ATTEMPTS = 25
 # Documents whose latest version this process wrote or read, kept to skip re-reading,
@@ -159,7 +160,7 @@ class FirestoreConversationStore:
         try:
             snapshot = await self._ref(user_id, conversation_id).get()
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore read failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         if not snapshot.exists:
             self._forget((user_id, conversation_id))
             return None
@@ -183,7 +184,7 @@ class FirestoreConversationStore:
         except gexc.AlreadyExists as exc:
             raise StoreError(f"conversation {conversation.id} already exists") from exc
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore write failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
         self._remember(
             (user_id, conversation.id), _Version(conversation, sizes, result.update_time)
         )
@@ -221,7 +222,7 @@ class FirestoreConversationStore:
                 continue
             except gexc.GoogleAPICallError as exc:
                 self._forget(key)
-                raise StoreError(f"Firestore write failed: {exc.message}") from exc
+                raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
             self._remember(key, _Version(updated, sizes, written))
             return updated
         raise StoreError("The conversation is changing too fast to save; please try again.")
@@ -233,7 +234,7 @@ class FirestoreConversationStore:
                 field_paths=["activeRun.runId", "activeRun.status"]
             )
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore read failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         if not snapshot.exists:
             raise NotFound("No conversation with this id.")
         known = self._versions.get(key)
@@ -267,7 +268,7 @@ class FirestoreConversationStore:
         try:
             watch = ref.on_snapshot(on_snapshot)
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore listen failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore listen: {exc.message}") from exc
         try:
             while True:
                 try:
@@ -349,7 +350,7 @@ class FirestoreTaskLedgerStore:
         try:
             snapshot = await self._ref(user_id).get()
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore read failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         return TaskLedger.model_validate(snapshot.to_dict()) if snapshot.exists else TaskLedger()
 
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
@@ -371,7 +372,7 @@ class FirestoreTaskLedgerStore:
             except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
                 continue  # someone else wrote in between: read again and redo
             except gexc.GoogleAPICallError as exc:
-                raise StoreError(f"Firestore write failed: {exc.message}") from exc
+                raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
         raise StoreError("The task list is changing too fast to save; please try again.")
 
 
@@ -393,7 +394,7 @@ class FirestoreLessonStore:
         try:
             snapshot = await self._ref(user_id, lesson_id).get()
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore read failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         return Lesson.model_validate(snapshot.to_dict()) if snapshot.exists else None
 
     async def create(self, user_id: str, lesson: Lesson) -> Lesson:
@@ -405,7 +406,7 @@ class FirestoreLessonStore:
                 return existing
             raise StoreError("The lesson vanished while it was being saved.") from None
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore write failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
         return lesson
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
@@ -420,7 +421,7 @@ class FirestoreLessonStore:
         except (gexc.FailedPrecondition, gexc.NotFound):
             return False  # deleted (or changed) meanwhile by someone else
         except gexc.GoogleAPICallError as exc:
-            raise StoreError(f"Firestore delete failed: {exc.message}") from exc
+            raise StoreError(UNAVAILABLE, detail=f"Firestore delete: {exc.message}") from exc
         return True
 
 

@@ -24,7 +24,7 @@ from shared.agent.results import (
 )
 from shared.agent.service import Agent
 from shared.config import Settings
-from shared.errors import RunInProgress, ToolError
+from shared.errors import RunInProgress, SparkError, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.schemas.documents import Conversation, Message, ToolCall
 from shared.schemas.server import TaskLedger, TaskRecord
@@ -204,9 +204,9 @@ class TaskHandler:
                 log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, exc)
                 if task.attempt < settings.task_max_attempts:
                     delay = settings.task_retry_base_ms / 1000 * 2 ** (task.attempt - 1)
-                    await self._retry_later(task, delay, str(exc))
+                    await self._retry_later(task, delay, _safe(exc))
                     return None
-                output = error_output(_gave_up(call, task.attempt, str(exc)))
+                output = error_output(_gave_up(call, task.attempt, _safe(exc)))
         now = deps.clock.now()
         return await deps.store.mutate(
             task.user_id,
@@ -259,6 +259,11 @@ class TaskHandler:
         except Exception:
             # Their leases lapse and the next ledger change grants them again.
             log.exception("task %s: could not dispatch the next tasks", task.task_id)
+
+
+def _safe(exc: Exception) -> str:
+    """What may be said of a failure outside the log (our words, never an SDK's)."""
+    return exc.message if isinstance(exc, SparkError) else "an unexpected error"
 
 
 def _gave_up(call: ToolCall, attempts: int, reason: str) -> str:

@@ -14,6 +14,7 @@ from functions_framework.aio import create_asgi_app
 from spark_http.app import ApiApp
 
 from shared.auth.base import StaticTokenVerifier
+from shared.errors import ProviderRejected
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.queue.memory import InMemoryTaskQueue
 from shared.store.memory import (
@@ -276,3 +277,30 @@ async def test_stop_with_nothing_running_is_409_and_strangers_get_404(
     stranger = await client.post(stop, headers={"Authorization": "Bearer bob-token"})
     assert stranger.status_code == 404
     assert store.writes == before
+
+
+async def test_errors_carry_a_request_id_users_can_quote(client: httpx.AsyncClient) -> None:
+    plain = await client.post(URL, headers=SSE, content=b"{nope")
+    assert plain.json()["error"]["requestId"].startswith("req_")
+    traced = await client.post(
+        URL,
+        headers={**SSE, "X-Cloud-Trace-Context": "105445aa7843bc8bf206b12000100000/1;o=1"},
+        content=b"{nope",
+    )
+    assert traced.json()["error"]["requestId"] == "105445aa7843bc8bf206b12000100000"
+
+
+async def test_a_provider_refusal_never_stores_what_the_provider_said() -> None:
+    rejected = ProviderRejected(
+        "The model provider refused this request; please try again later.",
+        detail="401: Incorrect API key provided: sk-abc***xyz",
+    )
+    store = InMemoryConversationStore()
+    service = make_service(ScriptedProvider([Step(error=rejected)]), store)
+    run = await service.start(ALICE, "hello")
+    await run.execute()
+    stored = await store.get("alice", run.conversation_id)
+    assert stored is not None
+    assert "sk-abc" not in stored.model_dump_json()
+    error = stored.messages[-1].error
+    assert error is not None and error.code == "provider_rejected"
