@@ -39,6 +39,12 @@ def _str(env: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
+def _raw(env: Mapping[str, str], name: str) -> str | None:
+    """The variable as the Google libraries see it: any non-empty value, even blank
+    space, switches them to an emulator, so it must not be stripped away here."""
+    return env.get(name) or None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the functions need to know about their environment.
@@ -93,8 +99,8 @@ class Settings:
             project_id=(
                 _str(env, "GOOGLE_CLOUD_PROJECT") or _str(env, "GCLOUD_PROJECT") or DEFAULT_PROJECT
             ),
-            firestore_emulator_host=_str(env, "FIRESTORE_EMULATOR_HOST"),
-            auth_emulator_host=_str(env, "FIREBASE_AUTH_EMULATOR_HOST"),
+            firestore_emulator_host=_raw(env, "FIRESTORE_EMULATOR_HOST"),
+            auth_emulator_host=_raw(env, "FIREBASE_AUTH_EMULATOR_HOST"),
             openai_api_key=_str(env, "OPENAI_API_KEY"),
             openai_base_url=_str(env, "OPENAI_BASE_URL"),
             model=_str(env, "SPARK_MODEL") or DEFAULT_MODEL,

@@ -36,7 +36,10 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Request, str], Awaitable[Response]]
 
 _PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results")
-_CONVERSATION = re.compile(r"^/api/spark/agent/conversations/([A-Za-z0-9_-]{1,64})/([\w-]+)$")
+# Firestore reserves ids of the form __x__: such a conversation cannot exist (404).
+_CONVERSATION = re.compile(
+    r"^/api/spark/agent/conversations/((?!__[^/]*__/)[A-Za-z0-9_-]{1,64})/([\w-]+)$"
+)
 
 
 class ApiApp:

@@ -64,6 +64,25 @@ async def read_json(request: Request, model: type[Body], limit: int) -> Body:
     return parse_json(await read_bounded(request, limit), model)
 
 
+MAX_DEPTH = 32
+_TOO_DEEP = f"The request body nests deeper than {MAX_DEPTH} levels."
+
+
+def _depth(value: object) -> int:
+    """How deeply ``value`` nests (walked without recursion, so it cannot overflow)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            break
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
 def parse_json(raw: bytes, model: type[Body]) -> Body:
     """``raw`` parsed as ``model``.
 
@@ -74,8 +93,12 @@ def parse_json(raw: bytes, model: type[Body]) -> Body:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise RequestError("The request body is not valid JSON.") from None
+    except RecursionError:
+        raise RequestError(_TOO_DEEP) from None
     if not isinstance(data, dict):
         raise RequestError("The request body must be a JSON object.")
+    if _depth(data) > MAX_DEPTH:
+        raise RequestError(_TOO_DEEP)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

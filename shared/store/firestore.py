@@ -157,6 +157,8 @@ class FirestoreConversationStore:
             self._cached_bytes -= old.sizes.total
 
     async def _read(self, user_id: str, conversation_id: str) -> _Version | None:
+        if _reserved(conversation_id):
+            return None  # Firestore would refuse the id itself: no such conversation
         try:
             snapshot = await self._ref(user_id, conversation_id).get()
         except gexc.GoogleAPICallError as exc:
@@ -228,6 +230,8 @@ class FirestoreConversationStore:
         raise StoreError("The conversation is changing too fast to save; please try again.")
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
+        if _reserved(conversation_id):
+            raise NotFound("No conversation with this id.")
         key = (user_id, conversation_id)
         try:
             snapshot = await self._ref(user_id, conversation_id).get(
@@ -248,6 +252,9 @@ class FirestoreConversationStore:
     ) -> AsyncGenerator[Conversation | None, None]:
         # The async client cannot listen; the sync client's listener runs on its own
         # thread and hands each snapshot to this loop, keeping only the latest.
+        if _reserved(conversation_id):
+            yield None
+            return
         if self._listener is None:
             if self._listener_factory is None:
                 raise StoreError("This store was made without a listener client.")
@@ -316,6 +323,11 @@ def connect(project_id: str) -> FirestoreStores:
         FirestoreTaskLedgerStore(client),
         FirestoreLessonStore(client),
     )
+
+
+def _reserved(document_id: str) -> bool:
+    """Firestore reserves ids of the form ``__x__`` (it refuses them as invalid)."""
+    return document_id.startswith("__") and document_id.endswith("__")
 
 
 def _conversation(client: Any, user_id: str, conversation_id: str) -> Any:

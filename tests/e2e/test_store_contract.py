@@ -248,3 +248,11 @@ async def test_store_concurrent_streaming_writes_all_land(store: ConversationSto
     assert texts == sorted(f"part {n}" for n in range(18))
     for connection in connections:
         connection.close()
+
+
+async def test_store_reserved_ids_are_simply_not_found(store: ConversationStore) -> None:
+    assert await store.get("someone", "__x__") is None
+    with pytest.raises(NotFound):
+        await store.mutate("someone", "__x__", append(message(1)))
+    with pytest.raises(NotFound):
+        await store.probe("someone", "__x__")

@@ -106,3 +106,16 @@ def test_settings_allow_local_task_mode_outside_production() -> None:
     settings = Settings.from_env(env)
     assert not settings.in_production
     assert (settings.tasks_emulator_host, settings.tasks_local_key) == ("127.0.0.1:8123", "s")
+
+
+@pytest.mark.parametrize("value", [" ", "\t", "  \n", "127.0.0.1:9099"])
+def test_config_production_guard_sees_the_auth_emulator_as_firebase_admin_does(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from firebase_admin import _auth_utils
+
+    monkeypatch.setenv("FIREBASE_AUTH_EMULATOR_HOST", value)
+    assert _auth_utils.is_emulated()  # firebase-admin would accept unsigned tokens...
+    env = production_env(FIREBASE_AUTH_EMULATOR_HOST=value)
+    with pytest.raises(ConfigurationError, match="FIREBASE_AUTH_EMULATOR_HOST"):
+        Settings.from_env(env)  # ...so production refuses to start

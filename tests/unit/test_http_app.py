@@ -304,3 +304,18 @@ async def test_a_provider_refusal_never_stores_what_the_provider_said() -> None:
     assert "sk-abc" not in stored.model_dump_json()
     error = stored.messages[-1].error
     assert error is not None and error.code == "provider_rejected"
+
+
+async def test_reserved_ids_are_not_found_and_deep_json_is_a_bad_request(
+    client: httpx.AsyncClient,
+) -> None:
+    alice = {"Authorization": "Bearer alice-token"}
+    assert (await client.get(resume_url("__x__"), headers=alice)).status_code == 404
+    body = await client.post(URL, headers=SSE, json={"text": "hi", "conversationId": "__x__"})
+    assert body.status_code in (400, 404)
+    deep = b'{"text": "hi", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    response = await client.post(URL, headers=SSE, content=deep)
+    assert response.status_code == 400 and "nests deeper" in response.json()["error"]["message"]
+    nested = b'{"text": "hi", "x": ' + b"[" * 40 + b"]" * 40 + b"}"
+    response = await client.post(URL, headers=SSE, content=nested)
+    assert response.status_code == 400 and "nests deeper" in response.json()["error"]["message"]
