@@ -4,6 +4,7 @@ task ledgers and lessons, all on one client per process (``connect``)."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
@@ -194,7 +195,9 @@ class FirestoreConversationStore:
     async def mutate(self, user_id: str, conversation_id: str, change: Mutation) -> Conversation:
         key = (user_id, conversation_id)
         ref = self._ref(user_id, conversation_id)
-        for _ in range(_MAX_ATTEMPTS):
+        for attempt in range(_MAX_ATTEMPTS):
+            if attempt > 1:
+                await _back_off(attempt)  # the first retry may be a stale cache, not a race
             cached = self._versions.get(key)
             version = cached or await self._read(user_id, conversation_id)
             if version is None:
@@ -325,6 +328,12 @@ def connect(project_id: str) -> FirestoreStores:
     )
 
 
+async def _back_off(attempt: int) -> None:
+    """Wait before retrying a lost compare-and-set: a random share ("full jitter") of a
+    delay that doubles from 5 ms up to 200 ms, so racing writers spread out."""
+    await asyncio.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+
+
 def _reserved(document_id: str) -> bool:
     """Firestore reserves ids of the form ``__x__`` (it refuses them as invalid)."""
     return document_id.startswith("__") and document_id.endswith("__")
@@ -367,7 +376,9 @@ class FirestoreTaskLedgerStore:
 
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
         ref = self._ref(user_id)
-        for _ in range(_MAX_ATTEMPTS):
+        for attempt in range(_MAX_ATTEMPTS):
+            if attempt:
+                await _back_off(attempt)
             try:
                 snapshot = await ref.get()
                 if not snapshot.exists:

@@ -17,13 +17,13 @@ sends only what changed, found cheaply:
   ``activeRun`` against ~6);
 * any other changed field is sent whole.
 
-The document's size is tracked the same way, per field, so checking Firestore's limit
-costs nothing per streaming write either.
+The document's size is tracked the same way, per field, and measured by Firestore's
+own rules (UTF-8 bytes, not JSON), so checking the limit costs nothing per streaming
+write either.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,24 +60,47 @@ class Patch:
         return {*self.put, *self.append, *self.delete}
 
 
-def json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact UTF-8 JSON (our estimate of its stored size)."""
-    return len(json.dumps(value, default=str, separators=(",", ":"), ensure_ascii=False).encode())
+def stored_size(value: Any) -> int:
+    """Bytes ``value`` takes in a Firestore document, by Firestore's own rules: a string
+    is its UTF-8 bytes plus 1; a number or timestamp 8; a boolean or null 1; an array the
+    sum of its elements; a map the sum of its keys (as strings) and values."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8")) + 1
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, (int, float)):
+        return 8
+    if isinstance(value, dict):
+        return sum(stored_size(str(k)) + stored_size(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(stored_size(item) for item in value)
+    if isinstance(value, bytes):
+        return len(value)
+    return 8  # datetimes (timestamps) and other 8-byte scalars
+
+
+def field_size(name: str, value: Any) -> int:
+    return stored_size(name) + stored_size(value)
+
+
+# A document's own overhead (32 bytes) and its name (/{uid}/client/conversations/{id}:
+# each segment's bytes plus 1, plus 16), taken at the longest ids we allow.
+DOCUMENT_OVERHEAD = 32 + 16 + (128 + 1) + len("client") + 1 + len("conversations") + 1 + 65
 
 
 @dataclass(frozen=True, slots=True)
 class Sizes:
-    """Estimated stored size of each top-level field of a conversation document."""
+    """The stored size of each top-level field of a conversation document."""
 
     fields: dict[str, int]
 
     @classmethod
     def of(cls, document: dict[str, Any]) -> Sizes:
-        return cls({k: json_size(k) + json_size(v) for k, v in document.items()})
+        return cls({k: field_size(k, v) for k, v in document.items()})
 
     @property
     def total(self) -> int:
-        return sum(self.fields.values())
+        return DOCUMENT_OVERHEAD + sum(self.fields.values())
 
     def after(self, patch: Patch) -> Sizes:
         fields = dict(self.fields)
@@ -85,12 +108,12 @@ class Sizes:
             fields.pop(name, None)
         for name, value in patch.put.items():
             if "." not in name:
-                fields[name] = json_size(name) + json_size(value)
+                fields[name] = field_size(name, value)
         for name, value in patch.nested.items():
-            fields[name] = json_size(name) + json_size(value)
+            fields[name] = field_size(name, value)
         for name, items in patch.append.items():
-            fields[name] = fields.get(name, json_size(name) + 2) + sum(
-                json_size(item) + 1 for item in items
+            fields[name] = fields.get(name, stored_size(name)) + sum(
+                stored_size(item) for item in items
             )
         return Sizes(fields)
 

@@ -256,3 +256,17 @@ async def test_store_reserved_ids_are_simply_not_found(store: ConversationStore)
         await store.mutate("someone", "__x__", append(message(1)))
     with pytest.raises(NotFound):
         await store.probe("someone", "__x__")
+
+
+async def test_store_measures_size_as_firestore_does(store: ConversationStore) -> None:
+    """Non-ASCII text counts its UTF-8 bytes: 1 MB of 'é' (2 bytes each) is 1 MB, not the
+    6 MB a JSON-escaped estimate would say; past Firestore's limit is refused cleanly."""
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation()
+    await store.create(uid, created)
+    fits = await store.mutate(uid, created.id, append(message(1, "é" * 495_000)))
+    assert len(fits.messages) == 1
+    with pytest.raises(ConversationTooLarge):
+        await store.mutate(uid, created.id, append(message(2, "é" * 30_000)))
+    stored = await store.get(uid, created.id)
+    assert stored is not None and len(stored.messages) == 1
