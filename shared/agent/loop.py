@@ -35,10 +35,11 @@ from shared.agent.events import (
 from shared.agent.history import build_history
 from shared.agent.runs import INTERRUPTED, finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
-from shared.agent.transcript import Frame, Transcript, args_of
+from shared.agent.transcript import Frame, Transcript, args_of, shrink
 from shared.clock import Clock
 from shared.errors import (
     INTERNAL_MESSAGE,
+    ConversationTooLarge,
     ProviderSilent,
     RunEnded,
     RunInterrupted,
@@ -75,6 +76,10 @@ NOT_STARTED = "Spark AI Agent could not start the background work; please try ag
 
 Call = tuple[str, str, str]
 """(tool call id, tool name, display text)"""
+
+
+# Characters of each text part kept when a reply is cut to fit the document.
+_CUT_TO = (20_000, 2_000, 0)
 
 
 def ignore(frame: Frame) -> None:
@@ -466,13 +471,26 @@ class Run:
         saved: list[Conversation] = []
 
         async def final() -> None:
-            saved[:] = [
-                await self.deps.store.mutate(
-                    self.user_id,
-                    self.conversation_id,
-                    lambda c: finish_run(c, self.run_id, message, now, lease_until, tasks),
-                )
-            ]
+            # At the document's limit the reply is cut, with a note the user and the
+            # model both read, until it fits: the run always closes.
+            for keep in (None, *_CUT_TO):
+                saving = message if keep is None else shrink(message, keep)
+                try:
+                    saved[:] = [
+                        await self.deps.store.mutate(
+                            self.user_id,
+                            self.conversation_id,
+                            lambda c, m=saving: finish_run(  # type: ignore[misc]
+                                c, self.run_id, m, now, lease_until, tasks
+                            ),
+                        )
+                    ]
+                    return
+                except ConversationTooLarge:
+                    log.warning("run %s: reply too large to save; cutting it", self.run_id)
+            raise ConversationTooLarge(
+                "This conversation is full; please start a new one to carry on."
+            )
 
         await self._writer.finish(final)
         successor = saved[0].active_run if saved else None

@@ -477,3 +477,29 @@ def terminal_event(message: Message) -> DoneEvent | ErrorEvent:
         error = message.error or MessageError(code="internal", message="The reply failed.")
         return ErrorEvent(error.message, error.code)
     return DoneEvent(message.id, _done_status(message))
+
+
+CUT_NOTE = (
+    "\n\n(Spark AI Agent cut this reply short: the conversation is full. "
+    "Please start a new conversation to carry on.)"
+)
+
+
+def shrink(message: Message, keep: int) -> Message:
+    """``message`` cut to fit a full document: each text part keeps its first ``keep``
+    characters and each tool output becomes a short note, then ``CUT_NOTE`` ends it
+    (what the user reads and the model sees next time)."""
+    content: list[ContentPart] = []
+    for part in message.content:
+        if part.type == "text" and part.text:
+            if keep:
+                content.append(ContentPart.of_text(part.text[:keep]))
+        elif part.tool_result is not None and len(part.tool_result.output_json) > 200:
+            cut = part.tool_result.model_copy(
+                update={"output_json": json.dumps({"truncated": True, "note": "Cut to fit."})}
+            )
+            content.append(part.model_copy(update={"tool_result": cut}))
+        else:
+            content.append(part)
+    content.append(ContentPart.of_text(CUT_NOTE))
+    return message.model_copy(update={"content": content})

@@ -24,7 +24,7 @@ from shared.agent.results import (
 )
 from shared.agent.service import Agent
 from shared.config import Settings
-from shared.errors import RunInProgress, SparkError, ToolError
+from shared.errors import ConversationTooLarge, RunInProgress, SparkError, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.schemas.documents import Conversation, Message, ToolCall
 from shared.schemas.server import TaskLedger, TaskRecord
@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 Outcome = Literal["done", "busy"]
 """``done``: acknowledge the delivery. ``busy``: another delivery holds it; retry later."""
 
+TOO_LARGE = (
+    "The result was too large to keep in this conversation, which is full. "
+    "Tell the user and suggest starting a new conversation."
+)
 # A follow-up waiting for another run in the conversation is retried this many extra times.
 BUSY_RETRIES = 10
 # A follow-up to people's results waits this many times (backing off to a minute) for the
@@ -121,6 +125,9 @@ class TaskHandler:
         heartbeat = asyncio.create_task(self._keep_lease(task))
         try:
             await self._work(task, record)
+        except ConversationTooLarge:
+            log.warning("task %s: the conversation is full; ending the task", task.task_id)
+            await self._finish(task, "failed", TOO_LARGE)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -208,13 +215,28 @@ class TaskHandler:
                     return None
                 output = error_output(_gave_up(call, task.attempt, _safe(exc)))
         now = deps.clock.now()
-        return await deps.store.mutate(
-            task.user_id,
-            task.conversation_id,
-            lambda c: record_results(
-                c, {call.id: output}, status, now, None if status == "ok" else "The tool failed."
-            ),
-        )
+        try:
+            return await deps.store.mutate(
+                task.user_id,
+                task.conversation_id,
+                lambda c: record_results(
+                    c,
+                    {call.id: output},
+                    status,
+                    now,
+                    None if status == "ok" else "The tool failed.",
+                ),
+            )
+        except ConversationTooLarge:
+            # Never retried for ever: the model hears the result did not fit, and the task
+            # ends (freeing its slot) either way.
+            log.warning("task %s: its result does not fit the conversation", task.task_id)
+            small = error_output(TOO_LARGE)
+            return await deps.store.mutate(
+                task.user_id,
+                task.conversation_id,
+                lambda c: record_results(c, {call.id: small}, "error", now, TOO_LARGE),
+            )
 
     async def _follow_up(self, task: ToolTask, source: Message) -> bool:
         """Let the agent answer the results; ``False`` if it must wait (retried later)."""

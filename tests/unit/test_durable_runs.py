@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from shared.agent.events import DoneEvent, ErrorEvent, TaskQueuedEvent, TextEvent
 from shared.agent.loop import Run
 from shared.agent.results import follow_up_id
-from shared.agent.transcript import Frame
+from shared.agent.transcript import CUT_NOTE, Frame
 from shared.clock import ManualClock
 from shared.errors import NoActiveRun, RunInProgress, StoreError
 from shared.llm.base import Finish, TextDelta, ToolCallRequest
@@ -412,3 +412,58 @@ async def test_claims_of_a_queued_run_happen_once() -> None:
     assert first is not None
     assert await service.agent.claim("alice", sent.conversation_id, run_id) is None
     await first.execute()
+
+
+async def filled(service: Harness, near: int) -> str:
+    """A conversation whose document is ``near`` bytes from Firestore's limit."""
+    from shared.store.limits import MAX_DOCUMENT_BYTES
+
+    run = await service.start(ALICE, "x" * (MAX_DOCUMENT_BYTES - near))
+    await run.execute()
+    return run.conversation_id
+
+
+async def test_a_reply_that_would_not_fit_is_cut_with_a_note_and_the_run_closes() -> None:
+    provider = ScriptedProvider([Step.reply("ok"), Step.reply("long answer " * 20_000)])
+    service = make_service(provider)
+    conversation_id = await filled(service, 60_000)
+    _, frames = await run_frames(service, ALICE, "tell me everything", conversation_id)
+
+    assert isinstance(frames[-1].event, DoneEvent)
+    conversation = await stored(service, conversation_id)
+    assert conversation.active_run is None
+    reply = conversation.messages[-1]
+    assert reply.status == "complete" and reply.text.endswith(CUT_NOTE)
+    assert len(reply.text) < len("long answer " * 20_000)
+
+
+async def test_a_task_result_that_would_not_fit_frees_its_slot_and_the_model_hears_it() -> None:
+    class Huge(BaseModel):
+        topic: str
+
+    async def huge(args: Huge, context: ToolContext) -> str:
+        return "y" * 200_000
+
+    fakes = Fakes()
+    tool = Tool("make_lesson", "Make a lesson.", Huge, "Creating lesson", huge, "task")
+    provider = ScriptedProvider(
+        [
+            Step.reply("ok"),
+            Step([ToolCallRequest("a", "make_lesson", '{"topic": "x"}'), Finish("tool_calls")]),
+            Step.reply("That did not fit, sorry."),
+        ]
+    )
+    service = make_service(
+        provider, fakes=fakes, tools=ToolRegistry([tool]), tool_output_chars=300_000
+    )
+    conversation_id = await filled(service, 60_000)
+    await run_frames(service, ALICE, "lesson", conversation_id)
+    _, (task,) = split(fakes.queue.take())
+    await service.handler().handle(TASK_PAYLOAD.validate_json(task.body))
+
+    conversation = await stored(service, conversation_id)
+    (result,) = [p.tool_result for m in conversation.messages for p in m.content if p.tool_result]
+    assert result.status == "error" and "too large" in result.output_json
+    ledger = await fakes.ledger.get("alice")
+    assert [r.status for r in ledger.tasks.values()] == ["failed"]
+    assert conversation.messages[-1].text == "That did not fit, sorry."
