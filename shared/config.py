@@ -70,6 +70,8 @@ class Settings:
     watchdog_grace_seconds: int = 30
     # A client-executed tool not answered this long gets an error result.
     client_tool_timeout_seconds: int = 300
+    # The live conversation document's budget: older messages roll over into archive/.
+    live_doc_bytes: int = 256 * 1024
     max_steps: int = 10
     history_messages: int = 20
     tool_output_chars: int = 8000
@@ -115,6 +117,7 @@ class Settings:
             client_tool_timeout_seconds=_int(
                 env, "SPARK_CLIENT_TOOL_TIMEOUT_SECONDS", d.client_tool_timeout_seconds
             ),
+            live_doc_bytes=_int(env, "SPARK_LIVE_DOC_BYTES", d.live_doc_bytes, minimum=16_384),
             max_steps=_int(env, "SPARK_MAX_STEPS", d.max_steps),
             history_messages=_int(env, "SPARK_HISTORY_MESSAGES", d.history_messages),
             tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", d.tool_output_chars),

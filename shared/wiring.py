@@ -88,6 +88,7 @@ def limits_of(settings: Settings) -> RunLimits:
         lease_seconds=settings.run_lease_seconds,
         provider_idle_seconds=settings.provider_idle_seconds,
         client_tool_timeout_seconds=settings.client_tool_timeout_seconds,
+        live_doc_bytes=settings.live_doc_bytes,
     )
 
 

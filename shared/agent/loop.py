@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Protocol
 
+from shared.agent.archive import roll_over
 from shared.agent.events import (
     AgentEvent,
     ApprovalRequiredEvent,
@@ -131,6 +132,7 @@ class RunLimits:
     lease_seconds: float
     provider_idle_seconds: float
     client_tool_timeout_seconds: float
+    live_doc_bytes: int
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
 
@@ -496,6 +498,20 @@ class Run:
         successor = saved[0].active_run if saved else None
         if successor is not None and successor.status == "queued":
             await self.deps.tasks.hand_on(self.user_id, self.conversation_id, successor)
+        if saved:
+            limits = self.deps.limits
+            try:
+                await roll_over(
+                    self.deps.store,
+                    self.user_id,
+                    saved[0],
+                    limits.live_doc_bytes,
+                    limits.history_messages,
+                    now,
+                )
+            except SparkError:
+                # The next run's end tries again; the live document has room till then.
+                log.warning("run %s: roll-over failed; it is retried later", self.run_id)
 
     async def _end_well(self, outcome: Outcome) -> None:
         granted: list[TaskRecord] = []

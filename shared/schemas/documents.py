@@ -196,6 +196,27 @@ class TaskState(Document):
     follow_up: bool | None = None
 
 
+class ArchiveMarker(Document):
+    """How much of the conversation has rolled over into ``archive/``: the first
+    ``segments`` segments (ids ``000001``…) hold the oldest ``count`` messages, the
+    newest of them ``newest_id``. A segment past ``segments`` is a move under way:
+    its messages are still in the live document, so readers skip it."""
+
+    count: int = Field(ge=0)
+    newest_id: str
+    segments: int = Field(ge=0)
+
+
+class ArchiveSegment(Document):
+    """``/{userId}/client/conversations/{conversationId}/archive/{segment}``: older
+    messages, in order (the owner reads them; a query by id pages them)."""
+
+    conversation_id: str
+    segment: int = Field(ge=1)
+    messages: list[Message]
+    created_at: Timestamp
+
+
 class Conversation(Document):
     """``/{userId}/client/conversations/{conversationId}``."""
 
@@ -208,6 +229,7 @@ class Conversation(Document):
     last_message_at: Timestamp
     messages: list[Message] = Field(default_factory=list)
     active_run: ActiveRun | None = None
+    archived: ArchiveMarker | None = None
     # User messages sent with ``whenBusy: "queue"`` while a run was live, in order: each
     # moves to ``messages`` when its own run opens, so replies follow their questions.
     queued_messages: list[Message] | None = None

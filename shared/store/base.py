@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.schemas.documents import Conversation, Lesson, RunStatus
+from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, RunStatus
 from shared.schemas.server import TaskLedger
 
 Mutation = Callable[[Conversation], Conversation]
@@ -60,6 +60,19 @@ class ConversationStore(Protocol):
             ConversationTooLarge: the result would not fit in one document.
             StoreError: the store failed.
         """
+        ...
+
+    async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
+        """Write (or rewrite: a move that died half-way is redone) one archive segment.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
+        """Every archive segment written for the conversation, in order (including one
+        a move left behind: ``Conversation.archived`` says which count)."""
         ...
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:

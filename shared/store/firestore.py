@@ -16,7 +16,7 @@ from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 from google.cloud.firestore_v1 import _helpers
 
 from shared.errors import NotFound, StoreError
-from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
 from shared.store.base import LedgerChange, Mutation, RunProbe
 from shared.store.limits import check_size
@@ -231,6 +231,24 @@ class FirestoreConversationStore:
             self._remember(key, _Version(updated, sizes, written))
             return updated
         raise StoreError("The conversation is changing too fast to save; please try again.")
+
+    def _segment_ref(self, user_id: str, conversation_id: str, segment: int) -> Any:
+        return self._ref(user_id, conversation_id).collection("archive").document(f"{segment:06d}")
+
+    async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
+        ref = self._segment_ref(user_id, segment.conversation_id, segment.segment)
+        try:
+            await ref.set(segment.to_firestore())
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(UNAVAILABLE, detail=f"Firestore archive: {exc.message}") from exc
+
+    async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
+        collection = self._ref(user_id, conversation_id).collection("archive")
+        try:
+            snapshots = [s async for s in collection.order_by("segment").stream()]
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
+        return [ArchiveSegment.model_validate(s.to_dict()) for s in snapshots]
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
         if _reserved(conversation_id):

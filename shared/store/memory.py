@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from shared.errors import NotFound, StoreError
-from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
 from shared.store.base import LedgerChange, Mutation, RunProbe
 from shared.store.limits import check_size
@@ -31,6 +31,7 @@ class InMemoryConversationStore:
         self._changed = asyncio.Condition(self._lock)
         self.writes: dict[str, int] = {}
         self.written: dict[str, list[set[str]]] = {}
+        self._segments: dict[tuple[str, str, int], dict[str, Any]] = {}
 
     async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
         document = self._documents.get((user_id, conversation_id))
@@ -58,6 +59,18 @@ class InMemoryConversationStore:
                 check_size(Sizes.of(document).total)
                 self._store(key, document, patch.paths)
             return updated
+
+    async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
+        key = (user_id, segment.conversation_id, segment.segment)
+        self._segments[key] = copy.deepcopy(segment.to_firestore())
+
+    async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
+        found = sorted(
+            (n, document)
+            for (uid, cid, n), document in self._segments.items()
+            if (uid, cid) == (user_id, conversation_id)
+        )
+        return [ArchiveSegment.model_validate(copy.deepcopy(d)) for _, d in found]
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
         document = self._documents.get((user_id, conversation_id))

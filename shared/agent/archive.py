@@ -1,0 +1,111 @@
+"""Roll-over: older messages move, in order, from the live conversation document into
+archive segments, so the live document stays near ``SPARK_LIVE_DOC_BYTES`` (fast to
+load, cheap to write) and never meets Firestore's 1 MiB limit.
+
+A move is two writes, safe to interrupt anywhere:
+
+1. the segment is written (``archive/{n}``), with the messages it will hold;
+2. one compare-and-set write drops those messages from the live document and moves
+   the marker (``archived.segments = n``).
+
+Between the two, the messages are in both places; readers count only the segments the
+marker names, so each message is read once. A move that died after step 1 is simply
+redone (the segment is rewritten). The cut never separates a tool call from its result,
+never takes a call still waiting for its result, and keeps the latest user message and
+the last ``keep`` messages live, so the history the model sees is the same before and
+after.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from shared.schemas.documents import ArchiveMarker, ArchiveSegment, Conversation, Message
+from shared.store.base import ConversationStore
+from shared.store.patch import DOCUMENT_OVERHEAD, field_size, stored_size
+
+log = logging.getLogger(__name__)
+
+
+def live_size(conversation: Conversation) -> int:
+    """The live document's stored size (by Firestore's rules)."""
+    document = conversation.to_firestore()
+    return DOCUMENT_OVERHEAD + sum(field_size(k, v) for k, v in document.items())
+
+
+def _cuttable(messages: list[Message], index: int) -> bool:
+    """Moving ``messages[:index]`` keeps every call with its result, on one side."""
+    before, after = messages[:index], messages[index:]
+    calls_before = {p.tool_call.id for m in before for p in m.content if p.tool_call}
+    results_before = {
+        p.tool_result.tool_call_id for m in before for p in m.content if p.tool_result
+    }
+    results_after = {p.tool_result.tool_call_id for m in after for p in m.content if p.tool_result}
+    return calls_before <= results_before and not (results_after & calls_before)
+
+
+def plan(conversation: Conversation, budget: int, keep: int) -> list[Message]:
+    """The oldest messages to move so the live document falls to about three quarters
+    of ``budget`` (none if it is within ``budget``, or if nothing may move)."""
+    messages = conversation.messages
+    size = live_size(conversation)
+    if size <= budget:
+        return []
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    limit = min(len(messages) - keep, users[-1] if users else len(messages))
+    target = size - budget * 3 // 4
+    freed, best = 0, 0
+    for index in range(1, max(limit, 0) + 1):
+        freed += stored_size(messages[index - 1].to_firestore())
+        if _cuttable(messages, index):
+            best = index
+            if freed >= target:
+                break
+    return messages[:best]
+
+
+def drop(conversation: Conversation, moved: list[str], segment: int) -> Conversation:
+    """Step 2 of a move: the live document without the messages segment ``segment``
+    now holds (unchanged if another move or change got there first)."""
+    marker = conversation.archived
+    done = marker.segments if marker else 0
+    ids = [m.id for m in conversation.messages[: len(moved)]]
+    if done != segment - 1 or ids != moved:
+        return conversation
+    count = (marker.count if marker else 0) + len(moved)
+    return conversation.model_copy(
+        update={
+            "messages": conversation.messages[len(moved) :],
+            "archived": ArchiveMarker(count=count, newest_id=moved[-1], segments=segment),
+        }
+    )
+
+
+async def roll_over(
+    store: ConversationStore,
+    user_id: str,
+    conversation: Conversation,
+    budget: int,
+    keep: int,
+    now: datetime,
+) -> Conversation:
+    """Move older messages into the archive if the live document is over ``budget``."""
+    moving = plan(conversation, budget, keep)
+    if not moving:
+        return conversation
+    marker = conversation.archived
+    number = (marker.segments if marker else 0) + 1
+    segment = ArchiveSegment(
+        conversation_id=conversation.id, segment=number, messages=moving, created_at=now
+    )
+    await store.archive(user_id, segment)
+    moved = [m.id for m in moving]
+    updated = await store.mutate(user_id, conversation.id, lambda c: drop(c, moved, number))
+    log.info(
+        "conversation %s: %d messages rolled over into segment %d",
+        conversation.id,
+        len(moved),
+        number,
+    )
+    return updated
