@@ -13,7 +13,7 @@ import pytest
 
 from shared.agent.runs import new_run, put_message
 from shared.errors import ConversationTooLarge, NotFound, RunInProgress, StoreError
-from shared.schemas.documents import ContentPart, Conversation, Message
+from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Message
 from shared.store.base import ConversationStore
 from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
 from shared.store.memory import InMemoryConversationStore
@@ -270,3 +270,22 @@ async def test_store_measures_size_as_firestore_does(store: ConversationStore) -
         await store.mutate(uid, created.id, append(message(2, "é" * 30_000)))
     stored = await store.get(uid, created.id)
     assert stored is not None and len(stored.messages) == 1
+
+
+async def test_store_archive_segments_are_rewritable_and_read_in_order(
+    store: ConversationStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation()
+    await store.create(uid, created)
+    for number in (2, 1, 2):  # out of order, and segment 2 written twice (a redone move)
+        segment = ArchiveSegment(
+            conversation_id=created.id,
+            segment=number,
+            messages=[message(number * 10 + k) for k in range(3)],
+            created_at=NOW,
+        )
+        await store.archive(uid, segment)
+    segments = await store.segments(uid, created.id)
+    assert [s.segment for s in segments] == [1, 2]
+    assert [m.id for m in segments[1].messages] == ["msg_20", "msg_21", "msg_22"]

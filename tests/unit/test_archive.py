@@ -1,0 +1,141 @@
+"""Roll-over on fakes: the live document stays within its budget, every message is
+readable exactly once, calls keep their results, and the model's history is unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from shared.agent.archive import drop, live_size, plan
+from shared.agent.history import build_history
+from shared.llm.base import Finish, ToolCallRequest
+from shared.llm.scripted import ScriptedProvider, Step
+from shared.schemas.documents import Conversation
+from shared.store.memory import InMemoryConversationStore
+from shared.tools.base import Tool, ToolContext, ToolRegistry
+from tests.unit.helpers import ALICE, make_service, run_frames
+
+BUDGET = 20_000
+
+
+class Args(BaseModel):
+    n: int
+
+
+async def echo(args: Args, context: ToolContext) -> str:
+    return "echo " * 50
+
+
+def readable(conversation: Conversation, segments: list) -> list[str]:  # type: ignore[type-arg]
+    """Every message a client can read, in order: the segments the marker counts, then
+    the live document (a segment past the marker is a move under way: skipped)."""
+    counted = conversation.archived.segments if conversation.archived else 0
+    ids = [m.id for s in segments if s.segment <= counted for m in s.messages]
+    return ids + [m.id for m in conversation.messages]
+
+
+async def test_long_conversation_rolls_over_and_reads_back_whole() -> None:
+    turns = 60
+    steps = []
+    for n in range(turns):
+        if n % 5 == 0:
+            steps += [
+                Step([ToolCallRequest("t", "echo", json.dumps({"n": n})), Finish("tool_calls")]),
+                Step.reply(f"Reply {n} after a tool. " + "words " * 60),
+            ]
+        else:
+            steps.append(Step.reply(f"Reply {n}. " + "words " * 60))
+    provider = ScriptedProvider(steps)
+    store = InMemoryConversationStore()
+    tools = ToolRegistry([Tool("echo", "Echo.", Args, "Echoing", echo)])
+    service = make_service(provider, store, tools=tools, live_doc_bytes=BUDGET)
+    conversation_id = None
+    histories = []
+    for n in range(turns):
+        conversation_id, _ = await run_frames(service, ALICE, f"message {n}", conversation_id)
+        live = await store.get("alice", conversation_id)
+        assert live is not None
+        assert live_size(live) <= BUDGET + 8_000  # one turn over at most, before it moves
+        histories.append([m.text for m in build_history(live.messages, 20)])
+    live = await store.get("alice", conversation_id)
+    assert live is not None and live.archived is not None and live.archived.segments >= 2
+    segments = await store.segments("alice", conversation_id)
+    ids = readable(live, segments)
+    assert len(ids) == len(set(ids)) == turns * 2  # each user message and its reply
+    assert live.archived.count == len(ids) - len(live.messages)
+    # Calls and results never split: each live result's call is live too.
+    calls = {p.tool_call.id for m in live.messages for p in m.content if p.tool_call}
+    results = {
+        p.tool_result.tool_call_id for m in live.messages for p in m.content if p.tool_result
+    }
+    assert results <= calls
+    # The model saw a whole history on the last turn (no orphans, no pending notes).
+    last = provider.requests[-1].messages
+    assert last[-1].role == "user" and last[-1].text == f"message {turns - 1}"
+    assert all("pending" not in m.text for m in last if m.role == "tool")
+    provider.assert_exhausted()
+
+
+def test_a_move_that_died_half_way_reads_each_message_once_and_is_redone() -> None:
+    from datetime import UTC, datetime
+
+    from shared.schemas.documents import ArchiveSegment, ContentPart, Message
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    messages = [
+        Message(
+            id=f"m{n}",
+            role="user" if n % 2 == 0 else "assistant",
+            created_at=now,
+            status="complete",
+            content=[ContentPart.of_text("x" * 2000)],
+        )
+        for n in range(30)
+    ]
+    live = Conversation(
+        id="c",
+        participant_ids=["u"],
+        created_at=now,
+        updated_at=now,
+        last_message_at=now,
+        messages=messages,
+    )
+    moving = plan(live, BUDGET, keep=20)
+    assert moving and len(live.messages) - len(moving) >= 20
+    orphan = ArchiveSegment(conversation_id="c", segment=1, messages=moving, created_at=now)
+    # Step 1 landed, step 2 did not: the marker counts no segment yet.
+    assert readable(live, [orphan]) == [m.id for m in messages]
+    moved = drop(live, [m.id for m in moving], 1)
+    assert readable(moved, [orphan]) == [m.id for m in messages]
+    # Redone (or raced) with stale ids: nothing changes.
+    assert drop(moved, [m.id for m in moving], 1) is moved
+
+
+@pytest.mark.parametrize("keep", [20, 25])
+def test_plan_keeps_the_latest_user_message_and_the_history_window(keep: int) -> None:
+    from datetime import UTC, datetime
+
+    from shared.schemas.documents import ContentPart, Message
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    messages = [
+        Message(
+            id=f"m{n}",
+            role="user" if n == 3 else "assistant",
+            created_at=now,
+            status="complete",
+            content=[ContentPart.of_text("y" * 3000)],
+        )
+        for n in range(40)
+    ]
+    live = Conversation(
+        id="c",
+        participant_ids=["u"],
+        created_at=now,
+        updated_at=now,
+        last_message_at=now,
+        messages=messages,
+    )
+    assert [m.id for m in plan(live, BUDGET, keep)] == ["m0", "m1", "m2"]
