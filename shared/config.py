@@ -72,6 +72,13 @@ class Settings:
     client_tool_timeout_seconds: int = 300
     # The live conversation document's budget: older messages roll over into archive/.
     live_doc_bytes: int = 256 * 1024
+    # Per-user limits (OWASP API4 / LLM10): each answered with 429 and Retry-After.
+    runs_per_user: int = 3
+    daily_tokens_per_user: int = 2_000_000
+    task_calls_per_step: int = 5
+    tasks_queued_per_user: int = 20
+    # The history sent to the model is cut, oldest first, past this many characters.
+    history_chars: int = 200_000
     max_steps: int = 10
     history_messages: int = 20
     tool_output_chars: int = 8000
@@ -118,6 +125,11 @@ class Settings:
                 env, "SPARK_CLIENT_TOOL_TIMEOUT_SECONDS", d.client_tool_timeout_seconds
             ),
             live_doc_bytes=_int(env, "SPARK_LIVE_DOC_BYTES", d.live_doc_bytes, minimum=16_384),
+            runs_per_user=_int(env, "SPARK_RUNS_PER_USER", d.runs_per_user),
+            daily_tokens_per_user=_int(env, "SPARK_DAILY_TOKENS_PER_USER", d.daily_tokens_per_user),
+            task_calls_per_step=_int(env, "SPARK_TASK_CALLS_PER_STEP", d.task_calls_per_step),
+            tasks_queued_per_user=_int(env, "SPARK_TASKS_QUEUED_PER_USER", d.tasks_queued_per_user),
+            history_chars=_int(env, "SPARK_HISTORY_CHARS", d.history_chars, minimum=1000),
             max_steps=_int(env, "SPARK_MAX_STEPS", d.max_steps),
             history_messages=_int(env, "SPARK_HISTORY_MESSAGES", d.history_messages),
             tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", d.tool_output_chars),

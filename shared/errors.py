@@ -15,6 +15,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── RunInProgress           409 run_in_progress
     │   ├── NoActiveRun             409 no_active_run         (nothing to stop)
     │   ├── AlreadyAnswered         409 already_answered      (that result exists already)
+    │   ├── RateLimited             429 rate_limited          (a per-user limit; Retry-After)
     │   ├── PayloadTooLarge         413 payload_too_large
     │   └── UnsupportedMediaType    415 unsupported_media_type
     ├── ProviderError               502 provider_error        (the model provider failed)
@@ -126,6 +127,17 @@ class AlreadyAnswered(RequestError):
 
     status = 409
     code = "already_answered"
+
+
+class RateLimited(RequestError):
+    """A per-user limit was reached; ``retry_after`` says when to try again (seconds)."""
+
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after: int, detail: str | None = None) -> None:
+        super().__init__(message, detail)
+        self.retry_after = max(1, retry_after)
 
 
 class PayloadTooLarge(RequestError):

@@ -17,7 +17,7 @@ from shared.llm.base import ModelProvider
 from shared.prompts import load_prompt, prompts_dir
 from shared.queue.base import TaskQueue
 from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
-from shared.tasks.ledger import LedgerPolicy
+from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
 from shared.tools.lessons import create_lesson_tool
@@ -89,6 +89,8 @@ def limits_of(settings: Settings) -> RunLimits:
         provider_idle_seconds=settings.provider_idle_seconds,
         client_tool_timeout_seconds=settings.client_tool_timeout_seconds,
         live_doc_bytes=settings.live_doc_bytes,
+        task_calls_per_step=settings.task_calls_per_step,
+        history_chars=settings.history_chars,
     )
 
 
@@ -108,9 +110,16 @@ def assemble(
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
+        max_waiting=settings.tasks_queued_per_user,
     )
+    user_limits = UserLimits(settings.runs_per_user, settings.daily_tokens_per_user)
     scheduler = TaskScheduler(
-        ledger, queue, clock, policy, timedelta(seconds=settings.watchdog_grace_seconds)
+        ledger,
+        queue,
+        clock,
+        policy,
+        timedelta(seconds=settings.watchdog_grace_seconds),
+        user_limits,
     )
     deps = RunDeps(
         store=store,

@@ -82,9 +82,25 @@ def to_chat(messages: Sequence[Message]) -> list[ChatMessage]:
     return chat
 
 
-def build_history(messages: Sequence[Message], limit: int) -> list[ChatMessage]:
-    """The model's view of the last ``limit`` messages, oldest first."""
-    return to_chat(messages[-limit:])
+def build_history(
+    messages: Sequence[Message], limit: int, max_chars: int | None = None
+) -> list[ChatMessage]:
+    """The model's view of the last ``limit`` messages, oldest first, cut (oldest first)
+    to ``max_chars`` of text: a dropped call takes its results with it, and the history
+    never starts with a result whose call is gone."""
+    chat = to_chat(messages[-limit:])
+    if max_chars is None:
+        return chat
+    size = sum(len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls) for turn in chat)
+    start = 0
+    while size > max_chars and start < len(chat) - 1:
+        turn = chat[start]
+        size -= len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls)
+        start += 1
+        while start < len(chat) - 1 and chat[start].role == "tool":
+            size -= len(chat[start].text)
+            start += 1
+    return chat[start:]
 
 
 def steps_since_user(messages: Sequence[Message]) -> int:

@@ -120,6 +120,10 @@ class TaskSink(Protocol):
         """Give the client calls a synthetic result if still unanswered after the delay."""
         ...
 
+    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
+        """Free the run's slot (if it took one) and count its tokens against today's."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:
@@ -133,6 +137,8 @@ class RunLimits:
     provider_idle_seconds: float
     client_tool_timeout_seconds: float
     live_doc_bytes: int
+    task_calls_per_step: int
+    history_chars: int
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
 
@@ -176,6 +182,7 @@ class Run:
         self._queued: list[ParsedCall] = []
         self._paused: list[ParsedCall] = []
         self._step = 0
+        self._step_tasks = 0
 
     @property
     def conversation_id(self) -> str:
@@ -255,6 +262,9 @@ class Run:
             await self._end_badly(self._ended)
         else:
             await self._end_well(outcome)
+        usage = self.transcript.message().usage
+        tokens = usage.input_tokens + usage.output_tokens if usage else 0
+        await self.deps.tasks.release_run(self.user_id, self.run_id, tokens)
 
     async def _watch(self, writer: ThrottledWriter) -> None:
         """Renew the lease while nothing is written, notice a stop or a takeover within
@@ -299,6 +309,7 @@ class Run:
                 # Tools were not offered on the last step; a model that still asks is stopped.
                 self._record(TextEvent(STEP_LIMIT_NOTE))
                 return "complete"
+            self._step_tasks = 0
             for index, call in enumerate(calls):
                 await self._take_call(self._own_id(call, index))
             if self._paused:
@@ -318,7 +329,7 @@ class Run:
         previous = list(self.conversation.messages)
         if self.transcript.has_content:
             previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
-        history = build_history(previous, deps.limits.history_messages)
+        history = build_history(previous, deps.limits.history_messages, deps.limits.history_chars)
         tools = deps.tools.specs() if offer_tools else ()
         request = ModelRequest(system=deps.system_prompt, messages=history, tools=tools)
         finish: Finish | None = None
@@ -369,6 +380,25 @@ class Run:
             self._pause(parsed, args_json)
             return
         if parsed.tool.execution == "task":
+            limit = self.deps.limits.task_calls_per_step
+            if self._step_tasks >= limit:
+                why = (
+                    f"At most {limit} background tasks can start in one step; "
+                    "ask for the rest in the next step."
+                )
+                start = ToolStartEvent(
+                    call.id,
+                    call.name,
+                    args_of(args_json),
+                    "Checking a tool call",
+                    args_json=args_json,
+                )
+                self._record(start)
+                self._record(
+                    ToolEndEvent(call.id, "error", error=why, output_json=error_output(why))
+                )
+                return
+            self._step_tasks += 1
             self._queued.append(parsed)
             task_id = task_id_for(self.conversation_id, call.id)
             self._record(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
 from shared.agent.history import steps_since_user
@@ -76,6 +76,18 @@ class RunScheduler(Protocol):
 
     async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
         """Cancel the tasks that have not started (their slots free at once)."""
+        ...
+
+    async def admit_run(self, user_id: str, run_id: str, conversation_id: str) -> None:
+        """Take one of the user's run slots.
+
+        Raises:
+            RateLimited: a per-user limit is reached; nothing was written.
+        """
+        ...
+
+    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
+        """Free the run's slot and count its tokens."""
         ...
 
     async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
@@ -165,6 +177,39 @@ class Agent:
         new = conversation_id is None
         conversation_id = conversation_id or self.ids.new("conv")
 
+        # A per-user limit refuses the send before anything is written.
+        await self.scheduler.admit_run(user.uid, record.run_id, conversation_id)
+        try:
+            conversation = await self._open(
+                user, conversation_id, new, user_message, record, when_busy, now
+            )
+        except BaseException:
+            await self.scheduler.release_run(user.uid, record.run_id, 0)
+            raise
+        active = conversation.active_run
+        if active is None or active.run_id != record.run_id:
+            await self.scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
+            return Sent(conversation.id, user_message.id, None)
+        if background:
+            await self.hand_to_task(user.uid, conversation.id, record)
+            return Sent(conversation.id, user_message.id, None)
+        # Asked for while the run starts (not before its first token): should the
+        # process die first, the next send or stop in the conversation closes the run.
+        watchdog = asyncio.create_task(self._watchdog(user.uid, conversation.id, record))
+        self._background.add(watchdog)
+        watchdog.add_done_callback(self._background.discard)
+        return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
+
+    async def _open(
+        self,
+        user: User,
+        conversation_id: str,
+        new: bool,
+        user_message: Message,
+        record: ActiveRun,
+        when_busy: WhenBusy,
+        now: datetime,
+    ) -> Conversation:
         if new:
             conversation = Conversation(
                 id=conversation_id,
@@ -176,23 +221,11 @@ class Agent:
                 active_run=record,
             )
             await self.deps.store.create(user.uid, conversation)
-        else:
-            await self._close_if_dead(user.uid, conversation_id)
-            conversation = await self.deps.store.mutate(
-                user.uid, conversation_id, lambda c: open_run(c, user_message, record, when_busy)
-            )
-        active = conversation.active_run
-        if active is None or active.run_id != record.run_id:
-            return Sent(conversation.id, user_message.id, None)
-        if background:
-            await self.hand_to_task(user.uid, conversation.id, record)
-            return Sent(conversation.id, user_message.id, None)
-        # Asked for while the run starts (not before its first token): should the
-        # process die first, the next send or stop in the conversation closes the run.
-        watchdog = asyncio.create_task(self._watchdog(user.uid, conversation.id, record))
-        self._background.add(watchdog)
-        watchdog.add_done_callback(self._background.discard)
-        return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
+            return conversation
+        await self._close_if_dead(user.uid, conversation_id)
+        return await self.deps.store.mutate(
+            user.uid, conversation_id, lambda c: open_run(c, user_message, record, when_busy)
+        )
 
     async def hand_to_task(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
         """Have a Cloud Task produce the queued run just opened (with its watchdog).
@@ -341,5 +374,6 @@ class Agent:
             return run
         await self._close_if_dead(user_id, conversation_id)
         log.warning("run %s: closed, its producer stopped renewing its lease", active.run_id)
+        await self.scheduler.release_run(user_id, active.run_id, 0)
         await self.scheduler.sweep(user_id)
         return None

@@ -38,8 +38,26 @@ class TaskRecord(Document):
     updated_at: Timestamp
 
 
+class RunSlot(Document):
+    """A run the user started, holding one of their slots until it ends (or ``until``)."""
+
+    conversation_id: str
+    until: Timestamp
+
+
+class DailyUsage(Document):
+    """Tokens the provider reported for this user's replies on ``day`` (UTC)."""
+
+    day: str
+    tokens: int = Field(default=0, ge=0)
+
+
 class TaskLedger(Document):
-    """``/{userId}/server``: the user's tasks, live ones and the latest finished ones."""
+    """``/{userId}/server``: the user's tasks (live ones and the latest finished ones),
+    the runs they have going, and today's token usage: one document, so every per-user
+    limit is checked and taken in one compare-and-set write."""
 
     next_seq: int = 0
     tasks: dict[str, TaskRecord] = Field(default_factory=dict)
+    runs: dict[str, RunSlot] = Field(default_factory=dict)
+    usage: DailyUsage | None = None

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from shared.errors import RateLimited
 from shared.schemas.documents import TaskStatus
-from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.server import DailyUsage, RunSlot, TaskLedger, TaskRecord
 
 Claim = Literal["run", "busy", "stale"]
 """``run``: this delivery owns the attempt. ``busy``: another delivery holds it (retry
@@ -42,6 +43,8 @@ class LedgerPolicy:
     max_running: int
     lease: timedelta
     keep_finished: int = 50
+    # Tasks a user may have waiting or running at once; more are refused (429).
+    max_waiting: int = 20
 
 
 def _ordered(ledger: TaskLedger) -> list[TaskRecord]:
@@ -101,6 +104,13 @@ def submit(
     is queued anew: the owner's approval is what lets it run.
     """
     existing = ledger.tasks.get(record.task_id)
+    live = sum(1 for r in ledger.tasks.values() if r.status in ("queued", "running"))
+    if existing is None and live >= policy.max_waiting:
+        raise RateLimited(
+            f"You already have {live} background tasks waiting or running; "
+            "wait for some to finish, then ask again.",
+            int(policy.lease.total_seconds()),
+        )
     if again and existing is not None and existing.status == "cancelled":
         # Its attempts go on counting: each attempt's Cloud Task name is used once.
         requeued = existing.model_copy(
@@ -240,3 +250,57 @@ def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
     drop = {r.task_id for r in finished[: len(finished) - keep]}
     tasks = {k: v for k, v in ledger.tasks.items() if k not in drop}
     return ledger.model_copy(update={"tasks": tasks})
+
+
+# -- runs at once and the daily token budget ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UserLimits:
+    runs_at_once: int
+    daily_tokens: int
+    slot: timedelta = timedelta(minutes=10)
+
+
+def _until_midnight(now: datetime) -> int:
+    tomorrow = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return int((tomorrow - now).total_seconds()) + 1
+
+
+def admit_run(
+    ledger: TaskLedger, run_id: str, conversation_id: str, now: datetime, limits: UserLimits
+) -> TaskLedger:
+    """Take a slot for a run the user starts, within their limits.
+
+    Raises:
+        RateLimited: as many runs as allowed are going, or today's tokens are spent.
+    """
+    today = now.date().isoformat()
+    usage = ledger.usage
+    if usage is not None and usage.day == today and usage.tokens >= limits.daily_tokens:
+        raise RateLimited(
+            "You have used today's allowance of Spark AI Agent; it renews at midnight (UTC).",
+            _until_midnight(now),
+        )
+    live = {k: v for k, v in ledger.runs.items() if v.until > now}
+    if run_id not in live and len(live) >= limits.runs_at_once:
+        soonest = min(v.until for v in live.values())
+        raise RateLimited(
+            f"You already have {len(live)} replies being written; wait for one to finish.",
+            int((soonest - now).total_seconds()) if live else 1,
+        )
+    live[run_id] = RunSlot(conversation_id=conversation_id, until=now + limits.slot)
+    return ledger.model_copy(update={"runs": live})
+
+
+def release_run(ledger: TaskLedger, run_id: str, now: datetime, tokens: int) -> TaskLedger:
+    """Free a run's slot (if it had one) and count the tokens it used today."""
+    runs = {k: v for k, v in ledger.runs.items() if k != run_id and v.until > now}
+    today = now.date().isoformat()
+    usage = ledger.usage if ledger.usage is not None and ledger.usage.day == today else None
+    if tokens:
+        spent = (usage.tokens if usage else 0) + tokens
+        usage = DailyUsage(day=today, tokens=spent)
+    if runs == ledger.runs and usage == ledger.usage:
+        return ledger
+    return ledger.model_copy(update={"runs": runs, "usage": usage})

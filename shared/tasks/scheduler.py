@@ -42,7 +42,8 @@ class TaskScheduler:
     queue: TaskQueue
     clock: Clock
     policy: ledgers.LedgerPolicy
-    watchdog_grace: timedelta = timedelta(seconds=30)
+    watchdog_grace: timedelta
+    limits: ledgers.UserLimits
 
     async def apply(self, user_id: str, change: Callable[[TaskLedger], tuple[TaskLedger, R]]) -> R:
         """Apply a ledger change and return what it decided (from the attempt that landed)."""
@@ -163,6 +164,29 @@ class TaskScheduler:
         await self.queue.enqueue(
             QueuedTask(follow_up_name(message_id, attempt), payload.to_bytes(), due)
         )
+
+    async def admit_run(self, user_id: str, run_id: str, conversation_id: str) -> None:
+        """Take one of the user's run slots (and check today's tokens).
+
+        Raises:
+            RateLimited: a per-user limit is reached; nothing was written.
+        """
+        now = self.clock.now()
+        await self.apply(
+            user_id,
+            lambda led: (ledgers.admit_run(led, run_id, conversation_id, now, self.limits), None),
+        )
+
+    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
+        """Free the run's slot and count its tokens against today's budget."""
+        now = self.clock.now()
+        try:
+            await self.apply(
+                user_id, lambda led: (ledgers.release_run(led, run_id, now, tokens), None)
+            )
+        except Exception:
+            # The slot lapses by itself (``UserLimits.slot``); only the count is lost.
+            log.warning("run %s: could not release its slot", run_id, exc_info=True)
 
     async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
         """Cancel tasks that have not started, and start what their slots free."""

@@ -348,8 +348,13 @@ async def test_redelivered_follow_up_whose_first_delivery_died_is_not_left_strea
 
 async def test_task_calls_reach_the_ledger_before_the_message_says_queued() -> None:
     class FailingLedger(InMemoryTaskLedgerStore):
+        """Run slots are taken and freed; recording a task fails."""
+
         async def mutate(self, user_id, change):  # type: ignore[no-untyped-def]
-            raise StoreError("Firestore write failed: unavailable")
+            current = await self.get(user_id)
+            if change(current).tasks != current.tasks:
+                raise StoreError("Firestore write failed: unavailable")
+            return await super().mutate(user_id, change)
 
     runs: list[str] = []
     fakes = Fakes(ledger=FailingLedger())
