@@ -39,9 +39,10 @@ class TaskRecord(Document):
 
 
 class RunSlot(Document):
-    """A run the user started, holding one of their slots until it ends (or ``until``)."""
+    """A conversation of the user's with a reply being written, holding one of their
+    slots until that run ends (or ``until``)."""
 
-    conversation_id: str
+    run_id: str
     until: Timestamp
 
 
@@ -59,5 +60,5 @@ class TaskLedger(Document):
 
     next_seq: int = 0
     tasks: dict[str, TaskRecord] = Field(default_factory=dict)
-    runs: dict[str, RunSlot] = Field(default_factory=dict)
+    runs: dict[str, RunSlot] = Field(default_factory=dict)  # by conversation id
     usage: DailyUsage | None = None

@@ -270,7 +270,9 @@ def _until_midnight(now: datetime) -> int:
 def admit_run(
     ledger: TaskLedger, run_id: str, conversation_id: str, now: datetime, limits: UserLimits
 ) -> TaskLedger:
-    """Take a slot for a run the user starts, within their limits.
+    """Take a slot for a run the user starts, within their limits. A conversation that
+    holds a slot already takes no other (one run at a time there: the send then gets
+    409, or queues).
 
     Raises:
         RateLimited: as many runs as allowed are going, or today's tokens are spent.
@@ -283,19 +285,21 @@ def admit_run(
             _until_midnight(now),
         )
     live = {k: v for k, v in ledger.runs.items() if v.until > now}
-    if run_id not in live and len(live) >= limits.runs_at_once:
+    if conversation_id in live:
+        return ledger if live == ledger.runs else ledger.model_copy(update={"runs": live})
+    if len(live) >= limits.runs_at_once:
         soonest = min(v.until for v in live.values())
         raise RateLimited(
             f"You already have {len(live)} replies being written; wait for one to finish.",
-            int((soonest - now).total_seconds()) if live else 1,
+            int((soonest - now).total_seconds()),
         )
-    live[run_id] = RunSlot(conversation_id=conversation_id, until=now + limits.slot)
+    live[conversation_id] = RunSlot(run_id=run_id, until=now + limits.slot)
     return ledger.model_copy(update={"runs": live})
 
 
 def release_run(ledger: TaskLedger, run_id: str, now: datetime, tokens: int) -> TaskLedger:
-    """Free a run's slot (if it had one) and count the tokens it used today."""
-    runs = {k: v for k, v in ledger.runs.items() if k != run_id and v.until > now}
+    """Free the run's slot (if it holds one) and count the tokens it used today."""
+    runs = {k: v for k, v in ledger.runs.items() if v.run_id != run_id and v.until > now}
     today = now.date().isoformat()
     usage = ledger.usage if ledger.usage is not None and ledger.usage.day == today else None
     if tokens:
