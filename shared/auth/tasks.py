@@ -9,11 +9,17 @@ production (``Settings.check``).
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from shared.errors import Unauthenticated
-from shared.queue.base import SIGNATURE_HEADER, sign
+from shared.queue.base import (
+    SIGNATURE_HEADER,
+    SIGNATURE_MAX_AGE_SECONDS,
+    TASK_NAME_HEADER,
+    sign,
+)
 
 REFUSED = "Only Spark AI Agent's task queue may call this endpoint."
 
@@ -31,17 +37,32 @@ class TaskCallerVerifier(Protocol):
 
 
 class LocalTaskVerifier:
-    """Accepts calls whose body carries a valid local signature."""
+    """Accepts calls whose local signature is valid, names the task the queue says it
+    is delivering, and is recent (``SIGNATURE_MAX_AGE_SECONDS``), so a captured call
+    cannot be replayed later or for another task."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, clock: Callable[[], float] = time.time) -> None:
         self._key = key
+        self._clock = clock
 
     async def verify(self, headers: Mapping[str, str], body: bytes) -> None:
-        signature = headers.get(SIGNATURE_HEADER.lower()) or headers.get(SIGNATURE_HEADER) or ""
-        expected = sign(self._key, body).encode()
-        # Compared as bytes: a forged header may hold characters compare_digest refuses as str.
-        if not signature or not hmac.compare_digest(signature.encode(errors="replace"), expected):
+        raw = _header(headers, SIGNATURE_HEADER)
+        name = _header(headers, TASK_NAME_HEADER)
+        fields = dict(part.partition("=")[::2] for part in raw.split(","))
+        at = fields.get("t", "")
+        if not name or not at.isdigit() or not fields.get("v1"):
             raise Unauthenticated(REFUSED)
+        age = self._clock() - int(at)
+        if age > SIGNATURE_MAX_AGE_SECONDS or age < -60:
+            raise Unauthenticated(REFUSED)
+        expected = sign(self._key, body, name, int(at)).encode()
+        # Compared as bytes: a forged header may hold characters compare_digest refuses as str.
+        if not hmac.compare_digest(raw.encode(errors="replace"), expected):
+            raise Unauthenticated(REFUSED)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    return headers.get(name.lower()) or headers.get(name) or ""
 
 
 class RefuseAllTaskCalls:

@@ -34,9 +34,14 @@ class TaskQueue(Protocol):
 
 
 SIGNATURE_HEADER = "X-Spark-Task-Signature"
+TASK_NAME_HEADER = "X-CloudTasks-TaskName"
+# A local signature older than this (from its task's due time) is refused as a replay.
+SIGNATURE_MAX_AGE_SECONDS = 900
 
 
-def sign(key: str, body: bytes) -> str:
-    """The local-mode signature of a task body (HMAC-SHA256, hex): the emulator sends
-    no OIDC token, so locally this is how the ``tasks`` function knows a call is ours."""
-    return hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+def sign(key: str, body: bytes, name: str, at: int) -> str:
+    """The local-mode signature of a task (HMAC-SHA256 over its due time, its name and
+    its body): the emulator sends no OIDC token, so locally this is how the ``tasks``
+    function knows a call is ours, meant for this task, and recent."""
+    digest = hmac.new(key.encode(), f"{at}.{name}.".encode() + body, hashlib.sha256)
+    return f"t={at},v1={digest.hexdigest()}"

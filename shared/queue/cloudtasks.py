@@ -8,6 +8,7 @@ can refuse calls that did not come through our queue.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -76,7 +77,8 @@ class CloudTasksQueue:
     def _request(self, task: QueuedTask) -> tasks_v2.Task:
         headers = {"Content-Type": "application/json"}
         if self._local_key:
-            headers[SIGNATURE_HEADER] = sign(self._local_key, task.body)
+            due = task.schedule_at.timestamp() if task.schedule_at else time.time()
+            headers[SIGNATURE_HEADER] = sign(self._local_key, task.body, task.name, int(due))
         http = tasks_v2.HttpRequest(
             url=self._handler_url,
             http_method=tasks_v2.HttpMethod.POST,

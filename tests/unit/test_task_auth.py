@@ -20,7 +20,7 @@ from starlette.routing import Route
 from shared.auth.oidc import OidcTaskVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls
 from shared.errors import AuthUnavailable, Forbidden, Unauthenticated
-from shared.queue.base import SIGNATURE_HEADER, sign
+from shared.queue.base import SIGNATURE_HEADER, TASK_NAME_HEADER, sign
 from tests.fakes.keys import key_and_cert
 from tests.fakes.openai_server import ServerThread
 
@@ -35,16 +35,26 @@ SERVICE_ACCOUNT = "spark-tasks@demo-spark.iam.gserviceaccount.com"
 # --- local mode ---------------------------------------------------------------------------
 
 
+def signed(
+    key: str = LOCAL_KEY, body: bytes = BODY, name: str = "t1-1", at: int | None = None
+) -> dict[str, str]:
+    """Headers of a local call, as our queue adapter and the emulator send them."""
+    at = int(time.time()) if at is None else at
+    return {SIGNATURE_HEADER.lower(): sign(key, body, name, at), TASK_NAME_HEADER.lower(): name}
+
+
 async def test_local_verifier_accepts_a_body_signed_with_the_local_key() -> None:
     verifier = LocalTaskVerifier(LOCAL_KEY)
 
-    await verifier.verify({SIGNATURE_HEADER.lower(): sign(LOCAL_KEY, BODY)}, BODY)
+    await verifier.verify(signed(), BODY)
 
 
 async def test_local_verifier_accepts_the_signature_header_in_its_original_case() -> None:
     verifier = LocalTaskVerifier(LOCAL_KEY)
 
-    await verifier.verify({SIGNATURE_HEADER: sign(LOCAL_KEY, BODY)}, BODY)
+    headers = signed()
+    original = {SIGNATURE_HEADER: headers[SIGNATURE_HEADER.lower()], TASK_NAME_HEADER: "t1-1"}
+    await verifier.verify(original, BODY)
 
 
 async def test_local_verifier_refuses_a_call_without_a_signature() -> None:
@@ -60,7 +70,7 @@ async def test_local_verifier_refuses_a_signature_made_with_another_key() -> Non
     verifier = LocalTaskVerifier(LOCAL_KEY)
 
     with pytest.raises(Unauthenticated):
-        await verifier.verify({SIGNATURE_HEADER.lower(): sign("another-key", BODY)}, BODY)
+        await verifier.verify(signed(key="another-key"), BODY)
 
 
 async def test_local_verifier_refuses_a_garbage_signature() -> None:
@@ -75,7 +85,7 @@ async def test_local_verifier_refuses_the_signature_of_a_different_body() -> Non
     other = b'{"kind":"tool","taskId":"t1","attempt":2}'
 
     with pytest.raises(Unauthenticated):
-        await verifier.verify({SIGNATURE_HEADER.lower(): sign(LOCAL_KEY, other)}, BODY)
+        await verifier.verify(signed(body=other), BODY)
 
 
 async def test_local_verifier_refuses_a_non_ascii_signature() -> None:
@@ -87,7 +97,7 @@ async def test_local_verifier_refuses_a_non_ascii_signature() -> None:
 
 async def test_refuse_all_task_calls_refuses_even_a_validly_signed_call() -> None:
     with pytest.raises(Unauthenticated, match="SPARK_TASKS_LOCAL_KEY"):
-        await RefuseAllTaskCalls().verify({SIGNATURE_HEADER.lower(): sign(LOCAL_KEY, BODY)}, BODY)
+        await RefuseAllTaskCalls().verify(signed(), BODY)
 
 
 # --- production mode: OIDC ----------------------------------------------------------------
@@ -178,7 +188,7 @@ async def test_oidc_verifier_ignores_a_local_signature_in_production(
     verifier: OidcTaskVerifier,
 ) -> None:
     with pytest.raises(Unauthenticated):
-        await verifier.verify({SIGNATURE_HEADER.lower(): sign(LOCAL_KEY, BODY)}, BODY)
+        await verifier.verify(signed(), BODY)
 
 
 async def test_oidc_verifier_refuses_a_token_for_another_audience(
@@ -265,3 +275,26 @@ async def test_oidc_verifier_reports_unreachable_google_keys_as_unavailable(
 
     with pytest.raises(AuthUnavailable):
         await verifier.verify(bearer(token(google.key)), BODY)
+
+
+async def test_oidc_verifier_fetches_googles_certificates_once_not_per_call(
+    google: Google,
+) -> None:
+    verifier = OidcTaskVerifier(AUDIENCE, SERVICE_ACCOUNT, certs_url=google.certs_url)
+    for _ in range(5):
+        await verifier.verify(bearer(token(google.key)), BODY)
+    assert verifier._transport.fetches == 1
+
+
+async def test_local_verifier_refuses_an_old_call_replayed() -> None:
+    verifier = LocalTaskVerifier(LOCAL_KEY)
+    with pytest.raises(Unauthenticated):
+        await verifier.verify(signed(at=int(time.time()) - 3600), BODY)
+
+
+async def test_local_verifier_refuses_a_signature_made_for_another_task() -> None:
+    verifier = LocalTaskVerifier(LOCAL_KEY)
+    headers = signed(name="t1-1")
+    headers[TASK_NAME_HEADER.lower()] = "t2-1"
+    with pytest.raises(Unauthenticated):
+        await verifier.verify(headers, BODY)
