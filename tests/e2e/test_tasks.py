@@ -14,9 +14,9 @@ import httpx
 import pytest
 from google.cloud import firestore
 
-from shared.queue.base import SIGNATURE_HEADER, sign
+from shared.queue.base import SIGNATURE_HEADER, TASK_NAME_HEADER, sign
 from shared.schemas.tasks import ToolTask
-from shared.tasks.naming import task_id_for
+from shared.tasks.naming import attempt_name, task_id_for
 from tests.e2e.conftest import (
     Functions,
     SseEvent,
@@ -144,7 +144,12 @@ def test_e2e_task_delivered_three_more_times_has_one_effect(
         attempt=1,
     ).to_bytes()
     key = os.environ["SPARK_TASKS_LOCAL_KEY"]
-    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(key, body)}
+    name = attempt_name(task_id_for(conversation_id, queued["toolCallId"]), 1)
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: sign(key, body, name, int(time.time())),
+        TASK_NAME_HEADER: name,
+    }
 
     def redeliver(_: int) -> int:
         return httpx.post(functions.tasks, content=body, headers=headers, timeout=30).status_code
