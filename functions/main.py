@@ -6,9 +6,8 @@ unsafely (for example the Auth emulator in production) refuses to start.
 
 from __future__ import annotations
 
-import logging
-
 import functions_framework.aio
+from spark_http import logs
 from spark_http.app import ApiApp
 from spark_http.tasks import TasksApp
 from starlette.requests import Request
@@ -18,7 +17,7 @@ from shared.config import Settings
 from shared.tasks.handler import TaskHandler
 from shared.wiring import build_components, build_task_verifier, build_verifier
 
-logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+logs.configure()
 
 settings = Settings.from_env()
 _components, _stores = build_components(settings)

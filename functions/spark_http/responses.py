@@ -61,5 +61,10 @@ async def guarded(handler: Handler, request: Request) -> Response:
         return error_response(exc, request_id(request))
     except Exception:
         rid = request_id(request)
-        log.exception("request %s: unhandled error on %s %s", rid, request.method, request.url.path)
+        log.exception(
+            "unhandled error on %s %s",
+            request.method,
+            request.url.path,
+            extra={"requestId": rid, "trace": rid},
+        )
         return error_response(SparkError(INTERNAL_MESSAGE), rid)
