@@ -28,6 +28,7 @@ from shared.schemas.api import (
     StopResponse,
     ToolResultRequest,
 )
+from shared.schemas.openapi import render as render_openapi
 from spark_http.requests import bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 
+_OPENAPI = render_openapi()
 _PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results")
 # Firestore reserves ids of the form __x__: such a conversation cannot exist (404).
 _CONVERSATION = re.compile(
@@ -58,6 +60,7 @@ class ApiApp:
             "approvals": {"POST": self.approvals},
             "tool-results": {"POST": self.tool_results},
             "health": {"GET": self.health},
+            "openapi": {"GET": self.openapi},
         }
         # Runs outlive their response when a client disconnects; hold them here.
         self._runs: set[asyncio.Task[None]] = set()
@@ -72,6 +75,8 @@ class ApiApp:
             route = "messages"
         elif path == "/healthz":
             route = "health"
+        elif path == "/api/spark/agent/openapi.json":
+            route = "openapi"
         elif (match := _CONVERSATION.match(path)) and match[2] in _PER_CONVERSATION:
             route, conversation_id = match[2], match[1]
         else:
@@ -85,6 +90,10 @@ class ApiApp:
     async def health(self, request: Request, _: str) -> Response:
         """Liveness for local tooling and load balancers; says nothing about users."""
         return JSONResponse({"status": "ok"})
+
+    async def openapi(self, request: Request, _: str) -> Response:
+        """``GET /api/spark/agent/openapi.json``: this API's OpenAPI 3.1 document."""
+        return Response(_OPENAPI, media_type="application/json")
 
     async def _authenticate(self, request: Request) -> User:
         return await self._verifier.verify(bearer_token(request))

@@ -32,8 +32,11 @@ def render() -> str:
 
 
 def main() -> None:
+    from shared.schemas import openapi
+
     SCHEMA_PATH.write_text(render(), encoding="utf-8")
-    sys.stdout.write(f"wrote {SCHEMA_PATH}\n")
+    openapi.OPENAPI_PATH.write_text(openapi.render(), encoding="utf-8")
+    sys.stdout.write(f"wrote {SCHEMA_PATH} and {openapi.OPENAPI_PATH}\n")
 
 
 if __name__ == "__main__":

@@ -60,3 +60,14 @@ def test_send_message_request_rejects_bad_bodies(body: dict[str, object]) -> Non
 def test_send_message_request_accepts_32_kb_of_text() -> None:
     request = SendMessageRequest.model_validate({"text": "a" * 32768, "conversationId": "conv_1"})
     assert request.conversation_id == "conv_1"
+
+
+def test_openapi_document_is_current_and_served() -> None:
+    from shared.schemas.openapi import OPENAPI_PATH, openapi, render
+
+    assert OPENAPI_PATH.read_text(encoding="utf-8") == render(), (
+        "schemas/openapi.json is stale: run `make schemas`"
+    )
+    document = openapi()
+    assert document["openapi"] == "3.1.0"
+    assert "/api/spark/agent/conversations/{conversationId}/answers" in document["paths"]

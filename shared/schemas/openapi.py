@@ -1,0 +1,175 @@
+"""The OpenAPI 3.1 document of the ``api`` function, built from the request and response
+models (``GET /api/spark/agent/openapi.json`` serves it; ``make schemas`` writes it to
+``schemas/openapi.json``, which a test keeps current)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.schemas.api import (
+    AckResponse,
+    AnswersRequest,
+    ApprovalRequest,
+    ErrorBody,
+    ResumeResponse,
+    SendMessageRequest,
+    StopResponse,
+    ToolResultRequest,
+)
+
+OPENAPI_PATH = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
+PREFIX = "/api/spark/agent"
+_MODELS: tuple[type[BaseModel], ...] = (
+    SendMessageRequest,
+    AckResponse,
+    StopResponse,
+    AnswersRequest,
+    ApprovalRequest,
+    ToolResultRequest,
+    ResumeResponse,
+    ErrorBody,
+)
+
+
+def _ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _json(model: type[BaseModel]) -> dict[str, Any]:
+    return {"application/json": {"schema": _ref(model)}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    return {str(s): {"description": "An error.", "content": _json(ErrorBody)} for s in statuses}
+
+
+_SSE = {
+    "text/event-stream": {
+        "schema": {
+            "type": "string",
+            "description": "Server-Sent Events: run_start, text, tool_start, tool_end, "
+            "task_queued, question, approval_required, then done or error (DESIGN §4).",
+        }
+    }
+}
+_CONVERSATION = {
+    "name": "conversationId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+}
+_COMMON_ERRORS = (400, 401, 404, 405, 409, 413, 415, 429, 500, 502, 503, 504, 507)
+
+
+def _post(summary: str, body: type[BaseModel], ok: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "security": [{"bearer": []}],
+            "requestBody": {"required": True, "content": _json(body)},
+            "responses": {**ok, **_errors(*_COMMON_ERRORS)},
+        }
+    }
+
+
+def _resumed(summary: str, body: type[BaseModel]) -> dict[str, Any]:
+    ok = {
+        "200": {"description": "The agent's follow-up, streamed.", "content": _SSE},
+        "202": {"description": "Recorded; see status.", "content": _json(ResumeResponse)},
+    }
+    operation = _post(summary, body, ok)
+    operation["post"]["parameters"] = [_CONVERSATION]
+    return operation
+
+
+def openapi() -> dict[str, Any]:
+    """The document (deterministic: the same code gives the same bytes)."""
+    schemas: dict[str, Any] = {}
+    for model in _MODELS:
+        schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    send = _post(
+        "Send a message: the reply streams (Accept: text/event-stream) or a task writes it.",
+        SendMessageRequest,
+        {
+            "200": {"description": "The reply, streamed.", "content": _SSE},
+            "202": {"description": "Accepted or queued.", "content": _json(AckResponse)},
+        },
+    )
+    stop = {
+        "post": {
+            "summary": "Stop the conversation's active run wherever it runs.",
+            "security": [{"bearer": []}],
+            "parameters": [_CONVERSATION],
+            "responses": {
+                "200": {"description": "Stopped.", "content": _json(StopResponse)},
+                "202": {"description": "Stopping.", "content": _json(StopResponse)},
+                **_errors(*_COMMON_ERRORS),
+            },
+        }
+    }
+    stream = {
+        "get": {
+            "summary": "Resume a run's stream from Last-Event-ID (header or lastEventId).",
+            "security": [{"bearer": []}],
+            "parameters": [
+                _CONVERSATION,
+                {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+                {"name": "lastEventId", "in": "query", "schema": {"type": "string"}},
+            ],
+            "responses": {
+                "200": {"description": "The events missed, then the rest.", "content": _SSE},
+                "204": {"description": "Nothing to send."},
+                **_errors(*_COMMON_ERRORS),
+            },
+        }
+    }
+    conversation = PREFIX + "/conversations/{conversationId}"
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Spark AI Agent API",
+            "version": "1",
+            "description": "The api function of Spark AI Agent. Errors are "
+            '{"error": {"code", "message", "requestId"}}.',
+        },
+        "paths": {
+            PREFIX + "/messages": send,
+            conversation + "/stream": stream,
+            conversation + "/stop": stop,
+            conversation + "/answers": _resumed(
+                "Answer an ask_user_question call.", AnswersRequest
+            ),
+            conversation + "/approvals": _resumed(
+                "Approve or deny a call awaiting approval.", ApprovalRequest
+            ),
+            conversation + "/tool-results": _resumed(
+                "The output of a client-executed tool.", ToolResultRequest
+            ),
+            PREFIX + "/openapi.json": {
+                "get": {
+                    "summary": "This document.",
+                    "responses": {"200": {"description": "OpenAPI 3.1."}},
+                }
+            },
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "Firebase ID token",
+                }
+            },
+        },
+    }
+
+
+def render() -> str:
+    return json.dumps(openapi(), indent=2, sort_keys=True) + "\n"
