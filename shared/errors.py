@@ -99,8 +99,14 @@ class NotFound(RequestError):
 
 
 class MethodNotAllowed(RequestError):
+    """The path exists; ``allow`` lists the methods it takes (sent as ``Allow``)."""
+
     status = 405
     code = "method_not_allowed"
+
+    def __init__(self, message: str, allow: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.allow = allow
 
 
 class NotAcceptable(RequestError):

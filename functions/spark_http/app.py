@@ -84,7 +84,9 @@ class ApiApp:
         methods = self._routes[route]
         handler = methods.get(request.method)
         if handler is None:
-            raise MethodNotAllowed(f"Use {' or '.join(methods)} on {request.url.path}.")
+            raise MethodNotAllowed(
+                f"Use {' or '.join(methods)} on {request.url.path}.", tuple(methods)
+            )
         return await handler(request, conversation_id)
 
     async def health(self, request: Request, _: str) -> Response:
@@ -123,12 +125,12 @@ class ApiApp:
         """``GET .../conversations/{id}/stream``: replay what the client missed of the
         active (or last) run from ``Last-Event-ID``, then follow it to its end."""
         user = await self._authenticate(request)
-        raw = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
-        after = Cursor.parse(raw) if raw else None
         store = self._agent.deps.store
         conversation = await store.get(user.uid, conversation_id)
         if conversation is None:
             raise NotFound("No conversation with this id.")
+        raw = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+        after = Cursor.parse(raw) if raw else None
         run_id = after.run_id if after is not None else latest_run(conversation)
         if run_id is None or (after is not None and after.at == END):
             return Response(status_code=204)  # nothing ran, or the client saw the end

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from shared.errors import INTERNAL_MESSAGE, RateLimited, SparkError
+from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, RateLimited, SparkError
 from shared.schemas.api import ErrorBody, ErrorDetail
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,8 @@ def error_response(exc: SparkError, request_id: str | None = None) -> JSONRespon
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     if isinstance(exc, RateLimited):
         headers = {"Retry-After": str(exc.retry_after)}
+    if isinstance(exc, MethodNotAllowed):
+        headers = {"Allow": ", ".join(exc.allow)}
     return JSONResponse(
         body.model_dump(by_alias=True, exclude_none=True), status_code=exc.status, headers=headers
     )

@@ -39,7 +39,7 @@ class TasksApp:
         if request.url.path.rstrip("/") == "/healthz" and request.method == "GET":
             return JSONResponse({"status": "ok"})
         if request.method != "POST":
-            raise MethodNotAllowed("Tasks are delivered with POST.")
+            raise MethodNotAllowed("Tasks are delivered with POST.", ("POST",))
         raw = await read_bounded(request, MAX_TASK_BYTES)
         await self._verifier.verify(request.headers, raw)
         task = _parse(raw, TASK_PAYLOAD)

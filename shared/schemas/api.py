@@ -26,7 +26,7 @@ class SendMessageRequest(Inbound):
     """``POST /api/spark/agent/messages``."""
 
     conversation_id: ConversationId | None = Field(default=None, alias="conversationId")
-    text: str = Field(min_length=1, max_length=MAX_TEXT_BYTES)
+    text: str = Field(min_length=1, max_length=MAX_TEXT_BYTES, pattern=r"\S")
     when_busy: Literal["reject", "queue"] = Field(
         default="reject",
         alias="whenBusy",

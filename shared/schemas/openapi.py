@@ -62,6 +62,11 @@ _CONVERSATION = {
     "required": True,
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
 }
+_EVENT_ID = {
+    "type": "string",
+    "pattern": "^[A-Za-z0-9_-]{1,128}:([0-9]{1,9}:[0-9]{1,12}|end)$",
+    "description": "An event id this API sent: {runId}:{parts}:{chars} or {runId}:end.",
+}
 _COMMON_ERRORS = (400, 401, 404, 405, 409, 413, 415, 429, 500, 502, 503, 504, 507)
 
 
@@ -119,8 +124,8 @@ def openapi() -> dict[str, Any]:
             "security": [{"bearer": []}],
             "parameters": [
                 _CONVERSATION,
-                {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
-                {"name": "lastEventId", "in": "query", "schema": {"type": "string"}},
+                {"name": "Last-Event-ID", "in": "header", "schema": _EVENT_ID},
+                {"name": "lastEventId", "in": "query", "schema": _EVENT_ID},
             ],
             "responses": {
                 "200": {"description": "The events missed, then the rest.", "content": _SSE},
