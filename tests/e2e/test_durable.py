@@ -282,3 +282,48 @@ def test_e2e_silent_model_fails_the_run_with_a_clear_error(
     conversation_id = events[0].data["conversationId"]
     doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2))
     assert doc["messages"][1]["status"] == "error"
+
+
+def test_e2e_a_hundred_sends_from_five_clients_land_or_get_a_clean_refusal(
+    functions: Functions,
+    second_api: ExtraApi,
+    alice: StackUser,
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    with httpx.stream("POST", functions.api + SEND, headers=auth(alice), json={"text": "hi"}) as r:
+        conversation_id = events_of(r)[0].data["conversationId"]
+    fake_openai.script("crowd", Script(chunks=["one ", "reply"], delay=0.2))
+    clients = [httpx.Client(timeout=60) for _ in range(5)]
+    barrier = threading.Barrier(20)
+    statuses: list[int] = []
+
+    def send(n: int) -> None:
+        api = (functions.api, second_api.url)[n % 2]
+        barrier.wait()
+        response = clients[n % 5].post(
+            api + SEND,
+            headers=auth(alice, sse=False),
+            json={"text": "crowd", "conversationId": conversation_id},
+        )
+        statuses.append(response.status_code)
+        if response.status_code >= 400:
+            assert response.json()["error"]["code"] in ("run_in_progress", "store_unavailable")
+
+    for wave in range(5):
+        threads = [threading.Thread(target=send, args=(wave * 20 + n,)) for n in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    for client in clients:
+        client.close()
+    assert len(statuses) == 100 and set(statuses) <= {202, 409, 503}
+    accepted = statuses.count(202)
+    assert accepted >= 1
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2 + 2 * accepted), 60)
+    roles = [m["role"] for m in doc["messages"]]
+    # Every accepted message is there once, each followed by its reply; nothing else.
+    assert roles == ["user", "assistant"] * (1 + accepted)
+    ids = [m["id"] for m in doc["messages"]]
+    assert len(ids) == len(set(ids))
