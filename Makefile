@@ -56,6 +56,7 @@ schemas: .venv/.synced
 bench: setup
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
+	$(PY) -m tools.stack run -- $(PY) bench/rollover.py
 
 clean:
 	rm -rf .venv .tools node_modules .stack

@@ -91,6 +91,9 @@ async def roll_over(
     now: datetime,
 ) -> Conversation:
     """Move older messages into the archive if the live document is over ``budget``."""
+    known = store.size(user_id, conversation.id)
+    if known is not None and known <= budget:
+        return conversation  # the common case, decided without serialising anything
     moving = plan(conversation, budget, keep)
     if not moving:
         return conversation

@@ -62,6 +62,11 @@ class ConversationStore(Protocol):
         """
         ...
 
+    def size(self, user_id: str, conversation_id: str) -> int | None:
+        """The stored size of the version this store last wrote or read, if it knows it
+        (cheap: no read, no serialisation); ``None`` otherwise."""
+        ...
+
     async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
         """Write (or rewrite: a move that died half-way is redone) one archive segment.
 

@@ -232,6 +232,10 @@ class FirestoreConversationStore:
             return updated
         raise StoreError("The conversation is changing too fast to save; please try again.")
 
+    def size(self, user_id: str, conversation_id: str) -> int | None:
+        version = self._versions.get((user_id, conversation_id))
+        return None if version is None else version.sizes.total
+
     def _segment_ref(self, user_id: str, conversation_id: str, segment: int) -> Any:
         return self._ref(user_id, conversation_id).collection("archive").document(f"{segment:06d}")
 

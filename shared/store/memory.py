@@ -60,6 +60,10 @@ class InMemoryConversationStore:
                 self._store(key, document, patch.paths)
             return updated
 
+    def size(self, user_id: str, conversation_id: str) -> int | None:
+        document = self._documents.get((user_id, conversation_id))
+        return None if document is None else Sizes.of(document).total
+
     async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
         key = (user_id, segment.conversation_id, segment.segment)
         self._segments[key] = copy.deepcopy(segment.to_firestore())

@@ -1,0 +1,176 @@
+"""Cost of appending to a conversation with roll-over, and writes per streamed reply.
+
+Run with ``make bench`` (it starts the emulators). Prints, side by side in one run:
+
+(a) client CPU and time per appended turn (a user message and a reply, then the roll-over
+    check, moving older messages into ``archive/`` when due), in a conversation with 10
+    messages of history and in one with 10,000 (most of them rolled over already);
+(b) the writes a streamed reply makes against its bound, ceil(duration / 500 ms) + 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
+
+from shared.agent.archive import roll_over  # noqa: E402
+from shared.schemas.documents import (  # noqa: E402
+    ArchiveMarker,
+    ArchiveSegment,
+    ContentPart,
+    Conversation,
+    Message,
+)
+from shared.store.firestore import connect  # noqa: E402
+
+BUDGET = 256 * 1024
+TEXT = "A short exchange about tides, the moon and year 5 science lessons. " * 4
+
+
+def turn(n: int, now: datetime) -> list[Message]:
+    return [
+        Message(
+            id=f"m{n}u",
+            role="user",
+            created_at=now,
+            status="complete",
+            content=[ContentPart.of_text(TEXT)],
+        ),
+        Message(
+            id=f"m{n}a",
+            role="assistant",
+            created_at=now,
+            status="complete",
+            content=[ContentPart.of_text(TEXT * 2)],
+        ),
+    ]
+
+
+async def seeded(history: int) -> tuple[object, str, int]:
+    """A conversation with ``history`` messages: the oldest already in archive segments."""
+    stores = connect(os.environ.get("GOOGLE_CLOUD_PROJECT", "demo-spark"))
+    store = stores.conversations
+    now = datetime.now(UTC)
+    messages = [m for n in range(history // 2) for m in turn(n, now)]
+    live: list[Message] = []
+    size = 0
+    for message in reversed(messages):
+        size += len(message.text.encode()) + 200
+        if size > BUDGET * 3 // 4:
+            break
+        live.insert(0, message)
+    archived = messages[: len(messages) - len(live)]
+    uid, cid = "bench-rollover", f"c{history}-{time.time_ns()}"
+    segments = 0
+    for start in range(0, len(archived), 300):
+        segments += 1
+        chunk = archived[start : start + 300]
+        await store.archive(
+            uid,
+            ArchiveSegment(conversation_id=cid, segment=segments, messages=chunk, created_at=now),
+        )
+    marker = (
+        ArchiveMarker(count=len(archived), newest_id=archived[-1].id, segments=segments)
+        if archived
+        else None
+    )
+    await store.create(
+        uid,
+        Conversation(
+            id=cid,
+            participant_ids=[uid],
+            created_at=now,
+            updated_at=now,
+            last_message_at=now,
+            messages=live,
+            archived=marker,
+        ),
+    )
+    return stores, cid, len(live)
+
+
+async def append_cost(history: int, appends: int) -> tuple[float, float, int, int]:
+    stores, cid, live = await seeded(history)
+    store = stores.conversations  # type: ignore[attr-defined]
+    uid = "bench-rollover"
+    now = datetime.now(UTC)
+    conversation = await store.get(uid, cid)
+    moved = 0
+    cpu, wall = time.process_time(), time.perf_counter()
+    for n in range(appends):
+        pair = turn(10_000_000 + n, now)
+        conversation = await store.mutate(
+            uid, cid, lambda c, p=pair: c.model_copy(update={"messages": [*c.messages, *p]})
+        )
+        before = len(conversation.messages)
+        conversation = await roll_over(store, uid, conversation, BUDGET, 20, now)
+        moved += before - len(conversation.messages)
+    cpu = (time.process_time() - cpu) / appends
+    wall = (time.perf_counter() - wall) / appends
+    stores.close()  # type: ignore[attr-defined]
+    return cpu, wall, live, moved
+
+
+async def writes_per_reply(seconds: float) -> tuple[int, int]:
+    from shared.auth.base import User
+    from shared.config import Settings
+    from shared.llm.scripted import ScriptedProvider, Step
+    from shared.queue.memory import InMemoryTaskQueue
+    from shared.store.memory import (
+        InMemoryConversationStore,
+        InMemoryLessonStore,
+        InMemoryTaskLedgerStore,
+    )
+    from shared.wiring import assemble
+
+    tokens = int(seconds * 50)
+    provider = ScriptedProvider([Step.reply(*[f"t{n} " for n in range(tokens)], delay=0.02)])
+    store = InMemoryConversationStore()
+    components = assemble(
+        Settings(),
+        store,
+        InMemoryTaskLedgerStore(),
+        InMemoryLessonStore(),
+        InMemoryTaskQueue(),
+        provider,
+        __import__("shared.clock", fromlist=["SystemClock"]).SystemClock(),
+        system_prompt="bench",
+    )
+    sent = await components.agent.send(User(uid="bench"), "go", None)
+    assert sent.run is not None
+    started = time.perf_counter()
+    await sent.run.execute()
+    duration = time.perf_counter() - started
+    writes = store.writes[sent.conversation_id] - 1  # the write that opened the run
+    return writes, math.ceil(duration / 0.5) + 1
+
+
+async def main() -> None:
+    appends = 150
+    print(f"rollover: {os.cpu_count()} cores, Firestore emulator on this machine")
+    print(f"(a) per appended turn (user + reply, then the roll-over check), mean of {appends}:")
+    results = {}
+    for history in (10, 10_000):
+        cpu, wall, live, moved = await append_cost(history, appends)
+        results[history] = cpu
+        print(
+            f"    {history:6d} messages of history ({live} live): CPU {cpu * 1e3:6.2f} ms "
+            f"| time {wall * 1e3:6.2f} ms | {moved} messages rolled over meanwhile"
+        )
+    print(f"    10,000 vs 10: {results[10_000] / results[10]:4.2f}x CPU (target <= 1.5x)")
+    writes, bound = await writes_per_reply(3.0)
+    print(f"(b) a 3 s streamed reply made {writes} writes; bound ceil(3 s / 500 ms) + 1 = {bound}")
+
+
+if __name__ == "__main__":
+    if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        raise SystemExit("run through `make bench` (it starts the emulators)")
+    asyncio.run(main())
