@@ -332,6 +332,18 @@ class Frame:
     event: AgentEvent
 
 
+def _started(call: ToolCall) -> ToolStartEvent:
+    """The ``tool_start`` that opened ``call``."""
+    return ToolStartEvent(
+        call.id,
+        call.name,
+        args_of(call.args_json),
+        call.display_text,
+        args_json=call.args_json,
+        execution=call.execution,
+    )
+
+
 def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | ToolStartEvent | None:
     """The event that paused the run for ``call``, if it was a question or an approval
     still waiting; once answered or decided, a plain ``tool_start``, so a prompt never
@@ -339,14 +351,7 @@ def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | Too
     if (call.execution == "question" and call.status != "pending") or (
         call.approval and call.status != "awaiting_approval"
     ):
-        return ToolStartEvent(
-            call.id,
-            call.name,
-            args_of(call.args_json),
-            call.display_text,
-            args_json=call.args_json,
-            execution=call.execution,
-        )
+        return _started(call)
     if call.execution == "question":
         args = args_of(call.args_json)
         questions = args.get("questions")
@@ -454,15 +459,7 @@ def replay(
                 )
                 frames.append(Frame(frame_id, task))
             else:
-                start_event = ToolStartEvent(
-                    call.id,
-                    call.name,
-                    args_of(call.args_json),
-                    call.display_text,
-                    args_json=call.args_json,
-                    execution=call.execution,
-                )
-                frames.append(Frame(frame_id, start_event))
+                frames.append(Frame(frame_id, _started(call)))
         elif part.tool_result is not None:
             result = part.tool_result
             frames.append(Frame(frame_id, _tool_end(calls.get(result.tool_call_id), result)))

@@ -216,3 +216,11 @@ def auth(user: StackUser, sse: bool = True) -> dict[str, str]:
 
 def conversation_path(conversation_id: str, what: str) -> str:
     return f"/api/spark/agent/conversations/{conversation_id}/{what}"
+
+
+def settled(db: firestore.Client, uid: str, conversation_id: str, count: int) -> Any:
+    """The conversation once no run is active and it holds at least ``count`` messages."""
+    doc = conversation_doc(db, uid, conversation_id)
+    if doc and "activeRun" not in doc and len(doc["messages"]) >= count:
+        return doc
+    return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +20,7 @@ from tests.e2e.conftest import (
     conversation_path,
     extra_api,
     read_events,
+    settled,
     wait_for,
 )
 from tests.fakes.openai_server import FakeOpenAI, Script
@@ -36,13 +36,6 @@ def events_of(response: httpx.Response) -> list[SseEvent]:
 
 def text_of(events: list[SseEvent]) -> str:
     return "".join(e.data["content"] for e in events if e.event == "text")
-
-
-def finished(db: firestore.Client, uid: str, conversation_id: str, count: int) -> Any:
-    doc = conversation_doc(db, uid, conversation_id)
-    if doc and "activeRun" not in doc and len(doc["messages"]) >= count:
-        return doc
-    return None
 
 
 @pytest.mark.parametrize("cut", [1, 2, 7, 15])
@@ -77,7 +70,7 @@ def test_e2e_resume_from_another_instance_joins_up_exactly(
         assert r.status_code == 200
         resumed = events_of(r)
 
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2))
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     stored = "".join(p["text"] for p in doc["messages"][1]["content"] if p["type"] == "text")
     assert stored == "".join(chunks)
     assert text_of(received) + text_of(resumed) == stored
@@ -141,7 +134,7 @@ def test_e2e_stop_ends_the_run_on_another_instance_keeping_what_was_streamed(
     took = time.monotonic() - stopped_at
     assert events[-1].event == "done" and events[-1].data["status"] == "stopped"
     assert took < 2.5, f"the producer took {took:.1f} s to notice the stop"
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2))
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     message = doc["messages"][1]
     assert message["status"] == "stopped" and message["finishReason"] == "stopped"
     text = "".join(p["text"] for p in message["content"] if p["type"] == "text")
@@ -187,7 +180,7 @@ def test_e2e_ten_racing_sends_from_several_tabs_open_exactly_one_run(
         thread.join()
     assert sorted(statuses) == [200] + [409] * 9
     assert codes == ["run_in_progress"] * 9
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 4))
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     assert [m["role"] for m in doc["messages"]] == ["user", "assistant", "user", "assistant"]
 
 
@@ -216,7 +209,7 @@ def test_e2e_queued_messages_are_answered_in_order(
         assert [m["content"][0]["text"] for m in doc["queuedMessages"]] == ["q second", "q third"]
         list(items)
 
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 6), timeout=30)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 6), timeout=30)
     texts = [m["content"][0]["text"] for m in doc["messages"]]
     assert texts == [
         "q first",
@@ -253,7 +246,7 @@ def test_e2e_killed_instance_mid_stream_is_closed_by_its_watchdog(
         fragile.stack.stop()
 
     # Closed within its lease (3 s) plus the watchdog's grace (1 s), with no new message.
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2), timeout=20)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2), timeout=20)
     closed_after = time.monotonic() - killed
     message = doc["messages"][1]
     assert message["status"] == "error" and message["error"]["code"] == "run_interrupted"
@@ -280,7 +273,7 @@ def test_e2e_silent_model_fails_the_run_with_a_clear_error(
         events = events_of(r)
     assert events[-1].event == "error" and events[-1].data["code"] == "provider_timeout"
     conversation_id = events[0].data["conversationId"]
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2))
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     assert doc["messages"][1]["status"] == "error"
 
 
@@ -321,7 +314,7 @@ def test_e2e_a_hundred_sends_from_five_clients_land_or_get_a_clean_refusal(
     assert len(statuses) == 100 and set(statuses) <= {202, 409, 503}
     accepted = statuses.count(202)
     assert accepted >= 1
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id, 2 + 2 * accepted), 60)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2 + 2 * accepted), 60)
     roles = [m["role"] for m in doc["messages"]]
     # Every accepted message is there once, each followed by its reply; nothing else.
     assert roles == ["user", "assistant"] * (1 + accepted)

@@ -20,6 +20,7 @@ from tests.e2e.conftest import (
     conversation_path,
     extra_api,
     read_events,
+    settled,
     wait_for,
 )
 from tests.fakes.openai_server import FakeOpenAI, Script
@@ -62,13 +63,6 @@ def pending(db: firestore.Client, uid: str, conversation_id: str) -> list[dict[s
         for p in m["content"]
         if "toolCall" in p and p["toolCall"]["id"] not in answered
     ]
-
-
-def settled(db: firestore.Client, uid: str, conversation_id: str, count: int) -> Any:
-    doc = conversation_doc(db, uid, conversation_id)
-    if doc and "activeRun" not in doc and len(doc["messages"]) >= count:
-        return doc
-    return None
 
 
 def text_of(events: list[SseEvent]) -> str:

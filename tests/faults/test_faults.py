@@ -25,10 +25,10 @@ from tests.e2e.conftest import (
     SseEvent,
     StackUser,
     auth,
-    conversation_doc,
     conversation_path,
     extra_api,
     read_events,
+    settled,
     wait_for,
 )
 from tests.fakes.openai_server import FakeOpenAI, Script
@@ -37,13 +37,6 @@ from tests.faults.conftest import audit
 pytestmark = pytest.mark.emulator
 
 SEND = "/api/spark/agent/messages"
-
-
-def settled(db: firestore.Client, uid: str, conversation_id: str, count: int) -> Any:
-    doc = conversation_doc(db, uid, conversation_id)
-    if doc and "activeRun" not in doc and len(doc["messages"]) >= count:
-        return doc
-    return None
 
 
 def stream(url: str, user: StackUser, body: dict[str, Any]) -> list[SseEvent]:
