@@ -91,16 +91,21 @@ def build_history(
     chat = to_chat(messages[-limit:])
     if max_chars is None:
         return chat
-    size = sum(len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls) for turn in chat)
+    users = [i for i, turn in enumerate(chat) if turn.role == "user"]
+    last_user = users[-1] if users else 0
+    size = sum(_chars(turn) for turn in chat)
     start = 0
-    while size > max_chars and start < len(chat) - 1:
-        turn = chat[start]
-        size -= len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls)
+    # Cut oldest first, never the turn the model answers now (the latest user message).
+    while size > max_chars and start < last_user:
+        size -= _chars(chat[start])
         start += 1
-        while start < len(chat) - 1 and chat[start].role == "tool":
-            size -= len(chat[start].text)
-            start += 1
+    while start < len(chat) and chat[start].role == "tool":
+        start += 1  # a result never opens the history without its call
     return chat[start:]
+
+
+def _chars(turn: ChatMessage) -> int:
+    return len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls)
 
 
 def steps_since_user(messages: Sequence[Message]) -> int:

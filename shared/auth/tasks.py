@@ -9,6 +9,7 @@ production (``Settings.check``).
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -50,7 +51,7 @@ class LocalTaskVerifier:
         name = _header(headers, TASK_NAME_HEADER)
         fields = dict(part.partition("=")[::2] for part in raw.split(","))
         at = fields.get("t", "")
-        if not name or not at.isdigit() or not fields.get("v1"):
+        if not name or not re.fullmatch(r"[0-9]{1,12}", at) or not fields.get("v1"):
             raise Unauthenticated(REFUSED)
         age = self._clock() - int(at)
         if age > SIGNATURE_MAX_AGE_SECONDS or age < -60:

@@ -124,4 +124,24 @@ def test_history_is_bounded_in_size_oldest_first_keeping_calls_with_results() ->
     cut = build_history(messages, 20, max_chars=3500)
     assert len(cut) == 3 and cut == full[-3:]
     assert sum(len(t.text) for t in cut) <= 3500
-    assert build_history(messages, 20, max_chars=10) == full[-1:]  # the newest turn stays
+    # However tight, the latest user message (and what answers it) stays.
+    assert build_history(messages, 20, max_chars=10) == full[-2:]
+
+
+def test_history_cut_never_starts_with_a_result_nor_drops_the_question() -> None:
+    from shared.llm.base import ChatMessage, ToolCallRequest
+
+    chat = [
+        ChatMessage("user", "u" * 100),
+        ChatMessage("assistant", "", tool_calls=(ToolCallRequest("c1", "t", "{}"),)),
+        ChatMessage("tool", "r" * 5000, tool_call_id="c1", name="t"),
+    ]
+    from shared.agent import history
+
+    original = history.to_chat
+    history.to_chat = lambda _: chat  # type: ignore[assignment]
+    try:
+        cut = history.build_history([], 20, max_chars=50)
+    finally:
+        history.to_chat = original
+    assert [t.role for t in cut] == ["user", "assistant", "tool"]
