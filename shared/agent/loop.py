@@ -243,6 +243,7 @@ class Run:
             if self._ended is None:  # the process is shutting down, not a stop
                 shutdown = SparkError(INTERRUPTED.message)
                 await asyncio.shield(self._end_badly(shutdown, code=INTERRUPTED.code))
+                await asyncio.shield(self._release())
                 raise
             outcome = None
         except SparkError as exc:
@@ -262,6 +263,10 @@ class Run:
             await self._end_badly(self._ended)
         else:
             await self._end_well(outcome)
+        await self._release()
+
+    async def _release(self) -> None:
+        """Free the user's run slot and count the tokens this run used."""
         usage = self.transcript.message().usage
         tokens = usage.input_tokens + usage.output_tokens if usage else 0
         await self.deps.tasks.release_run(self.user_id, self.run_id, tokens)

@@ -248,6 +248,7 @@ class Agent:
                 conversation_id,
                 lambda c: abandon_run(c, record.run_id, error, now, later),
             )
+            await self.scheduler.release_run(user_id, record.run_id, 0)
             raise
 
     async def _close_if_dead(self, user_id: str, conversation_id: str) -> Conversation:
@@ -263,6 +264,9 @@ class Agent:
 
         conversation = await self.deps.store.mutate(user_id, conversation_id, close)
         active = conversation.active_run
+        closed = before[0] if before else None
+        if closed is not None and (active is None or active.run_id != closed):
+            await self.scheduler.release_run(user_id, closed, 0)  # its producer died
         # It opened the next queued message, or found a queued run nobody took: hand on.
         handed = active is not None and active.status == "queued"
         if (
@@ -340,6 +344,8 @@ class Agent:
         active = conversation.active_run
         if active is not None and active.run_id == run_id and active.status == "stopping":
             return Stopped(run_id, "stopping")
+        if run_id is not None:
+            await self.scheduler.release_run(user_id, run_id, 0)  # closed here, at once
         return Stopped(run_id, "stopped")
 
     async def hand_on(self, user_id: str, conversation: Conversation) -> None:
@@ -358,6 +364,9 @@ class Agent:
         if conversation is None:
             return None
         active = conversation.active_run
+        if active is None or active.run_id != run_id:
+            # Ours is over: its slot is free, however it ended (idempotent).
+            await self.scheduler.release_run(user_id, run_id, 0)
         if active is None:
             await self.scheduler.sweep(user_id)
             return None
@@ -373,7 +382,6 @@ class Agent:
                 await self._watchdog(user_id, conversation_id, run.record)
             return run
         await self._close_if_dead(user_id, conversation_id)
-        log.warning("run %s: closed, its producer stopped renewing its lease", active.run_id)
-        await self.scheduler.release_run(user_id, active.run_id, 0)
+        log.warning("run %s: closed if its producer stopped renewing its lease", active.run_id)
         await self.scheduler.sweep(user_id)
         return None

@@ -145,3 +145,17 @@ def test_history_cut_never_starts_with_a_result_nor_drops_the_question() -> None
     finally:
         history.to_chat = original
     assert [t.role for t in cut] == ["user", "assistant", "tool"]
+
+
+async def test_a_slot_is_freed_however_the_run_ends() -> None:
+    service = make_service(ScriptedProvider([Step.reply("late", delay=5)]), runs_per_user=1)
+    queued = await service.agent.send(ALICE, "in the background", None, background=True)
+    await service.agent.stop("alice", queued.conversation_id)  # closed at once: freed
+    run = await service.start(ALICE, "another conversation")
+    task = asyncio.create_task(run.execute())
+    await asyncio.sleep(0.05)
+    task.cancel()  # the process shuts down mid-reply: freed on the way out
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    third = await service.start(ALICE, "a third one")  # a slot is free: no 429
+    assert third.conversation_id
