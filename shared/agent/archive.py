@@ -2,11 +2,13 @@
 archive segments, so the live document stays near ``SPARK_LIVE_DOC_BYTES`` (fast to
 load, cheap to write) and never meets Firestore's 1 MiB limit.
 
-A move is two writes, safe to interrupt anywhere:
+A move is three writes, safe to interrupt anywhere:
 
+0. a compare-and-set write claims the move (``archiving: {segment: n, until}``), so two
+   moves of one conversation never overlap;
 1. the segment is written (``archive/{n}``), with the messages it will hold;
-2. one compare-and-set write drops those messages from the live document and moves
-   the marker (``archived.segments = n``).
+2. one compare-and-set write drops those messages from the live document, moves the
+   marker (``archived.segments = n``) and releases the claim.
 
 Between the two, the messages are in both places; readers count only the segments the
 marker names, so each message is read once. A move that died after step 1 is simply
@@ -19,13 +21,22 @@ after.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from shared.schemas.documents import ArchiveMarker, ArchiveSegment, Conversation, Message
+from shared.schemas.documents import (
+    ArchiveClaim,
+    ArchiveMarker,
+    ArchiveSegment,
+    Conversation,
+    Message,
+)
 from shared.store.base import ConversationStore
 from shared.store.patch import DOCUMENT_OVERHEAD, field_size, stored_size
 
 log = logging.getLogger(__name__)
+
+# A move's claim: a move that died is redone by the next roll-over after this long.
+CLAIM = timedelta(seconds=60)
 
 
 def live_size(conversation: Conversation) -> int:
@@ -65,19 +76,43 @@ def plan(conversation: Conversation, budget: int, keep: int) -> list[Message]:
     return messages[:best]
 
 
+def claim(
+    conversation: Conversation, budget: int, keep: int, now: datetime, until: datetime
+) -> tuple[Conversation, int, list[Message]]:
+    """Step 0 of a move: plan it on the latest document and claim it, so two moves of
+    one conversation never overlap. Unchanged (and nothing to move) when there is
+    nothing to do or another live move holds the claim."""
+    held = conversation.archiving
+    if held is not None and held.until > now:
+        return conversation, 0, []
+    moving = plan(conversation, budget, keep)
+    if not moving:
+        return conversation, 0, []
+    marker = conversation.archived
+    number = (marker.segments if marker else 0) + 1
+    claimed = conversation.model_copy(
+        update={"archiving": ArchiveClaim(segment=number, until=until)}
+    )
+    return claimed, number, moving
+
+
 def drop(conversation: Conversation, moved: list[str], segment: int) -> Conversation:
     """Step 2 of a move: the live document without the messages segment ``segment``
-    now holds (unchanged if another move or change got there first)."""
+    now holds, its claim released (unchanged if the claim is no longer this move's)."""
+    held = conversation.archiving
+    if held is None or held.segment != segment:
+        return conversation
     marker = conversation.archived
     done = marker.segments if marker else 0
     ids = [m.id for m in conversation.messages[: len(moved)]]
     if done != segment - 1 or ids != moved:
-        return conversation
+        return conversation.model_copy(update={"archiving": None})
     count = (marker.count if marker else 0) + len(moved)
     return conversation.model_copy(
         update={
             "messages": conversation.messages[len(moved) :],
             "archived": ArchiveMarker(count=count, newest_id=moved[-1], segments=segment),
+            "archiving": None,
         }
     )
 
@@ -94,11 +129,20 @@ async def roll_over(
     known = store.size(user_id, conversation.id)
     if known is not None and known <= budget:
         return conversation  # the common case, decided without serialising anything
-    moving = plan(conversation, budget, keep)
-    if not moving:
+    if plan(conversation, budget, keep) == []:
         return conversation
-    marker = conversation.archived
-    number = (marker.segments if marker else 0) + 1
+    until = now + CLAIM
+    planned: list[tuple[int, list[Message]]] = []
+
+    def take(c: Conversation) -> Conversation:
+        claimed, number, moving = claim(c, budget, keep, now, until)
+        planned[:] = [(number, moving)] if moving else []
+        return claimed
+
+    conversation = await store.mutate(user_id, conversation.id, take)
+    if not planned:
+        return conversation  # another move holds the claim, or nothing to move now
+    number, moving = planned[0]
     segment = ArchiveSegment(
         conversation_id=conversation.id, segment=number, messages=moving, created_at=now
     )

@@ -207,6 +207,14 @@ class ArchiveMarker(Document):
     segments: int = Field(ge=0)
 
 
+class ArchiveClaim(Document):
+    """A roll-over under way (one at a time per conversation): it writes ``segment``,
+    then moves the marker; a claim past ``until`` belongs to a move that died."""
+
+    segment: int = Field(ge=1)
+    until: Timestamp
+
+
 class ArchiveSegment(Document):
     """``/{userId}/client/conversations/{conversationId}/archive/{segment}``: older
     messages, in order (the owner reads them; a query by id pages them)."""
@@ -230,6 +238,7 @@ class Conversation(Document):
     messages: list[Message] = Field(default_factory=list)
     active_run: ActiveRun | None = None
     archived: ArchiveMarker | None = None
+    archiving: ArchiveClaim | None = None
     # User messages sent with ``whenBusy: "queue"`` while a run was live, in order: each
     # moves to ``messages`` when its own run opens, so replies follow their questions.
     queued_messages: list[Message] | None = None

@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.archive import drop, live_size, plan
+from shared.agent.archive import claim, drop, live_size, plan
 from shared.agent.history import build_history
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
@@ -79,7 +79,7 @@ async def test_long_conversation_rolls_over_and_reads_back_whole() -> None:
 
 
 def test_a_move_that_died_half_way_reads_each_message_once_and_is_redone() -> None:
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     from shared.schemas.documents import ArchiveSegment, ContentPart, Message
 
@@ -102,15 +102,21 @@ def test_a_move_that_died_half_way_reads_each_message_once_and_is_redone() -> No
         last_message_at=now,
         messages=messages,
     )
-    moving = plan(live, BUDGET, keep=20)
-    assert moving and len(live.messages) - len(moving) >= 20
+    claimed, number, moving = claim(live, BUDGET, 20, now, now + timedelta(seconds=60))
+    assert number == 1 and moving and len(live.messages) - len(moving) >= 20
+    # A second move of the same conversation meanwhile finds the claim and does nothing.
+    assert claim(claimed, BUDGET, 20, now, now + timedelta(seconds=60))[2] == []
     orphan = ArchiveSegment(conversation_id="c", segment=1, messages=moving, created_at=now)
     # Step 1 landed, step 2 did not: the marker counts no segment yet.
-    assert readable(live, [orphan]) == [m.id for m in messages]
-    moved = drop(live, [m.id for m in moving], 1)
+    assert readable(claimed, [orphan]) == [m.id for m in messages]
+    moved = drop(claimed, [m.id for m in moving], 1)
+    assert moved.archived is not None and moved.archiving is None
     assert readable(moved, [orphan]) == [m.id for m in messages]
     # Redone (or raced) with stale ids: nothing changes.
     assert drop(moved, [m.id for m in moving], 1) is moved
+    # A claim whose move died is taken over once it lapses.
+    later = now + timedelta(seconds=61)
+    assert claim(claimed, BUDGET, 20, later, later + timedelta(seconds=60))[1] == 1
 
 
 @pytest.mark.parametrize("keep", [20, 25])
