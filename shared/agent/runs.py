@@ -22,7 +22,7 @@ from typing import Literal
 
 from shared.agent.events import DoneEvent, ErrorEvent
 from shared.agent.results import cancel_calls, supersede_pending
-from shared.agent.transcript import Transcript
+from shared.agent.transcript import Transcript, shrink
 from shared.errors import (
     AlreadyAnswered,
     NoActiveRun,
@@ -161,7 +161,7 @@ def abandon_run(
 
 
 def close_stale_run(
-    conversation: Conversation, now: datetime, lease_until: datetime
+    conversation: Conversation, now: datetime, lease_until: datetime, cut: bool = False
 ) -> Conversation:
     """End a run whose lease has lapsed (its producer died): its message keeps its text,
     ends as an error (``run_interrupted``), and every open tool call gets a result. A
@@ -173,7 +173,9 @@ def close_stale_run(
     outcome: Literal["stopped", "interrupted"] = (
         "stopped" if run.status == "stopping" else "interrupted"
     )
-    return _released(conversation, _closed(run, outcome), now, lease_until)
+    closed = _closed(run, outcome)
+    # ``cut``: the document is full; what the dead run streamed is dropped, with a note.
+    return _released(conversation, shrink(closed, 0) if cut else closed, now, lease_until)
 
 
 def open_run(

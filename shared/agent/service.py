@@ -33,7 +33,7 @@ from shared.agent.runs import (
     request_stop,
 )
 from shared.auth.base import User
-from shared.errors import AlreadyAnswered, SparkError
+from shared.errors import AlreadyAnswered, ConversationTooLarge, SparkError
 from shared.ids import IdGenerator
 from shared.schemas.documents import (
     ActiveRun,
@@ -257,12 +257,18 @@ class Agent:
         lease_until = now + self._lease()
         before: list[str | None] = []
 
-        def close(conversation: Conversation) -> Conversation:
+        def close(conversation: Conversation, cut: bool = False) -> Conversation:
             before[:] = [conversation.active_run.run_id if conversation.active_run else None]
-            closed = close_stale_run(conversation, now, lease_until)
+            closed = close_stale_run(conversation, now, lease_until, cut)
             return renew_queued(closed, now, lease_until)
 
-        conversation = await self.deps.store.mutate(user_id, conversation_id, close)
+        try:
+            conversation = await self.deps.store.mutate(user_id, conversation_id, close)
+        except ConversationTooLarge:
+            # Full: close it all the same, keeping a note instead of its text.
+            conversation = await self.deps.store.mutate(
+                user_id, conversation_id, lambda c: close(c, cut=True)
+            )
         active = conversation.active_run
         closed = before[0] if before else None
         if closed is not None and (active is None or active.run_id != closed):

@@ -145,3 +145,29 @@ def test_plan_keeps_the_latest_user_message_and_the_history_window(keep: int) ->
         messages=messages,
     )
     assert [m.id for m in plan(live, BUDGET, keep)] == ["m0", "m1", "m2"]
+
+
+def test_a_dead_run_closed_in_a_full_document_keeps_a_note_instead_of_its_text() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.agent.runs import close_stale_run, new_run
+    from shared.agent.transcript import CUT_NOTE
+    from shared.schemas.documents import ContentPart
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    run = new_run("r", "m", now, now, None)
+    assert run.message is not None
+    streaming = run.message.model_copy(update={"content": [ContentPart.of_text("x" * 50_000)]})
+    live = Conversation(
+        id="c",
+        participant_ids=["u"],
+        created_at=now,
+        updated_at=now,
+        last_message_at=now,
+        active_run=run.model_copy(update={"message": streaming}),
+    )
+    later = now + timedelta(seconds=1)
+    closed = close_stale_run(live, later, later, cut=True)
+    message = closed.messages[-1]
+    assert closed.active_run is None and message.status == "error"
+    assert message.text == CUT_NOTE
