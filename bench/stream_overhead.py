@@ -336,6 +336,9 @@ def main() -> None:
         "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
         "OPENAI_API_KEY": "bench",
         "SPARK_MODEL": "bench",
+        # One bench user opens every stream: lift the per-user limits out of the way.
+        "SPARK_RUNS_PER_USER": "100000",
+        "SPARK_DAILY_TOKENS_PER_USER": "1000000000",
     }
     fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
     try:

@@ -28,6 +28,8 @@ _MAX_ATTEMPTS = 25
 # Documents whose latest version this process wrote or read, kept to skip re-reading,
 # bounded by their estimated size (a 1 MB document counts as 1 MB).
 _CACHE_BYTES = 64 * 1024 * 1024
+# Task ledgers whose latest version this process remembers.
+_LEDGERS_KEPT = 4096
 # How often a quiet listener is checked for having stopped.
 _LISTENER_CHECK_SECONDS = 5.0
 
@@ -380,14 +382,22 @@ def _fields(patch: Patch) -> dict[str, Any]:
 class FirestoreTaskLedgerStore:
     """Task ledgers at ``/{userId}/server``, changed by compare-and-set like conversations.
 
-    Ledger changes are few (a handful per task), so each one reads afresh.
+    The version each write produces is remembered (a few thousand small documents at
+    most), so taking a run slot on a send costs one RPC, not a read and a write.
     """
 
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
+        self._known: OrderedDict[str, tuple[dict[str, Any], datetime]] = OrderedDict()
 
     def _ref(self, user_id: str) -> Any:
         return self._client.collection(user_id).document("server")
+
+    def _remember(self, user_id: str, document: dict[str, Any], update_time: datetime) -> None:
+        self._known[user_id] = (document, update_time)
+        self._known.move_to_end(user_id)
+        while len(self._known) > _LEDGERS_KEPT:
+            self._known.popitem(last=False)
 
     async def get(self, user_id: str) -> TaskLedger:
         try:
@@ -399,20 +409,33 @@ class FirestoreTaskLedgerStore:
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
         ref = self._ref(user_id)
         for attempt in range(_MAX_ATTEMPTS):
-            if attempt:
+            if attempt > 1:
                 await _back_off(attempt)
+            known = self._known.pop(user_id, None)
+            remembered = known is not None
             try:
-                snapshot = await ref.get()
-                if not snapshot.exists:
-                    updated = change(TaskLedger())
-                    await ref.create(updated.to_firestore())
-                    return updated
-                before = snapshot.to_dict()
-                updated = change(TaskLedger.model_validate(before))
-                fields = _changed_fields(before, updated.to_firestore())
+                if known is None:
+                    snapshot = await ref.get()
+                    if not snapshot.exists:
+                        updated = change(TaskLedger())
+                        document = updated.to_firestore()
+                        result = await ref.create(document)
+                        self._remember(user_id, document, result.update_time)
+                        return updated
+                    known = (snapshot.to_dict(), snapshot.update_time)
+                before, update_time = known
+                try:
+                    updated = change(TaskLedger.model_validate(before))
+                except Exception:
+                    if remembered:
+                        continue  # judged on a remembered copy: read afresh and judge again
+                    raise
+                document = updated.to_firestore()
+                fields = _changed_fields(before, document)
                 if fields:
-                    option = self._client.write_option(last_update_time=snapshot.update_time)
-                    await ref.update(fields, option=option)
+                    option = self._client.write_option(last_update_time=update_time)
+                    update_time = (await ref.update(fields, option=option)).update_time
+                self._remember(user_id, document, update_time)
                 return updated
             except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
                 continue  # someone else wrote in between: read again and redo
