@@ -80,8 +80,14 @@ async def stream_once(
 class Target:
     """One side of the comparison: our endpoint, or the provider directly."""
 
-    def __init__(self, name: str, port: int, path: str, headers: str, mark: bytes) -> None:
-        self.name, self.port, self.path, self.headers, self.mark = name, port, path, headers, mark
+    def __init__(
+        self, name: str, port: int, path: str, headers: str | list[str], mark: bytes
+    ) -> None:
+        self.name, self.port, self.path, self.mark = name, port, path, mark
+        # One header set per user: concurrent streams come from different users, as in
+        # life (one user's replies share their ledger, and its limits).
+        self.headers = headers if isinstance(headers, list) else [headers]
+        self._next = itertools.count()
 
     def body(self, tokens: int, rate: int) -> bytes:
         rule = f"tokens={tokens} rate={rate}"
@@ -92,9 +98,8 @@ class Target:
         ).encode()
 
     async def run(self, tokens: int, rate: int) -> tuple[float, list[float]]:
-        return await stream_once(
-            self.port, self.path, self.body(tokens, rate), self.headers, self.mark
-        )
+        headers = self.headers[next(self._next) % len(self.headers)]
+        return await stream_once(self.port, self.path, self.body(tokens, rate), headers, self.mark)
 
 
 async def firestore_create_p50(samples: int) -> float:
@@ -336,8 +341,7 @@ def main() -> None:
         "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
         "OPENAI_API_KEY": "bench",
         "SPARK_MODEL": "bench",
-        # One bench user opens every stream: lift the per-user limits out of the way.
-        "SPARK_RUNS_PER_USER": "100000",
+        # The sequential parts reuse a user many times a second: lift its daily budget.
         "SPARK_DAILY_TOKENS_PER_USER": "1000000000",
     }
     fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
@@ -346,12 +350,15 @@ def main() -> None:
         start_functions(stack, api_port, free_port(), env)
         api_pid = dict(stack.processes)["api"].pid
         auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
-        token = sign_up(auth_host, "bench@example.com", "bench-pass").token
+        users = max(int(n) for n in args.levels.split(","))
+        tokens = [
+            sign_up(auth_host, f"bench-{n}@example.com", "bench-pass").token for n in range(users)
+        ]
         endpoint = Target(
             "endpoint",
             api_port,
             "/api/spark/agent/messages",
-            f"Accept: text/event-stream\r\nAuthorization: Bearer {token}\r\n",
+            [f"Accept: text/event-stream\r\nAuthorization: Bearer {t}\r\n" for t in tokens],
             TEXT_MARK,
         )
         provider = Target("provider", provider_port, "/v1/chat/completions", "", PROVIDER_MARK)
