@@ -50,8 +50,11 @@ class _CachedCerts(google.auth.transport.Request):
             response = self._inner(url, method, body, headers, timeout, **kwargs)
             self.fetches += 1
             if response.status == 200:
-                ttl = _max_age(response.headers.get("cache-control", ""), self._default)
-                self._cached[url] = (time.monotonic() + ttl, response)
+                control = response.headers.get("cache-control", "")
+                age = response.headers.get("age", "0")
+                ttl = _max_age(control, self._default) - (int(age) if age.isdigit() else 0)
+                if ttl > 0 and "no-store" not in control and "no-cache" not in control:
+                    self._cached[url] = (time.monotonic() + ttl, response)
             return response
 
 
