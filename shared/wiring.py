@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from shared.agent.loop import RunDeps, RunLimits
+from shared.agent.deps import RunDeps, RunLimits
 from shared.agent.service import Agent
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier

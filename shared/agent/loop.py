@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal, Protocol
+from typing import Literal
 
 from shared.agent.archive import roll_over
+from shared.agent.deps import RunDeps
 from shared.agent.events import (
     AgentEvent,
     ApprovalRequiredEvent,
@@ -37,7 +37,6 @@ from shared.agent.history import build_history
 from shared.agent.runs import INTERRUPTED, finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Frame, Transcript, args_of, shrink
-from shared.clock import Clock
 from shared.errors import (
     INTERNAL_MESSAGE,
     ConversationTooLarge,
@@ -51,7 +50,6 @@ from shared.errors import (
 from shared.ids import derived
 from shared.llm.base import (
     Finish,
-    ModelProvider,
     ModelRequest,
     TextDelta,
     ToolCallRequest,
@@ -59,9 +57,8 @@ from shared.llm.base import (
 )
 from shared.schemas.documents import ActiveRun, Conversation, TaskState
 from shared.schemas.server import TaskRecord
-from shared.store.base import ConversationStore
 from shared.tasks.naming import task_id_for
-from shared.tools.base import ParsedCall, ToolContext, ToolRegistry, dump_output, error_output
+from shared.tools.base import ParsedCall, ToolContext, dump_output, error_output
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +72,6 @@ STEP_LIMIT_NOTE = (
 UNSAVED = "Your reply could not be saved; please try again."
 NOT_STARTED = "Spark AI Agent could not start the background work; please try again."
 
-Call = tuple[str, str, str]
-"""(tool call id, tool name, display text)"""
-
 
 # Characters of each text part kept when a reply is cut to fit the document.
 _CUT_TO = (20_000, 2_000, 0)
@@ -85,75 +79,6 @@ _CUT_TO = (20_000, 2_000, 0)
 
 def ignore(frame: Frame) -> None:
     """The emit of a run nobody listens to (task follow-ups, ``202`` replies)."""
-
-
-class TaskSink(Protocol):
-    """Where a run hands its task tool calls (``TaskScheduler`` implements it)."""
-
-    async def submit(
-        self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
-    ) -> list[TaskRecord]:
-        """Record the calls' tasks in the user's ledger; returns the attempts granted
-        now, to ``dispatch`` once the run's message is saved (``again``: queue anew a
-        task that ended cancelled).
-
-        Raises:
-            StoreError: nothing was recorded.
-        """
-        ...
-
-    async def dispatch(self, user_id: str, records: Sequence[TaskRecord]) -> None:
-        """Enqueue granted attempts (an attempt not enqueued is granted again later).
-
-        Raises:
-            QueueUnavailable: from the first attempt the queue refused.
-        """
-        ...
-
-    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
-        """Have a task produce the queued ``run`` that ending this one opened."""
-        ...
-
-    async def expire_client_calls(
-        self, user_id: str, conversation_id: str, call_ids: Sequence[str], delay_seconds: float
-    ) -> None:
-        """Give the client calls a synthetic result if still unanswered after the delay."""
-        ...
-
-    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
-        """Free the run's slot (if it took one) and count its tokens against today's."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class RunLimits:
-    """A run's limits; ``Settings`` holds their defaults (``wiring.limits_of``)."""
-
-    max_steps: int
-    history_messages: int
-    tool_output_chars: int
-    throttle_seconds: float
-    lease_seconds: float
-    provider_idle_seconds: float
-    client_tool_timeout_seconds: float
-    live_doc_bytes: int
-    task_calls_per_step: int
-    history_chars: int
-    # How often a producer that has not written lately checks for a stop or a takeover.
-    poll_seconds: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class RunDeps:
-    """What a run needs, and nothing else."""
-
-    store: ConversationStore
-    model: ModelProvider
-    tools: ToolRegistry
-    clock: Clock
-    limits: RunLimits
-    system_prompt: str
-    tasks: TaskSink
 
 
 class Run:

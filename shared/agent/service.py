@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
+from shared.agent.deps import RunDeps
 from shared.agent.history import steps_since_user
-from shared.agent.loop import Run, RunDeps
+from shared.agent.loop import Run
 from shared.agent.results import (
     follow_up_id,
     follow_up_run_id,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
-from shared.agent.loop import Call
+from shared.agent.deps import Call
 from shared.clock import Clock
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.schemas.documents import ActiveRun
