@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -36,7 +37,13 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 
-_OPENAPI = render_openapi()
+
+@functools.cache
+def _openapi() -> str:
+    """Built on first request, not at every instance's start-up."""
+    return render_openapi()
+
+
 _PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results")
 # Firestore reserves ids of the form __x__: such a conversation cannot exist (404).
 _CONVERSATION = re.compile(
@@ -95,7 +102,7 @@ class ApiApp:
 
     async def openapi(self, request: Request, _: str) -> Response:
         """``GET /api/spark/agent/openapi.json``: this API's OpenAPI 3.1 document."""
-        return Response(_OPENAPI, media_type="application/json")
+        return Response(_openapi(), media_type="application/json")
 
     async def _authenticate(self, request: Request) -> User:
         return await self._verifier.verify(bearer_token(request))

@@ -129,8 +129,6 @@ async def roll_over(
     known = store.size(user_id, conversation.id)
     if known is not None and known <= budget:
         return conversation  # the common case, decided without serialising anything
-    if plan(conversation, budget, keep) == []:
-        return conversation
     until = now + CLAIM
     planned: list[tuple[int, list[Message]]] = []
 

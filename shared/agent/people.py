@@ -16,14 +16,12 @@ from shared.agent.results import (
     PersonKind,
     approve,
     find_call,
-    follow_up_id,
-    follow_up_run_id,
     pending_call,
     record_results,
     wants_follow_up,
     with_follow_up,
 )
-from shared.agent.runs import new_run
+from shared.agent.runs import follow_up_run
 from shared.agent.service import Agent
 from shared.errors import AlreadyAnswered, NotFound, SparkError
 from shared.schemas.documents import ActiveRun, Conversation, ToolCall
@@ -194,15 +192,7 @@ class People:
             if found is None:
                 raise NotFound("No tool call with this id in this conversation.")
             source = found[0]
-            run = new_run(
-                follow_up_run_id(source.id),
-                follow_up_id(source.id),
-                now,
-                lease_until,
-                None,
-                status="queued" if background else "streaming",
-                model=None if background else deps.model.label,
-            )
+            run = follow_up_run(source.id, now, lease_until, background, deps.model.label)
             seen.update(source=source.id, run=run)
             return with_follow_up(record(conversation, found[1]), source.id, run)
 

@@ -21,7 +21,12 @@ from datetime import datetime
 from typing import Literal
 
 from shared.agent.events import DoneEvent, ErrorEvent
-from shared.agent.results import cancel_calls, supersede_pending
+from shared.agent.results import (
+    cancel_calls,
+    follow_up_id,
+    follow_up_run_id,
+    supersede_pending,
+)
 from shared.agent.transcript import Transcript, shrink
 from shared.errors import (
     AlreadyAnswered,
@@ -94,6 +99,22 @@ def queued_run(user_message: Message, now: datetime, lease_until: datetime) -> A
         lease_until,
         user_message.id,
         status="queued",
+    )
+
+
+def follow_up_run(
+    source_id: str, now: datetime, lease_until: datetime, queued: bool, model: str | None
+) -> ActiveRun:
+    """The run that continues the agent after the results of ``source_id``'s calls (ids
+    derived from it: every delivery of those results finds the same run)."""
+    return new_run(
+        follow_up_run_id(source_id),
+        follow_up_id(source_id),
+        now,
+        lease_until,
+        None,
+        status="queued" if queued else "streaming",
+        model=None if queued else model,
     )
 
 

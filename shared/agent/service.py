@@ -19,14 +19,11 @@ from typing import Literal, Protocol
 from shared.agent.deps import RunDeps
 from shared.agent.history import steps_since_user
 from shared.agent.loop import Run
-from shared.agent.results import (
-    follow_up_id,
-    follow_up_run_id,
-)
 from shared.agent.runs import (
     abandon_run,
     claim_queued_run,
     close_stale_run,
+    follow_up_run,
     new_run,
     open_follow_up,
     open_run,
@@ -308,14 +305,7 @@ class Agent:
             RunInProgress: another run is live in the conversation; try later.
         """
         now = self.deps.clock.now()
-        record = new_run(
-            follow_up_run_id(source.id),
-            follow_up_id(source.id),
-            now,
-            now + self._lease(),
-            None,
-            model=self.deps.model.label,
-        )
+        record = follow_up_run(source.id, now, now + self._lease(), False, self.deps.model.label)
         await self._close_if_dead(user_id, conversation_id)
         try:
             conversation = await self.deps.store.mutate(

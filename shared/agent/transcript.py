@@ -41,6 +41,7 @@ from shared.agent.events import (
     UsageEvent,
 )
 from shared.errors import RequestError
+from shared.schemas.api import EVENT_ID_PATTERN
 from shared.schemas.documents import (
     ContentPart,
     FinishReason,
@@ -58,7 +59,7 @@ STOPPED = "The user stopped the reply before this tool finished."
 CANCELLED = "Cancelled: the reply ended before this started."
 FAILED = "The reply failed before this tool finished."
 
-_ID = re.compile(r"^(?P<run>[A-Za-z0-9_-]{1,128}):(?:(?P<parts>\d{1,9}):(?P<chars>\d{1,12})|end)$")
+_ID = re.compile(EVENT_ID_PATTERN)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -94,9 +95,10 @@ class Cursor:
         match = _ID.match(text.strip())
         if match is None:
             raise RequestError("Last-Event-ID is not an event id this API sent.")
-        if match["parts"] is None:
-            return cls(match["run"], END)
-        return cls(match["run"], Position(int(match["parts"]), int(match["chars"])))
+        run, parts, chars = match.groups()
+        if parts is None:
+            return cls(run, END)
+        return cls(run, Position(int(parts), int(chars)))
 
 
 def args_of(args_json: str) -> dict[str, object]:

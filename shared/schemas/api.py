@@ -13,7 +13,10 @@ MAX_CLIENT_OUTPUT_BYTES = 64 * 1024
 ToolCallId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=80)]
 
-ConversationId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# An SSE event id (``shared/agent/transcript.py``): {runId}:{parts}:{chars} or {runId}:end.
+EVENT_ID_PATTERN = r"^([A-Za-z0-9_-]{1,128}):(?:([0-9]{1,9}):([0-9]{1,12})|end)$"
+ConversationId = Annotated[str, StringConstraints(pattern=CONVERSATION_ID_PATTERN)]
 
 
 class Inbound(BaseModel):

@@ -4,20 +4,51 @@ readable exactly once, calls keep their results, and the model's history is unch
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from shared.agent.archive import claim, drop, live_size, plan
 from shared.agent.history import build_history
+from shared.agent.runs import close_stale_run, new_run
+from shared.agent.transcript import CUT_NOTE
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.schemas.documents import Conversation
+from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Message
 from shared.store.memory import InMemoryConversationStore
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from tests.unit.helpers import ALICE, make_service, run_frames
 
 BUDGET = 20_000
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def messages_of(count: int, size: int, user: Callable[[int], bool]) -> list[Message]:
+    return [
+        Message(
+            id=f"m{n}",
+            role="user" if user(n) else "assistant",
+            created_at=NOW,
+            status="complete",
+            content=[ContentPart.of_text("x" * size)],
+        )
+        for n in range(count)
+    ]
+
+
+def live_of(messages: list[Message] | None = None, **fields: Any) -> Conversation:
+    return Conversation(
+        id="c",
+        participant_ids=["u"],
+        created_at=NOW,
+        updated_at=NOW,
+        last_message_at=NOW,
+        messages=messages or [],
+        **fields,
+    )
 
 
 class Args(BaseModel):
@@ -79,29 +110,9 @@ async def test_long_conversation_rolls_over_and_reads_back_whole() -> None:
 
 
 def test_a_move_that_died_half_way_reads_each_message_once_and_is_redone() -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from shared.schemas.documents import ArchiveSegment, ContentPart, Message
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    messages = [
-        Message(
-            id=f"m{n}",
-            role="user" if n % 2 == 0 else "assistant",
-            created_at=now,
-            status="complete",
-            content=[ContentPart.of_text("x" * 2000)],
-        )
-        for n in range(30)
-    ]
-    live = Conversation(
-        id="c",
-        participant_ids=["u"],
-        created_at=now,
-        updated_at=now,
-        last_message_at=now,
-        messages=messages,
-    )
+    now = NOW
+    messages = messages_of(30, 2000, lambda n: n % 2 == 0)
+    live = live_of(messages)
     claimed, number, moving = claim(live, BUDGET, 20, now, now + timedelta(seconds=60))
     assert number == 1 and moving and len(live.messages) - len(moving) >= 20
     # A second move of the same conversation meanwhile finds the claim and does nothing.
@@ -121,51 +132,16 @@ def test_a_move_that_died_half_way_reads_each_message_once_and_is_redone() -> No
 
 @pytest.mark.parametrize("keep", [20, 25])
 def test_plan_keeps_the_latest_user_message_and_the_history_window(keep: int) -> None:
-    from datetime import UTC, datetime
-
-    from shared.schemas.documents import ContentPart, Message
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    messages = [
-        Message(
-            id=f"m{n}",
-            role="user" if n == 3 else "assistant",
-            created_at=now,
-            status="complete",
-            content=[ContentPart.of_text("y" * 3000)],
-        )
-        for n in range(40)
-    ]
-    live = Conversation(
-        id="c",
-        participant_ids=["u"],
-        created_at=now,
-        updated_at=now,
-        last_message_at=now,
-        messages=messages,
-    )
+    live = live_of(messages_of(40, 3000, lambda n: n == 3))
     assert [m.id for m in plan(live, BUDGET, keep)] == ["m0", "m1", "m2"]
 
 
 def test_a_dead_run_closed_in_a_full_document_keeps_a_note_instead_of_its_text() -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from shared.agent.runs import close_stale_run, new_run
-    from shared.agent.transcript import CUT_NOTE
-    from shared.schemas.documents import ContentPart
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
+    now = NOW
     run = new_run("r", "m", now, now, None)
     assert run.message is not None
     streaming = run.message.model_copy(update={"content": [ContentPart.of_text("x" * 50_000)]})
-    live = Conversation(
-        id="c",
-        participant_ids=["u"],
-        created_at=now,
-        updated_at=now,
-        last_message_at=now,
-        active_run=run.model_copy(update={"message": streaming}),
-    )
+    live = live_of(active_run=run.model_copy(update={"message": streaming}))
     later = now + timedelta(seconds=1)
     closed = close_stale_run(live, later, later, cut=True)
     message = closed.messages[-1]
