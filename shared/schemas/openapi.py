@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from shared.schemas.api import (
+    CONVERSATION_ID_PATTERN,
+    EVENT_ID_PATTERN,
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
@@ -44,7 +46,15 @@ def _json(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _errors(*statuses: int) -> dict[str, Any]:
-    return {str(s): {"description": "An error.", "content": _json(ErrorBody)} for s in statuses}
+    errors = {str(s): {"description": "An error.", "content": _json(ErrorBody)} for s in statuses}
+    if "404" in errors:
+        # A path the Functions Framework itself cannot route (a control character in a
+        # path segment) never reaches the api: the framework answers with plain text.
+        errors["404"]["content"] = {
+            **_json(ErrorBody),
+            "text/plain": {"schema": {"type": "string"}},
+        }
+    return errors
 
 
 _SSE = {
@@ -60,11 +70,11 @@ _CONVERSATION = {
     "name": "conversationId",
     "in": "path",
     "required": True,
-    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+    "schema": {"type": "string", "pattern": CONVERSATION_ID_PATTERN},
 }
 _EVENT_ID = {
     "type": "string",
-    "pattern": "^[A-Za-z0-9_-]{1,128}:([0-9]{1,9}:[0-9]{1,12}|end)$",
+    "pattern": EVENT_ID_PATTERN,
     "description": "An event id this API sent: {runId}:{parts}:{chars} or {runId}:end.",
 }
 _COMMON_ERRORS = (400, 401, 404, 405, 409, 413, 415, 429, 500, 502, 503, 504, 507)

@@ -34,7 +34,13 @@ def fuzzer(emulators: tuple[str, str]) -> StackUser:
 
 
 @schema.parametrize()
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+# Derandomised: CI sees the same examples on every run, so a finding is reproducible.
+@settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
 def test_fuzz_api_never_fails_and_always_matches_its_document(
     case: Any, functions: Functions, fuzzer: StackUser
 ) -> None:
