@@ -15,6 +15,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── RunInProgress           409 run_in_progress
     │   ├── NoActiveRun             409 no_active_run         (nothing to stop)
     │   ├── AlreadyAnswered         409 already_answered      (that result exists already)
+    │   ├── VersionConflict         409 version_conflict      (the document changed meanwhile)
     │   ├── RateLimited             429 rate_limited          (a per-user limit; Retry-After)
     │   ├── PayloadTooLarge         413 payload_too_large
     │   └── UnsupportedMediaType    415 unsupported_media_type
@@ -133,6 +134,18 @@ class AlreadyAnswered(RequestError):
 
     status = 409
     code = "already_answered"
+
+
+class VersionConflict(RequestError):
+    """A document was changed since the version a change was made against; the change
+    is refused (never written over the other), and ``current`` is the version now."""
+
+    status = 409
+    code = "version_conflict"
+
+    def __init__(self, message: str, current: int | None = None) -> None:
+        super().__init__(message)
+        self.current = current
 
 
 class RateLimited(RequestError):

@@ -20,13 +20,14 @@ from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
-from shared.tools.lessons import create_lesson_tool
+from shared.tools.documents import document_tools
+from shared.tools.lessons import create_lesson_tool, plan_lessons_tool
 from shared.tools.people import (
     ask_user_question_tool,
     delete_lesson_tool,
     get_editor_selection_tool,
 )
-from shared.tools.skills import load_skill_tool
+from shared.tools.skills import discover_skills, load_skill_tool
 
 if TYPE_CHECKING:
     from shared.store.firestore import FirestoreStores
@@ -43,12 +44,23 @@ def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
     return OpenAIProvider.connect(settings.model, settings.openai_api_key, settings.openai_base_url)
 
 
+def drafting_prompt() -> str:
+    """What the model writing a lesson is told: the lesson prompt, then every exercise
+    skill, so it knows each exercise's exact XML without asking."""
+    skills = discover_skills(prompts_dir() / "skills").values()
+    exercises = [skill.body for skill in skills if "<exercise" in skill.body]
+    return "\n\n".join([load_prompt("lesson"), *exercises])
+
+
 def build_tools(lessons: LessonStore, provider: ModelProvider, clock: Clock) -> ToolRegistry:
     """Every tool the agent may use."""
+    drafting = drafting_prompt()
     return ToolRegistry(
         [
             load_skill_tool(prompts_dir() / "skills"),
-            create_lesson_tool(lessons, provider, clock, load_prompt("lesson")),
+            *document_tools(lessons, clock),
+            create_lesson_tool(lessons, provider, clock, drafting),
+            plan_lessons_tool(lessons, provider, clock, drafting, load_prompt("plan")),
             ask_user_question_tool(),
             get_editor_selection_tool(),
             delete_lesson_tool(lessons),

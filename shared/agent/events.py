@@ -47,12 +47,14 @@ class ToolStartEvent:
 
 @dataclass(frozen=True, slots=True)
 class ToolEndEvent:
-    """An inline tool ended; ``error`` says why when ``status`` is ``error``."""
+    """An inline tool ended; ``error`` says why when ``status`` is ``error``;
+    ``document_id`` and ``version`` name the lesson it changed, if it did."""
 
     id: str
     status: Literal["success", "error"]
     error: str | None = None
     document_id: str | None = None
+    version: int | None = None
     output_json: str = field(default="null", metadata=_INTERNAL)
     # The call's stored status when it is not the plain one (a task never started).
     call_status: Literal["cancelled"] | None = field(default=None, metadata=_INTERNAL)

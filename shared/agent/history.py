@@ -29,6 +29,19 @@ def _results(messages: Sequence[Message]) -> dict[str, ToolResult]:
     }
 
 
+def _for_model(output_json: str) -> str:
+    """A tool's output as the model reads it: text as itself (a lesson's lines, with
+    their quotes unescaped, so an edit can quote them exactly), anything else as JSON."""
+    if output_json.startswith('"'):
+        try:
+            text = json.loads(output_json)
+        except json.JSONDecodeError:
+            return output_json
+        if isinstance(text, str):
+            return text
+    return output_json
+
+
 def _assistant_turns(
     message: Message, results: dict[str, ToolResult], names: dict[str, str]
 ) -> list[ChatMessage]:
@@ -45,7 +58,7 @@ def _assistant_turns(
             turns.append(
                 ChatMessage(
                     "tool",
-                    result.output_json if result else PENDING_OUTPUT,
+                    _for_model(result.output_json) if result else PENDING_OUTPUT,
                     tool_call_id=call.id,
                     name=call.name,
                     is_error=result is not None and result.status == "error",
@@ -118,3 +131,17 @@ def steps_since_user(messages: Sequence[Message]) -> int:
         if message.role == "assistant":
             steps += sum(1 for t in to_chat([message]) if t.role == "assistant") or 1
     return steps
+
+
+def open_document_note(document_id: str | None) -> str:
+    """What the system prompt says of the lesson the conversation works on (only its id:
+    the model reads it with the document tools when it needs to)."""
+    if document_id is None:
+        return (
+            "\n\nNo lesson is open in this conversation: the document tools have nothing "
+            "to work on until the user opens one or you create one with create_lesson."
+        )
+    return (
+        f"\n\nA lesson is open in this conversation (id {document_id}). The document "
+        "tools read and edit it; read it before changing it."
+    )

@@ -33,7 +33,7 @@ from shared.agent.events import (
     ToolStartEvent,
     UsageEvent,
 )
-from shared.agent.history import build_history
+from shared.agent.history import build_history, open_document_note
 from shared.agent.runs import INTERRUPTED, finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Frame, Transcript, args_of, shrink
@@ -261,7 +261,8 @@ class Run:
             previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
         history = build_history(previous, deps.limits.history_messages, deps.limits.history_chars)
         tools = deps.tools.specs() if offer_tools else ()
-        request = ModelRequest(system=deps.system_prompt, messages=history, tools=tools)
+        system = deps.system_prompt + open_document_note(self.conversation.document_id)
+        request = ModelRequest(system=system, messages=history, tools=tools)
         finish: Finish | None = None
         calls: list[ToolCallRequest] = []
         clock = deps.clock
@@ -383,10 +384,13 @@ class Run:
                 call.id, call.name, args_of(args_json), parsed.display_text, args_json=args_json
             )
         )
-        context = ToolContext(self.user_id, self.conversation_id, call.id)
+        context = ToolContext(
+            self.user_id, self.conversation_id, call.id, self.conversation.document_id
+        )
         limit = self.deps.limits.tool_output_chars
         try:
-            output = dump_output(await parsed.run(context), limit)
+            result = await parsed.run(context)
+            output = dump_output(result.value, limit)
         except ToolError as exc:
             self._record(
                 ToolEndEvent(
@@ -401,7 +405,16 @@ class Run:
                 ToolEndEvent(call.id, "error", error=error, output_json=error_output(error))
             )
             return
-        self._record(ToolEndEvent(call.id, "success", output_json=output))
+        change = result.change
+        self._record(
+            ToolEndEvent(
+                call.id,
+                "success",
+                document_id=change.document_id if change else None,
+                version=change.version if change else None,
+                output_json=output,
+            )
+        )
 
     # -- ending ---------------------------------------------------------------------
 

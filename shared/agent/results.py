@@ -30,6 +30,7 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.tasks.naming import task_id_for
+from shared.tools.base import DocumentChange
 
 
 def follow_up_id(message_id: str) -> str:
@@ -122,6 +123,35 @@ def _with_task_status(
     return tasks or None
 
 
+def with_progress(
+    conversation: Conversation, tool_call_id: str, progress: str, now: datetime
+) -> Conversation:
+    """The task of ``tool_call_id`` showing ``progress`` (while it has no result)."""
+    task_id = task_id_for(conversation.id, tool_call_id)
+    state = (conversation.tasks or {}).get(task_id)
+    if state is None or state.progress == progress or tool_call_id in answered(conversation):
+        return conversation
+    tasks = dict(conversation.tasks or {})
+    tasks[task_id] = state.model_copy(update={"progress": progress, "updated_at": now})
+    return conversation.model_copy(update={"tasks": tasks, "updated_at": now})
+
+
+def follow_documents(conversation: Conversation, message: Message) -> Conversation:
+    """The conversation working on the last lesson ``message``'s tool results created
+    or changed (a lesson just made is the one the user talks about next)."""
+    latest = next(
+        (
+            part.tool_result.document_id
+            for part in reversed(message.content)
+            if part.tool_result is not None and part.tool_result.document_id is not None
+        ),
+        None,
+    )
+    if latest is None or latest == conversation.document_id:
+        return conversation
+    return conversation.model_copy(update={"document_id": latest})
+
+
 def mark_running(conversation: Conversation, tool_call_id: str, now: datetime) -> Conversation:
     """Show the task as running (unless it already has its result)."""
     if tool_call_id in answered(conversation):
@@ -171,9 +201,12 @@ def record_results(
     call_status: ToolCallStatus | None = None,
     task_status: TaskStatus | None = None,
     hidden: bool | None = None,
+    changes: Mapping[str, DocumentChange] | None = None,
 ) -> Conversation:
     """Append a ``tool`` message with the results of calls that have none yet, and mark
-    the calls and their tasks as finished (``hidden``: clients do not show the result)."""
+    the calls and their tasks as finished (``hidden``: clients do not show the result;
+    ``changes``: the lesson each call created or changed)."""
+    changes = changes or {}
     pending = {k: v for k, v in outputs.items() if k not in answered(conversation)}
     if not pending:
         return conversation
@@ -187,10 +220,16 @@ def record_results(
             ContentPart(
                 type="tool_result",
                 tool_result=ToolResult(
-                    tool_call_id=call_id, output_json=output, status=status, hidden=hidden
+                    tool_call_id=call_id,
+                    output_json=output,
+                    status=status,
+                    hidden=hidden,
+                    document_id=change.document_id if change else None,
+                    document_version=change.version if change else None,
                 ),
             )
             for call_id, output in pending.items()
+            for change in [changes.get(call_id)]
         ],
     )
     call_status = call_status or ("complete" if status == "ok" else "error")
@@ -198,6 +237,7 @@ def record_results(
     updated = conversation.model_copy(
         update={"messages": _with_call_status(conversation, dict.fromkeys(pending, call_status))}
     )
+    updated = follow_documents(updated, message)
     return updated.model_copy(
         update={
             "messages": [*updated.messages, message],

@@ -18,11 +18,12 @@ How a run moves::
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from shared.agent.events import DoneEvent, ErrorEvent
 from shared.agent.results import (
     cancel_calls,
+    follow_documents,
     follow_up_id,
     follow_up_run_id,
     supersede_pending,
@@ -131,6 +132,7 @@ def _released(
         conversation = conversation.model_copy(
             update={"tasks": {**(conversation.tasks or {}), **tasks}}
         )
+    conversation = follow_documents(conversation, message)
     conversation = conversation.model_copy(update={"messages": [*conversation.messages, message]})
     queue = list(conversation.queued_messages or [])
     active: ActiveRun | None = None
@@ -139,7 +141,7 @@ def _released(
         active = queued_run(nxt, now, lease_until)
         # The next message supersedes calls of the finished one still waiting on the user.
         conversation = supersede_pending(conversation, now)
-        conversation = conversation.model_copy(update={"messages": [*conversation.messages, nxt]})
+        conversation = with_user_message(conversation, nxt)
     return conversation.model_copy(
         update={
             "active_run": active,
@@ -227,14 +229,18 @@ def open_run(
         )
     # Calls still waiting for the user are closed first: the user has moved on.
     conversation = supersede_pending(conversation, now)
-    return conversation.model_copy(
-        update={
-            "messages": [*conversation.messages, user_message],
-            "active_run": run,
-            "updated_at": now,
-            "last_message_at": now,
-        }
+    return with_user_message(conversation, user_message).model_copy(
+        update={"active_run": run, "updated_at": now, "last_message_at": now}
     )
+
+
+def with_user_message(conversation: Conversation, message: Message) -> Conversation:
+    """``message`` appended to ``messages``; the lesson it names (if any) becomes the
+    conversation's document."""
+    update: dict[str, Any] = {"messages": [*conversation.messages, message]}
+    if message.document_id is not None and message.document_id != conversation.document_id:
+        update["document_id"] = message.document_id
+    return conversation.model_copy(update=update)
 
 
 def _ours(conversation: Conversation, run_id: str) -> ActiveRun:

@@ -142,11 +142,15 @@ def _call_part(
     )
 
 
-def _result_part(call_id: str, output_json: str, ok: bool) -> ContentPart:
+def _result_part(event: ToolEndEvent) -> ContentPart:
     return ContentPart(
         type="tool_result",
         tool_result=ToolResult(
-            tool_call_id=call_id, output_json=output_json, status="ok" if ok else "error"
+            tool_call_id=event.id,
+            output_json=event.output_json,
+            status="ok" if event.status == "success" else "error",
+            document_id=event.document_id,
+            document_version=event.version,
         ),
     )
 
@@ -282,7 +286,7 @@ class Transcript:
             status = event.call_status or _END_STATUS[event.status]
             call = part.tool_call.model_copy(update={"status": status})
             self._parts[index] = part.model_copy(update={"tool_call": call})
-        self._parts.append(_result_part(event.id, event.output_json, event.status == "success"))
+        self._parts.append(_result_part(event))
 
     def closing_events(self, outcome: Literal["stopped", "error"]) -> list[ToolEndEvent]:
         """The ``tool_end`` events that give every call still open a result before the
@@ -401,6 +405,8 @@ def _tool_end(call: ToolCall | None, result: ToolResult) -> ToolEndEvent:
         result.tool_call_id,
         "success" if ok else "error",
         error=error,
+        document_id=result.document_id,
+        version=result.document_version,
         output_json=result.output_json,
         call_status="cancelled" if cancelled else None,
     )

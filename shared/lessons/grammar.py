@@ -206,7 +206,7 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
-class Lesson:
+class ParsedLesson:
     """A valid lesson: its root element, and the element ids with their tags and lines."""
 
     root: Node
@@ -293,7 +293,7 @@ def _parse_error(exc: SAXParseException, text: str) -> str:
     return f"{where}: the XML is not well-formed ({message})."
 
 
-def validate(text: str) -> Lesson:
+def validate(text: str) -> ParsedLesson:
     """``text`` as a valid lesson.
 
     Raises:
@@ -306,7 +306,7 @@ def validate(text: str) -> Lesson:
         )
     ids: dict[str, tuple[str, int]] = {}
     _check(root, None, None, ids)
-    return Lesson(root, ids)
+    return ParsedLesson(root, ids)
 
 
 def _names(tags: tuple[str, ...]) -> str:
@@ -432,7 +432,7 @@ def _check_question(node: Node, kind: str) -> None:
         raise InvalidLesson(f"Line {node.line}: only multiple-choice questions have options.")
 
 
-def renamed_ids(before: Lesson, after: Lesson) -> list[str]:
+def renamed_ids(before: ParsedLesson, after: ParsedLesson) -> list[str]:
     """Ids an edit changed rather than removed: an element's id vanished while a new id
     appeared on an element of the same kind. Each is described for the model."""
     gone = {i: t for i, t in before.ids.items() if i not in after.ids}

@@ -93,6 +93,9 @@ class ToolResult(Document):
     output_json: str
     status: Literal["ok", "error"]
     hidden: bool | None = None
+    # A lesson the tool created or changed, and its version after the change.
+    document_id: str | None = None
+    document_version: int | None = None
 
 
 _PAYLOAD_OF: dict[str, str] = {
@@ -157,6 +160,9 @@ class Message(Document):
     error: MessageError | None = None
     usage: Usage | None = None
     finish_reason: FinishReason | None = None
+    # (User messages) the lesson open in the sender's editor: the conversation's
+    # document from this message on.
+    document_id: str | None = None
 
     @property
     def text(self) -> str:
@@ -192,6 +198,7 @@ class TaskState(Document):
     display_text: str
     updated_at: Timestamp
     error: str | None = None
+    progress: str | None = None  # e.g. "Creating lesson 2 of 5", while it runs
     # False once the run that queued it was stopped: its result is kept, nobody follows up.
     follow_up: bool | None = None
 
@@ -243,6 +250,9 @@ class Conversation(Document):
     # moves to ``messages`` when its own run opens, so replies follow their questions.
     queued_messages: list[Message] | None = None
     tasks: dict[str, TaskState] | None = None
+    # The lesson the document tools work on: the last one a user message named
+    # (``documentId``) or ``create_lesson`` made here, whichever came later.
+    document_id: str | None = None
 
     def message(self, message_id: str) -> Message | None:
         """The finished message with this id, if the conversation holds it."""
@@ -253,15 +263,21 @@ class Conversation(Document):
 
 
 class Lesson(Document):
-    """``/{userId}/client/lessons/{lessonId}``: a lesson plan the agent drafted."""
+    """``/{userId}/client/lessons/{lessonId}``: a lesson document the agent reads and
+    edits. ``body`` is lesson XML (``shared/lessons/grammar.py``), valid whenever it is
+    stored; ``version`` grows by one with each change (edits name the version they
+    were made against)."""
 
     id: str
-    title: str
-    topic: str
-    audience: str
-    duration_minutes: int = Field(ge=1)
-    objectives: list[str] = Field(default_factory=list)
+    title: str = Field(min_length=1, max_length=200)
     body: str
+    version: int = Field(ge=1)
+    # "writing" while a task is still writing it (a planned lesson, titled, not drafted).
+    status: Literal["writing", "ready"] = "ready"
+    topic: str | None = None
+    audience: str | None = None
+    duration_minutes: int | None = Field(default=None, ge=1)
+    objectives: list[str] | None = None
     created_at: Timestamp
     updated_at: Timestamp
     conversation_id: str | None = None

@@ -126,6 +126,17 @@ class TaskLedgerStore(Protocol):
         ...
 
 
+NO_LESSON = "No lesson with this id."
+
+
+def changed(expected: int, current: int) -> str:
+    """What a refused change against a stale version of a lesson is told."""
+    return (
+        f"The lesson changed since version {expected} (it is now version {current}); "
+        "nothing was changed. Read it again and redo the change on the current text."
+    )
+
+
 class LessonStore(Protocol):
     """Lessons at ``/{userId}/client/lessons/{lessonId}``."""
 
@@ -137,6 +148,17 @@ class LessonStore(Protocol):
         """Store ``lesson`` unless one with its id exists; returns the stored one.
 
         Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
+        """Store ``lesson``, a new version of a stored one, if the stored one is still at
+        ``expected_version`` (checked and written atomically).
+
+        Raises:
+            NotFound: this user has no lesson with that id.
+            VersionConflict: the stored lesson is at another version.
             StoreError: the store failed.
         """
         ...

@@ -15,10 +15,10 @@ from google.api_core import exceptions as gexc
 from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 from google.cloud.firestore_v1 import _helpers
 
-from shared.errors import NotFound, StoreError
+from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
-from shared.store.base import LedgerChange, Mutation, RunProbe
+from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, changed
 from shared.store.limits import check_size
 from shared.store.patch import Patch, Sizes, diff
 
@@ -473,6 +473,27 @@ class FirestoreLessonStore:
             if existing is not None:
                 return existing
             raise StoreError("The lesson vanished while it was being saved.") from None
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
+        return lesson
+
+    async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
+        ref = self._ref(user_id, lesson.id)
+        try:
+            snapshot = await ref.get(field_paths=["version"])
+            if not snapshot.exists:
+                raise NotFound(NO_LESSON)
+            current = int((snapshot.to_dict() or {}).get("version", 0))
+            if current != expected_version:
+                raise VersionConflict(changed(expected_version, current), current)
+            # The version read above is the one overwritten, or the write fails.
+            option = self._client.write_option(last_update_time=snapshot.update_time)
+            await ref.update(lesson.to_firestore(), option=option)
+        except (gexc.FailedPrecondition, gexc.NotFound):
+            now = await self.get(user_id, lesson.id)
+            if now is None:
+                raise NotFound(NO_LESSON) from None
+            raise VersionConflict(changed(expected_version, now.version), now.version) from None
         except gexc.GoogleAPICallError as exc:
             raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
         return lesson

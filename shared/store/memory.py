@@ -8,10 +8,10 @@ import copy
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from shared.errors import NotFound, StoreError
+from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
-from shared.store.base import LedgerChange, Mutation, RunProbe
+from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, changed
 from shared.store.limits import check_size
 from shared.store.patch import Sizes, apply, diff
 
@@ -137,6 +137,15 @@ class InMemoryLessonStore:
     async def create(self, user_id: str, lesson: Lesson) -> Lesson:
         document = self._documents.setdefault((user_id, lesson.id), lesson.to_firestore())
         return Lesson.model_validate(document)
+
+    async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
+        stored = await self.get(user_id, lesson.id)
+        if stored is None:
+            raise NotFound(NO_LESSON)
+        if stored.version != expected_version:
+            raise VersionConflict(changed(expected_version, stored.version), stored.version)
+        self._documents[(user_id, lesson.id)] = lesson.to_firestore()
+        return lesson
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
         return self._documents.pop((user_id, lesson_id), None) is not None

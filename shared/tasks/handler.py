@@ -21,6 +21,7 @@ from shared.agent.results import (
     mark_running,
     record_results,
     wants_follow_up,
+    with_progress,
 )
 from shared.agent.service import Agent
 from shared.config import Settings
@@ -38,7 +39,7 @@ from shared.schemas.tasks import (
 )
 from shared.tasks import ledger as ledgers
 from shared.tasks.scheduler import TaskScheduler
-from shared.tools.base import ToolContext, dump_output, error_output
+from shared.tools.base import DocumentChange, ToolContext, dump_output, error_output
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class TaskHandler:
             await self._finish(task, "cancelled", "Not approved.")
             return
         if call.id not in answered(conversation):
-            conversation = await self._run_tool(task, call)
+            conversation = await self._run_tool(task, call, conversation.document_id)
             if conversation is None:
                 return  # retried later
         stored = find_call(conversation, call.id)
@@ -186,15 +187,26 @@ class TaskHandler:
             ok = any(r.status == "ok" for r in results)
             await self._finish(task, "completed" if ok else "failed")
 
-    async def _run_tool(self, task: ToolTask, call: ToolCall) -> Conversation | None:
+    async def _run_tool(
+        self, task: ToolTask, call: ToolCall, document_id: str | None
+    ) -> Conversation | None:
         """Run the tool and record its result; ``None`` if it will be retried instead."""
         deps, settings = self._deps, self._settings
+
+        async def progress(text: str) -> None:
+            await deps.store.mutate(
+                task.user_id,
+                task.conversation_id,
+                lambda c: with_progress(c, call.id, text, deps.clock.now()),
+            )
+
         await deps.store.mutate(
             task.user_id,
             task.conversation_id,
             lambda c: mark_running(c, call.id, deps.clock.now()),
         )
         status: Literal["ok", "error"] = "error"
+        change: DocumentChange | None = None
         if task.attempt > settings.task_max_attempts:
             output = error_output(
                 _gave_up(call, settings.task_max_attempts, "it stopped responding")
@@ -202,8 +214,12 @@ class TaskHandler:
         else:
             try:
                 parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
-                context = ToolContext(task.user_id, task.conversation_id, call.id)
-                output = dump_output(await parsed.run(context), settings.tool_output_chars)
+                context = ToolContext(
+                    task.user_id, task.conversation_id, call.id, document_id, progress
+                )
+                result = await parsed.run(context)
+                output = dump_output(result.value, settings.tool_output_chars)
+                change = result.change
                 status = "ok"
             except ToolError as exc:
                 output = error_output(exc.message)
@@ -225,6 +241,7 @@ class TaskHandler:
                     status,
                     now,
                     None if status == "ok" else "The tool failed.",
+                    changes={call.id: change} if change else None,
                 ),
             )
         except ConversationTooLarge:

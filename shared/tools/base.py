@@ -23,13 +23,41 @@ A = TypeVar("A", bound=BaseModel)
 ToolExecution = Literal["inline", "task", "client", "question"]
 
 
+async def _no_progress(text: str) -> None:
+    """Progress of a call nobody shows (inline calls finish within the stream)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Who and what a tool call is for; tools derive idempotency keys from it."""
+    """Who and what a tool call is for; tools derive idempotency keys from it.
+
+    ``document_id`` is the lesson the conversation works on, if any. ``progress``
+    shows a task's progress ("Creating lesson 2 of 5") on its task entry: each call
+    updates the same entry.
+    """
 
     user_id: str
     conversation_id: str
     tool_call_id: str
+    document_id: str | None = None
+    progress: Callable[[str], Awaitable[None]] = _no_progress
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChange:
+    """A lesson a tool created or changed, at its new version. ``tool_end`` carries it
+    so editors refresh, and it becomes the conversation's document."""
+
+    document_id: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool gives back: ``value`` for the model, and the lesson it changed."""
+
+    value: Any
+    change: DocumentChange | None = None
 
 
 @dataclass(frozen=True)
@@ -42,7 +70,8 @@ class Tool(Generic[A]):
         args: the arguments; ``Field(description=...)`` texts reach the model.
         display_text: what users see while it runs ("Creating lesson"), or a
             function of the arguments that says it more precisely.
-        run: does the work and returns a JSON-serialisable result; raises
+        run: does the work and returns a JSON-serialisable result (or a
+            ``ToolOutput`` naming the lesson it changed); raises
             ``ToolError`` for failures the model should hear about. Any other
             exception is transient: task tools are retried, inline tools report it.
         execution: ``inline`` runs inside the streaming request; ``task`` on Cloud Tasks;
@@ -82,8 +111,9 @@ class ParsedCall:
     def display_text(self) -> str:
         return self.tool.display(self.args)
 
-    async def run(self, context: ToolContext) -> Any:
-        return await self.tool.run(self.args, context)
+    async def run(self, context: ToolContext) -> ToolOutput:
+        result = await self.tool.run(self.args, context)
+        return result if isinstance(result, ToolOutput) else ToolOutput(result)
 
 
 class ToolRegistry:

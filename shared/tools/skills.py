@@ -8,6 +8,8 @@ and ``display`` (what users see while it is read)::
     description: Rules for fill-in-the-blanks exercises
     display: Checking fill-blanks rules
     ---
+
+Without ``display``, users see "Checking <name> rules".
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field, create_model
 
-from shared.errors import ToolError
+from shared.errors import ConfigurationError
 from shared.tools.base import Tool, ToolContext
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -46,7 +49,7 @@ def _parse(path: Path) -> Skill:
     return Skill(
         name=name,
         description=meta.get("description", title),
-        display=meta.get("display", f"Reading the {title} skill"),
+        display=meta.get("display", f"Checking {name} rules"),
         body=text.strip(),
     )
 
@@ -60,38 +63,41 @@ def discover_skills(folder: Path) -> dict[str, Skill]:
     }
 
 
-class LoadSkillArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def load_skill_tool(folder: Path) -> Tool[Any]:
+    """The ``load_skill`` tool over the skills in ``folder`` (read once, at start-up).
 
-    name: str = Field(description="The skill's name, exactly as listed in this tool's description.")
+    Its one argument, ``skill``, is an ``enum`` of the skills found: the model can only
+    name one that exists, and adding a skill is adding a file.
 
-
-def load_skill_tool(folder: Path) -> Tool[LoadSkillArgs]:
-    """The ``load_skill`` tool over the skills in ``folder`` (read once, at start-up)."""
+    Raises:
+        ConfigurationError: the folder holds no skill.
+    """
     skills = discover_skills(folder)
-    listing = "\n".join(f"- {s.name}: {s.description}" for s in skills.values()) or "(none)"
+    if not skills:
+        raise ConfigurationError(f"No skills found in {folder}.")
+    choice: Any = Literal[tuple(skills)]
+    args = create_model(
+        "LoadSkillArgs",
+        __config__=ConfigDict(extra="forbid"),
+        skill=(choice, Field(description="The skill to load.")),
+    )
+    listing = "\n".join(f"- {s.name}: {s.description}" for s in skills.values())
 
-    async def run(args: LoadSkillArgs, context: ToolContext) -> dict[str, str]:
-        skill = skills.get(args.name)
-        if skill is None:
-            raise ToolError(
-                f"There is no skill called {args.name!r}. Available skills: "
-                + (", ".join(skills) or "none")
-                + "."
-            )
+    async def run(args: Any, context: ToolContext) -> dict[str, str]:
+        skill = skills[args.skill]
         return {"skill": skill.name, "instructions": skill.body}
 
-    def display(args: LoadSkillArgs) -> str:
-        skill = skills.get(args.name)
-        return skill.display if skill else "Looking for a skill"
+    def display(args: Any) -> str:
+        return skills[args.skill].display
 
     return Tool(
         name="load_skill",
         description=(
-            "Load detailed instructions for a specialised job before doing it. "
-            "Only load a skill when the user's request needs it. Available skills:\n" + listing
+            "Load the detailed rules for a specialised job before doing it: always before "
+            "creating or changing an exercise. Only load a skill the request needs. "
+            "Skills:\n" + listing
         ),
-        args=LoadSkillArgs,
+        args=args,
         display_text=display,
         run=run,
         execution="inline",
