@@ -142,7 +142,8 @@ def assemble(
         system_prompt=load_prompt("base") if system_prompt is None else system_prompt,
         tasks=scheduler,
     )
-    return Components(Agent(deps, ids or RandomIds(), scheduler), scheduler, settings)
+    agent = Agent(deps, ids or RandomIds(), scheduler, lessons)
+    return Components(agent, scheduler, settings)
 
 
 def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:

@@ -116,7 +116,7 @@ class ApiApp:
         # the CPU then): a Cloud Task produces the reply.
         background = not wants_event_stream(request)
         sent = await self._agent.send(
-            user, body.text, body.conversation_id, background, body.when_busy
+            user, body.text, body.conversation_id, background, body.when_busy, body.document_id
         )
         run = sent.run
         if run is None:

@@ -134,13 +134,11 @@ def steps_since_user(messages: Sequence[Message]) -> int:
 
 
 def open_document_note(document_id: str | None) -> str:
-    """What the system prompt says of the lesson the conversation works on (only its id:
-    the model reads it with the document tools when it needs to)."""
+    """What the system prompt says of the lesson the conversation works on: only its id
+    (the model reads the lesson with the document tools when it needs to); nothing when
+    there is none (the tools say so if called)."""
     if document_id is None:
-        return (
-            "\n\nNo lesson is open in this conversation: the document tools have nothing "
-            "to work on until the user opens one or you create one with create_lesson."
-        )
+        return ""
     return (
         f"\n\nA lesson is open in this conversation (id {document_id}). The document "
         "tools read and edit it; read it before changing it."

@@ -31,7 +31,7 @@ from shared.agent.runs import (
     request_stop,
 )
 from shared.auth.base import User
-from shared.errors import AlreadyAnswered, ConversationTooLarge, SparkError
+from shared.errors import AlreadyAnswered, ConversationTooLarge, NotFound, SparkError
 from shared.ids import IdGenerator
 from shared.schemas.documents import (
     ActiveRun,
@@ -41,6 +41,7 @@ from shared.schemas.documents import (
     Message,
     MessageError,
 )
+from shared.store.base import LessonStore
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +116,13 @@ class Stopped:
 class Agent:
     """Opens runs for the HTTP edge and the tasks function; one per process."""
 
-    def __init__(self, deps: RunDeps, ids: IdGenerator, scheduler: RunScheduler) -> None:
+    def __init__(
+        self, deps: RunDeps, ids: IdGenerator, scheduler: RunScheduler, lessons: LessonStore
+    ) -> None:
         self.deps = deps
         self.ids = ids
         self.scheduler = scheduler
+        self.lessons = lessons
         self._background: set[asyncio.Task[None]] = set()
 
     def _lease(self) -> timedelta:
@@ -143,17 +147,23 @@ class Agent:
         conversation_id: str | None,
         background: bool = False,
         when_busy: WhenBusy = "reject",
+        document_id: str | None = None,
     ) -> Sent:
         """Persist the user's message and open its run (the model is not called yet);
         with ``when_busy="queue"`` a live run makes the message wait its turn instead.
 
         With ``background`` a Cloud Task produces the reply (the ``202`` mode).
+        ``document_id`` names the lesson open in the user's editor: from this message
+        on, the document tools work on it.
 
         Raises:
-            NotFound: ``conversation_id`` is not one of this user's conversations.
+            NotFound: ``conversation_id`` is not one of this user's conversations, or
+                ``document_id`` not one of their lessons.
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
+        if document_id is not None and await self.lessons.get(user.uid, document_id) is None:
+            raise NotFound("No lesson with this documentId.")
         now = self.deps.clock.now()
         user_message = Message(
             id=self.ids.new("msg"),
@@ -162,6 +172,7 @@ class Agent:
             created_at=now,
             status="complete",
             content=[ContentPart.of_text(text)],
+            document_id=document_id,
         )
         record = new_run(
             self.ids.new("run"),

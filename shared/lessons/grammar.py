@@ -353,6 +353,12 @@ def _check(node: Node, parent: Node | None, exercise: str | None, ids: dict[str,
         exercise = node.attrs["type"]
     for child in node.children:
         _check(child, node, exercise, ids)
+    if node.tag == "writing-area":
+        low, high = node.attrs.get("min-words"), node.attrs.get("max-words")
+        if low and high and int(low) > int(high):
+            raise InvalidLesson(
+                f"Line {node.line}: <writing-area> has min-words {low} above max-words {high}."
+            )
     if node.tag == "exercise":
         _check_exercise(node, exercise or "")
     elif node.tag == "question":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncGenerator
 
@@ -13,8 +14,49 @@ LABEL = "offline model"
 _GREETING = re.compile(r"^\s*(hi|hello|hey|test|good (morning|afternoon|evening))\b", re.I)
 
 
+_FIELD = re.compile(r"^(Topic|Learners|Duration|This lesson): (.+)$", re.M)
+_PLAN = re.compile(r"^Plan a sequence of (\d+) lessons")
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _sample_lesson(brief: str) -> str:
+    """A small valid lesson on the brief's topic, so ``create_lesson`` and
+    ``plan_lessons`` work end to end offline (clearly marked as a sample)."""
+    fields = dict(_FIELD.findall(brief))
+    topic = _xml_text(fields.get("This lesson") or fields.get("Topic", "the topic"))
+    learners = _xml_text(fields.get("Learners", "the class"))
+    return f"""<lesson>
+<h1>{topic[:120]}</h1>
+<note>Written by the offline model: a sample lesson, not a real draft.</note>
+<h2>Objectives</h2>
+<ul>
+<li>Describe the key ideas of {topic[:120]}.</li>
+</ul>
+<h2>Timings</h2>
+<ol>
+<li>10 min – introduction for {learners}</li>
+<li>20 min – practice</li>
+</ol>
+<h2>Practice</h2>
+<exercise id="ex-1" type="true-false">
+<h3>True or false?</h3>
+<statement id="s-1" answer="true" student-answer="">This is a sample statement.</statement>
+</exercise>
+</lesson>"""
+
+
 def compose_reply(user_text: str) -> str:
     """The offline model's whole reply to ``user_text``: always the same for the same text."""
+    if user_text.startswith("Write the lesson."):
+        return _sample_lesson(user_text)
+    plan = _PLAN.match(user_text)
+    if plan:
+        count = int(plan.group(1))
+        entries = [{"title": f"Lesson {i + 1}", "focus": "A sample focus"} for i in range(count)]
+        return json.dumps({"lessons": entries})
     prefix = "[Offline model] "
     if _GREETING.match(user_text):
         return (

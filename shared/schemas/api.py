@@ -17,6 +17,7 @@ CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # An SSE event id (``shared/agent/transcript.py``): {runId}:{parts}:{chars} or {runId}:end.
 EVENT_ID_PATTERN = r"^([A-Za-z0-9_-]{1,128}):(?:([0-9]{1,9}):([0-9]{1,12})|end)$"
 ConversationId = Annotated[str, StringConstraints(pattern=CONVERSATION_ID_PATTERN)]
+DocumentId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
 
 
 class Inbound(BaseModel):
@@ -30,6 +31,12 @@ class SendMessageRequest(Inbound):
 
     conversation_id: ConversationId | None = Field(default=None, alias="conversationId")
     text: str = Field(min_length=1, max_length=MAX_TEXT_BYTES, pattern=r"\S")
+    document_id: DocumentId | None = Field(
+        default=None,
+        alias="documentId",
+        description="The lesson open in the sender's editor; the agent's document tools "
+        "work on it from this message on.",
+    )
     when_busy: Literal["reject", "queue"] = Field(
         default="reject",
         alias="whenBusy",

@@ -184,10 +184,8 @@ async def lesson_harness(provider: ScriptedProvider) -> tuple[Harness, Fakes, st
         Lesson(
             id="lesson_1",
             title="Tides",
-            topic="tides",
-            audience="Year 5",
-            duration_minutes=40,
-            body="# Tides",
+            body="<lesson><h1>Tides</h1></lesson>",
+            version=1,
             created_at=NOW,
             updated_at=NOW,
         ),
