@@ -139,11 +139,12 @@ class InMemoryLessonStore:
         return Lesson.model_validate(document)
 
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
-        stored = await self.get(user_id, lesson.id)
+        # Checked and written with no await between: atomic, as Firestore's precondition.
+        stored = self._documents.get((user_id, lesson.id))
         if stored is None:
             raise NotFound(NO_LESSON)
-        if stored.version != expected_version:
-            raise VersionConflict(changed(expected_version, stored.version), stored.version)
+        if stored["version"] != expected_version:
+            raise VersionConflict(changed(expected_version, stored["version"]), stored["version"])
         self._documents[(user_id, lesson.id)] = lesson.to_firestore()
         return lesson
 
