@@ -228,6 +228,7 @@ class Agent:
                 last_message_at=now,
                 messages=[user_message],
                 active_run=record,
+                document_id=user_message.document_id,
             )
             await self.deps.store.create(user.uid, conversation)
             return conversation

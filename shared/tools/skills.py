@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, create_model
+from pydantic import AfterValidator, ConfigDict, Field, create_model
 
 from shared.errors import ConfigurationError
 from shared.tools.base import Tool, ToolContext
@@ -75,11 +75,22 @@ def load_skill_tool(folder: Path) -> Tool[Any]:
     skills = discover_skills(folder)
     if not skills:
         raise ConfigurationError(f"No skills found in {folder}.")
-    choice: Any = Literal[tuple(skills)]
+
+    def known(name: str) -> str:
+        if name not in skills:
+            raise ValueError("choose one of " + ", ".join(skills))
+        return name
+
+    # An ``enum`` in the schema however many skills there are (pydantic would write a
+    # one-value ``Literal`` as ``const``).
+    choice = Annotated[str, AfterValidator(known)]
     args = create_model(
         "LoadSkillArgs",
         __config__=ConfigDict(extra="forbid"),
-        skill=(choice, Field(description="The skill to load.")),
+        skill=(
+            choice,
+            Field(description="The skill to load.", json_schema_extra={"enum": list(skills)}),
+        ),
     )
     listing = "\n".join(f"- {s.name}: {s.description}" for s in skills.values())
 

@@ -221,7 +221,7 @@ async def test_an_edit_against_a_stale_version_is_refused_and_nothing_is_lost(
     tools: Tools,
 ) -> None:
     await tools.call("edit_document", find="Les verbes", replace="Verbs", version=1)
-    with pytest.raises(ToolError, match="changed since version 1 .it is now version 2."):
+    with pytest.raises(ToolError, match=r"changed since version 1 \(it is now version 2\)"):
         await tools.call("edit_document", find="Être", replace="Etre", version=1)
     stored = await tools.store.get("alice", "les_1")
     assert stored is not None and stored.version == 2 and "Être" in stored.body
