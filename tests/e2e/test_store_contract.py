@@ -12,11 +12,17 @@ from datetime import UTC, datetime
 import pytest
 
 from shared.agent.runs import new_run, put_message
-from shared.errors import ConversationTooLarge, NotFound, RunInProgress, StoreError
-from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Message
-from shared.store.base import ConversationStore
+from shared.errors import (
+    ConversationTooLarge,
+    NotFound,
+    RunInProgress,
+    StoreError,
+    VersionConflict,
+)
+from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Lesson, Message
+from shared.store.base import ConversationStore, LessonStore
 from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
-from shared.store.memory import InMemoryConversationStore
+from shared.store.memory import InMemoryConversationStore, InMemoryLessonStore
 from tests.e2e.conftest import PROJECT
 
 pytestmark = pytest.mark.emulator
@@ -289,3 +295,49 @@ async def test_store_archive_segments_are_rewritable_and_read_in_order(
     segments = await store.segments(uid, created.id)
     assert [s.segment for s in segments] == [1, 2]
     assert [m.id for m in segments[1].messages] == ["msg_20", "msg_21", "msg_22"]
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def lessons(request: pytest.FixtureRequest, emulators: object) -> AsyncIterator[LessonStore]:
+    if request.param == "memory":
+        yield InMemoryLessonStore()
+        return
+    stores = connect(PROJECT)
+    yield stores.lessons
+    stores.close()
+
+
+def lesson(version: int, body: str = "<lesson/>") -> Lesson:
+    return Lesson(
+        id="les_1", title="Tides", body=body, version=version, created_at=NOW, updated_at=NOW
+    )
+
+
+async def test_lesson_store_replaces_only_the_version_it_was_given(lessons: LessonStore) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    assert await lessons.create(uid, lesson(1)) == lesson(1)
+    assert await lessons.create(uid, lesson(1, "<lesson><p>x</p></lesson>")) == lesson(1)
+    assert await lessons.get("someone-else", "les_1") is None
+    two = lesson(2, "<lesson><h1>Tides</h1></lesson>")
+    assert await lessons.replace(uid, two, 1) == two
+    with pytest.raises(VersionConflict) as stale:
+        await lessons.replace(uid, lesson(2, "<lesson><p>lost?</p></lesson>"), 1)
+    assert stale.value.current == 2
+    assert await lessons.get(uid, "les_1") == two
+    with pytest.raises(NotFound):
+        await lessons.replace("someone-else", lesson(2), 1)
+
+
+async def test_lesson_store_concurrent_replaces_of_one_version_write_one(
+    lessons: LessonStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    await lessons.create(uid, lesson(1))
+    bodies = [f"<lesson><p>{n}</p></lesson>" for n in range(5)]
+    outcomes = await asyncio.gather(
+        *(lessons.replace(uid, lesson(2, body), 1) for body in bodies), return_exceptions=True
+    )
+    written = [o for o in outcomes if isinstance(o, Lesson)]
+    assert len(written) == 1
+    assert all(isinstance(o, VersionConflict) for o in outcomes if not isinstance(o, Lesson))
+    assert await lessons.get(uid, "les_1") == written[0]

@@ -37,7 +37,7 @@ class Script:
     (``[DONE]``) but without a finish reason. ``error_after`` sends an in-stream
     ``{"error": ...}`` chunk after that many chunks, as OpenAI does on server errors.
     ``then`` answers instead when the request ends with tool results (the agent's
-    next step after its tools ran).
+    next step after its tools ran); its own ``then``, after the next round, and so on.
     """
 
     chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " the", " fake."])
@@ -93,8 +93,17 @@ class FakeOpenAI:
         self.requests.append(body)
         script = self.scripts.get(_last_user_text(body), self.default)
         messages = body.get("messages") or [{}]
-        if messages[-1].get("role") == "tool" and script.then is not None:
-            script = script.then
+        if messages[-1].get("role") == "tool":
+            # The agent's step after its n-th round of tools since the user spoke.
+            rounds = 0
+            for message in reversed(messages):
+                if message.get("role") == "user":
+                    break
+                rounds += message.get("role") == "assistant"
+            for _ in range(rounds):
+                if script.then is None:
+                    break
+                script = script.then
         if script.status is not None:
             return JSONResponse(
                 {"error": {"message": f"scripted failure {script.status}", "type": "fake"}},
