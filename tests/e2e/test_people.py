@@ -179,10 +179,8 @@ def make_lesson(db: firestore.Client, uid: str, lesson_id: str) -> firestore.Doc
         {
             "id": lesson_id,
             "title": "Tides",
-            "topic": "tides",
-            "audience": "Year 5",
-            "durationMinutes": 40,
-            "body": "# Tides",
+            "body": "<lesson><h1>Tides</h1></lesson>",
+            "version": 1,
             "createdAt": firestore.SERVER_TIMESTAMP,
             "updatedAt": firestore.SERVER_TIMESTAMP,
         }

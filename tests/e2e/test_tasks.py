@@ -34,7 +34,7 @@ LESSON_ARGS = '{"topic": "%s", "audience": "Year 4"}'
 
 def brief(topic: str) -> str:
     """The drafting request create_lesson sends the model (its last user text)."""
-    return f"Write the lesson plan.\n\nTopic: {topic}\nLearners: Year 4\nDuration: 45 minutes"
+    return f"Write the lesson.\n\nTopic: {topic}\nLearners: Year 4\nDuration: 45 minutes"
 
 
 def script_lesson(
@@ -95,7 +95,10 @@ def test_e2e_task_tool_queues_then_firestore_gains_result_and_follow_up(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     script_lesson(
-        fake_openai, "plan a lesson on tides", "tides", Script(chunks=["# Tides\n", "Plan."])
+        fake_openai,
+        "plan a lesson on tides",
+        "tides",
+        Script(chunks=["<lesson><h1>Tides</h1>", "<p>Plan.</p></lesson>"]),
     )
     events = send(functions.api, alice, "plan a lesson on tides")
 
@@ -110,7 +113,7 @@ def test_e2e_task_tool_queues_then_firestore_gains_result_and_follow_up(
     (result,) = tool_results(doc)
     assert result["status"] == "ok" and result["toolCallId"] == queued["toolCallId"]
     output = json.loads(result["outputJson"])
-    assert output["title"] == "Tides"
+    assert (output["title"], output["version"]) == ("Tides", 1)
     assert doc["messages"][-1]["content"] == [{"type": "text", "text": "Your lesson is ready."}]
     assert doc["tasks"][queued["taskId"]]["status"] == "completed"
     call = doc["messages"][1]["content"][-1]["toolCall"]
@@ -119,9 +122,11 @@ def test_e2e_task_tool_queues_then_firestore_gains_result_and_follow_up(
         db.collection(alice.uid)
         .document("client")
         .collection("lessons")
-        .document(output["lessonId"])
+        .document(output["documentId"])
     ).get()
-    assert lesson.exists and lesson.to_dict()["body"] == "# Tides\nPlan."
+    assert lesson.exists
+    assert lesson.to_dict()["body"] == "<lesson><h1>Tides</h1><p>Plan.</p></lesson>"
+    assert doc["documentId"] == output["documentId"]  # the lesson just made is open
     assert "activeRun" not in doc
 
 
@@ -132,7 +137,7 @@ def test_e2e_task_delivered_three_more_times_has_one_effect(
         fake_openai,
         "plan a lesson on volcanoes",
         "volcanoes",
-        Script(chunks=["# Volcanoes"], first_delay=0.5),
+        Script(chunks=["<lesson><h1>Volcanoes</h1></lesson>"], first_delay=0.5),
     )
     events = send(functions.api, alice, "plan a lesson on volcanoes")
     conversation_id = events[0].data["conversationId"]
@@ -200,7 +205,12 @@ def test_e2e_fourth_concurrent_task_waits_queued_until_a_slot_frees(
     user = new_user(emulators[1])
     topics = [f"rivers {n}" for n in range(4)]
     for topic in topics:
-        script_lesson(fake_openai, f"lesson: {topic}", topic, Script(chunks=["# R"], first_delay=1))
+        script_lesson(
+            fake_openai,
+            f"lesson: {topic}",
+            topic,
+            Script(chunks=["<lesson><h1>R</h1></lesson>"], first_delay=1),
+        )
     conversations = [
         send(functions.api, user, f"lesson: {topic}")[0].data["conversationId"] for topic in topics
     ]
