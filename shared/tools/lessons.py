@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from xml.sax.saxutils import escape
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -208,6 +209,25 @@ def lesson_id_for(context: ToolContext, index: int | None = None) -> str:
     return derived("lesson", context.conversation_id, context.tool_call_id, str(index))
 
 
+def new_lesson(
+    context: ToolContext, lesson_id: str, title: str, body: str, brief: LessonBrief, now: datetime
+) -> Lesson:
+    """Version 1 of a lesson the tool call in ``context`` makes."""
+    return Lesson(
+        id=lesson_id,
+        title=title[:200],
+        body=body,
+        version=1,
+        topic=brief.topic,
+        audience=brief.audience,
+        duration_minutes=brief.duration_minutes,
+        created_at=now,
+        updated_at=now,
+        conversation_id=context.conversation_id,
+        tool_call_id=context.tool_call_id,
+    )
+
+
 def create_lesson_tool(
     lessons: LessonStore, provider: ModelProvider, clock: Clock, system_prompt: str
 ) -> Tool[LessonBrief]:
@@ -219,23 +239,10 @@ def create_lesson_tool(
         if stored is None:
             body, parsed = await drafter.draft(_brief(args))
             now = clock.now()
+            made = new_lesson(context, lesson_id, title_of(parsed, args.topic), body, args, now)
             stored = await lessons.create(
                 context.user_id,
-                Lesson(
-                    id=lesson_id,
-                    title=title_of(parsed, args.topic),
-                    body=body,
-                    version=1,
-                    topic=args.topic,
-                    audience=args.audience,
-                    duration_minutes=args.duration_minutes,
-                    objectives=args.objectives,
-                    created_at=now,
-                    updated_at=now,
-                    conversation_id=context.conversation_id,
-                    tool_call_id=context.tool_call_id,
-                    model=provider.label,
-                ),
+                made.model_copy(update={"objectives": args.objectives, "model": provider.label}),
             )
         return ToolOutput(
             {
@@ -291,24 +298,11 @@ def plan_lessons_tool(
         made = []
         for index, (lesson, (title, focus)) in enumerate(zip(found, plan, strict=True)):
             if lesson is None:
-                lesson = await lessons.create(
-                    context.user_id,
-                    Lesson(
-                        id=lesson_id_for(context, index),
-                        title=title[:200],
-                        body=_placeholder(title),
-                        version=1,
-                        status="writing",
-                        topic=focus or title,
-                        audience=args.audience,
-                        duration_minutes=args.duration_minutes,
-                        created_at=now,
-                        updated_at=now,
-                        conversation_id=context.conversation_id,
-                        tool_call_id=context.tool_call_id,
-                        model=provider.label,
-                    ),
+                planned = new_lesson(
+                    context, lesson_id_for(context, index), title, _placeholder(title), args, now
                 )
+                update = {"status": "writing", "topic": focus or title, "model": provider.label}
+                lesson = await lessons.create(context.user_id, planned.model_copy(update=update))
             made.append(lesson)
         return made
 

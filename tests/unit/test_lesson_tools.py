@@ -157,17 +157,11 @@ async def test_create_lesson_repairs_an_invalid_draft_and_opens_the_lesson() -> 
             Step.reply("Your lesson on tides is ready."),
         ]
     )
-    fakes = Fakes()
-    service = make_service(provider, fakes=fakes)
-    sent = await service.agent.send(ALICE, "make a lesson on tides", None)
-    assert sent.run is not None
-    await sent.run.execute()
-    await deliver_all(service, fakes.queue)
+    fakes, stored = await until_answered(provider, "make a lesson on tides")
 
     repair = provider.requests[2].messages[-1].text
     assert repair.startswith("That is not a valid lesson: Line 1, column")
     assert "<exercise" in provider.requests[1].system  # the drafting model has the skills
-    stored = await conversation(service, sent.conversation_id)
     result = next(p.tool_result for m in stored.messages for p in m.content if p.tool_result)
     assert result is not None and result.status == "ok"
     lesson_id = result.document_id
@@ -189,18 +183,23 @@ async def test_create_lesson_that_stays_invalid_is_reported_and_nothing_stored()
             Step.reply("Sorry, I could not write it."),
         ]
     )
-    fakes = Fakes()
-    service = make_service(provider, fakes=fakes)
-    sent = await service.agent.send(ALICE, "make a lesson on tides", None)
-    assert sent.run is not None
-    await sent.run.execute()
-    await deliver_all(service, fakes.queue)
-    stored = await conversation(service, sent.conversation_id)
+    fakes, stored = await until_answered(provider, "make a lesson on tides")
     result = next(p.tool_result for m in stored.messages for p in m.content if p.tool_result)
     assert result is not None and result.status == "error"
     assert "<div> is not part of the lesson grammar" in json.loads(result.output_json)["error"]
     assert fakes.lessons._documents == {}
     assert stored.document_id is None
+
+
+async def until_answered(provider: ScriptedProvider, text: str) -> tuple[Fakes, Conversation]:
+    """Send ``text``, run the reply and every task it queues; the conversation then."""
+    fakes = Fakes()
+    service = make_service(provider, fakes=fakes)
+    sent = await service.agent.send(ALICE, text, None)
+    assert sent.run is not None
+    await sent.run.execute()
+    await deliver_all(service, fakes.queue)
+    return fakes, await conversation(service, sent.conversation_id)
 
 
 class ProgressSpy:
