@@ -37,7 +37,10 @@ class Script:
     (``[DONE]``) but without a finish reason. ``error_after`` sends an in-stream
     ``{"error": ...}`` chunk after that many chunks, as OpenAI does on server errors.
     ``then`` answers instead when the request ends with tool results (the agent's
-    next step after its tools ran).
+    next step after its tools ran). ``thinking`` makes a provider that keeps opaque
+    state write some (Anthropic: a signed thinking block; Gemini: a thought signature
+    on each call); OpenAI's has none. The Anthropic and Gemini fakes play the same
+    scripts in their own wire formats.
     """
 
     chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " the", " fake."])
@@ -48,6 +51,7 @@ class Script:
     disconnect_after: int | None = None
     error_after: int | None = None
     finish: bool = True
+    thinking: bool = False
     then: Script | None = None
 
 
@@ -151,6 +155,8 @@ def _last_user_text(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user":
             content = message.get("content")
+            if isinstance(content, list):  # text and image parts
+                return "".join(p.get("text", "") for p in content if p.get("type") == "text")
             return content if isinstance(content, str) else json.dumps(content)
     return ""
 
