@@ -65,12 +65,12 @@ def message_start(input_tokens: int = 3) -> bytes:
     return event("message_start", {"message": message})
 
 
-def message_end(stop_reason: str, output_tokens: int) -> bytes:
+def message_end(stop_reason: str, output_tokens: int, stop: bool = True) -> bytes:
     delta = {
         "delta": {"stop_reason": stop_reason, "stop_sequence": None},
         "usage": {"output_tokens": output_tokens},
     }
-    return event("message_delta", delta) + event("message_stop", {})
+    return event("message_delta", delta) + (event("message_stop", {}) if stop else b"")
 
 
 def _user_text(message: dict[str, Any]) -> str | None:
@@ -101,7 +101,9 @@ def ends_with_results(body: dict[str, Any]) -> bool:
 
 def decode(body: dict[str, Any]) -> list[tuple[Any, ...]]:
     """What a request says, in the conformance suite's neutral terms."""
-    items: list[tuple[Any, ...]] = []
+    items: list[tuple[Any, ...]] = [
+        ("tool", t["name"], t["input_schema"]) for t in body.get("tools") or []
+    ]
     if body.get("system"):
         items.append(("system", body["system"]))
     names: dict[str, str] = {}
@@ -205,7 +207,8 @@ class FakeAnthropic:
             yield event("content_block_stop", {"index": index})
             index += 1
         if script.finish:
-            yield message_end("tool_use" if script.tool_calls else "end_turn", len(script.chunks))
+            reason = "tool_use" if script.tool_calls else "end_turn"
+            yield message_end(reason, len(script.chunks), script.stop_event)
 
 
 def dev_fake() -> FakeAnthropic:

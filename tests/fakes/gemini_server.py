@@ -75,7 +75,11 @@ def ends_with_results(body: dict[str, Any]) -> bool:
 
 def decode(body: dict[str, Any]) -> list[tuple[Any, ...]]:
     """What a request says, in the conformance suite's neutral terms."""
-    items: list[tuple[Any, ...]] = []
+    items: list[tuple[Any, ...]] = [
+        ("tool", d["name"], d["parametersJsonSchema"])
+        for tool in body.get("tools") or []
+        for d in tool["functionDeclarations"]
+    ]
     system = body.get("systemInstruction")
     if system:
         items.append(("system", "".join(p.get("text", "") for p in system["parts"])))
