@@ -50,7 +50,7 @@ ProviderName = Literal["openai", "anthropic", "google", "offline", "scripted"]
 
 MAX_STATE_CHARS = 16_384
 """The most opaque state one model step may keep; more is dropped (and logged), so a
-provider cannot fill the conversation document with it."""
+provider cannot fill the conversation document with it (``StepState`` says the same)."""
 
 
 @dataclass(frozen=True, slots=True)
