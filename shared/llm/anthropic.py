@@ -286,8 +286,9 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # As in the OpenAI adapter, the SDK builds the request, authenticates, retries
         # and raises on an error status, but we read the SSE lines ourselves: the SDK's
-        # typed stream builds a pydantic event per token and costs several times our
-        # whole per-token path (bench/provider_overhead.py has the figures).
+        # typed stream (an event object per token, then our translation) measured
+        # ~18 µs of CPU a token against ~5 µs this way, and the whole rest of our
+        # per-token path is ~10 µs (bench/provider_overhead.py, stream_overhead.py).
         state = _StreamState()
         body = _wire_request(self._model, self._max_tokens, request)
         try:
