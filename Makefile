@@ -54,6 +54,7 @@ schemas: .venv/.synced
 
 ## Benchmarks (not part of `make test`).
 bench: setup
+	$(PY) bench/provider_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
 	$(PY) -m tools.stack run -- $(PY) bench/rollover.py

@@ -1,9 +1,11 @@
-"""A lean OpenAI-compatible streaming server for benchmarks (raw asyncio, real HTTP).
+"""A lean streaming model server for benchmarks (raw asyncio, real HTTP).
 
-The test suite's fake (tests/fakes/openai_server.py) is built for scripting; this
-one is built to cost as little CPU as possible, so the benchmark measures our
-endpoint rather than the fake. The last user message says what to stream:
-``tokens=N rate=R`` (R tokens per second, 0 for as fast as possible).
+The test suite's fakes (tests/fakes/) are built for scripting; this one is built to
+cost as little CPU as possible, so the benchmark measures our side rather than the
+fake. The last user message says what to stream: ``tokens=N rate=R`` (R tokens per
+second, 0 for as fast as possible). ``--wire`` picks the format: OpenAI Chat
+Completions (the default), Anthropic Messages or Gemini ``streamGenerateContent``;
+the path of the request is not looked at.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.fakes import anthropic_server, gemini_server
 from tests.fakes.openai_server import chunk
 
 _RULE = re.compile(rb"tokens=(\d+) rate=(\d+)")
@@ -25,9 +28,30 @@ _HEAD = (
 )
 
 
-TOKENS = [chunk({"content": f" tok{n}"}) for n in range(10_000)]
-FIRST = chunk({"role": "assistant", "content": ""})
-LAST = chunk({}, "stop") + b"data: [DONE]\n\n"
+WIRES = {
+    "openai": (
+        chunk({"role": "assistant", "content": ""}),
+        [chunk({"content": f" tok{n}"}) for n in range(10_000)],
+        chunk({}, "stop") + b"data: [DONE]\n\n",
+    ),
+    "anthropic": (
+        anthropic_server.message_start()
+        + anthropic_server.event(
+            "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}
+        ),
+        [anthropic_server.text_delta(0, f" tok{n}") for n in range(10_000)],
+        anthropic_server.event("content_block_stop", {"index": 0})
+        + anthropic_server.message_end("end_turn", 10),
+    ),
+    "gemini": (
+        b"",
+        [gemini_server.chunk([{"text": f" tok{n}"}]) for n in range(10_000)],
+        gemini_server.chunk(
+            [{"text": ""}], "STOP", {"promptTokenCount": 3, "candidatesTokenCount": 10}
+        ),
+    ),
+}
+FIRST, TOKENS, LAST = WIRES["openai"]
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -55,7 +79,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         writer.close()
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, wire: str = "openai") -> None:
+    global FIRST, TOKENS, LAST
+    FIRST, TOKENS, LAST = WIRES[wire]
     server = await asyncio.start_server(handle, "127.0.0.1", port, backlog=4096)
     async with server:
         await server.serve_forever()
@@ -64,13 +90,15 @@ async def serve(port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--wire", choices=sorted(WIRES), default="openai")
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(serve(parser.parse_args().port))
+    args = parser.parse_args()
+    asyncio.run(serve(args.port, args.wire))
 
 
 if __name__ == "__main__":

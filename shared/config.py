@@ -5,11 +5,34 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from shared.errors import ConfigurationError
 
 DEFAULT_PROJECT = "demo-spark"
 DEFAULT_MODEL = "gpt-4o-mini"
+
+Provider = Literal["openai", "anthropic", "google"]
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+
+KEY_VARIABLE: dict[Provider, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "google": "GEMINI_API_KEY",
+}
+"""The variable holding each provider's API key (each SDK's own name for it)."""
+
+
+def parse_model(spec: str) -> tuple[Provider, str]:
+    """``SPARK_MODEL`` as (provider, model): ``anthropic:claude-sonnet-4-5`` names its
+    provider; a bare name (``gpt-4o-mini``, or a fine-tune's ``ft:…``) is OpenAI's."""
+    prefix, colon, model = spec.partition(":")
+    for provider in PROVIDERS:
+        if colon and prefix.strip().lower() == provider:
+            if not model.strip():
+                raise ConfigurationError(f"SPARK_MODEL={spec!r} names no model after the colon")
+            return provider, model.strip()
+    return "openai", spec
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
@@ -57,6 +80,12 @@ class Settings:
     auth_emulator_host: str | None = None
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    anthropic_base_url: str | None = None
+    gemini_api_key: str | None = field(default=None, repr=False)
+    gemini_base_url: str | None = None
+    # SPARK_MODEL, split: whose model, and the model's own name.
+    provider: Provider = "openai"
     model: str = DEFAULT_MODEL
     # Set by Cloud Functions gen2 / Cloud Run; its presence means "production".
     cloud_service: str | None = None
@@ -104,6 +133,7 @@ class Settings:
         """Read the settings from ``env`` (default: ``os.environ``) and check them."""
         env = os.environ if env is None else env
         d = cls()  # the defaults are the fields' own, written once above
+        provider, model = parse_model(_str(env, "SPARK_MODEL") or DEFAULT_MODEL)
         settings = cls(
             project_id=(
                 _str(env, "GOOGLE_CLOUD_PROJECT") or _str(env, "GCLOUD_PROJECT") or DEFAULT_PROJECT
@@ -112,7 +142,12 @@ class Settings:
             auth_emulator_host=_raw(env, "FIREBASE_AUTH_EMULATOR_HOST"),
             openai_api_key=_str(env, "OPENAI_API_KEY"),
             openai_base_url=_str(env, "OPENAI_BASE_URL"),
-            model=_str(env, "SPARK_MODEL") or DEFAULT_MODEL,
+            anthropic_api_key=_str(env, "ANTHROPIC_API_KEY"),
+            anthropic_base_url=_str(env, "ANTHROPIC_BASE_URL"),
+            gemini_api_key=_str(env, "GEMINI_API_KEY"),
+            gemini_base_url=_str(env, "GEMINI_BASE_URL"),
+            provider=provider,
+            model=model,
             cloud_service=_str(env, "K_SERVICE"),
             throttle_ms=_int(env, "SPARK_THROTTLE_MS", d.throttle_ms, minimum=0),
             keepalive_seconds=_int(env, "SPARK_KEEPALIVE_SECONDS", d.keepalive_seconds),
@@ -158,9 +193,30 @@ class Settings:
         return self.cloud_service is not None
 
     @property
+    def provider_key(self) -> str | None:
+        """The chosen provider's API key."""
+        keys = {
+            "openai": self.openai_api_key,
+            "anthropic": self.anthropic_api_key,
+            "google": self.gemini_api_key,
+        }
+        return keys[self.provider]
+
+    @property
+    def provider_base_url(self) -> str | None:
+        """Where the chosen provider is reached, when not at its SDK's default."""
+        urls = {
+            "openai": self.openai_base_url,
+            "anthropic": self.anthropic_base_url,
+            "google": self.gemini_base_url,
+        }
+        return urls[self.provider]
+
+    @property
     def offline_model(self) -> bool:
-        """No provider is configured: use the deterministic offline model."""
-        return self.openai_api_key is None and self.openai_base_url is None
+        """The chosen provider has neither a key nor a base URL: use the deterministic
+        offline model (a local server may need no key, so a base URL alone will do)."""
+        return self.provider_key is None and self.provider_base_url is None
 
     def check(self) -> None:
         """Refuse configurations that must never run.
@@ -195,8 +251,8 @@ class Settings:
                 "Cloud Tasks needs CLOUD_TASKS_SERVICE_ACCOUNT and an https SPARK_TASKS_URL "
                 "(the tasks function's URL) in production."
             )
-        if self.offline_model:
+        if self.provider_key is None:
             raise ConfigurationError(
-                "No model provider is configured in production: set OPENAI_API_KEY "
-                "(and OPENAI_BASE_URL for another OpenAI-compatible provider)."
+                f"SPARK_MODEL chooses {self.provider}:{self.model} but "
+                f"{KEY_VARIABLE[self.provider]} is not set; refusing to start in production."
             )

@@ -34,14 +34,24 @@ if TYPE_CHECKING:
 
 
 def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
-    """The OpenAI(-compatible) provider, or the offline model when none is configured."""
+    """The adapter of the provider ``SPARK_MODEL`` chooses, or the offline model when
+    that provider has neither a key nor a base URL."""
     if settings.offline_model:
         from shared.llm.offline import OfflineProvider
 
         return OfflineProvider(clock, settings.offline_token_delay_ms / 1000)
+    key, url = settings.provider_key, settings.provider_base_url
+    if settings.provider == "anthropic":
+        from shared.llm.anthropic import AnthropicProvider
+
+        return AnthropicProvider.connect(settings.model, key, url)
+    if settings.provider == "google":
+        from shared.llm.gemini import GeminiProvider
+
+        return GeminiProvider.connect(settings.model, key, url)
     from shared.llm.openai import OpenAIProvider
 
-    return OpenAIProvider.connect(settings.model, settings.openai_api_key, settings.openai_base_url)
+    return OpenAIProvider.connect(settings.model, key, url)
 
 
 def drafting_prompt() -> str:

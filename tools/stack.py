@@ -2,6 +2,8 @@
 ``api`` and ``tasks`` functions.
 
     python -m tools.stack dev            # ports from firebase.json, then waits for Ctrl-C
+    SPARK_DEV_FAKE=1 SPARK_MODEL=anthropic:fake-model python -m tools.stack dev
+                                         # ...with the chosen provider's local fake
     python -m tools.stack run -- CMD...  # free ports, runs CMD with the stack's env, stops
 
 Everything started here runs in its own process group and is killed with it (the
@@ -40,6 +42,12 @@ TASKS_EMULATOR = ROOT / ".tools" / "tasks-emulator" / "bin" / "python"
 TASKS_EMULATOR_RETRIES = 10
 DEV_TASKS_EMULATOR_PORT = 8123
 DEV_TASKS_PORT = 8081
+# Each provider's fake (tests/fakes/), its SDK's variables, and the base URL it serves.
+FAKES = {
+    "openai": ("tests.fakes.openai_server", "OPENAI", "/v1"),
+    "anthropic": ("tests.fakes.anthropic_server", "ANTHROPIC", ""),
+    "google": ("tests.fakes.gemini_server", "GEMINI", ""),
+}
 
 
 def free_port() -> int:
@@ -302,18 +310,54 @@ def firebase_ports() -> dict[str, int]:
     return {**ports, "tasks_emulator": DEV_TASKS_EMULATOR_PORT}
 
 
+def start_fake(stack: Stack, spark_model: str) -> tuple[dict[str, str], str]:
+    """Start the local fake of the provider ``spark_model`` chooses; returns the
+    environment that points the functions at it, and what to call it."""
+    from shared.config import parse_model
+
+    provider, model = parse_model(spark_model)
+    module, prefix, path = FAKES[provider]
+    port = free_port()
+    stack.spawn("fake-model", [sys.executable, "-m", module, f"--port={port}"])
+    process = dict(stack.processes)["fake-model"]
+    deadline = time.monotonic() + 30
+    while not _tcp_ok("127.0.0.1", port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stack.fail("fake-model", "did not start")
+        time.sleep(0.1)
+    env = {
+        "SPARK_MODEL": f"{provider}:{model}",
+        f"{prefix}_API_KEY": "local-fake",
+        f"{prefix}_BASE_URL": f"http://127.0.0.1:{port}{path}",
+    }
+    return env, f"the local {provider} fake ({module}, port {port})"
+
+
+def describe_model() -> str:
+    """Where replies come from when no fake is started."""
+    from shared.config import KEY_VARIABLE, Settings
+
+    settings = Settings.from_env()
+    if settings.offline_model:
+        return f"the offline model (no {KEY_VARIABLE[settings.provider]} set)"
+    return f"{settings.provider}:{settings.model}"
+
+
 def dev() -> int:
     # A shell may start us with SIGINT ignored (e.g. `make dev &`); Ctrl-C must still stop us.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     ports = firebase_ports()
     api_port = int(os.environ.get("PORT", "8080"))
     with running(STATE_DIR / "dev", ports) as stack:
-        start_functions(stack, api_port, DEV_TASKS_PORT)
+        fake_env: dict[str, str] = {}
+        model = describe_model()
+        if os.environ.get("SPARK_DEV_FAKE", "").strip() in ("1", "true", "yes"):
+            spark_model = os.environ.get("SPARK_MODEL") or "openai:fake-model"
+            fake_env, model = start_fake(stack, spark_model)
+        start_functions(stack, api_port, DEV_TASKS_PORT, fake_env)
         token = sign_up(
             stack.env["FIREBASE_AUTH_EMULATOR_HOST"], "teacher@example.com", "spark-local"
         ).token
-        offline = not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"))
-        model = "the offline model (no OPENAI_API_KEY set)" if offline else "the configured model"
         print(
             f"""
 Spark AI Agent local stack is running (logs in {stack.log_dir}):

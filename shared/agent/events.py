@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shared.schemas.documents import Execution, FinishReason
+from shared.schemas.documents import Execution, FinishReason, StepState
 
 _INTERNAL: dict[str, Any] = {"wire": False}
 
@@ -100,11 +100,13 @@ class ApprovalRequiredEvent:
 
 @dataclass(frozen=True, slots=True)
 class UsageEvent:
-    """One model step ended: its token usage and why it stopped (never sent)."""
+    """One model step ended: its token usage, why it stopped, and what the provider
+    asked to have back with it next time (never sent)."""
 
     input_tokens: int
     output_tokens: int
     finish_reason: FinishReason
+    state: StepState | None = None
     type: Literal["usage"] = "usage"
 
 

@@ -5,6 +5,10 @@ is always followed by one tool turn per call, wherever the result was stored (in
 results sit in the same message, task results arrive later as ``tool`` messages).
 A call still waiting for its result gets a note saying so, and a result whose call
 fell out of the window is left out with it.
+
+Opaque provider state (``Message.provider_state``, one entry per model step) rides on
+the assistant turn of its step, and only to the provider that wrote it: a
+conversation that moves to another provider is sent our normalised turns alone.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from shared.llm.base import ChatMessage, ToolCallRequest
+from shared.llm.base import ChatMessage, ProviderName, ProviderState, ToolCallRequest
 from shared.schemas.documents import Message, ToolResult
 
 PENDING_OUTPUT = json.dumps(
@@ -42,17 +46,35 @@ def _for_model(output_json: str) -> str:
     return output_json
 
 
+def _states(message: Message, provider: ProviderName | None) -> dict[int, ProviderState]:
+    """``message``'s opaque states by step, those ``provider`` wrote only."""
+    states: dict[int, ProviderState] = {}
+    for state in message.provider_state or ():
+        if provider is not None and state.provider == provider:
+            states[state.step] = ProviderState(provider, state.data)
+    return states
+
+
 def _assistant_turns(
-    message: Message, results: dict[str, ToolResult], names: dict[str, str]
+    message: Message,
+    results: dict[str, ToolResult],
+    names: dict[str, str],
+    provider: ProviderName | None = None,
 ) -> list[ChatMessage]:
     turns: list[ChatMessage] = []
     text: list[str] = []
     calls: list[ToolCallRequest] = []
+    states = _states(message, provider)
+    step = 0  # each assistant turn here is one model step
 
     def flush() -> None:
+        nonlocal step
         if not text and not calls:
             return
-        turns.append(ChatMessage("assistant", "".join(text), tool_calls=tuple(calls)))
+        turns.append(
+            ChatMessage("assistant", "".join(text), tool_calls=tuple(calls), state=states.get(step))
+        )
+        step += 1
         for call in calls:
             result = results.get(call.id)
             turns.append(
@@ -82,8 +104,9 @@ def _assistant_turns(
     return turns
 
 
-def to_chat(messages: Sequence[Message]) -> list[ChatMessage]:
-    """The model's view of ``messages``, in order (streaming messages left out)."""
+def to_chat(messages: Sequence[Message], provider: ProviderName | None = None) -> list[ChatMessage]:
+    """The model's view of ``messages``, in order (streaming messages left out), with
+    the opaque state ``provider`` wrote (none when ``provider`` is ``None``)."""
     results = _results(messages)
     names: dict[str, str] = {}
     chat: list[ChatMessage] = []
@@ -91,17 +114,21 @@ def to_chat(messages: Sequence[Message]) -> list[ChatMessage]:
         if message.role == "user" and message.text:
             chat.append(ChatMessage("user", message.text))
         elif message.role == "assistant" and message.status != "streaming":
-            chat.extend(_assistant_turns(message, results, names))
+            chat.extend(_assistant_turns(message, results, names, provider))
     return chat
 
 
 def build_history(
-    messages: Sequence[Message], limit: int, max_chars: int | None = None
+    messages: Sequence[Message],
+    limit: int,
+    max_chars: int | None = None,
+    provider: ProviderName | None = None,
 ) -> list[ChatMessage]:
     """The model's view of the last ``limit`` messages, oldest first, cut (oldest first)
     to ``max_chars`` of text: a dropped call takes its results with it, and the history
-    never starts with a result whose call is gone."""
-    chat = to_chat(messages[-limit:])
+    never starts with a result whose call is gone. Opaque state goes only to the
+    ``provider`` that wrote it."""
+    chat = to_chat(messages[-limit:], provider)
     if max_chars is None:
         return chat
     users = [i for i, turn in enumerate(chat) if turn.role == "user"]

@@ -55,7 +55,7 @@ from shared.llm.base import (
     ToolCallRequest,
     finished,
 )
-from shared.schemas.documents import ActiveRun, Conversation, TaskState
+from shared.schemas.documents import ActiveRun, Conversation, StepState, TaskState
 from shared.schemas.server import TaskRecord
 from shared.tasks.naming import task_id_for
 from shared.tools.base import ParsedCall, ToolContext, dump_output, error_output
@@ -259,7 +259,12 @@ class Run:
         previous = list(self.conversation.messages)
         if self.transcript.has_content:
             previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
-        history = build_history(previous, deps.limits.history_messages, deps.limits.history_chars)
+        history = build_history(
+            previous,
+            deps.limits.history_messages,
+            deps.limits.history_chars,
+            provider=deps.model.provider,
+        )
         tools = deps.tools.specs() if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)
         request = ModelRequest(system=system, messages=history, tools=tools)
@@ -281,8 +286,11 @@ class Run:
         finally:
             self._model_since = None
         if finish is not None:
-            usage = finish.usage
-            self._record(UsageEvent(usage.input_tokens, usage.output_tokens, finish.reason))
+            usage, kept = finish.usage, finish.state
+            state = None
+            if kept is not None:
+                state = StepState(provider=kept.provider, step=self._step, data=kept.data)
+            self._record(UsageEvent(usage.input_tokens, usage.output_tokens, finish.reason, state))
         finished(finish, "This reply")
         return calls
 

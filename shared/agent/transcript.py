@@ -48,6 +48,7 @@ from shared.schemas.documents import (
     Message,
     MessageError,
     MessageStatus,
+    StepState,
     ToolCall,
     ToolCallStatus,
     ToolResult,
@@ -215,6 +216,7 @@ class Transcript:
         self._error: MessageError | None = message.error
         self._usage: Usage | None = message.usage
         self._finish: FinishReason | None = message.finish_reason
+        self._states: list[StepState] = list(message.provider_state or ())
 
     @property
     def run_id(self) -> str:
@@ -264,6 +266,8 @@ class Transcript:
                 output_tokens=usage.output_tokens + event.output_tokens,
             )
             self._finish = event.finish_reason
+            if event.state is not None:
+                self._states.append(event.state)
         elif isinstance(event, DoneEvent):
             self._status = _DONE_STATUS[event.status]
             if event.status == "stopped":
@@ -323,6 +327,7 @@ class Transcript:
                 "error": self._error,
                 "usage": self._usage,
                 "finish_reason": self._finish,
+                "provider_state": list(self._states) or None,
             }
         )
 

@@ -6,15 +6,24 @@ always ends with one ``Finish``. The shapes fit OpenAI Chat Completions, Anthrop
 Messages (``tool_use`` / ``tool_result`` blocks) and Gemini (``functionCall`` /
 ``functionResponse``, which is why a tool message also carries the tool's name).
 Provider wire types never leave their adapter.
+
+What a provider needs back that we do not model (Anthropic's thinking blocks and
+their signatures, Gemini's thought signatures) travels as a ``ProviderState``: the
+adapter puts it on ``Finish``, the run stores it with the message, and history hands
+it back on the same turn. It is opaque everywhere else, and an adapter uses only the
+states its own provider wrote (a conversation may move between providers).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from shared.errors import ContentFiltered, IncompleteResponse
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +45,49 @@ class ToolCallRequest:
     type: Literal["tool_call"] = "tool_call"
 
 
+ProviderName = Literal["openai", "anthropic", "google", "offline", "scripted"]
+"""Which provider an adapter speaks to (the part of ``SPARK_MODEL`` before the colon)."""
+
+MAX_STATE_CHARS = 16_384
+"""The most opaque state one model step may keep; more is dropped (and logged), so a
+provider cannot fill the conversation document with it (``StepState`` says the same)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderState:
+    """What ``provider`` needs back with this turn, as it wrote it (opaque JSON text)."""
+
+    provider: ProviderName
+    data: str
+
+
+def bounded_state(provider: ProviderName, data: str) -> ProviderState | None:
+    """``data`` as ``provider``'s state, or ``None`` when there is none or it is too big."""
+    if not data:
+        return None
+    if len(data) > MAX_STATE_CHARS:
+        log.warning("dropped %d characters of %s state (over the limit)", len(data), provider)
+        return None
+    return ProviderState(provider, data)
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image given to the model: its ``media_type`` (``image/jpeg``, ``image/png``…)
+    and its bytes, base64-encoded (standard alphabet, no data-URL prefix)."""
+
+    media_type: str
+    data: str
+
+
 @dataclass(frozen=True, slots=True)
 class ChatMessage:
     """One normalised turn of the conversation given to the model.
 
-    ``user`` and ``assistant`` turns carry ``text``; an assistant turn may also carry
-    ``tool_calls``; a ``tool`` turn answers one call (``tool_call_id`` and ``name``).
+    ``user`` and ``assistant`` turns carry ``text``; a user turn may also carry
+    ``images`` (after its text); an assistant turn may also carry ``tool_calls`` and
+    the ``state`` its provider asked to keep; a ``tool`` turn answers one call
+    (``tool_call_id`` and ``name``).
     """
 
     role: Literal["user", "assistant", "tool"]
@@ -50,6 +96,14 @@ class ChatMessage:
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
+    state: ProviderState | None = None
+
+    def state_for(self, provider: ProviderName) -> str | None:
+        """The opaque state ``provider`` wrote for this turn; another's is ignored."""
+        if self.state is not None and self.state.provider == provider:
+            return self.state.data
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +130,14 @@ FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """The model finished its turn; nothing follows this event."""
+    """The model finished its turn; nothing follows this event.
+
+    ``state`` is what the provider needs back with this turn next time, if anything.
+    """
 
     reason: FinishReason
     usage: Usage = field(default_factory=Usage)
+    state: ProviderState | None = None
     type: Literal["finish"] = "finish"
 
 
@@ -122,6 +180,11 @@ class ModelProvider(Protocol):
     @property
     def label(self) -> str:
         """What to record as the message's ``model``, e.g. ``gpt-4o-mini``."""
+        ...
+
+    @property
+    def provider(self) -> ProviderName:
+        """Whose opaque state this adapter writes and reads back."""
         ...
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:

@@ -28,6 +28,7 @@ from shared.llm.base import (
     FinishReason,
     ModelEvent,
     ModelRequest,
+    ProviderName,
     TextDelta,
     ToolCallRequest,
     Usage,
@@ -45,6 +46,18 @@ _FINISH_REASONS: dict[str, FinishReason] = {
 def _wire_message(message: ChatMessage) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+    if message.images:
+        parts: list[dict[str, Any]] = []
+        if message.text:
+            parts.append({"type": "text", "text": message.text})
+        parts.extend(
+            {
+                "type": "image_url",
+                "image_url": {"url": f"data:{image.media_type};base64,{image.data}"},
+            }
+            for image in message.images
+        )
+        return {"role": message.role, "content": parts}
     wire: dict[str, Any] = {"role": message.role, "content": message.text}
     if message.tool_calls:
         wire["tool_calls"] = [
@@ -157,7 +170,13 @@ class _StreamState:
 
 
 class OpenAIProvider:
-    """Streams Chat Completions, assembling tool-call fragments into whole calls."""
+    """Streams Chat Completions, assembling tool-call fragments into whole calls.
+
+    Chat Completions keeps no state of its own between turns, so this adapter writes
+    no ``ProviderState`` (and, like every adapter, ignores another provider's).
+    """
+
+    provider: ProviderName = "openai"
 
     def __init__(self, client: AsyncOpenAI, model: str) -> None:
         self._client = client

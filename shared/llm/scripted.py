@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from shared.clock import Clock, SystemClock
 from shared.errors import ProviderError
-from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta
+from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
 
 
 @dataclass
@@ -32,6 +33,8 @@ class ScriptedProvider:
     A call with no step left fails the test, as does a step never used
     (``assert_exhausted``).
     """
+
+    provider: ClassVar[ProviderName] = "scripted"
 
     steps: list[Step]
     clock: Clock = field(default_factory=SystemClock)

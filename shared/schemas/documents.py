@@ -142,6 +142,20 @@ class Usage(Document):
     output_tokens: int = Field(default=0, ge=0)
 
 
+MAX_STATE_CHARS = 16_384
+"""The most opaque provider state one model step keeps (``shared.llm.base`` drops more)."""
+
+
+class StepState(Document):
+    """What the model provider asked to have back with one step of a message: opaque
+    to everyone else (e.g. Anthropic's signed thinking blocks). ``step`` counts the
+    message's model steps from 0; history sends it back only to ``provider``."""
+
+    provider: str
+    step: int = Field(ge=0)
+    data: str = Field(max_length=MAX_STATE_CHARS)
+
+
 class Message(Document):
     """One entry of the append-only ``messages`` array (or a run's in-flight message).
 
@@ -163,6 +177,7 @@ class Message(Document):
     # (User messages) the lesson open in the sender's editor: the conversation's
     # document from this message on.
     document_id: str | None = None
+    provider_state: list[StepState] | None = None
 
     @property
     def text(self) -> str:

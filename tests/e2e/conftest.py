@@ -19,6 +19,7 @@ import httpx
 import pytest
 from google.cloud import firestore
 
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, ServerThread
 from tools.stack import Stack, free_port, sign_up, start_function, start_functions
 
@@ -54,6 +55,30 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     with ServerThread(fake.app) as server:
         fake.port = server.port  # type: ignore[attr-defined]
         yield fake
+
+
+@pytest.fixture(scope="session")
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    fake = FakeAnthropic()
+    with ServerThread(fake.app) as server:
+        fake.port = server.port  # type: ignore[attr-defined]
+        yield fake
+
+
+def provider_env(provider: str, port: int, model: str = "fake-model") -> dict[str, str]:
+    """The environment that points a function at the fake of ``provider`` on ``port``
+    (``SPARK_MODEL=provider:model`` and that SDK's own key and base-URL variables)."""
+    base = {
+        "openai": ("OPENAI", f"http://127.0.0.1:{port}/v1"),
+        "anthropic": ("ANTHROPIC", f"http://127.0.0.1:{port}"),
+        "google": ("GEMINI", f"http://127.0.0.1:{port}"),
+    }
+    prefix, url = base[provider]
+    return {
+        "SPARK_MODEL": f"{provider}:{model}",
+        f"{prefix}_API_KEY": "test-key",
+        f"{prefix}_BASE_URL": url,
+    }
 
 
 @dataclass(frozen=True)
@@ -95,14 +120,23 @@ def second_api(functions: Functions) -> Iterator[ExtraApi]:
 
 
 @pytest.fixture(scope="session")
+def anthropic_api(functions: Functions, fake_anthropic: FakeAnthropic) -> Iterator[ExtraApi]:
+    """An instance of ``api`` whose model is ``anthropic:fake-model``, on the Anthropic fake."""
+    port: int = fake_anthropic.port  # type: ignore[attr-defined]
+    api = extra_api(functions, **provider_env("anthropic", port))
+    try:
+        yield api
+    finally:
+        api.stack.stop()
+
+
+@pytest.fixture(scope="session")
 def functions(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[Functions]:
     logs = Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="spark-e2e-"))
     stack = Stack(logs)
     env = {
         "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "OPENAI_BASE_URL": f"http://127.0.0.1:{fake_openai.port}/v1",  # type: ignore[attr-defined]
-        "OPENAI_API_KEY": "test-key",
-        "SPARK_MODEL": "fake-model",
+        **provider_env("openai", fake_openai.port),  # type: ignore[attr-defined]
         "SPARK_KEEPALIVE_SECONDS": "1",
         "SPARK_THROTTLE_MS": "200",
         "K_SERVICE": "",

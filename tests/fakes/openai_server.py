@@ -36,8 +36,13 @@ class Script:
     connection after that many chunks; ``finish=False`` ends the stream cleanly
     (``[DONE]``) but without a finish reason. ``error_after`` sends an in-stream
     ``{"error": ...}`` chunk after that many chunks, as OpenAI does on server errors.
-    ``then`` answers instead when the request ends with tool results (the agent's
-    next step after its tools ran); its own ``then``, after the next round, and so on.
+    ``stop_event=False`` sends the finish reason but cuts the stream just before its
+    very last event (Anthropic's ``message_stop``). ``then`` answers instead when the
+    request ends with tool results (the agent's next step after its tools ran);
+    its own ``then``, after the next round, and so on.
+    ``thinking`` makes a provider that keeps opaque state write some (Anthropic: a
+    signed thinking block; Gemini: a thought signature on each call); OpenAI's has
+    none. The Anthropic and Gemini fakes play the same scripts in their own formats.
     """
 
     chunks: list[str] = field(default_factory=lambda: ["Hello", " from", " the", " fake."])
@@ -48,6 +53,8 @@ class Script:
     disconnect_after: int | None = None
     error_after: int | None = None
     finish: bool = True
+    stop_event: bool = True
+    thinking: bool = False
     then: Script | None = None
 
 
@@ -160,8 +167,35 @@ def _last_user_text(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages", [])):
         if message.get("role") == "user":
             content = message.get("content")
+            if isinstance(content, list):  # text and image parts
+                return "".join(p.get("text", "") for p in content if p.get("type") == "text")
             return content if isinstance(content, str) else json.dumps(content)
     return ""
+
+
+def decode(body: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What a request says, in the conformance suite's neutral terms (Chat Completions
+    has no error flag on a tool result, so ``is_error`` is ``None``)."""
+    functions = [t["function"] for t in body.get("tools") or []]
+    items: list[tuple[Any, ...]] = [("tool", f["name"], f["parameters"]) for f in functions]
+    names: dict[str, str] = {}
+    for message in body.get("messages") or []:
+        role, content = message["role"], message.get("content")
+        if role == "tool":
+            name = names.get(message["tool_call_id"], "?")
+            items.append(("result", name, json.loads(content), None))
+            continue
+        for part in content if isinstance(content, list) else [{"type": "text", "text": content}]:
+            if part["type"] == "text" and part["text"]:
+                items.append((role, part["text"]))
+            elif part["type"] == "image_url":
+                head, _, data = part["image_url"]["url"].partition(";base64,")
+                items.append(("image", head.removeprefix("data:"), data))
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            names[call["id"]] = function["name"]
+            items.append(("call", function["name"], json.loads(function["arguments"])))
+    return items
 
 
 class ServerThread:

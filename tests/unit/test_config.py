@@ -119,3 +119,89 @@ def test_config_production_guard_sees_the_auth_emulator_as_firebase_admin_does(
     env = production_env(FIREBASE_AUTH_EMULATOR_HOST=value)
     with pytest.raises(ConfigurationError, match="FIREBASE_AUTH_EMULATOR_HOST"):
         Settings.from_env(env)  # ...so production refuses to start
+
+
+@pytest.mark.parametrize(
+    ("spark_model", "provider", "model"),
+    [
+        ("anthropic:claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"),
+        ("google:gemini-2.5-flash", "google", "gemini-2.5-flash"),
+        ("openai:gpt-4o-mini", "openai", "gpt-4o-mini"),
+        ("gpt-4o-mini", "openai", "gpt-4o-mini"),
+        # A fine-tune's name has colons of its own: still a bare OpenAI model.
+        ("ft:gpt-4o-mini:acme::abc123", "openai", "ft:gpt-4o-mini:acme::abc123"),
+    ],
+)
+def test_settings_read_the_provider_from_spark_model(
+    spark_model: str, provider: str, model: str
+) -> None:
+    settings = Settings.from_env({"SPARK_MODEL": spark_model})
+    assert (settings.provider, settings.model) == (provider, model)
+
+
+def test_settings_use_the_chosen_providers_own_key_and_base_url() -> None:
+    env = {
+        "SPARK_MODEL": "anthropic:claude-sonnet-4-5",
+        "OPENAI_API_KEY": "openai-key",
+        "ANTHROPIC_API_KEY": "anthropic-key",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9000",
+    }
+    settings = Settings.from_env(env)
+    assert settings.provider_key == "anthropic-key"
+    assert settings.provider_base_url == "http://127.0.0.1:9000"
+    assert not settings.offline_model
+    google = Settings.from_env({"SPARK_MODEL": "google:g", "GEMINI_BASE_URL": "http://x"})
+    assert google.provider_base_url == "http://x" and not google.offline_model
+
+
+def test_settings_fall_back_to_the_offline_model_without_the_chosen_providers_key() -> None:
+    # Another provider's key does not count: the chosen one has none.
+    settings = Settings.from_env({"SPARK_MODEL": "google:gemini-2.5-flash", "OPENAI_API_KEY": "k"})
+    assert settings.offline_model
+
+
+@pytest.mark.parametrize(
+    ("spark_model", "variable"),
+    [
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("google:gemini-2.5-flash", "GEMINI_API_KEY"),
+        ("gpt-4o-mini", "OPENAI_API_KEY"),
+    ],
+)
+def test_settings_refuse_production_without_the_chosen_providers_key(
+    spark_model: str, variable: str
+) -> None:
+    env = production_env(OPENAI_API_KEY=None, SPARK_MODEL=spark_model)
+    # A base URL alone is fine locally (a fake needs no key) but not in production.
+    env[variable.replace("API_KEY", "BASE_URL")] = "https://models.example.com"
+    with pytest.raises(ConfigurationError, match=variable):
+        Settings.from_env(env)
+    assert Settings.from_env({**env, variable: "k"}).in_production
+
+
+def test_settings_refuse_a_provider_prefix_without_a_model() -> None:
+    with pytest.raises(ConfigurationError, match="SPARK_MODEL"):
+        Settings.from_env({"SPARK_MODEL": "anthropic:"})
+
+
+@pytest.mark.parametrize(
+    ("spark_model", "adapter"),
+    [
+        ("anthropic:claude-sonnet-4-5", "AnthropicProvider"),
+        ("google:gemini-2.5-flash", "GeminiProvider"),
+        ("gpt-4o-mini", "OpenAIProvider"),
+    ],
+)
+def test_wiring_builds_the_chosen_providers_adapter(spark_model: str, adapter: str) -> None:
+    from shared.clock import SystemClock
+    from shared.wiring import build_provider
+
+    variable = {"anthropic": "ANTHROPIC_API_KEY", "google": "GEMINI_API_KEY"}.get(
+        spark_model.partition(":")[0], "OPENAI_API_KEY"
+    )
+    settings = Settings.from_env({"SPARK_MODEL": spark_model, variable: "k"})
+    provider = build_provider(settings, SystemClock())
+    assert type(provider).__name__ == adapter
+    assert provider.label == spark_model.partition(":")[2] or provider.label == spark_model
+    offline = build_provider(Settings.from_env({"SPARK_MODEL": spark_model}), SystemClock())
+    assert offline.provider == "offline"

@@ -139,7 +139,7 @@ def test_history_cut_never_starts_with_a_result_nor_drops_the_question() -> None
     from shared.agent import history
 
     original = history.to_chat
-    history.to_chat = lambda _: chat  # type: ignore[assignment]
+    history.to_chat = lambda *_: chat  # type: ignore[assignment]
     try:
         cut = history.build_history([], 20, max_chars=50)
     finally:

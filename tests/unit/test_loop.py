@@ -10,10 +10,10 @@ from pydantic import BaseModel, Field
 
 from shared.agent.events import DoneEvent, TextEvent, ToolEndEvent, ToolStartEvent
 from shared.agent.history import build_history
-from shared.llm.base import Finish, TextDelta, ToolCallRequest
+from shared.llm.base import Finish, ProviderState, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.prompts import DEFAULT_DIR
-from shared.schemas.documents import ContentPart, Message, ToolCall, ToolResult
+from shared.schemas.documents import ContentPart, Message, StepState, ToolCall, ToolResult
 from shared.tools.base import Tool, ToolContext, ToolRegistry, dump_output
 from shared.tools.skills import discover_skills, load_skill_tool
 from tests.unit.helpers import ALICE, make_service, run_to_end
@@ -226,3 +226,55 @@ def test_history_keeps_tool_call_and_result_pairs_intact() -> None:
     pending = build_history(messages[:3], 20)
     assert [m.role for m in pending] == ["user", "assistant", "tool", "user"]
     assert "still running" in pending[2].text
+
+
+async def test_provider_state_is_stored_with_its_step_and_sent_back_to_its_provider() -> None:
+    signed = ProviderState("scripted", '[{"type": "thinking", "signature": "s1"}]')
+    provider = ScriptedProvider(
+        [
+            Step(
+                [
+                    TextDelta("Let me check. "),
+                    ToolCallRequest("c", "load_skill", '{"name": "fill-blanks"}'),
+                    Finish("tool_calls", state=signed),
+                ]
+            ),
+            Step.reply("Done."),
+            Step.reply("Still here."),
+        ]
+    )
+    service = make_service(provider, tools=registry())
+    conversation_id, _ = await run_to_end(service, ALICE, "fill the blanks")
+
+    # The next step of the same run sends the state back on the turn that wrote it.
+    turns = [m for m in provider.requests[1].messages if m.role == "assistant"]
+    assert turns[0].state == signed and turns[0].tool_calls
+    stored = await service.store.get("alice", conversation_id)
+    assert stored is not None
+    reply = stored.messages[-1]
+    assert reply.provider_state is not None
+    assert [(s.provider, s.step, s.data) for s in reply.provider_state] == [
+        ("scripted", 0, signed.data)
+    ]
+    # So does the next turn of the conversation; a text-only step wrote none.
+    await run_to_end(service, ALICE, "and again", conversation_id)
+    later = [m for m in provider.requests[2].messages if m.role == "assistant"]
+    assert [t.state for t in later] == [signed, None]
+
+
+def test_history_drops_state_another_provider_wrote() -> None:
+    kept = StepState(provider="anthropic", step=0, data='[{"type": "thinking"}]')
+    message = Message.model_validate(
+        {
+            "id": "m1",
+            "role": "assistant",
+            "created_at": "2026-01-01T00:00:00Z",
+            "status": "complete",
+            "content": [{"type": "text", "text": "Hello."}],
+            "provider_state": [kept.model_dump()],
+        }
+    )
+    (same,) = build_history([message], 20, provider="anthropic")
+    assert same.state == ProviderState("anthropic", kept.data)
+    (moved,) = build_history([message], 20, provider="google")
+    assert moved.state is None and moved.text == "Hello."

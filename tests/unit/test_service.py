@@ -70,6 +70,7 @@ class AssertingProvider:
     """Checks, when called, that the user's message is already stored."""
 
     label = "asserting"
+    provider = "scripted"
 
     def __init__(self, store: InMemoryConversationStore) -> None:
         self.store = store
@@ -119,6 +120,7 @@ async def test_run_stream_without_finish_is_a_failure_not_a_reply() -> None:
 async def test_run_unexpected_exception_never_leaves_message_streaming() -> None:
     class Broken:
         label = "broken"
+        provider = "scripted"
 
         async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
             yield TextDelta("x")

@@ -1,0 +1,184 @@
+"""A Gemini API server of our own, on loopback.
+
+Real HTTP and the real ``streamGenerateContent?alt=sse`` stream: each chunk a
+``GenerateContentResponse`` (``candidates[0].content.parts`` with ``text`` or whole
+``functionCall`` parts, then ``finishReason`` and ``usageMetadata``), so the real
+``google-genai`` client talks to it. It plays the same ``Script`` as the OpenAI fake,
+chosen by the last user message's text.
+
+Run standalone: ``python -m tests.fakes.gemini_server --port N``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.fakes.openai_server import Script, _Dropped
+
+SIGNATURE = "dGhvdWdodC1zaWduYXR1cmU="
+
+_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+def chunk(
+    parts: list[dict[str, Any]], finish: str | None = None, usage: dict[str, int] | None = None
+) -> bytes:
+    """One SSE chunk as the Gemini API sends it (CRLF line ends)."""
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    body: dict[str, Any] = {"candidates": [candidate], "modelVersion": "fake-model"}
+    if usage is not None:
+        body["usageMetadata"] = usage
+    return b"data: " + json.dumps(body).encode() + b"\r\n\r\n"
+
+
+def _user_text(content: dict[str, Any]) -> str | None:
+    parts = content.get("parts") or []
+    texts = [p["text"] for p in parts if "text" in p]
+    if not texts and any("functionResponse" in p for p in parts):
+        return None
+    return "".join(texts)
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    for content in reversed(body.get("contents") or []):
+        if content.get("role", "user") == "user":
+            text = _user_text(content)
+            if text is not None:
+                return text
+    return ""
+
+
+def ends_with_results(body: dict[str, Any]) -> bool:
+    contents = body.get("contents") or [{}]
+    return any("functionResponse" in p for p in contents[-1].get("parts") or [])
+
+
+def decode(body: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What a request says, in the conformance suite's neutral terms."""
+    items: list[tuple[Any, ...]] = [
+        ("tool", d["name"], d["parametersJsonSchema"])
+        for tool in body.get("tools") or []
+        for d in tool["functionDeclarations"]
+    ]
+    system = body.get("systemInstruction")
+    if system:
+        items.append(("system", "".join(p.get("text", "") for p in system["parts"])))
+    for content in body.get("contents") or []:
+        role = "assistant" if content.get("role") == "model" else "user"
+        for part in content.get("parts") or []:
+            if part.get("thoughtSignature"):
+                items.append(("state", "thoughtSignature"))
+            if "text" in part:
+                items.append((role, part["text"]))
+            elif "inlineData" in part:
+                items.append(("image", part["inlineData"]["mimeType"], part["inlineData"]["data"]))
+            elif "functionCall" in part:
+                call = part["functionCall"]
+                items.append(("call", call["name"], call.get("args") or {}))
+            elif "functionResponse" in part:
+                result = part["functionResponse"]
+                response = result["response"]
+                is_error = "error" in response
+                output = response["error"] if is_error else response["output"]
+                items.append(("result", result["name"], output, is_error))
+    return items
+
+
+class FakeGemini:
+    """The fake server's state and its Starlette app."""
+
+    def __init__(self, default: Script | None = None) -> None:
+        self.default = default or Script()
+        self.scripts: dict[str, Script] = {}
+        self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.app = Starlette(
+            routes=[Route("/{version}/models/{call:path}", self._generate, methods=["POST"])]
+        )
+
+    def script(self, trigger: str, script: Script) -> None:
+        """Answer with ``script`` whenever the last user message is ``trigger``."""
+        self.scripts[trigger] = script
+
+    def requests_for(self, trigger: str) -> list[dict[str, Any]]:
+        return [r for r in self.requests if last_user_text(r) == trigger]
+
+    async def _generate(self, request: Request) -> Response:
+        if not request.path_params["call"].endswith(":streamGenerateContent"):
+            return JSONResponse({"error": {"code": 404, "message": "not faked"}}, 404)
+        body = await request.json()
+        self.requests.append(body)
+        self.paths.append(f"{request.url.path}?{request.url.query}")
+        script = self.scripts.get(last_user_text(body), self.default)
+        if ends_with_results(body) and script.then is not None:
+            script = script.then
+        if script.status is not None:
+            status = _STATUSES.get(script.status, "UNKNOWN")
+            error = {"code": script.status, "message": f"scripted failure {script.status}"}
+            return JSONResponse(
+                {"error": {**error, "status": status}},
+                status_code=script.status,
+            )
+        return StreamingResponse(self._stream(script), media_type="text/event-stream")
+
+    async def _stream(self, script: Script) -> AsyncIterator[bytes]:
+        if script.first_delay:
+            await asyncio.sleep(script.first_delay)
+        for n, text in enumerate(script.chunks):
+            if script.disconnect_after is not None and n >= script.disconnect_after:
+                raise _Dropped
+            if script.error_after is not None and n >= script.error_after:
+                error = {"code": 503, "message": "Overloaded.", "status": "UNAVAILABLE"}
+                yield b"data: " + json.dumps({"error": error}).encode() + b"\r\n\r\n"
+                return
+            if script.delay and n:
+                await asyncio.sleep(script.delay)
+            yield chunk([{"text": text}])
+        calls = []
+        for name, arguments in script.tool_calls:
+            part: dict[str, Any] = {"functionCall": {"name": name, "args": json.loads(arguments)}}
+            if script.thinking:
+                part["thoughtSignature"] = SIGNATURE
+            calls.append(part)
+        if calls:  # Gemini sends whole calls; several may share a chunk
+            yield chunk(calls[:1])
+            if calls[1:]:
+                yield chunk(calls[1:])
+        if script.finish:
+            usage = {
+                "promptTokenCount": 3,
+                "candidatesTokenCount": len(script.chunks),
+                "totalTokenCount": 3 + len(script.chunks),
+            }
+            yield chunk([{"text": ""}], "STOP", usage)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Gemini API fake for local runs.")
+    parser.add_argument("--port", type=int, required=True)
+    port = parser.parse_args().port
+    uvicorn.run(FakeGemini().app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+
+
+if __name__ == "__main__":
+    main()
