@@ -218,7 +218,7 @@ def dev_fake() -> FakeAnthropic:
         "use a skill",
         Script(
             chunks=["Let me", " look that up."],
-            tool_calls=[("load_skill", json.dumps({"name": "lesson-planning"}))],
+            tool_calls=[("load_skill", json.dumps({"skill": "lesson-planning"}))],
             then=Script(chunks=["I have", " the lesson-planning", " skill now."]),
         ),
     )

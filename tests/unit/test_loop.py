@@ -235,7 +235,7 @@ async def test_provider_state_is_stored_with_its_step_and_sent_back_to_its_provi
             Step(
                 [
                     TextDelta("Let me check. "),
-                    ToolCallRequest("c", "load_skill", '{"name": "fill-blanks"}'),
+                    ToolCallRequest("c", "load_skill", '{"skill": "fill-blanks"}'),
                     Finish("tool_calls", state=signed),
                 ]
             ),
