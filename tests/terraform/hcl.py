@@ -632,7 +632,9 @@ class Config:
             values[name] = convert(kind, raw)
         return values
 
-    def scope(self, functions: dict[str, Callable[..., Any]] | None = None, **variables: Any) -> Scope:
+    def scope(
+        self, functions: dict[str, Callable[..., Any]] | None = None, **variables: Any
+    ) -> Scope:
         return Scope(self, self.defaults(**variables), functions=functions or {})
 
 
@@ -780,8 +782,12 @@ def _finalize(value: Any) -> Any:
 def _address_text(kind: str, steps: list[tuple[Any, bool]]) -> str:
     text = kind
     for step, index in steps:
-        text += f'["{step}"]' if index and isinstance(step, str) else f"[{step}]" if index else (
-            f".{step}"
+        text += (
+            f'["{step}"]'
+            if index and isinstance(step, str)
+            else f"[{step}]"
+            if index
+            else (f".{step}")
         )
     return text
 
