@@ -144,18 +144,22 @@ def test_the_env_is_a_valid_production_configuration(config: Config, scope: Scop
         settings = Settings.from_env({**env, "K_SERVICE": f"spark-{name}"})  # checks it
         assert settings.project_id == PROJECT
         assert settings.tasks_url == concrete(queue_target(config, scope)["audience"])
+        assert settings.model == scope.variables["model"]
+        assert settings.max_steps == scope.variables["limits"]["SPARK_MAX_STEPS"]
+        assert settings.check_revoked is scope.variables["check_revoked"]
         assert not settings.offline_model
 
 
-def test_limits_default_to_the_codes_own_defaults(config: Config, scope: Scope) -> None:
-    defaults = Settings()
+def test_limits_default_to_the_codes_own_defaults(config: Config, defaults: Scope) -> None:
+    scope = defaults
+    code = Settings()
     ints = {v.name: v for v in config_variables().values() if v.reader == "_int"}
     limits = scope.variables["limits"]
     assert set(limits) == set(ints) - set(LOCAL_ONLY)
     for name, value in limits.items():
-        assert value == getattr(defaults, ints[name].field), name
+        assert value == getattr(code, ints[name].field), name
     assert scope.variables["model"] == DEFAULT_MODEL
-    assert scope.variables["check_revoked"] is defaults.check_revoked
+    assert scope.variables["check_revoked"] is code.check_revoked
 
 
 def test_functions_mount_the_three_model_keys_from_their_secrets(
@@ -292,9 +296,8 @@ def test_storage_rules_are_released_only_once_the_file_exists(config: Config, ex
     assert actual == int((ROOT / "storage.rules").is_file())
 
 
-def test_uploads_bucket_is_private_uniform_and_expires_uploads(
-    config: Config, scope: Scope
-) -> None:
+def test_uploads_bucket_is_private_uniform_and_expires_uploads(config: Config) -> None:
+    scope = config.scope(project_id=PROJECT, uploads_retention_days=7)
     bucket = config.resource("google_storage_bucket", "uploads")
     assert scope.eval(bucket["uniform_bucket_level_access"]) is True
     assert scope.eval(bucket["public_access_prevention"]) == "enforced"
@@ -305,7 +308,7 @@ def test_uploads_bucket_is_private_uniform_and_expires_uploads(
         )
         for rule in bucket["lifecycle_rule"]
     ]
-    assert (scope.variables["uploads_retention_days"], "Delete") in rules
+    assert (7, "Delete") in rules
 
 
 def test_queue_attempts_backoff_and_rate_are_bounded(config: Config, scope: Scope) -> None:
@@ -321,7 +324,8 @@ def test_queue_attempts_backoff_and_rate_are_bounded(config: Config, scope: Scop
     assert scope.eval(rates["max_concurrent_dispatches"]) == wanted["max_concurrent_dispatches"]
 
 
-def test_functions_deploy_the_package_make_package_builds(config: Config, scope: Scope) -> None:
+def test_functions_deploy_the_package_make_package_builds(config: Config, defaults: Scope) -> None:
+    scope = defaults
     archive = (config.root / scope.variables["source_archive"]).resolve()
     assert archive == ROOT / "dist" / "functions.zip"
     assert "-m tools.package dist/functions.zip" in (ROOT / "Makefile").read_text()
