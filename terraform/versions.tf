@@ -5,9 +5,8 @@
 # here instead. Run `terraform init` once on a machine that can reach the registry and
 # commit the lock file it writes, to pin their checksums as well.
 terraform {
-  # Checks, optional object attributes with defaults, and validations that name other
-  # variables are all used below.
-  required_version = ">= 1.9.0"
+  # Optional object attributes with defaults, and endswith(), are used below.
+  required_version = ">= 1.3.0"
 
   required_providers {
     google = {

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -421,3 +423,15 @@ def test_every_checkov_skip_says_why(config: Config) -> None:
     for skip in skips:
         reason = (skip["reason"] or "").strip()
         assert len(reason.split()) >= 6, f"{skip['check']}: say why in a sentence"
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="no terraform binary here")
+def test_terraform_files_are_formatted(config: Config) -> None:
+    """Where a terraform binary happens to exist, its own formatter agrees."""
+    result = subprocess.run(
+        ["terraform", "fmt", "-check", "-diff", str(config.root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout
