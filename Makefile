@@ -3,8 +3,9 @@ SHELL := /bin/bash
 UV_VERSION := 0.13.9
 UV := .tools/bin/uv
 PY := .venv/bin/python
+CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: setup dev test lint typecheck unit schemas bench clean
+.PHONY: setup dev test lint typecheck checkov package unit schemas bench clean
 
 .tools/bin/uv:
 	python3 -m venv .tools
@@ -20,21 +21,29 @@ PY := .venv/bin/python
 	.tools/tasks-emulator/bin/pip install --quiet --no-deps -r tools/tasks_emulator/requirements.txt
 	touch $@
 
+# checkov pins its own large dependency tree: it gets its own virtualenv, from a
+# hash-pinned requirements file (tools/checkov/requirements.in says how it was made).
+.tools/checkov/.installed: tools/checkov/requirements.txt
+	python3 -m venv .tools/checkov
+	.tools/checkov/bin/pip install --quiet --require-hashes --no-deps -r tools/checkov/requirements.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
 ## Install everything the project needs (Python from uv.lock, firebase-tools from
-## package-lock.json, the Cloud Tasks emulator from tools/tasks_emulator/requirements.txt).
-setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed
+## package-lock.json, the Cloud Tasks emulator from tools/tasks_emulator/requirements.txt,
+## checkov from tools/checkov/requirements.txt).
+setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed
 
 ## Run the whole local stack: Firestore, Auth and Cloud Tasks emulators, the api function on
 ## :8080 (PORT overrides) and the tasks function on :8081.
 dev: setup
 	$(PY) -m tools.stack dev
 
-## Lint, type-check, then run every test against freshly started emulators.
-test: setup lint typecheck
+## Lint, type-check, scan the Terraform, then run every test against freshly started emulators.
+test: setup lint typecheck checkov
 	$(PY) -m tools.stack run -- $(PY) -m pytest
 
 lint: .venv/.synced
@@ -43,6 +52,16 @@ lint: .venv/.synced
 
 typecheck: .venv/.synced
 	.venv/bin/mypy
+
+## Static checks of terraform/ (no network: --skip-download). Every skip is justified
+## inline, and tests/terraform checks that it is.
+checkov: .tools/checkov/.installed
+	$(CHECKOV) --directory terraform --framework terraform --skip-download --compact --quiet
+
+## The functions' source archive for Terraform, dist/functions.zip: the same bytes for the
+## same commit.
+package: .venv/.synced
+	$(PY) -m tools.package dist/functions.zip
 
 ## Unit tests only (no emulators).
 unit: .venv/.synced
@@ -58,6 +77,7 @@ bench: setup
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
 	$(PY) -m tools.stack run -- $(PY) bench/rollover.py
+	$(PY) bench/conversation_cost.py
 
 clean:
 	rm -rf .venv .tools node_modules .stack

@@ -34,6 +34,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "demo-spark"
 STATE_DIR = ROOT / ".stack"
+# The rules the emulator enforces, so the tests' rules are the ones Terraform releases.
+FIRESTORE_RULES = ROOT / "firestore.rules"
 TASKS_LOCATION = "europe-west2"
 TASKS_QUEUE = "spark-tasks"
 TASKS_EMULATOR = ROOT / ".tools" / "tasks-emulator" / "bin" / "python"
@@ -91,11 +93,13 @@ class Stack:
     env: dict[str, str] = field(default_factory=dict)
     processes: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+    ) -> None:
         log = (self.log_dir / f"{name}.log").open("wb")
         process = subprocess.Popen(
             argv,
-            cwd=ROOT,
+            cwd=cwd,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
@@ -145,7 +149,7 @@ def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port:
             *firestore_launcher(),
             "--host=127.0.0.1",
             f"--port={firestore_port}",
-            f"--rules={ROOT / 'firestore.rules'}",
+            f"--rules={FIRESTORE_RULES}",
         ],
     )
     config = {
@@ -229,24 +233,44 @@ def start_tasks_emulator(stack: Stack, port: int) -> None:
     )
 
 
-def start_function(stack: Stack, target: str, port: int, env: dict[str, str]) -> str:
+def start_function(
+    stack: Stack,
+    target: str,
+    port: int,
+    env: dict[str, str],
+    deployed: tuple[Path, Path] | None = None,
+) -> str:
     """Start one function (``api`` or ``tasks``) with exactly ``env`` added to ours;
-    returns its base URL once it answers."""
-    return _start_function(stack, target, port, {**stack.env, "PYTHONUNBUFFERED": "1", **env})
+    returns its base URL once it answers.
+
+    ``deployed`` is ``(folder, virtualenv)``: run the function as Cloud Functions does
+    from an unpacked source archive (``main.py`` in the working directory, ASGI detected
+    from its decorators) with that virtualenv's functions-framework, instead of this
+    checkout's."""
+    return _start_function(
+        stack, target, port, {**stack.env, "PYTHONUNBUFFERED": "1", **env}, deployed
+    )
 
 
-def _start_function(stack: Stack, target: str, port: int, env: dict[str, str]) -> str:
+def _start_function(
+    stack: Stack,
+    target: str,
+    port: int,
+    env: dict[str, str],
+    deployed: tuple[Path, Path] | None = None,
+) -> str:
+    if deployed is None:
+        framework = ROOT / ".venv" / "bin" / "functions-framework"
+        options = [f"--source={ROOT / 'functions' / 'main.py'}", "--asgi"]
+        cwd = ROOT
+    else:
+        cwd, venv = deployed
+        framework, options = venv / "bin" / "functions-framework", []
     stack.spawn(
         target,
-        [
-            str(ROOT / ".venv" / "bin" / "functions-framework"),
-            f"--target={target}",
-            f"--source={ROOT / 'functions' / 'main.py'}",
-            "--asgi",
-            "--host=127.0.0.1",
-            f"--port={port}",
-        ],
+        [str(framework), f"--target={target}", *options, "--host=127.0.0.1", f"--port={port}"],
         env=env,
+        cwd=cwd,
     )
     url = f"http://127.0.0.1:{port}"
     stack.wait_ready(target, f"{url}/healthz", timeout=60)

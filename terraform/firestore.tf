@@ -1,0 +1,61 @@
+# Firestore (native mode), its client rules, and the indexes the code needs.
+
+resource "google_firestore_database" "default" {
+  project                           = var.project_id
+  name                              = "(default)"
+  location_id                       = var.firestore_location
+  type                              = "FIRESTORE_NATIVE"
+  concurrency_mode                  = "OPTIMISTIC"
+  app_engine_integration_mode       = "DISABLED"
+  point_in_time_recovery_enablement = "POINT_IN_TIME_RECOVERY_ENABLED"
+  delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  deletion_policy                   = var.deletion_protection ? "ABANDON" : "DELETE"
+  depends_on                        = [google_project_service.apis]
+}
+
+# The rules `make test` runs against the emulator (tools/stack.py), released as they are.
+resource "google_firebaserules_ruleset" "firestore" {
+  project = var.project_id
+  source {
+    files {
+      name    = "firestore.rules"
+      content = file("${local.repo_root}/firestore.rules")
+    }
+  }
+  depends_on = [google_firestore_database.default, google_firebase_project.this]
+  lifecycle {
+    # The release points at the ruleset; a ruleset in use cannot be deleted.
+    create_before_destroy = true
+  }
+}
+
+resource "google_firebaserules_release" "firestore" {
+  project      = var.project_id
+  name         = "cloud.firestore"
+  ruleset_name = "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.firestore.name}"
+}
+
+# Composite indexes: none. The code's only query pages archive segments by one field
+# (`segment`), which Firestore's automatic single-field index serves; a test scans the
+# code's queries and fails if one ever needs a composite index that is not declared here.
+#
+# Single-field exemptions instead: these fields are large (whole messages, lesson bodies)
+# and never queried, so indexing them would only slow every write and fill the index.
+resource "google_firestore_field" "unindexed" {
+  for_each = {
+    for field in [
+      { collection = "conversations", field = "messages" },
+      { collection = "conversations", field = "activeRun" },
+      { collection = "conversations", field = "queuedMessages" },
+      { collection = "conversations", field = "tasks" },
+      { collection = "archive", field = "messages" },
+      { collection = "lessons", field = "body" },
+    ] : "${field.collection}.${field.field}" => field
+  }
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = each.value.collection
+  field      = each.value.field
+  # An empty index_config removes every single-field index of the field.
+  index_config {}
+}
