@@ -64,7 +64,7 @@ def test_e2e_anthropic_inline_tool_round_trip_reaches_firestore(
         "use a skill",
         Script(
             chunks=["Let me look."],
-            tool_calls=[("load_skill", json.dumps({"name": "fill-blanks"}))],
+            tool_calls=[("load_skill", json.dumps({"skill": "fill-blanks"}))],
             thinking=True,
             then=Script(chunks=["Each blank", " has one answer."]),
         ),
