@@ -78,6 +78,10 @@ class Settings:
     project_id: str = DEFAULT_PROJECT
     firestore_emulator_host: str | None = None
     auth_emulator_host: str | None = None
+    storage_emulator_host: str | None = None
+    # The bucket clients upload into (under ``{uid}/uploads/``); empty means the
+    # project's default Firebase bucket, ``{project}.appspot.com`` (the emulator's too).
+    uploads_bucket: str = ""
     openai_api_key: str | None = field(default=None, repr=False)
     openai_base_url: str | None = None
     anthropic_api_key: str | None = field(default=None, repr=False)
@@ -140,6 +144,8 @@ class Settings:
             ),
             firestore_emulator_host=_raw(env, "FIRESTORE_EMULATOR_HOST"),
             auth_emulator_host=_raw(env, "FIREBASE_AUTH_EMULATOR_HOST"),
+            storage_emulator_host=_raw(env, "STORAGE_EMULATOR_HOST"),
+            uploads_bucket=_str(env, "SPARK_UPLOADS_BUCKET") or d.uploads_bucket,
             openai_api_key=_str(env, "OPENAI_API_KEY"),
             openai_base_url=_str(env, "OPENAI_BASE_URL"),
             anthropic_api_key=_str(env, "ANTHROPIC_API_KEY"),
@@ -193,6 +199,11 @@ class Settings:
         return self.cloud_service is not None
 
     @property
+    def bucket(self) -> str:
+        """The uploads bucket: ``SPARK_UPLOADS_BUCKET``, or the project's default one."""
+        return self.uploads_bucket or f"{self.project_id}.appspot.com"
+
+    @property
     def provider_key(self) -> str | None:
         """The chosen provider's API key."""
         keys = {
@@ -234,6 +245,11 @@ class Settings:
         if self.firestore_emulator_host:
             raise ConfigurationError(
                 "FIRESTORE_EMULATOR_HOST is set while running in production "
+                f"(K_SERVICE={self.cloud_service}); refusing to start."
+            )
+        if self.storage_emulator_host:
+            raise ConfigurationError(
+                "STORAGE_EMULATOR_HOST is set while running in production "
                 f"(K_SERVICE={self.cloud_service}); refusing to start."
             )
         if self.tasks_emulator_host:

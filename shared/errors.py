@@ -18,7 +18,8 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── VersionConflict         409 version_conflict      (the document changed meanwhile)
     │   ├── RateLimited             429 rate_limited          (a per-user limit; Retry-After)
     │   ├── PayloadTooLarge         413 payload_too_large
-    │   └── UnsupportedMediaType    415 unsupported_media_type
+    │   ├── UnsupportedMediaType    415 unsupported_media_type
+    │   └── UnprocessableContent    422 unprocessable_content (e.g. an encrypted PDF)
     ├── ProviderError               502 provider_error        (the model provider failed)
     │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
     │   ├── ProviderRateLimited     503 provider_rate_limited
@@ -167,6 +168,14 @@ class PayloadTooLarge(RequestError):
 class UnsupportedMediaType(RequestError):
     status = 415
     code = "unsupported_media_type"
+
+
+class UnprocessableContent(RequestError):
+    """The request is well formed but what it refers to cannot be used (a PDF that is
+    encrypted or broken)."""
+
+    status = 422
+    code = "unprocessable_content"
 
 
 class ProviderError(SparkError):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from shared.agent.deps import RunDeps, RunLimits
 from shared.agent.service import Agent
+from shared.attachments.service import Attachments
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
@@ -17,6 +18,7 @@ from shared.llm.base import ModelProvider
 from shared.prompts import load_prompt, prompts_dir
 from shared.queue.base import TaskQueue
 from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
+from shared.store.files import FileStore, InMemoryFileStore
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
@@ -127,8 +129,10 @@ def assemble(
     ids: IdGenerator | None = None,
     tools: ToolRegistry | None = None,
     system_prompt: str | None = None,
+    files: FileStore | None = None,
 ) -> Components:
-    """The agent on the given adapters (real ones here, fakes in tests)."""
+    """The agent on the given adapters (real ones here, fakes in tests); ``files``
+    defaults to an empty in-memory store."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -152,17 +156,20 @@ def assemble(
         system_prompt=load_prompt("base") if system_prompt is None else system_prompt,
         tasks=scheduler,
     )
-    agent = Agent(deps, ids or RandomIds(), scheduler, lessons)
+    attachments = Attachments(files if files is not None else InMemoryFileStore())
+    agent = Agent(deps, ids or RandomIds(), scheduler, lessons, attachments)
     return Components(agent, scheduler, settings)
 
 
 def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
     """The agent on Firestore (or its emulator), Cloud Tasks and the configured model,
     with the Firestore stores (one client) so the caller can close them."""
+    from shared.store.cloudstorage import connect as connect_files
     from shared.store.firestore import connect
 
     clock = SystemClock()
     stores = connect(settings.project_id)
+    files = connect_files(settings.project_id, settings.bucket, settings.storage_emulator_host)
     components = assemble(
         settings,
         stores.conversations,
@@ -171,6 +178,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         build_queue(settings),
         build_provider(settings, clock),
         clock,
+        files=files,
     )
     return components, stores
 

@@ -31,6 +31,7 @@ locals {
       CLOUD_TASKS_LOCATION        = google_cloud_tasks_queue.tasks.location
       SPARK_TASKS_URL             = local.tasks_url
       CLOUD_TASKS_SERVICE_ACCOUNT = google_service_account.task_invoker.email
+      SPARK_UPLOADS_BUCKET        = google_storage_bucket.uploads.name
     },
     { for name, value in var.limits : name => tostring(value) },
   )

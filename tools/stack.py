@@ -1,4 +1,5 @@
-"""Start and stop the local stack: Firestore, Auth and Cloud Tasks emulators, and the
+"""Start and stop the local stack: Firestore, Auth, Cloud Storage and Cloud Tasks
+emulators, and the
 ``api`` and ``tasks`` functions.
 
     python -m tools.stack dev            # ports from firebase.json, then waits for Ctrl-C
@@ -44,6 +45,8 @@ TASKS_EMULATOR = ROOT / ".tools" / "tasks-emulator" / "bin" / "python"
 TASKS_EMULATOR_RETRIES = 10
 DEV_TASKS_EMULATOR_PORT = 8123
 DEV_TASKS_PORT = 8081
+DEV_STORAGE_PORT = 9199
+STORAGE_EMULATOR = ROOT / ".venv" / "bin" / "gcp-storage-emulator"
 # Each provider's fake (tests/fakes/), its SDK's variables, and the base URL it serves.
 FAKES = {
     "openai": ("tests.fakes.openai_server", "OPENAI", "/v1"),
@@ -200,6 +203,32 @@ def _tcp_ok(host: str, port: int) -> bool:
         return False
 
 
+def start_storage_emulator(stack: Stack, port: int) -> None:
+    """A Cloud Storage emulator (``gcp-storage-emulator``, from uv.lock) speaking the GCS
+    JSON API on loopback, in memory, with the project's default bucket.
+
+    Not firebase-tools' Storage emulator: that one needs a rules runtime (a Java jar)
+    that it downloads on first start from outside the package registries, so it cannot
+    start on a fresh machine offline (see the README, "Attachments").
+    """
+    if not STORAGE_EMULATOR.exists():
+        stack.stop()
+        sys.exit("The Cloud Storage emulator is not installed; run `make setup` first.")
+    stack.spawn(
+        "storage",
+        [
+            str(STORAGE_EMULATOR),
+            "start",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            f"--default-bucket={PROJECT}.appspot.com",
+            "--in-memory",
+        ],
+    )
+    stack.wait_ready("storage", f"http://127.0.0.1:{port}/storage/v1/b", timeout=30)
+    stack.env["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
+
+
 def start_tasks_emulator(stack: Stack, port: int) -> None:
     """gcloud-tasks-emulator on loopback with our queue; its own virtualenv."""
     if not TASKS_EMULATOR.exists():
@@ -321,6 +350,7 @@ def running(log_dir: Path, ports: dict[str, int]) -> Iterator[Stack]:
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         start_emulators(stack, ports["firestore"], ports["auth"], ports["hub"])
+        start_storage_emulator(stack, ports["storage"])
         start_tasks_emulator(stack, ports["tasks_emulator"])
         yield stack
     finally:
@@ -331,7 +361,7 @@ def running(log_dir: Path, ports: dict[str, int]) -> Iterator[Stack]:
 def firebase_ports() -> dict[str, int]:
     emulators = json.loads((ROOT / "firebase.json").read_text())["emulators"]
     ports = {name: int(emulators[name]["port"]) for name in ("firestore", "auth", "hub")}
-    return {**ports, "tasks_emulator": DEV_TASKS_EMULATOR_PORT}
+    return {**ports, "tasks_emulator": DEV_TASKS_EMULATOR_PORT, "storage": DEV_STORAGE_PORT}
 
 
 def start_fake(stack: Stack, spark_model: str) -> tuple[dict[str, str], str]:
@@ -389,6 +419,7 @@ Spark AI Agent local stack is running (logs in {stack.log_dir}):
   tasks      http://127.0.0.1:{DEV_TASKS_PORT}   (called by the Cloud Tasks emulator only)
   Firestore  {stack.env["FIRESTORE_EMULATOR_HOST"]}   (emulator, rules from firestore.rules)
   Auth       {stack.env["FIREBASE_AUTH_EMULATOR_HOST"]}   (emulator; test user teacher@example.com)
+  Storage    {stack.env["STORAGE_EMULATOR_HOST"]}   (Cloud Storage emulator, {PROJECT}.appspot.com)
   Tasks      {stack.env["CLOUD_TASKS_EMULATOR_HOST"]}   (Cloud Tasks emulator, queue {TASKS_QUEUE})
 
 A fresh ID token for the test user (valid for an hour):
@@ -422,7 +453,8 @@ Press Ctrl-C to stop everything.""",
 def run(command: list[str]) -> int:
     if not command:
         sys.exit("usage: python -m tools.stack run -- COMMAND...")
-    ports = {name: free_port() for name in ("firestore", "auth", "hub", "tasks_emulator")}
+    names = ("firestore", "auth", "hub", "tasks_emulator", "storage")
+    ports = {name: free_port() for name in names}
     log_dir = Path(tempfile.mkdtemp(prefix="spark-stack-"))
     with running(log_dir, ports) as stack:
         env = {**os.environ, **stack.env, "SPARK_STACK_LOGS": str(log_dir)}

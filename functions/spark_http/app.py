@@ -17,6 +17,7 @@ from shared.agent.resume import latest_run, locate, pending, resume_stream
 from shared.agent.service import Agent
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import END, Cursor
+from shared.attachments.service import Requested
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
 from shared.errors import MethodNotAllowed, NotFound, RequestError
@@ -115,8 +116,17 @@ class ApiApp:
         # Without a stream no work may follow the response (Cloud Functions throttles
         # the CPU then): a Cloud Task produces the reply.
         background = not wants_event_stream(request)
+        attachments = [
+            Requested(a.storage_path, a.content_type, a.size_bytes) for a in body.attachments
+        ]
         sent = await self._agent.send(
-            user, body.text, body.conversation_id, background, body.when_busy, body.document_id
+            user,
+            body.text,
+            body.conversation_id,
+            background,
+            body.when_busy,
+            body.document_id,
+            attachments,
         )
         run = sent.run
         if run is None:

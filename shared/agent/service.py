@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
@@ -30,6 +31,7 @@ from shared.agent.runs import (
     renew_queued,
     request_stop,
 )
+from shared.attachments.service import Attachments, Requested
 from shared.auth.base import User
 from shared.errors import AlreadyAnswered, ConversationTooLarge, NotFound, SparkError
 from shared.ids import IdGenerator
@@ -117,12 +119,18 @@ class Agent:
     """Opens runs for the HTTP edge and the tasks function; one per process."""
 
     def __init__(
-        self, deps: RunDeps, ids: IdGenerator, scheduler: RunScheduler, lessons: LessonStore
+        self,
+        deps: RunDeps,
+        ids: IdGenerator,
+        scheduler: RunScheduler,
+        lessons: LessonStore,
+        attachments: Attachments,
     ) -> None:
         self.deps = deps
         self.ids = ids
         self.scheduler = scheduler
         self.lessons = lessons
+        self.attachments = attachments
         self._background: set[asyncio.Task[None]] = set()
 
     def _lease(self) -> timedelta:
@@ -148,22 +156,26 @@ class Agent:
         background: bool = False,
         when_busy: WhenBusy = "reject",
         document_id: str | None = None,
+        attachments: Sequence[Requested] = (),
     ) -> Sent:
         """Persist the user's message and open its run (the model is not called yet);
         with ``when_busy="queue"`` a live run makes the message wait its turn instead.
 
         With ``background`` a Cloud Task produces the reply (the ``202`` mode).
         ``document_id`` names the lesson open in the user's editor: from this message
-        on, the document tools work on it.
+        on, the document tools work on it. ``attachments`` are checked, all of them,
+        before anything is written (``Attachments.prepare``).
 
         Raises:
             NotFound: ``conversation_id`` is not one of this user's conversations, or
-                ``document_id`` not one of their lessons.
+                ``document_id`` not one of their lessons, or an attachment is missing.
+            RequestError: an attachment breaks a rule (403, 413, 415, 422; it is named).
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
         if document_id is not None and await self.lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
+        files = await self.attachments.prepare(user.uid, attachments) if attachments else []
         now = self.deps.clock.now()
         user_message = Message(
             id=self.ids.new("msg"),
@@ -171,7 +183,7 @@ class Agent:
             author=Author(user_id=user.uid, display_name=user.name),
             created_at=now,
             status="complete",
-            content=[ContentPart.of_text(text)],
+            content=[ContentPart.of_text(text), *files],
             document_id=document_id,
         )
         record = new_run(

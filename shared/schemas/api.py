@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+)
 
 MAX_TEXT_BYTES = 32 * 1024
 MAX_CLIENT_OUTPUT_BYTES = 64 * 1024
@@ -26,6 +34,25 @@ class Inbound(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
 
+class AttachmentRef(Inbound):
+    """A file the sender uploaded to Cloud Storage, referenced by a message."""
+
+    storage_path: str = Field(
+        alias="storagePath",
+        min_length=1,
+        max_length=1024,
+        description="Where the file was uploaded: under `{uid}/uploads/`.",
+    )
+    content_type: str = Field(
+        alias="contentType",
+        min_length=1,
+        max_length=100,
+        description="The type the client believes it is: image/jpeg, image/png or "
+        "application/pdf. The server checks the file's bytes.",
+    )
+    size_bytes: StrictInt = Field(alias="sizeBytes", ge=0, description="The file's size in bytes.")
+
+
 class SendMessageRequest(Inbound):
     """``POST /api/spark/agent/messages``."""
 
@@ -36,6 +63,12 @@ class SendMessageRequest(Inbound):
         alias="documentId",
         description="The lesson open in the sender's editor; the agent's document tools "
         "work on it from this message on.",
+    )
+    attachments: list[AttachmentRef] = Field(
+        default_factory=list,
+        max_length=10,
+        description="Images (JPEG, PNG) and PDFs uploaded under `{uid}/uploads/`, "
+        "at most 10, each at most 25 MB.",
     )
     when_busy: Literal["reject", "queue"] = Field(
         default="reject",

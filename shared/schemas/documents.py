@@ -61,12 +61,23 @@ class Author(Document):
 
 
 class FileRef(Document):
-    """A file in Cloud Storage under the user's own prefix."""
+    """A file in Cloud Storage under the user's own prefix.
+
+    For an image, ``storage_path`` is the normalised JPEG (no metadata) the server wrote
+    beside the upload, ``original_path``; for a PDF it is the upload itself, and
+    ``text_path`` the text extracted from it (``text_chars`` long, with page markers).
+    """
 
     storage_path: str
     content_type: str
     size_bytes: int = Field(ge=0)
+    name: str | None = None
+    original_path: str | None = None
+    width: int | None = Field(default=None, ge=1)
+    height: int | None = Field(default=None, ge=1)
     page_count: int | None = Field(default=None, ge=0)
+    text_path: str | None = None
+    text_chars: int | None = Field(default=None, ge=0)
 
 
 class ToolCall(Document):

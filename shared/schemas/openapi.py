@@ -116,6 +116,8 @@ def openapi() -> dict[str, Any]:
             "202": {"description": "Accepted or queued.", "content": _json(AckResponse)},
         },
     )
+    # An attachment outside the sender's uploads (403) or one that cannot be used (422).
+    send["post"]["responses"].update(_errors(403, 422))
     stop = {
         "post": {
             "summary": "Stop the conversation's active run wherever it runs.",

@@ -32,6 +32,7 @@ LOCAL_ONLY = {
     "FIRESTORE_EMULATOR_HOST": "the Firestore emulator (refused in production)",
     "FIREBASE_AUTH_EMULATOR_HOST": "the Auth emulator (refused in production)",
     "CLOUD_TASKS_EMULATOR_HOST": "the Cloud Tasks emulator (refused in production)",
+    "STORAGE_EMULATOR_HOST": "the Cloud Storage emulator (refused in production)",
     "SPARK_TASKS_LOCAL_KEY": "local task signatures (refused in production)",
     "SPARK_OFFLINE_TOKEN_DELAY_MS": "pacing of the offline model, which production refuses",
 }

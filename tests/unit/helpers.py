@@ -14,6 +14,7 @@ from shared.config import Settings
 from shared.ids import SequentialIds
 from shared.llm.base import ModelProvider
 from shared.queue.memory import InMemoryTaskQueue
+from shared.store.files import InMemoryFileStore
 from shared.store.memory import (
     InMemoryConversationStore,
     InMemoryLessonStore,
@@ -34,6 +35,7 @@ class Fakes:
     ledger: InMemoryTaskLedgerStore = field(default_factory=InMemoryTaskLedgerStore)
     lessons: InMemoryLessonStore = field(default_factory=InMemoryLessonStore)
     queue: InMemoryTaskQueue = field(default_factory=InMemoryTaskQueue)
+    files: InMemoryFileStore = field(default_factory=InMemoryFileStore)
 
 
 @dataclass
@@ -79,6 +81,7 @@ def make_service(
         ids=SequentialIds(),
         tools=tools,
         system_prompt="You are Spark AI Agent.",
+        files=fakes.files,
     )
     return Harness(components.agent, components.scheduler, configured, fakes)
 

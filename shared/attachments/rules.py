@@ -1,0 +1,61 @@
+"""The rules an attachment must meet, as pure functions (DESIGN §9).
+
+A file is judged by its bytes, never by the type the client claims: JPEG, PNG and PDF
+only, at most 25 MB, under the sender's own ``{uid}/uploads/`` prefix. Files the
+server derives sit beside the original (``…​.normalised.jpg``, ``…​.text.txt``) and can
+never be referenced as uploads.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+MAX_ATTACHMENTS = 10
+MAX_BYTES = 25 * 1024 * 1024
+MAX_PATH_CHARS = 1024
+
+MediaType = Literal["image/jpeg", "image/png", "application/pdf"]
+ACCEPTED: tuple[MediaType, ...] = ("image/jpeg", "image/png", "application/pdf")
+
+NORMALISED_SUFFIX = ".normalised.jpg"
+TEXT_SUFFIX = ".text.txt"
+DERIVED_SUFFIXES = (NORMALISED_SUFFIX, TEXT_SUFFIX)
+
+SNIFF_BYTES = 8
+_MAGIC: tuple[tuple[bytes, MediaType], ...] = (
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"%PDF-", "application/pdf"),
+)
+
+
+def sniff(head: bytes) -> MediaType | None:
+    """The type the first bytes of a file say it is (``None``: none we accept)."""
+    for magic, media_type in _MAGIC:
+        if head.startswith(magic):
+            return media_type
+    return None
+
+
+def uploads_prefix(user_id: str) -> str:
+    return f"{user_id}/uploads/"
+
+
+def path_problem(user_id: str, path: str) -> str | None:
+    """Why ``path`` may not be referenced by ``user_id`` (``None``: it may)."""
+    if not path.startswith(uploads_prefix(user_id)):
+        return f"it is not under your own uploads folder ({uploads_prefix(user_id)})"
+    rest = path[len(uploads_prefix(user_id)) :]
+    parts = rest.split("/")
+    if not rest or any(p in ("", ".", "..") for p in parts) or "\\" in rest:
+        return "it is not a plain file path inside your uploads folder"
+    if any(ord(c) < 32 or ord(c) == 127 for c in rest):
+        return "it contains control characters"
+    if path.endswith(DERIVED_SUFFIXES):
+        return "it names a file Spark AI Agent derives, not one you uploaded"
+    return None
+
+
+def file_name(path: str) -> str:
+    """The last part of ``path``: what users call the file."""
+    return path.rsplit("/", 1)[-1]

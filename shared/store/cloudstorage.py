@@ -1,0 +1,86 @@
+"""``FileStore`` on Cloud Storage (the only module that imports ``google.cloud.storage``).
+
+One client per process (``connect``). The SDK is synchronous, so each call runs in a
+worker thread. With ``STORAGE_EMULATOR_HOST`` set the SDK talks to the local emulator,
+anonymously.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage  # type: ignore[attr-defined]
+
+from shared.errors import NotFound, StoreError
+from shared.store.files import FileInfo, too_large
+
+UNAVAILABLE = "Spark AI Agent could not reach its file storage right now; please try again."
+
+
+def _missing(path: str) -> NotFound:
+    return NotFound(f"There is no file at {path!r}.")
+
+
+class CloudStorageFileStore:
+    """Files in one Cloud Storage bucket."""
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._client = client
+        self._bucket = client.bucket(bucket)
+
+    async def _call(self, path: str, work: Any) -> Any:
+        try:
+            return await asyncio.to_thread(work)
+        except gexc.NotFound:
+            raise _missing(path) from None
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(UNAVAILABLE, detail=str(exc)) from exc
+
+    async def stat(self, path: str) -> FileInfo | None:
+        try:
+            blob = await self._call(path, lambda: self._bucket.get_blob(path))
+        except NotFound:
+            return None
+        if blob is None:
+            return None
+        content_type = blob.content_type or "application/octet-stream"
+        return FileInfo(path, content_type, int(blob.size or 0))
+
+    async def head(self, path: str, count: int) -> bytes:
+        if count <= 0:
+            return b""
+        blob = self._bucket.blob(path)
+        data: bytes = await self._call(
+            path, lambda: blob.download_as_bytes(start=0, end=count - 1, checksum=None)
+        )
+        return data
+
+    async def read(self, path: str, max_bytes: int) -> bytes:
+        blob = self._bucket.blob(path)
+        # One byte past the limit tells a file that is too big without fetching it all.
+        data: bytes = await self._call(
+            path, lambda: blob.download_as_bytes(start=0, end=max_bytes, checksum=None)
+        )
+        if len(data) > max_bytes:
+            raise too_large(path, max_bytes)
+        return data
+
+    async def write(self, path: str, data: bytes, content_type: str) -> FileInfo:
+        blob = self._bucket.blob(path)
+        await self._call(path, lambda: blob.upload_from_string(data, content_type=content_type))
+        return FileInfo(path, content_type, len(data))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def connect(project_id: str, bucket: str, emulator_host: str | None) -> CloudStorageFileStore:
+    """The store on ``bucket`` with one client for the process (anonymous on the emulator)."""
+    if emulator_host:
+        client = storage.Client(project=project_id, credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
+    else:
+        client = storage.Client(project=project_id)
+    return CloudStorageFileStore(client, bucket)
