@@ -21,9 +21,6 @@ from anthropic import AsyncAnthropic
 from shared.errors import (
     IncompleteResponse,
     ProviderError,
-    ProviderRateLimited,
-    ProviderRejected,
-    ProviderUnavailable,
 )
 from shared.llm.base import (
     ChatMessage,
@@ -36,6 +33,10 @@ from shared.llm.base import (
     ToolCallRequest,
     Usage,
     bounded_state,
+    sse_json,
+    status_error,
+    transport_error,
+    unforeseen_error,
 )
 
 DEFAULT_MAX_TOKENS = 4096
@@ -52,10 +53,6 @@ _STOP_REASONS: dict[str, FinishReason] = {
 
 # Blocks the model writes that we do not model; they travel as opaque state.
 _OPAQUE_BLOCKS = ("thinking", "redacted_thinking")
-
-BUSY = "The model provider is busy right now; please try again shortly."
-TROUBLE = "The model provider is having trouble; please try again."
-REFUSED = "The model provider refused this request; please try again later."
 
 
 def _input_of(arguments: str) -> dict[str, Any]:
@@ -134,27 +131,20 @@ def _wire_request(model: str, max_tokens: int, request: ModelRequest) -> dict[st
 
 def translate_error(exc: Exception) -> ProviderError:
     """Our exception for an ``anthropic`` or ``httpx2`` one (the SDK's transport)."""
-    if isinstance(exc, anthropic.RateLimitError):
-        return ProviderRateLimited(BUSY, detail=str(exc))
-    if isinstance(exc, anthropic.APIStatusError):
-        detail = f"{exc.status_code}: {exc.message}"
-        if exc.status_code >= 500:  # 529 is "overloaded"
-            return ProviderUnavailable(TROUBLE, detail=detail)
-        return ProviderRejected(REFUSED, detail=detail)
+    if isinstance(exc, anthropic.APIStatusError):  # RateLimitError (429) included
+        return status_error(exc.status_code, f"{exc.status_code}: {exc.message}")
     if isinstance(exc, (anthropic.APIConnectionError, httpx2.TransportError)):
-        return ProviderUnavailable(
-            "The model provider could not be reached or dropped the reply.", detail=repr(exc)
-        )
-    return ProviderError("The model provider failed; please try again.", detail=repr(exc))
+        return transport_error(exc)
+    return unforeseen_error(exc)
 
 
 def _stream_error(error: dict[str, Any]) -> ProviderError:
     """Our exception for an ``error`` event sent in the middle of a stream."""
     kind, detail = str(error.get("type")), f"{error.get('type')}: {error.get('message')}"
     if kind == "rate_limit_error":
-        return ProviderRateLimited(BUSY, detail=detail)
+        return status_error(429, detail)
     if kind in ("overloaded_error", "api_error"):
-        return ProviderUnavailable(TROUBLE, detail=detail)
+        return status_error(529 if kind == "overloaded_error" else 500, detail)
     return ProviderError(
         "The model provider failed in the middle of the reply; please try again.", detail=detail
     )
@@ -182,14 +172,9 @@ class _StreamState:
         self.output_tokens = 0
 
     def feed(self, line: str) -> TextDelta | None:
-        if not line.startswith("data:"):
-            return None  # "event:" lines (the data says the same), blank separators
-        try:
-            event = json.loads(line[5:])
-        except json.JSONDecodeError:
-            raise ProviderError("The model provider sent a malformed stream.") from None
-        if not isinstance(event, dict):
-            raise ProviderError("The model provider sent a malformed stream.")
+        event = sse_json(line)  # "event:" lines say what the data says: skipped
+        if event is None:
+            return None
         kind = event.get("type")
         if kind == "content_block_delta":  # the hot path: one per token
             delta = event["delta"]

@@ -16,14 +16,74 @@ states its own provider wrote (a conversation may move between providers).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from shared.errors import ContentFiltered, IncompleteResponse
+from shared.errors import (
+    ContentFiltered,
+    IncompleteResponse,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderRejected,
+    ProviderUnavailable,
+)
 
 log = logging.getLogger(__name__)
+
+MALFORMED = "The model provider sent a malformed stream."
+
+
+def status_error(status: object, detail: str) -> ProviderError:
+    """Our exception for a provider's HTTP error status, the same for every adapter:
+    429 is rate limited, 5xx (Anthropic's 529 "overloaded" too) unavailable, any other
+    status rejected. ``detail`` (what the provider said) goes to the log only."""
+    if status == 429:
+        return ProviderRateLimited(
+            "The model provider is busy right now; please try again shortly.", detail=detail
+        )
+    if isinstance(status, int) and status >= 500:
+        return ProviderUnavailable(
+            "The model provider is having trouble; please try again.", detail=detail
+        )
+    return ProviderRejected(
+        "The model provider refused this request; please try again later.", detail=detail
+    )
+
+
+def transport_error(exc: Exception) -> ProviderError:
+    """Our exception for a connection that failed or dropped the reply."""
+    return ProviderUnavailable(
+        "The model provider could not be reached or dropped the reply.", detail=repr(exc)
+    )
+
+
+def unforeseen_error(exc: Exception) -> ProviderError:
+    """Our exception for an SDK failure no adapter foresaw."""
+    return ProviderError("The model provider failed; please try again.", detail=repr(exc))
+
+
+def sse_json(line: str) -> dict[str, Any] | None:
+    """The JSON object of one SSE ``data:`` line; ``None`` for any other line (blank
+    separators, comments, ``event:`` lines) and for OpenAI's closing ``[DONE]``.
+
+    Raises:
+        ProviderError: the data is not a JSON object.
+    """
+    if not line.startswith("data:"):
+        return None
+    data = line[5:].strip()
+    if data == "[DONE]":
+        return None
+    try:
+        event = json.loads(data)
+    except json.JSONDecodeError:
+        raise ProviderError(MALFORMED) from None
+    if not isinstance(event, dict):
+        raise ProviderError(MALFORMED)
+    return event
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,9 @@ from google.genai import errors, types
 from shared.errors import (
     IncompleteResponse,
     ProviderError,
-    ProviderRateLimited,
-    ProviderRejected,
-    ProviderUnavailable,
 )
 from shared.llm.base import (
+    MALFORMED,
     ChatMessage,
     Finish,
     FinishReason,
@@ -35,6 +33,9 @@ from shared.llm.base import (
     ToolCallRequest,
     Usage,
     bounded_state,
+    status_error,
+    transport_error,
+    unforeseen_error,
 )
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -49,10 +50,6 @@ _FINISH_REASONS: dict[str, FinishReason] = {
 }
 # The model tried to call a tool and could not: no usable reply came.
 _FAILED_CALLS = ("MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL")
-
-BUSY = "The model provider is busy right now; please try again shortly."
-TROUBLE = "The model provider is having trouble; please try again."
-REFUSED = "The model provider refused this request; please try again later."
 
 
 def _value(text: str) -> Any:
@@ -127,17 +124,10 @@ def _wire_request(request: ModelRequest) -> dict[str, Any]:
 def translate_error(exc: Exception) -> ProviderError:
     """Our exception for a ``google.genai`` or ``httpx2`` one (the SDK's transport)."""
     if isinstance(exc, errors.APIError):
-        detail = f"{exc.code} {exc.status}: {exc.message}"
-        if exc.code == 429:
-            return ProviderRateLimited(BUSY, detail=detail)
-        if isinstance(exc.code, int) and exc.code >= 500:
-            return ProviderUnavailable(TROUBLE, detail=detail)
-        return ProviderRejected(REFUSED, detail=detail)
+        return status_error(exc.code, f"{exc.code} {exc.status}: {exc.message}")
     if isinstance(exc, httpx2.TransportError):
-        return ProviderUnavailable(
-            "The model provider could not be reached or dropped the reply.", detail=repr(exc)
-        )
-    return ProviderError("The model provider failed; please try again.", detail=repr(exc))
+        return transport_error(exc)
+    return unforeseen_error(exc)
 
 
 class _StreamState:
@@ -245,9 +235,7 @@ class GeminiProvider:
         except (errors.APIError, httpx2.HTTPError) as exc:
             raise translate_error(exc) from exc
         except (errors.UnknownApiResponseError, json.JSONDecodeError) as exc:
-            raise ProviderError(
-                "The model provider sent a malformed stream.", detail=repr(exc)
-            ) from exc
+            raise ProviderError(MALFORMED, detail=repr(exc)) from exc
         if state.finish is None:
             raise IncompleteResponse("The model's reply was cut off before it finished.")
         reason = state.reason()

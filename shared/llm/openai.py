@@ -6,7 +6,6 @@ point at any OpenAI-compatible server.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +17,6 @@ from openai import AsyncOpenAI
 from shared.errors import (
     IncompleteResponse,
     ProviderError,
-    ProviderRateLimited,
-    ProviderRejected,
-    ProviderUnavailable,
 )
 from shared.llm.base import (
     ChatMessage,
@@ -32,6 +28,10 @@ from shared.llm.base import (
     TextDelta,
     ToolCallRequest,
     Usage,
+    sse_json,
+    status_error,
+    transport_error,
+    unforeseen_error,
 )
 
 _FINISH_REASONS: dict[str, FinishReason] = {
@@ -96,24 +96,11 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
 
 def translate_error(exc: Exception) -> ProviderError:
     """Our exception for an ``openai`` or ``httpx2`` one (the SDK's transport)."""
-    if isinstance(exc, openai.RateLimitError):
-        return ProviderRateLimited(
-            "The model provider is busy right now; please try again shortly.", detail=str(exc)
-        )
-    if isinstance(exc, openai.APIStatusError):
-        detail = f"{exc.status_code}: {exc.message}"
-        if exc.status_code >= 500:
-            return ProviderUnavailable(
-                "The model provider is having trouble; please try again.", detail=detail
-            )
-        return ProviderRejected(
-            "The model provider refused this request; please try again later.", detail=detail
-        )
+    if isinstance(exc, openai.APIStatusError):  # RateLimitError (429) included
+        return status_error(exc.status_code, f"{exc.status_code}: {exc.message}")
     if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
-        return ProviderUnavailable(
-            "The model provider could not be reached or dropped the reply.", detail=repr(exc)
-        )
-    return ProviderError("The model provider failed; please try again.", detail=repr(exc))
+        return transport_error(exc)
+    return unforeseen_error(exc)
 
 
 @dataclass
@@ -132,17 +119,9 @@ class _StreamState:
         self.usage = Usage()
 
     def feed(self, line: str) -> list[TextDelta]:
-        if not line.startswith("data:"):
-            return []  # blank separators, comments, "event:" lines
-        data = line[5:].strip()
-        if data == "[DONE]":
+        chunk = sse_json(line)
+        if chunk is None:
             return []
-        try:
-            chunk = json.loads(data)
-        except json.JSONDecodeError:
-            raise ProviderError("The model provider sent a malformed stream.") from None
-        if not isinstance(chunk, dict):
-            raise ProviderError("The model provider sent a malformed stream.")
         if "error" in chunk:
             message = (chunk["error"] or {}).get("message", "unknown error")
             raise ProviderError(
