@@ -112,6 +112,10 @@ class Settings:
     tasks_queued_per_user: int = 20
     # The history sent to the model is cut, oldest first, past this many characters.
     history_chars: int = 200_000
+    # What one model call is shown of the attachments, newest first (DESIGN §9).
+    attachment_images: int = 4
+    attachment_image_bytes: int = 10 * 1024 * 1024
+    attachment_text_chars: int = 60_000
     max_steps: int = 10
     history_messages: int = 20
     tool_output_chars: int = 8000
@@ -171,6 +175,13 @@ class Settings:
             task_calls_per_step=_int(env, "SPARK_TASK_CALLS_PER_STEP", d.task_calls_per_step),
             tasks_queued_per_user=_int(env, "SPARK_TASKS_QUEUED_PER_USER", d.tasks_queued_per_user),
             history_chars=_int(env, "SPARK_HISTORY_CHARS", d.history_chars, minimum=1000),
+            attachment_images=_int(env, "SPARK_ATTACHMENT_IMAGES", d.attachment_images, minimum=0),
+            attachment_image_bytes=_int(
+                env, "SPARK_ATTACHMENT_IMAGE_BYTES", d.attachment_image_bytes, minimum=0
+            ),
+            attachment_text_chars=_int(
+                env, "SPARK_ATTACHMENT_TEXT_CHARS", d.attachment_text_chars, minimum=0
+            ),
             max_steps=_int(env, "SPARK_MAX_STEPS", d.max_steps),
             history_messages=_int(env, "SPARK_HISTORY_MESSAGES", d.history_messages),
             tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", d.tool_output_chars),

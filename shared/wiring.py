@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from shared.agent.deps import RunDeps, RunLimits
+from shared.agent.files import AttachmentBudget
 from shared.agent.service import Agent
 from shared.attachments.service import Attachments
 from shared.auth.base import TokenVerifier
@@ -115,6 +116,11 @@ def limits_of(settings: Settings) -> RunLimits:
         live_doc_bytes=settings.live_doc_bytes,
         task_calls_per_step=settings.task_calls_per_step,
         history_chars=settings.history_chars,
+        attachments=AttachmentBudget(
+            settings.attachment_images,
+            settings.attachment_image_bytes,
+            settings.attachment_text_chars,
+        ),
     )
 
 
@@ -147,6 +153,7 @@ def assemble(
         timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
     )
+    files = files if files is not None else InMemoryFileStore()
     deps = RunDeps(
         store=store,
         model=provider,
@@ -155,8 +162,9 @@ def assemble(
         limits=limits_of(settings),
         system_prompt=load_prompt("base") if system_prompt is None else system_prompt,
         tasks=scheduler,
+        files=files,
     )
-    attachments = Attachments(files if files is not None else InMemoryFileStore())
+    attachments = Attachments(files)
     agent = Agent(deps, ids or RandomIds(), scheduler, lessons, attachments)
     return Components(agent, scheduler, settings)
 

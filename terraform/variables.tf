@@ -118,6 +118,9 @@ variable "limits" {
     SPARK_TASK_CALLS_PER_STEP         = optional(number, 5)
     SPARK_TASKS_QUEUED_PER_USER       = optional(number, 20)
     SPARK_HISTORY_CHARS               = optional(number, 200000)
+    SPARK_ATTACHMENT_IMAGES           = optional(number, 4)
+    SPARK_ATTACHMENT_IMAGE_BYTES      = optional(number, 10485760)
+    SPARK_ATTACHMENT_TEXT_CHARS       = optional(number, 60000)
     SPARK_MAX_STEPS                   = optional(number, 10)
     SPARK_HISTORY_MESSAGES            = optional(number, 20)
     SPARK_TOOL_OUTPUT_CHARS           = optional(number, 8000)
@@ -136,9 +139,12 @@ variable "limits" {
         SPARK_TASK_RETRY_BASE_MS     = 0
         SPARK_LIVE_DOC_BYTES         = 16384
         SPARK_HISTORY_CHARS          = 1000
+        SPARK_ATTACHMENT_IMAGES      = 0
+        SPARK_ATTACHMENT_IMAGE_BYTES = 0
+        SPARK_ATTACHMENT_TEXT_CHARS  = 0
       }, name, 1)
     ])
-    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS and SPARK_TASK_RETRY_BASE_MS; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS)."
+    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS)."
   }
 }
 

@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.agent.files import AttachmentBudget
 from shared.clock import Clock
 from shared.llm.base import ModelProvider
 from shared.schemas.documents import ActiveRun
 from shared.schemas.server import TaskRecord
 from shared.store.base import ConversationStore
+from shared.store.files import FileStore
 from shared.tools.base import ToolRegistry
 
 Call = tuple[str, str, str]
@@ -73,6 +75,7 @@ class RunLimits:
     live_doc_bytes: int
     task_calls_per_step: int
     history_chars: int
+    attachments: AttachmentBudget
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
 
@@ -88,3 +91,4 @@ class RunDeps:
     limits: RunLimits
     system_prompt: str
     tasks: TaskSink
+    files: FileStore

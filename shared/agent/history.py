@@ -6,6 +6,10 @@ results sit in the same message, task results arrive later as ``tool`` messages)
 A call still waiting for its result gets a note saying so, and a result whose call
 fell out of the window is left out with it.
 
+A user turn names each of its attachments; the images and PDF text that
+``shared.agent.files`` loaded within its budget (``shown``) ride on it, the others stay
+as references.
+
 Opaque provider state (``Message.provider_state``, one entry per model step) rides on
 the assistant turn of its step, and only to the provider that wrote it: a
 conversation that moves to another provider is sent our normalised turns alone.
@@ -14,9 +18,10 @@ conversation that moves to another provider is sent our normalised turns alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from shared.llm.base import ChatMessage, ProviderName, ProviderState, ToolCallRequest
+from shared.agent.files import Shown, attachments, describe
+from shared.llm.base import ChatMessage, ImagePart, ProviderName, ProviderState, ToolCallRequest
 from shared.schemas.documents import Message, ToolResult
 
 PENDING_OUTPUT = json.dumps(
@@ -104,15 +109,35 @@ def _assistant_turns(
     return turns
 
 
-def to_chat(messages: Sequence[Message], provider: ProviderName | None = None) -> list[ChatMessage]:
+def _user_turn(message: Message, shown: Mapping[str, Shown]) -> ChatMessage | None:
+    texts = [message.text] if message.text else []
+    images: list[ImagePart] = []
+    for ref in attachments(message):
+        note, image = describe(ref, shown)
+        texts.append(note)
+        if image is not None:
+            images.append(image)
+    if not texts:
+        return None
+    return ChatMessage("user", "\n\n".join(texts), images=tuple(images))
+
+
+def to_chat(
+    messages: Sequence[Message],
+    provider: ProviderName | None = None,
+    shown: Mapping[str, Shown] | None = None,
+) -> list[ChatMessage]:
     """The model's view of ``messages``, in order (streaming messages left out), with
-    the opaque state ``provider`` wrote (none when ``provider`` is ``None``)."""
+    the opaque state ``provider`` wrote (none when ``provider`` is ``None``) and the
+    attachments loaded in ``shown`` (the others as references)."""
     results = _results(messages)
     names: dict[str, str] = {}
     chat: list[ChatMessage] = []
     for message in messages:
-        if message.role == "user" and message.text:
-            chat.append(ChatMessage("user", message.text))
+        if message.role == "user":
+            turn = _user_turn(message, shown or {})
+            if turn is not None:
+                chat.append(turn)
         elif message.role == "assistant" and message.status != "streaming":
             chat.extend(_assistant_turns(message, results, names, provider))
     return chat
@@ -123,12 +148,13 @@ def build_history(
     limit: int,
     max_chars: int | None = None,
     provider: ProviderName | None = None,
+    shown: Mapping[str, Shown] | None = None,
 ) -> list[ChatMessage]:
     """The model's view of the last ``limit`` messages, oldest first, cut (oldest first)
     to ``max_chars`` of text: a dropped call takes its results with it, and the history
     never starts with a result whose call is gone. Opaque state goes only to the
-    ``provider`` that wrote it."""
-    chat = to_chat(messages[-limit:], provider)
+    ``provider`` that wrote it; attachments show what ``shown`` holds."""
+    chat = to_chat(messages[-limit:], provider, shown)
     if max_chars is None:
         return chat
     users = [i for i, turn in enumerate(chat) if turn.role == "user"]

@@ -33,6 +33,7 @@ from shared.agent.events import (
     ToolStartEvent,
     UsageEvent,
 )
+from shared.agent.files import FileLoader, choose
 from shared.agent.history import build_history, open_document_note
 from shared.agent.runs import INTERRUPTED, finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
@@ -99,6 +100,7 @@ class Run:
         self.record = record
         self.steps_before = steps_before
         self.transcript = Transcript(record.message)
+        self._files = FileLoader(deps.files)
         self._emit: Emit = ignore
         self._writer: ThrottledWriter | None = None
         self._work: asyncio.Task[Outcome] | None = None
@@ -259,11 +261,15 @@ class Run:
         previous = list(self.conversation.messages)
         if self.transcript.has_content:
             previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
+        limits = deps.limits
+        window = previous[-limits.history_messages :]
+        shown = await self._files.load(choose(window, limits.attachments))
         history = build_history(
             previous,
-            deps.limits.history_messages,
-            deps.limits.history_chars,
+            limits.history_messages,
+            limits.history_chars,
             provider=deps.model.provider,
+            shown=shown,
         )
         tools = deps.tools.specs() if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)

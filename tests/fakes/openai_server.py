@@ -89,16 +89,17 @@ class FakeOpenAI:
         )
 
     def script(self, trigger: str, script: Script) -> None:
-        """Answer with ``script`` whenever the last user message is ``trigger``."""
+        """Answer with ``script`` whenever the last user message is ``trigger`` (or its
+        first paragraph is: the notes of its attachments follow it)."""
         self.scripts[trigger] = script
 
     def requests_for(self, trigger: str) -> list[dict[str, Any]]:
-        return [r for r in self.requests if _last_user_text(r) == trigger]
+        return [r for r in self.requests if _said(r) == trigger]
 
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
-        script = self.scripts.get(_last_user_text(body), self.default)
+        script = self.scripts.get(_said(body), self.default)
         messages = body.get("messages") or [{}]
         if messages[-1].get("role") == "tool":
             # The agent's step after its n-th round of tools since the user spoke.
@@ -161,6 +162,11 @@ class FakeOpenAI:
                 },
             )
         yield b"data: [DONE]\n\n"
+
+
+def _said(body: dict[str, Any]) -> str:
+    """The last user message's first paragraph (its attachments' notes left out)."""
+    return _last_user_text(body).split("\n\n[", 1)[0]
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
