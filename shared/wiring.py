@@ -30,6 +30,7 @@ from shared.tools.people import (
     delete_lesson_tool,
     get_editor_selection_tool,
 )
+from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
 
 if TYPE_CHECKING:
@@ -65,7 +66,9 @@ def drafting_prompt() -> str:
     return "\n\n".join([load_prompt("lesson"), *exercises])
 
 
-def build_tools(lessons: LessonStore, provider: ModelProvider, clock: Clock) -> ToolRegistry:
+def build_tools(
+    lessons: LessonStore, provider: ModelProvider, clock: Clock, files: FileStore
+) -> ToolRegistry:
     """Every tool the agent may use."""
     drafting = drafting_prompt()
     return ToolRegistry(
@@ -77,6 +80,7 @@ def build_tools(lessons: LessonStore, provider: ModelProvider, clock: Clock) -> 
             ask_user_question_tool(),
             get_editor_selection_tool(),
             delete_lesson_tool(lessons),
+            review_work_tool(files, lessons, provider, load_prompt("review")),
         ]
     )
 
@@ -157,7 +161,7 @@ def assemble(
     deps = RunDeps(
         store=store,
         model=provider,
-        tools=tools or build_tools(lessons, provider, clock),
+        tools=tools or build_tools(lessons, provider, clock, files),
         clock=clock,
         limits=limits_of(settings),
         system_prompt=load_prompt("base") if system_prompt is None else system_prompt,

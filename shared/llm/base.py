@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -232,6 +233,27 @@ async def complete_text(provider: ModelProvider, request: ModelRequest, what: st
             finish = event
     finished(finish, what)
     return "".join(parts)
+
+
+_FENCE = re.compile(r"^```[a-z]*\s*|\s*```$")
+
+
+def unfenced(reply: str) -> str:
+    """A model's reply without the code fence it may have put around it."""
+    return _FENCE.sub("", reply.strip())
+
+
+def json_in(reply: str) -> Any:
+    """The JSON object in a model's reply (a fence or words around it are ignored).
+
+    Raises:
+        ValueError: there is no JSON object in it.
+    """
+    text = unfenced(reply)
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("there is no JSON object in it")
+    return json.loads(text[start : end + 1])
 
 
 class ModelProvider(Protocol):

@@ -10,8 +10,6 @@ retried task finds what it already made instead of making it twice.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape
@@ -22,7 +20,14 @@ from shared.clock import Clock
 from shared.errors import ToolError, VersionConflict
 from shared.ids import derived
 from shared.lessons.grammar import InvalidLesson, ParsedLesson, validate
-from shared.llm.base import ChatMessage, ModelProvider, ModelRequest, complete_text
+from shared.llm.base import (
+    ChatMessage,
+    ModelProvider,
+    ModelRequest,
+    complete_text,
+    json_in,
+    unfenced,
+)
 from shared.schemas.documents import Lesson
 from shared.store.base import LessonStore
 from shared.tools.base import DocumentChange, Tool, ToolContext, ToolOutput
@@ -82,13 +87,10 @@ def _brief(args: LessonBrief, focus: str | None = None, place: str | None = None
     return "Write the lesson.\n\n" + "\n".join(lines)
 
 
-_FENCE = re.compile(r"^```[a-z]*\s*|\s*```$")
-
-
 def extract_lesson(reply: str) -> str:
     """The ``<lesson>…</lesson>`` in a model's reply (without any code fence or
     commentary around it); the reply itself when there is none, so validation says why."""
-    text = _FENCE.sub("", reply.strip())
+    text = unfenced(reply)
     start, end = text.find("<lesson"), text.rfind("</lesson>")
     if start < 0 or end < start:
         return text
@@ -191,11 +193,9 @@ class _Plan(BaseModel):
 
 
 def _parse_plan(reply: str, count: int) -> list[tuple[str, str]]:
-    text = _FENCE.sub("", reply.strip())
-    start, end = text.find("{"), text.rfind("}")
     try:
-        plan = _Plan.model_validate(json.loads(text[start : end + 1]))
-    except (json.JSONDecodeError, ValidationError):
+        plan = _Plan.model_validate(json_in(reply))
+    except (ValueError, ValidationError):
         raise ValueError('it is not JSON of the form {"lessons": [{"title", "focus"}]}') from None
     if len(plan.lessons) != count:
         raise ValueError(f"it has {len(plan.lessons)} lessons, not {count}")
