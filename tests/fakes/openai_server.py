@@ -89,17 +89,19 @@ class FakeOpenAI:
         )
 
     def script(self, trigger: str, script: Script) -> None:
-        """Answer with ``script`` whenever the last user message is ``trigger`` (or its
-        first paragraph is: the notes of its attachments follow it)."""
+        """Answer with ``script`` whenever the last user message is ``trigger``, or, when
+        no script has its whole text, its first paragraph is (attachments' notes, a
+        brief, a document follow it)."""
         self.scripts[trigger] = script
 
     def requests_for(self, trigger: str) -> list[dict[str, Any]]:
-        return [r for r in self.requests if _said(r) == trigger]
+        return [r for r in self.requests if trigger in _said(r)]
 
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
-        script = self.scripts.get(_said(body), self.default)
+        whole, first = _said(body)
+        script = self.scripts.get(whole) or self.scripts.get(first) or self.default
         messages = body.get("messages") or [{}]
         if messages[-1].get("role") == "tool":
             # The agent's step after its n-th round of tools since the user spoke.
@@ -164,9 +166,10 @@ class FakeOpenAI:
         yield b"data: [DONE]\n\n"
 
 
-def _said(body: dict[str, Any]) -> str:
-    """The last user message's first paragraph (its attachments' notes left out)."""
-    return _last_user_text(body).split("\n\n[", 1)[0]
+def _said(body: dict[str, Any]) -> tuple[str, str]:
+    """The last user message's text, and its first paragraph."""
+    text = _last_user_text(body)
+    return text, text.split("\n\n", 1)[0]
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
