@@ -14,6 +14,7 @@ The tool changes nothing: a retried task only asks the model again.
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ from shared.tools.people import QUESTION_TOOL
 WORK_CHARS = 60_000
 LESSON_CHARS = 30_000
 ASK = "Review this piece of work."
+_PAGE_MARKER = re.compile(r"^--- Page \d+ ---$|^\[Pages .*\]$", re.MULTILINE)
 
 
 class ReviewArgs(BaseModel):
@@ -167,6 +169,11 @@ async def _work(files: FileStore, user_id: str, path: str) -> Work:
         if candidate.endswith(NORMALISED_SUFFIX):
             return Work(name=name, image=ImagePart("image/jpeg", base64.b64encode(data).decode()))
         text = data.decode("utf-8", errors="replace")
+        if not _PAGE_MARKER.sub("", text).strip():
+            raise ToolError(
+                f"{name!r} has no text that could be read (it may be scanned pages); ask "
+                "the user for photos of the pages instead."
+            )
         if len(text) > WORK_CHARS:
             text = text[:WORK_CHARS] + f"\n[The rest ({len(text) - WORK_CHARS} characters) is cut.]"
         return Work(name=name, text=text)

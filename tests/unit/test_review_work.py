@@ -135,6 +135,14 @@ async def test_review_work_reviews_against_the_open_lesson() -> None:
     assert body in setup.provider.requests[0].messages[0].text
 
 
+async def test_review_work_a_pdf_with_no_text_asks_for_photos_instead() -> None:
+    setup = Setup(replying())
+    path = await setup.attach("scan.pdf", pdf_with_pages("", ""), "application/pdf")
+    with pytest.raises(ToolError, match="no text that could be read"):
+        await setup.review(file=path, brief="Spelling test.")
+    assert setup.provider.requests == []
+
+
 @pytest.mark.parametrize(
     ("file", "args", "message"),
     [
