@@ -107,8 +107,9 @@ resource "google_storage_bucket_iam_member" "build_source" {
   member = "serviceAccount:${google_service_account.build.email}"
 }
 
-# The api reads the files a message attaches and writes their normalised copies (the
-# JPEG, the PDF's text) beside them: object read and write on the uploads bucket only.
+# The api starts the upload sessions clients upload through (object create), reads the
+# files a message attaches and writes their normalised copies (the JPEG, the PDF's
+# text) beside them: object read and write on the uploads bucket only.
 resource "google_storage_bucket_iam_member" "api_uploads" {
   bucket = google_storage_bucket.uploads.name
   role   = "roles/storage.objectUser"

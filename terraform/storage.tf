@@ -1,6 +1,7 @@
 # The uploads bucket for attachments (DESIGN §9): clients upload under {uid}/uploads/
-# through Firebase Storage, guarded by storage.rules. The rules (and the bucket's link
-# to Firebase, which lets clients reach it) are released only once storage.rules exists.
+# through resumable upload sessions the api starts for them (README, "Uploading a
+# file"), so they need no access of their own. The Firebase link and storage.rules below
+# are made only if a storage.rules file is added; there is none.
 
 resource "google_storage_bucket" "uploads" {
   #checkov:skip=CKV_GCP_62:Access to uploads is covered by Cloud Audit Logs; a log bucket would itself need a log bucket.
@@ -36,7 +37,7 @@ resource "google_storage_bucket" "uploads" {
 
 locals {
   storage_rules = "${local.repo_root}/storage.rules"
-  # 1 once storage.rules exists (the attachments work adds it), 0 until then.
+  # 1 if storage.rules exists, 0 otherwise (today: uploads use the api's sessions).
   storage_rules_count = fileexists(local.storage_rules) ? 1 : 0
 }
 

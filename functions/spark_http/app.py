@@ -18,6 +18,7 @@ from shared.agent.service import Agent
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import END, Cursor
 from shared.attachments.service import Requested
+from shared.attachments.uploads import Uploads
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
 from shared.errors import MethodNotAllowed, NotFound, RequestError
@@ -29,6 +30,8 @@ from shared.schemas.api import (
     SendMessageRequest,
     StopResponse,
     ToolResultRequest,
+    UploadRequest,
+    UploadResponse,
 )
 from shared.schemas.openapi import render as render_openapi
 from spark_http.requests import bearer_token, read_json, wants_event_stream
@@ -58,10 +61,12 @@ class ApiApp:
     def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
         self._agent = agent
         self._people = People(agent)
+        self._uploads = Uploads(agent.attachments.files, agent.ids, agent.deps.clock)
         self._verifier = verifier
         self._settings = settings
         self._routes: dict[str, dict[str, Handler]] = {
             "messages": {"POST": self.post_message},
+            "uploads": {"POST": self.post_upload},
             "stream": {"GET": self.resume},
             "stop": {"POST": self.stop},
             "answers": {"POST": self.answers},
@@ -81,6 +86,8 @@ class ApiApp:
         conversation_id = ""
         if path == "/api/spark/agent/messages":
             route = "messages"
+        elif path == "/api/spark/agent/uploads":
+            route = "uploads"
         elif path == "/healthz":
             route = "health"
         elif path == "/api/spark/agent/openapi.json":
@@ -137,6 +144,27 @@ class ApiApp:
             )
             return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
         return self._stream(run)
+
+    async def post_upload(self, request: Request, _: str) -> Response:
+        """``POST /api/spark/agent/uploads``: start an upload session for one file under
+        the caller's ``{uid}/uploads/``; the client ``PUT``s the bytes to its URL."""
+        user = await self._authenticate(request)
+        body = await read_json(request, UploadRequest, self._settings.max_request_bytes)
+        upload = await self._uploads.start(
+            user.uid,
+            body.file_name,
+            body.content_type,
+            body.size_bytes,
+            request.headers.get("origin"),
+        )
+        answer = UploadResponse(
+            storage_path=upload.storage_path,
+            upload_url=upload.url,
+            method="PUT",
+            headers={"Content-Type": upload.content_type},
+            expires_at=upload.expires_at,
+        )
+        return JSONResponse(answer.model_dump(by_alias=True, mode="json"), status_code=201)
 
     async def resume(self, request: Request, conversation_id: str) -> Response:
         """``GET .../conversations/{id}/stream``: replay what the client missed of the

@@ -13,6 +13,8 @@ from typing import Literal
 MAX_ATTACHMENTS = 10
 MAX_BYTES = 25 * 1024 * 1024
 MAX_PATH_CHARS = 1024
+MAX_NAME_CHARS = 255
+"""The longest file name a client may ask to upload (the server shortens it further)."""
 
 MediaType = Literal["image/jpeg", "image/png", "application/pdf"]
 ACCEPTED: tuple[MediaType, ...] = ("image/jpeg", "image/png", "application/pdf")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -11,9 +12,12 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    StrictStr,
     StringConstraints,
     field_validator,
 )
+
+from shared.attachments.rules import ACCEPTED, MAX_BYTES, MAX_NAME_CHARS
 
 MAX_TEXT_BYTES = 32 * 1024
 MAX_CLIENT_OUTPUT_BYTES = 64 * 1024
@@ -84,6 +88,58 @@ class SendMessageRequest(Inbound):
         if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
             raise ValueError(f"text must be at most {MAX_TEXT_BYTES} bytes of UTF-8")
         return text
+
+
+class UploadRequest(Inbound):
+    """``POST /api/spark/agent/uploads``: the file a client is about to upload.
+
+    The api checks the limits stated here itself, so that each is answered with its own
+    status (415 for the type, 413 for the size, 400 for the rest) and a message naming it.
+    """
+
+    file_name: StrictStr = Field(
+        alias="fileName",
+        description="The file's name on the client's device; the server keeps a safe "
+        "form of it (ASCII letters, digits, '.', '-', '_'; at most 100 characters) in "
+        "the path.",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_NAME_CHARS},
+    )
+    content_type: StrictStr = Field(
+        alias="contentType",
+        max_length=100,
+        description="The file's type. The server checks the bytes again when a message "
+        "attaches the file.",
+        json_schema_extra={"enum": list(ACCEPTED)},
+    )
+    size_bytes: StrictInt = Field(
+        alias="sizeBytes",
+        description="The file's exact size in bytes: the upload must be exactly this long.",
+        json_schema_extra={"minimum": 1, "maximum": MAX_BYTES},
+    )
+
+
+class UploadResponse(BaseModel):
+    """``201``: where the file goes, and how to send it there."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    storage_path: str = Field(
+        alias="storagePath",
+        description="Where the file will be, under `{uid}/uploads/`: a message's "
+        "attachment names it.",
+    )
+    upload_url: str = Field(
+        alias="uploadUrl",
+        description="A Cloud Storage resumable upload session: send the file's bytes "
+        "here, with no Authorization header (the URL is the permission).",
+    )
+    method: Literal["PUT"]
+    headers: dict[str, str] = Field(description="The headers to send with the upload.")
+    expires_at: datetime = Field(
+        alias="expiresAt",
+        description="When Cloud Storage forgets the session (a week after it started); "
+        "ask for a new one after that.",
+    )
 
 
 class AnswersRequest(Inbound):

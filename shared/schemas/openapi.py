@@ -21,6 +21,8 @@ from shared.schemas.api import (
     SendMessageRequest,
     StopResponse,
     ToolResultRequest,
+    UploadRequest,
+    UploadResponse,
 )
 
 OPENAPI_PATH = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
@@ -28,6 +30,8 @@ PREFIX = "/api/spark/agent"
 _MODELS: tuple[type[BaseModel], ...] = (
     SendMessageRequest,
     AckResponse,
+    UploadRequest,
+    UploadResponse,
     StopResponse,
     AnswersRequest,
     ApprovalRequest,
@@ -118,6 +122,19 @@ def openapi() -> dict[str, Any]:
     )
     # An attachment outside the sender's uploads (403) or one that cannot be used (422).
     send["post"]["responses"].update(_errors(403, 422))
+    upload = {
+        "post": {
+            "summary": "Start an upload session for one file (JPEG, PNG or PDF, at most "
+            "25 MB) under the caller's {uid}/uploads/; PUT the bytes to uploadUrl, then "
+            "attach storagePath to a message.",
+            "security": [{"bearer": []}],
+            "requestBody": {"required": True, "content": _json(UploadRequest)},
+            "responses": {
+                "201": {"description": "Session started.", "content": _json(UploadResponse)},
+                **_errors(400, 401, 405, 413, 415, 500, 503),
+            },
+        }
+    }
     stop = {
         "post": {
             "summary": "Stop the conversation's active run wherever it runs.",
@@ -157,6 +174,7 @@ def openapi() -> dict[str, Any]:
         },
         "paths": {
             PREFIX + "/messages": send,
+            PREFIX + "/uploads": upload,
             conversation + "/stream": stream,
             conversation + "/stop": stop,
             conversation + "/answers": _resumed(

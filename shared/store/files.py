@@ -1,8 +1,9 @@
 """Uploaded files: the ``FileStore`` interface and its in-memory fake.
 
-Clients upload into Cloud Storage under their own prefix (``{uid}/uploads/…``); the
-server reads what they uploaded and writes what it derives from it beside the
-original (a normalised JPEG, a PDF's text). ``CloudStorageFileStore``
+Clients upload into Cloud Storage under their own prefix (``{uid}/uploads/…``) through
+upload sessions the api starts for them (``start_upload``); the server reads what they
+uploaded and writes what it derives from it beside the original (a normalised JPEG, a
+PDF's text). ``CloudStorageFileStore``
 (``shared/store/cloudstorage.py``) is the adapter; both are held to one contract
 (``tests/e2e/test_file_store_contract.py``).
 """
@@ -10,10 +11,11 @@ original (a normalised JPEG, a PDF's text). ``CloudStorageFileStore``
 from __future__ import annotations
 
 import asyncio
+import secrets
 from dataclasses import dataclass
 from typing import Protocol
 
-from shared.errors import NotFound, PayloadTooLarge
+from shared.errors import NotFound, PayloadTooLarge, RequestError
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +56,44 @@ class FileStore(Protocol):
         """Store ``data`` at ``path`` (replacing any file there) with ``content_type``."""
         ...
 
+    async def start_upload(
+        self, path: str, content_type: str, size_bytes: int, origin: str | None
+    ) -> str:
+        """Start an upload session for one file and return its URL, where a client
+        ``PUT``s the bytes (no credentials needed: the URL is the permission).
+
+        The session binds the file's ``path`` and ``content_type``, and its size: bytes
+        of another size are refused. ``origin`` (a browser's ``Origin``) is the one
+        origin whose requests the session URL answers with CORS headers. Nothing is
+        stored until the client uploads.
+        """
+        ...
+
 
 def too_large(path: str, max_bytes: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"{path!r} is larger than {max_bytes} bytes.")
 
 
+@dataclass(frozen=True, slots=True)
+class UploadSession:
+    """An upload the fake was asked to accept: one file, of this type and size."""
+
+    path: str
+    content_type: str
+    size_bytes: int
+    origin: str | None
+
+
 class InMemoryFileStore:
     """Files in a dict, for unit tests and offline runs. ``reads`` lists every path
-    read in full, so tests can check that a refused file was never downloaded."""
+    read in full, so tests can check that a refused file was never downloaded;
+    ``sessions`` holds the upload sessions not yet used, by URL."""
 
     def __init__(self) -> None:
         self._files: dict[str, tuple[bytes, str]] = {}
         self._lock = asyncio.Lock()
         self.reads: list[str] = []
+        self.sessions: dict[str, UploadSession] = {}
 
     async def stat(self, path: str) -> FileInfo | None:
         async with self._lock:
@@ -94,6 +121,34 @@ class InMemoryFileStore:
         async with self._lock:
             self._files[path] = (bytes(data), content_type)
         return FileInfo(path, content_type, len(data))
+
+    async def start_upload(
+        self, path: str, content_type: str, size_bytes: int, origin: str | None
+    ) -> str:
+        url = f"memory://uploads/{secrets.token_urlsafe(16)}"
+        self.sessions[url] = UploadSession(path, content_type, size_bytes, origin)
+        return url
+
+    async def complete_upload(self, url: str, data: bytes) -> FileInfo:
+        """What a client's ``PUT`` of ``data`` to a session URL does on Cloud Storage:
+        the file is stored at the session's path with the session's content type
+        (whatever type the client says), once.
+
+        Raises:
+            NotFound: no such session, or it was used already.
+            RequestError: ``data`` is not exactly the size the session was started for
+                (Cloud Storage refuses it: the session's ``X-Upload-Content-Length``).
+        """
+        session = self.sessions.get(url)
+        if session is None:
+            raise NotFound("There is no upload session at this URL (or it was used).")
+        if len(data) != session.size_bytes:
+            raise RequestError(
+                f"The upload is {len(data)} bytes, not the {session.size_bytes} "
+                "its session was started for."
+            )
+        del self.sessions[url]
+        return await self.write(session.path, data, session.content_type)
 
     def paths(self) -> list[str]:
         """Every stored path, sorted (for tests)."""

@@ -7,9 +7,10 @@ import os
 import secrets
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
-from shared.errors import NotFound, PayloadTooLarge
+from shared.errors import NotFound, PayloadTooLarge, RequestError
 from shared.store.cloudstorage import connect
 from shared.store.files import FileInfo, FileStore, InMemoryFileStore
 from tests.e2e.conftest import PROJECT
@@ -68,3 +69,56 @@ async def test_file_store_write_replaces_with_new_type(files: FileStore) -> None
     await files.write(path, b"second", "image/jpeg")
     assert await files.stat(path) == FileInfo(path, "image/jpeg", 6)
     assert await files.read(path, 100) == b"second"
+
+
+# gcp-storage-emulator stores whatever one PUT to a session URL sends; Cloud Storage
+# refuses bytes of another size than the session's X-Upload-Content-Length.
+EMULATOR_TAKES_ANY_SIZE = (
+    "gcp-storage-emulator does not enforce a session's declared size; Cloud Storage does "
+    "(and the message API checks every attachment's size and bytes again)"
+)
+
+
+async def put(files: FileStore, url: str, data: bytes, content_type: str) -> bool:
+    """A client's PUT of ``data`` to a session URL (a real HTTP request to the emulator;
+    the fake's ``complete_upload``): whether the store took it."""
+    if isinstance(files, InMemoryFileStore):
+        try:
+            await files.complete_upload(url, data)
+        except RequestError:
+            return False
+        return True
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.put(url, content=data, headers={"Content-Type": content_type})
+    return response.is_success
+
+
+async def test_file_store_upload_session_takes_the_bytes_at_its_path(files: FileStore) -> None:
+    path = a_path("upl_1-homework.png")
+    data = b"\x89PNG\r\n\x1a\n" + os.urandom(2992)
+    url = await files.start_upload(path, "image/png", 3000, "http://localhost:5173")
+    assert url.startswith(("http://", "https://", "memory://"))
+    assert await files.stat(path) is None  # nothing is stored until the client uploads
+    assert await put(files, url, data, "image/png")
+    assert await files.stat(path) == FileInfo(path, "image/png", 3000)
+    assert await files.read(path, 3000) == data
+
+
+async def test_file_store_upload_session_keeps_the_type_it_was_started_with(
+    files: FileStore,
+) -> None:
+    path = a_path("upl_2-essay.pdf")
+    url = await files.start_upload(path, "application/pdf", 9, None)
+    assert await put(files, url, b"%PDF-1.7\n", "image/png")
+    assert await files.stat(path) == FileInfo(path, "application/pdf", 9)
+
+
+async def test_file_store_upload_session_refuses_another_size(
+    files: FileStore, request: pytest.FixtureRequest
+) -> None:
+    if not isinstance(files, InMemoryFileStore):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=EMULATOR_TAKES_ANY_SIZE))
+    path = a_path("upl_3-big.png")
+    url = await files.start_upload(path, "image/png", 100, None)
+    assert not await put(files, url, b"\x89PNG\r\n\x1a\n" + b"0" * 200, "image/png")
+    assert await files.stat(path) is None

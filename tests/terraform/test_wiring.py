@@ -293,7 +293,7 @@ def test_storage_rules_are_released_only_once_the_file_exists(config: Config, ex
     bucket = scope.eval(config.resource("google_storage_bucket", "uploads")["name"])
     release = config.resource("google_firebaserules_release", "storage")
     assert scope.eval(release["name"]) == f"firebase.storage/{bucket}"
-    # Today's tree: the attachments work adds storage.rules.
+    # Today's tree: no storage.rules (uploads go through the api's sessions).
     real = config.scope(project_id=PROJECT)
     actual = real.eval(config.resource("google_firebaserules_release", "storage")["count"])
     assert actual == int((ROOT / "storage.rules").is_file())

@@ -1,0 +1,162 @@
+"""Upload sessions: where a client's file goes, and what it must be before it may go.
+
+A client asks the api for a session for one file (``Uploads.start``), then ``PUT``s the
+bytes to the session's URL, straight to Cloud Storage. The server picks the path,
+``{uid}/uploads/{id}-{safe name}``, so nobody writes outside their own prefix or over
+another file; the session binds that path, the content type and the exact size. The
+file is judged again by its bytes when a message attaches it (``service.py``): the
+type and size a client states here are only what it says.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from shared.attachments.rules import (
+    ACCEPTED,
+    DERIVED_SUFFIXES,
+    MAX_BYTES,
+    MAX_NAME_CHARS,
+    MediaType,
+    path_problem,
+    uploads_prefix,
+)
+from shared.clock import Clock
+from shared.errors import (
+    INTERNAL_MESSAGE,
+    PayloadTooLarge,
+    RequestError,
+    SparkError,
+    UnsupportedMediaType,
+)
+from shared.ids import IdGenerator
+from shared.store.files import FileStore
+
+SAFE_NAME_CHARS = 100
+"""The longest name the server gives a file (its extension included)."""
+
+SESSION_LIFETIME = timedelta(days=7)
+"""How long Cloud Storage keeps a resumable upload session's URL."""
+
+EXTENSIONS: dict[MediaType, str] = {
+    "image/jpeg": "jpg",
+    "image/png": "png",
+    "application/pdf": "pdf",
+}
+
+_MB = 1024 * 1024
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_DOTS = re.compile(r"\.{2,}")
+_EXTENSION = re.compile(r"[A-Za-z0-9]{1,10}")
+# scheme://host[:port], as browsers send it; anything else ("null", a path) is not used.
+_ORIGIN = re.compile(
+    r"https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A started upload session: ``PUT`` the file to ``url`` before ``expires_at``."""
+
+    storage_path: str
+    url: str
+    content_type: MediaType
+    size_bytes: int
+    expires_at: datetime
+
+
+def safe_name(name: str, media_type: MediaType) -> str:
+    """``name`` made safe as the last part of a path: ASCII letters, digits, ``.``,
+    ``-`` and ``_`` only (accents dropped, any other run of characters becomes ``_``),
+    at most ``SAFE_NAME_CHARS``, with its extension (the type's when it has none), and
+    never ending like a file the server derives (``….normalised.jpg``, ``….text.txt``).
+    """
+    stem, dot, extension = name.rpartition(".")
+    if not dot or not stem or not _EXTENSION.fullmatch(extension):
+        stem, extension = name, EXTENSIONS[media_type]
+    stem = unicodedata.normalize("NFKD", stem).encode("ascii", "ignore").decode()
+    stem = _DOTS.sub(".", _UNSAFE.sub("_", stem)).strip("._-")
+    stem = stem[: SAFE_NAME_CHARS - len(extension) - 1].rstrip("._-") or "file"
+    safe = f"{stem}.{extension}"
+    for suffix in DERIVED_SUFFIXES:
+        if safe.endswith(suffix):
+            safe = safe[: -len(suffix)] + "_" + suffix[1:]
+    return safe
+
+
+def browser_origin(header: str | None) -> str | None:
+    """The request's ``Origin`` when it names one (``scheme://host[:port]``), else ``None``."""
+    if header is None or len(header) > 255 or not _ORIGIN.fullmatch(header):
+        return None
+    return header
+
+
+def checked_type(file_name: str, content_type: str, size_bytes: int) -> MediaType:
+    """The accepted type of a file a client asks to upload.
+
+    Raises:
+        RequestError: an empty or too long name, or an empty file.
+        UnsupportedMediaType: not JPEG, PNG or PDF.
+        PayloadTooLarge: more than 25 MB.
+    """
+    if not file_name.strip():
+        raise RequestError("fileName must not be empty.")
+    if len(file_name) > MAX_NAME_CHARS:
+        raise RequestError(
+            f"fileName must be at most {MAX_NAME_CHARS} characters; this one has {len(file_name)}."
+        )
+    label = f"The file {file_name!r}"
+    media_type = next((t for t in ACCEPTED if t == content_type), None)
+    if media_type is None:
+        raise UnsupportedMediaType(
+            f"{label} is {content_type!r}; only JPEG, PNG and PDF files can be uploaded "
+            "(image/jpeg, image/png or application/pdf)."
+        )
+    if size_bytes < 1:
+        raise RequestError(
+            f"{label} is empty (sizeBytes {size_bytes}); upload a file of at least 1 byte."
+        )
+    if size_bytes > MAX_BYTES:
+        raise PayloadTooLarge(
+            f"{label} is {size_bytes / _MB:.1f} MB; uploads can be at most {MAX_BYTES // _MB} MB."
+        )
+    return media_type
+
+
+class Uploads:
+    """Starts upload sessions into the callers' own ``{uid}/uploads/``."""
+
+    def __init__(self, files: FileStore, ids: IdGenerator, clock: Clock) -> None:
+        self._files = files
+        self._ids = ids
+        self._clock = clock
+
+    async def start(
+        self,
+        user_id: str,
+        file_name: str,
+        content_type: str,
+        size_bytes: int,
+        origin: str | None = None,
+    ) -> Upload:
+        """A session for one file at a fresh path under ``user_id``'s uploads; nothing
+        is created when the file breaks a rule.
+
+        Raises:
+            RequestError: an empty or too long name, or an empty file.
+            UnsupportedMediaType: not JPEG, PNG or PDF.
+            PayloadTooLarge: more than 25 MB.
+            StoreError: Cloud Storage did not start the session.
+        """
+        media_type = checked_type(file_name, content_type, size_bytes)
+        name = safe_name(file_name, media_type)
+        path = f"{uploads_prefix(user_id)}{self._ids.new('upl')}-{name}"
+        problem = path_problem(user_id, path)
+        if problem is not None:  # a bug in safe_name: never hand out such a path
+            raise SparkError(INTERNAL_MESSAGE, detail=f"upload path {path!r}: {problem}")
+        started = self._clock.now()
+        url = await self._files.start_upload(path, media_type, size_bytes, browser_origin(origin))
+        return Upload(path, url, media_type, size_bytes, started + SESSION_LIFETIME)
