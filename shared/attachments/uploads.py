@@ -2,7 +2,7 @@
 
 A client asks the api for a session for one file (``Uploads.start``), then ``PUT``s the
 bytes to the session's URL, straight to Cloud Storage. The server picks the path,
-``{uid}/uploads/{id}-{safe name}``, so nobody writes outside their own prefix or over
+``{uid}/uploads/{id}/{safe name}``, so nobody writes outside their own prefix or over
 another file; the session binds that path, the content type and the exact size. The
 file is judged again by its bytes when a message attaches it (``service.py``): the
 type and size a client states here are only what it says.
@@ -153,7 +153,7 @@ class Uploads:
         """
         media_type = checked_type(file_name, content_type, size_bytes)
         name = safe_name(file_name, media_type)
-        path = f"{uploads_prefix(user_id)}{self._ids.new('upl')}-{name}"
+        path = f"{uploads_prefix(user_id)}{self._ids.new('upl')}/{name}"
         problem = path_problem(user_id, path)
         if problem is not None:  # a bug in safe_name: never hand out such a path
             raise SparkError(INTERNAL_MESSAGE, detail=f"upload path {path!r}: {problem}")

@@ -3,6 +3,7 @@ and the ``api`` function as a real functions-framework process on a real socket.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -19,6 +20,7 @@ import httpx
 import pytest
 from google.cloud import firestore
 
+from shared.store.cloudstorage import CloudStorageFileStore, connect
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, ServerThread
 from tools.stack import Stack, free_port, sign_up, start_function, start_functions
@@ -258,3 +260,22 @@ def settled(db: firestore.Client, uid: str, conversation_id: str, count: int) ->
     if doc and "activeRun" not in doc and len(doc["messages"]) >= count:
         return doc
     return None
+
+
+@pytest.fixture(scope="session")
+def bucket() -> Iterator[CloudStorageFileStore]:
+    """The uploads bucket on the Cloud Storage emulator."""
+    host = os.environ.get("STORAGE_EMULATOR_HOST")
+    if not host:
+        pytest.fail("attachments need the Cloud Storage emulator: run them with `make test`")
+    store = connect(PROJECT, f"{PROJECT}.appspot.com", host)
+    yield store
+    store.close()
+
+
+def upload(
+    bucket: CloudStorageFileStore, path: str, data: bytes, content_type: str
+) -> dict[str, Any]:
+    """Put ``data`` in the bucket at ``path``, as a client's upload; its attachment."""
+    asyncio.run(bucket.write(path, data, content_type))
+    return {"storagePath": path, "contentType": content_type, "sizeBytes": len(data)}

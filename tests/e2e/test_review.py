@@ -7,22 +7,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from google.cloud import firestore
 
-from shared.store.cloudstorage import CloudStorageFileStore, connect
+from shared.store.cloudstorage import CloudStorageFileStore
 from tests.e2e.conftest import (
-    PROJECT,
     SseEvent,
     StackUser,
     auth,
     read_events,
     settled,
+    upload,
     wait_for,
 )
 from tests.fakes.openai_server import FakeOpenAI, Script
@@ -47,21 +45,6 @@ FEEDBACK = {
 }
 
 
-@pytest.fixture(scope="module")
-def uploads() -> Iterator[CloudStorageFileStore]:
-    host = os.environ.get("STORAGE_EMULATOR_HOST")
-    if not host:
-        pytest.fail("attachments need the Cloud Storage emulator: run them with `make test`")
-    store = connect(PROJECT, f"{PROJECT}.appspot.com", host)
-    yield store
-    store.close()
-
-
-def put(store: CloudStorageFileStore, path: str, data: bytes, content_type: str) -> dict[str, Any]:
-    asyncio.run(store.write(path, data, content_type))
-    return {"storagePath": path, "contentType": content_type, "sizeBytes": len(data)}
-
-
 def send(api_url: str, user: StackUser, body: dict[str, Any]) -> list[SseEvent]:
     with httpx.stream("POST", api_url + SEND, headers=auth(user), json=body, timeout=30) as r:
         assert r.status_code == 200, r.read()
@@ -77,13 +60,13 @@ def test_an_image_and_a_pdf_reach_the_model_as_an_image_part_and_paged_text(
     api_url: str,
     fake_openai: FakeOpenAI,
     alice: StackUser,
-    uploads: CloudStorageFileStore,
+    bucket: CloudStorageFileStore,
 ) -> None:
     ask = "What do you make of these two?"
     fake_openai.script(ask, Script(chunks=["Both look good."]))
-    png = put(uploads, f"{alice.uid}/uploads/leaf.png", png_with_gps(), "image/png")
-    pdf = put(
-        uploads,
+    png = upload(bucket, f"{alice.uid}/uploads/leaf.png", png_with_gps(), "image/png")
+    pdf = upload(
+        bucket,
         f"{alice.uid}/uploads/essay.pdf",
         pdf_with_pages("Leaves take in light", "Roots make food"),
         "application/pdf",
@@ -100,7 +83,7 @@ def test_an_image_and_a_pdf_reach_the_model_as_an_image_part_and_paged_text(
     assert "--- Page 2 ---\nRoots make food" in text
     head, _, data = parts[1]["image_url"]["url"].partition(";base64,")
     assert head == "data:image/jpeg"
-    jpeg = asyncio.run(uploads.read(png["storagePath"] + ".normalised.jpg", 10**7))
+    jpeg = asyncio.run(bucket.read(png["storagePath"] + ".normalised.jpg", 10**7))
     assert base64.b64decode(data) == jpeg  # the clean copy went, not the upload
 
 
@@ -109,12 +92,12 @@ def test_review_work_runs_on_cloud_tasks_and_appends_structured_feedback(
     fake_openai: FakeOpenAI,
     db: firestore.Client,
     alice: StackUser,
-    uploads: CloudStorageFileStore,
+    bucket: CloudStorageFileStore,
 ) -> None:
     ask = "Please review my science homework, mark out of 10"
     path = f"{alice.uid}/uploads/science.pdf"
-    pdf = put(
-        uploads, path, pdf_with_pages("Leaves take in light", "Roots make food"), "application/pdf"
+    pdf = upload(
+        bucket, path, pdf_with_pages("Leaves take in light", "Roots make food"), "application/pdf"
     )
     args = {"file": path, "brief": "Explain photosynthesis.", "markOutOf": 10}
     fake_openai.script(

@@ -78,7 +78,7 @@ def test_safe_name_always_gives_a_path_an_upload_may_have(name: str, media_type:
     safe = safe_name(name, media_type)
     assert SAFE.fullmatch(safe), safe
     assert not safe.endswith(DERIVED_SUFFIXES)
-    assert path_problem("alice", f"alice/uploads/upl_x7-{safe}") is None
+    assert path_problem("alice", f"alice/uploads/upl_x7/{safe}") is None
 
 
 @pytest.mark.parametrize(
@@ -115,8 +115,8 @@ async def test_uploads_start_picks_a_fresh_path_under_the_callers_prefix(
 ) -> None:
     first = await uploads.start("alice", "Essay draft.pdf", "application/pdf", 1234)
     second = await uploads.start("alice", "Essay draft.pdf", "application/pdf", 1234)
-    assert first.storage_path == "alice/uploads/upl_1-Essay_draft.pdf"
-    assert second.storage_path == "alice/uploads/upl_2-Essay_draft.pdf"
+    assert first.storage_path == "alice/uploads/upl_1/Essay_draft.pdf"
+    assert second.storage_path == "alice/uploads/upl_2/Essay_draft.pdf"
     assert first.expires_at == ManualClock().now() + timedelta(days=7)
     session = files.sessions[first.url]
     assert (session.path, session.content_type, session.size_bytes, session.origin) == (
@@ -192,7 +192,7 @@ async def test_post_upload_starts_a_session_then_the_file_can_be_attached(
     assert response.status_code == 201
     answer = response.json()
     assert answer == {
-        "storagePath": "alice/uploads/upl_1-Map_homework.png",
+        "storagePath": "alice/uploads/upl_1/Map_homework.png",
         "uploadUrl": answer["uploadUrl"],
         "method": "PUT",
         "headers": {"Content-Type": "image/png"},
@@ -216,9 +216,12 @@ async def test_post_upload_starts_a_session_then_the_file_can_be_attached(
     )
     assert sent.status_code == 200
     assert files.paths() == [
-        "alice/uploads/upl_1-Map_homework.png",
-        "alice/uploads/upl_1-Map_homework.png.normalised.jpg",
+        "alice/uploads/upl_1/Map_homework.png",
+        "alice/uploads/upl_1/Map_homework.png.normalised.jpg",
     ]
+    (stored,) = harness.store._documents.values()
+    (image,) = [p for p in stored["messages"][0]["content"] if "file" in p]
+    assert image["file"]["name"] == "Map_homework.png"  # the id is a folder, not in the name
 
 
 @pytest.mark.parametrize(
