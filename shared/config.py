@@ -108,6 +108,7 @@ class Settings:
     # Per-user limits (OWASP API4 / LLM10): each answered with 429 and Retry-After.
     runs_per_user: int = 3
     daily_tokens_per_user: int = 2_000_000
+    daily_uploads_per_user: int = 100
     task_calls_per_step: int = 5
     tasks_queued_per_user: int = 20
     # The history sent to the model is cut, oldest first, past this many characters.
@@ -172,6 +173,9 @@ class Settings:
             live_doc_bytes=_int(env, "SPARK_LIVE_DOC_BYTES", d.live_doc_bytes, minimum=16_384),
             runs_per_user=_int(env, "SPARK_RUNS_PER_USER", d.runs_per_user),
             daily_tokens_per_user=_int(env, "SPARK_DAILY_TOKENS_PER_USER", d.daily_tokens_per_user),
+            daily_uploads_per_user=_int(
+                env, "SPARK_DAILY_UPLOADS_PER_USER", d.daily_uploads_per_user
+            ),
             task_calls_per_step=_int(env, "SPARK_TASK_CALLS_PER_STEP", d.task_calls_per_step),
             tasks_queued_per_user=_int(env, "SPARK_TASKS_QUEUED_PER_USER", d.tasks_queued_per_user),
             history_chars=_int(env, "SPARK_HISTORY_CHARS", d.history_chars, minimum=1000),

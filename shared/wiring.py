@@ -148,7 +148,9 @@ def assemble(
         lease=timedelta(seconds=settings.task_lease_seconds),
         max_waiting=settings.tasks_queued_per_user,
     )
-    user_limits = UserLimits(settings.runs_per_user, settings.daily_tokens_per_user)
+    user_limits = UserLimits(
+        settings.runs_per_user, settings.daily_tokens_per_user, settings.daily_uploads_per_user
+    )
     scheduler = TaskScheduler(
         ledger,
         queue,

@@ -61,7 +61,9 @@ class ApiApp:
     def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
         self._agent = agent
         self._people = People(agent)
-        self._uploads = Uploads(agent.attachments.files, agent.ids, agent.deps.clock)
+        self._uploads = Uploads(
+            agent.attachments.files, agent.ids, agent.deps.clock, agent.scheduler
+        )
         self._verifier = verifier
         self._settings = settings
         self._routes: dict[str, dict[str, Handler]] = {

@@ -51,7 +51,8 @@ WhenBusy = Literal["reject", "queue"]
 
 
 class RunScheduler(Protocol):
-    """The Cloud Tasks side of runs (``TaskScheduler`` implements it)."""
+    """The Cloud Tasks side of runs, and the per-user limits kept in the user's ledger
+    (``TaskScheduler`` implements it)."""
 
     async def enqueue_reply(self, user_id: str, conversation_id: str, run_id: str) -> None:
         """Have a task produce a queued run.
@@ -89,6 +90,14 @@ class RunScheduler(Protocol):
 
     async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
         """Free the run's slot and count its tokens."""
+        ...
+
+    async def admit_upload(self, user_id: str) -> None:
+        """Count one upload session against the user's daily allowance.
+
+        Raises:
+            RateLimited: today's uploads are used up; nothing was written.
+        """
         ...
 
     async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:

@@ -14,6 +14,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from shared.attachments.rules import (
     ACCEPTED,
@@ -126,13 +127,29 @@ def checked_type(file_name: str, content_type: str, size_bytes: int) -> MediaTyp
     return media_type
 
 
+class UploadAllowance(Protocol):
+    """Each user's daily allowance of upload sessions (``TaskScheduler`` keeps it in the
+    user's ledger, with their other per-user limits)."""
+
+    async def admit_upload(self, user_id: str) -> None:
+        """Count one session.
+
+        Raises:
+            RateLimited: today's uploads are used up; nothing was counted.
+        """
+        ...
+
+
 class Uploads:
     """Starts upload sessions into the callers' own ``{uid}/uploads/``."""
 
-    def __init__(self, files: FileStore, ids: IdGenerator, clock: Clock) -> None:
+    def __init__(
+        self, files: FileStore, ids: IdGenerator, clock: Clock, allowance: UploadAllowance
+    ) -> None:
         self._files = files
         self._ids = ids
         self._clock = clock
+        self._allowance = allowance
 
     async def start(
         self,
@@ -149,6 +166,7 @@ class Uploads:
             RequestError: an empty or too long name, or an empty file.
             UnsupportedMediaType: not JPEG, PNG or PDF.
             PayloadTooLarge: more than 25 MB.
+            RateLimited: the user's uploads for today are used up.
             StoreError: Cloud Storage did not start the session.
         """
         media_type = checked_type(file_name, content_type, size_bytes)
@@ -157,6 +175,7 @@ class Uploads:
         problem = path_problem(user_id, path)
         if problem is not None:  # a bug in safe_name: never hand out such a path
             raise SparkError(INTERNAL_MESSAGE, detail=f"upload path {path!r}: {problem}")
+        await self._allowance.admit_upload(user_id)
         started = self._clock.now()
         url = await self._files.start_upload(path, media_type, size_bytes, browser_origin(origin))
         return Upload(path, url, media_type, size_bytes, started + SESSION_LIFETIME)

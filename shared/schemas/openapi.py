@@ -131,7 +131,7 @@ def openapi() -> dict[str, Any]:
             "requestBody": {"required": True, "content": _json(UploadRequest)},
             "responses": {
                 "201": {"description": "Session started.", "content": _json(UploadResponse)},
-                **_errors(400, 401, 405, 413, 415, 500, 503),
+                **_errors(400, 401, 405, 413, 415, 429, 500, 503),
             },
         }
     }

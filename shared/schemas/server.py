@@ -47,10 +47,12 @@ class RunSlot(Document):
 
 
 class DailyUsage(Document):
-    """Tokens the provider reported for this user's replies on ``day`` (UTC)."""
+    """Tokens the provider reported for this user's replies on ``day`` (UTC), and the
+    upload sessions they started."""
 
     day: str
     tokens: int = Field(default=0, ge=0)
+    uploads: int = Field(default=0, ge=0)
 
 
 class TaskLedger(Document):

@@ -259,7 +259,15 @@ def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
 class UserLimits:
     runs_at_once: int
     daily_tokens: int
+    daily_uploads: int = 100
     slot: timedelta = timedelta(minutes=10)
+
+
+def _today(ledger: TaskLedger, now: datetime) -> DailyUsage:
+    """The user's usage so far today (UTC); a new day starts from nothing."""
+    today = now.date().isoformat()
+    usage = ledger.usage
+    return usage if usage is not None and usage.day == today else DailyUsage(day=today)
 
 
 def _until_midnight(now: datetime) -> int:
@@ -277,9 +285,7 @@ def admit_run(
     Raises:
         RateLimited: as many runs as allowed are going, or today's tokens are spent.
     """
-    today = now.date().isoformat()
-    usage = ledger.usage
-    if usage is not None and usage.day == today and usage.tokens >= limits.daily_tokens:
+    if _today(ledger, now).tokens >= limits.daily_tokens:
         raise RateLimited(
             "You have used today's allowance of Spark AI Agent; it renews at midnight (UTC).",
             _until_midnight(now),
@@ -300,11 +306,27 @@ def admit_run(
 def release_run(ledger: TaskLedger, run_id: str, now: datetime, tokens: int) -> TaskLedger:
     """Free the run's slot (if it holds one) and count the tokens it used today."""
     runs = {k: v for k, v in ledger.runs.items() if v.run_id != run_id and v.until > now}
-    today = now.date().isoformat()
-    usage = ledger.usage if ledger.usage is not None and ledger.usage.day == today else None
+    usage = ledger.usage
     if tokens:
-        spent = (usage.tokens if usage else 0) + tokens
-        usage = DailyUsage(day=today, tokens=spent)
+        today = _today(ledger, now)
+        usage = today.model_copy(update={"tokens": today.tokens + tokens})
     if runs == ledger.runs and usage == ledger.usage:
         return ledger
     return ledger.model_copy(update={"runs": runs, "usage": usage})
+
+
+def admit_upload(ledger: TaskLedger, now: datetime, limits: UserLimits) -> TaskLedger:
+    """Count one more upload session today, within the user's daily allowance.
+
+    Raises:
+        RateLimited: today's uploads are used up.
+    """
+    today = _today(ledger, now)
+    if today.uploads >= limits.daily_uploads:
+        raise RateLimited(
+            f"You have uploaded today's allowance of {limits.daily_uploads} files; it "
+            "renews at midnight (UTC).",
+            _until_midnight(now),
+        )
+    counted = today.model_copy(update={"uploads": today.uploads + 1})
+    return ledger.model_copy(update={"usage": counted})

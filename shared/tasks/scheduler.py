@@ -177,6 +177,15 @@ class TaskScheduler:
             lambda led: (ledgers.admit_run(led, run_id, conversation_id, now, self.limits), None),
         )
 
+    async def admit_upload(self, user_id: str) -> None:
+        """Count one upload session against the user's daily allowance.
+
+        Raises:
+            RateLimited: today's uploads are used up; nothing was written.
+        """
+        now = self.clock.now()
+        await self.apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
+
     async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
         """Free the run's slot and count its tokens against today's budget."""
         now = self.clock.now()

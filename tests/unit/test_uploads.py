@@ -32,7 +32,7 @@ from shared.ids import SequentialIds
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.store.files import InMemoryFileStore
 from tests.samples import png_with_gps
-from tests.unit.helpers import ALICE, BOB, Harness, make_service
+from tests.unit.helpers import ALICE, BOB, Fakes, Harness, make_service
 
 UPLOADS = "/api/spark/agent/uploads"
 MESSAGES = "/api/spark/agent/messages"
@@ -107,7 +107,9 @@ def files() -> InMemoryFileStore:
 
 @pytest.fixture
 def uploads(files: InMemoryFileStore) -> Uploads:
-    return Uploads(files, SequentialIds(), ManualClock())
+    clock = ManualClock()
+    harness = make_service(ScriptedProvider([]), clock=clock, fakes=Fakes(files=files))
+    return Uploads(files, SequentialIds(), clock, harness.scheduler)
 
 
 async def test_uploads_start_picks_a_fresh_path_under_the_callers_prefix(
@@ -317,3 +319,34 @@ async def test_post_upload_paths_are_the_callers_own(
     assert bob.json()["storagePath"].startswith("bob/uploads/")
     without_origin = harness.fakes.files.sessions[bob.json()["uploadUrl"]]
     assert without_origin.origin is None
+
+
+async def test_post_upload_counts_each_users_daily_allowance_and_refuses_past_it() -> None:
+    clock = ManualClock()
+    harness = make_service(ScriptedProvider([]), clock=clock, daily_uploads_per_user=2)
+    app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
+    verifier = StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB})
+    api = ApiApp(harness.agent, verifier, harness.settings)
+    sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
+    body = {"fileName": "a.png", "contentType": "image/png", "sizeBytes": 10}
+    bad = {"fileName": "a.gif", "contentType": "image/gif", "sizeBytes": 10}
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://api"
+    ) as client:
+
+        async def post(token: str, json: object = body) -> httpx.Response:
+            headers = {"Authorization": f"Bearer {token}"}
+            return await client.post(UPLOADS, headers=headers, json=json)
+
+        assert (await post("alice-token", bad)).status_code == 415  # a refusal costs nothing
+        assert [(await post("alice-token")).status_code for _ in range(2)] == [201, 201]
+        refused = await post("alice-token")
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "rate_limited"
+        assert "today's allowance of 2 files" in refused.json()["error"]["message"]
+        assert int(refused.headers["Retry-After"]) == 24 * 3600 + 1  # until midnight (UTC)
+        assert len(harness.fakes.files.sessions) == 2  # the refused one started nothing
+        assert (await post("bob-token")).status_code == 201  # each user has their own
+        await clock.advance(24 * 3600)
+        assert (await post("alice-token")).status_code == 201  # a new day
+    await api.drain()
