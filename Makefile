@@ -78,6 +78,7 @@ bench: setup
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
 	$(PY) -m tools.stack run -- $(PY) bench/rollover.py
 	$(PY) bench/conversation_cost.py
+	$(PY) bench/attachments.py
 
 clean:
 	rm -rf .venv .tools node_modules .stack
