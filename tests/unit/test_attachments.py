@@ -235,3 +235,14 @@ async def test_attachments_size_must_match_the_stored_file(harness: Harness) -> 
     png = await upload(harness, "x.png", png_with_gps(), "image/png")
     with pytest.raises(RequestError, match=r"'x.png' is"):
         await send(harness, Requested(png.storage_path, "image/png", png.size_bytes + 1))
+
+
+async def test_attachments_pdf_reading_past_its_time_limit_is_stopped() -> None:
+    from shared.attachments.pdf import PdfUnreadable, extract_text
+
+    pages = pdf_with_pages(*(["A long page of text. " * 200] * 50))
+    with pytest.raises(PdfUnreadable) as caught:
+        await extract_text(pages, limit_seconds=0.001)
+    assert caught.value.kind == "timeout"
+    read = await extract_text(pdf_with_pages("Still works"))
+    assert "Still works" in read.text
