@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import httpx
+from functions_framework.aio import create_asgi_app
+from spark_http.app import ApiApp
 
 from shared.agent.events import WIRELESS, AgentEvent
 from shared.agent.loop import Run
 from shared.agent.service import Agent
 from shared.agent.transcript import Frame
-from shared.auth.base import User
+from shared.auth.base import StaticTokenVerifier, User
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
 from shared.ids import SequentialIds
@@ -101,3 +109,20 @@ async def run_to_end(
 ) -> tuple[str, list[AgentEvent]]:
     conversation_id, frames = await run_frames(service, user, text, conversation_id)
     return conversation_id, [f.event for f in frames]
+
+
+def api_of(harness: Harness) -> ApiApp:
+    """The api on ``harness``'s agent; ``alice-token`` and ``bob-token`` sign in."""
+    verifier = StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB})
+    return ApiApp(harness.agent, verifier, harness.settings)
+
+
+@contextlib.asynccontextmanager
+async def serving(api: ApiApp) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of ``api`` served by the real functions-framework app (in process)."""
+    app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
+    sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+        yield client
+    await api.drain()

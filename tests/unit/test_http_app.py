@@ -13,7 +13,6 @@ import pytest
 from functions_framework.aio import create_asgi_app
 from spark_http.app import ApiApp
 
-from shared.auth.base import StaticTokenVerifier
 from shared.errors import ProviderRejected
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.queue.memory import InMemoryTaskQueue
@@ -22,7 +21,7 @@ from shared.store.memory import (
     InMemoryLessonStore,
     InMemoryTaskLedgerStore,
 )
-from tests.unit.helpers import ALICE, BOB, Fakes, make_service
+from tests.unit.helpers import ALICE, Fakes, api_of, make_service, serving
 
 URL = "/api/spark/agent/messages"
 SSE = {"Accept": "text/event-stream", "Authorization": "Bearer alice-token"}
@@ -39,9 +38,7 @@ def parse_sse(body: str) -> list[tuple[str, str, dict[str, object]]]:
 
 
 def make_api(provider: ScriptedProvider, fakes: Fakes) -> ApiApp:
-    harness = make_service(provider, fakes=fakes)
-    verifier = StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB})
-    return ApiApp(harness.agent, verifier, harness.settings)
+    return api_of(make_service(provider, fakes=fakes))
 
 
 @pytest.fixture
@@ -64,13 +61,8 @@ def api_asgi(api: ApiApp) -> Any:
 async def client(
     store: InMemoryConversationStore, provider: ScriptedProvider
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
-    api = make_api(provider, Fakes(store))
-    sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+    async with serving(make_api(provider, Fakes(store))) as client:
         yield client
-    await api.drain()
 
 
 async def test_post_message_streams_sse_per_design(

@@ -5,17 +5,13 @@ functions-framework app, on fakes."""
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 
 import httpx
 import pytest
-from functions_framework.aio import create_asgi_app
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_http.app import ApiApp
 
 from shared.attachments.rules import (
     ACCEPTED,
@@ -25,14 +21,13 @@ from shared.attachments.rules import (
     path_problem,
 )
 from shared.attachments.uploads import SAFE_NAME_CHARS, Uploads, browser_origin, safe_name
-from shared.auth.base import StaticTokenVerifier
 from shared.clock import ManualClock
 from shared.errors import PayloadTooLarge, RequestError, UnsupportedMediaType
 from shared.ids import SequentialIds
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.store.files import InMemoryFileStore
 from tests.samples import png_with_gps
-from tests.unit.helpers import ALICE, BOB, Fakes, Harness, make_service
+from tests.unit.helpers import Fakes, Harness, api_of, make_service, serving
 
 UPLOADS = "/api/spark/agent/uploads"
 MESSAGES = "/api/spark/agent/messages"
@@ -174,14 +169,8 @@ def harness() -> Harness:
 
 @pytest.fixture
 async def client(harness: Harness) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
-    verifier = StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB})
-    api = ApiApp(harness.agent, verifier, harness.settings)
-    sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
+    async with serving(api_of(harness)) as client:
         yield client
-    await api.drain()
 
 
 async def test_post_upload_starts_a_session_then_the_file_can_be_attached(
@@ -324,15 +313,9 @@ async def test_post_upload_paths_are_the_callers_own(
 async def test_post_upload_counts_each_users_daily_allowance_and_refuses_past_it() -> None:
     clock = ManualClock()
     harness = make_service(ScriptedProvider([]), clock=clock, daily_uploads_per_user=2)
-    app = create_asgi_app(target="api", source=str(Path(__file__).with_name("ff_target.py")))
-    verifier = StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB})
-    api = ApiApp(harness.agent, verifier, harness.settings)
-    sys.modules["ff_target"].current = api  # type: ignore[attr-defined]
     body = {"fileName": "a.png", "contentType": "image/png", "sizeBytes": 10}
     bad = {"fileName": "a.gif", "contentType": "image/gif", "sizeBytes": 10}
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://api"
-    ) as client:
+    async with serving(api_of(harness)) as client:
 
         async def post(token: str, json: object = body) -> httpx.Response:
             headers = {"Authorization": f"Bearer {token}"}
@@ -349,4 +332,3 @@ async def test_post_upload_counts_each_users_daily_allowance_and_refuses_past_it
         assert (await post("bob-token")).status_code == 201  # each user has their own
         await clock.advance(24 * 3600)
         assert (await post("alice-token")).status_code == 201  # a new day
-    await api.drain()
