@@ -31,10 +31,10 @@ sys.path[:0] = [str(ROOT)]
 
 from PIL import Image  # noqa: E402
 
-from shared.agent.files import AttachmentBudget, PdfText, choose  # noqa: E402
+from shared.agent.files import AttachmentBudget, choose  # noqa: E402
 from shared.agent.history import build_history  # noqa: E402
 from shared.attachments.images import normalise  # noqa: E402
-from shared.attachments.pdf import MAX_PAGES, extract_text, with_markers  # noqa: E402
+from shared.attachments.pdf import MAX_PAGES, PdfText, extract_text, with_markers  # noqa: E402
 from shared.attachments.pdf_worker import extract  # noqa: E402
 from shared.schemas.documents import ContentPart, FileRef, Message  # noqa: E402
 from tests.samples import pdf_with_pages  # noqa: E402

@@ -12,11 +12,11 @@ on each ``FileRef``) what to load. ``FileLoader`` does the reading, once per run
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from shared.attachments.pdf import has_text
 from shared.errors import SparkError
 from shared.llm.base import ImagePart
 from shared.schemas.documents import FileRef, Message
@@ -50,14 +50,14 @@ class Wanted:
 
 
 @dataclass(frozen=True, slots=True)
-class PdfText:
+class PdfExcerpt:
     """The first characters of a PDF's text, and how many it has in all."""
 
     text: str
     total_chars: int
 
 
-Shown = ImagePart | PdfText | None
+Shown = ImagePart | PdfExcerpt | None
 """What was loaded for a file (``None``: it could not be loaded)."""
 
 
@@ -82,7 +82,7 @@ def choose(messages: Sequence[Message], budget: AttachmentBudget) -> list[Wanted
                 left = budget.text_chars - chars
                 need = ref.text_chars or 0
                 if ref.text_path is None or need == 0:
-                    continue  # nothing to load: ``describe`` says it has no text
+                    continue  # no text file to load (never so for a PDF we prepared)
                 if need <= left or left >= _MIN_TEXT_CHARS:
                     take = min(need, left)
                     wanted.append(Wanted(ref, take))
@@ -115,29 +115,25 @@ class FileLoader:
 
     async def _read(self, one: Wanted) -> Shown:
         ref = one.ref
-        # Derived files are ours and bounded; the cap only guards against surprises.
-        cap = (4 * (ref.text_chars or 0) if is_pdf(ref) else ref.size_bytes) + 1024
         try:
-            data = await self.files.read(one.path, cap)
+            if is_pdf(ref):
+                # Only the excerpt's bytes (UTF-8: at most 4 a character); the whole
+                # text's length is on the reference.
+                data = await self.files.head(one.path, 4 * one.chars)
+                text = data.decode("utf-8", errors="replace")[: one.chars]
+                return PdfExcerpt(text, ref.text_chars or len(text))
+            # Derived files are ours and bounded; the cap only guards against surprises.
+            data = await self.files.read(one.path, ref.size_bytes + 1024)
         except SparkError as exc:
             log.warning("attachment %s not loaded: %s", one.path, type(exc).__name__)
             return None
-        if is_pdf(ref):
-            text = data.decode("utf-8", errors="replace")
-            return PdfText(text[: one.chars], len(text))
-        return ImagePart(ref.content_type, base64.b64encode(data).decode("ascii"))
+        return ImagePart.of(ref.content_type, data)
 
 
 def describe(ref: FileRef, shown: Mapping[str, Shown]) -> tuple[str, ImagePart | None]:
     """The note a user turn carries for one attachment, and the image it shows."""
     name = ref.name or ref.storage_path.rsplit("/", 1)[-1]
     where = f'file "{ref.storage_path}"'
-    if is_pdf(ref) and not ref.text_chars:
-        return (
-            f'[PDF attached: "{name}", {where}; it has no text that could be extracted '
-            "(it may be scanned pages).]",
-            None,
-        )
     if ref.storage_path not in shown:
         kind = "PDF" if is_pdf(ref) else "Image"
         return (
@@ -152,8 +148,14 @@ def describe(ref: FileRef, shown: Mapping[str, Shown]) -> tuple[str, ImagePart |
         size = f", {ref.width}×{ref.height}" if ref.width and ref.height else ""
         return f'[Image attached: "{name}"{size}, {where}; it is shown below.]', loaded
     pages = f", {ref.page_count} page{'s' if ref.page_count != 1 else ''}"
-    head = f'[PDF attached: "{name}"{pages}, {where}; its text follows.]\n'
     rest = loaded.total_chars - len(loaded.text)
+    if not rest and not has_text(loaded.text):
+        return (
+            f'[PDF attached: "{name}"{pages}, {where}; it has no text that could be '
+            "extracted (it may be scanned pages).]",
+            None,
+        )
+    head = f'[PDF attached: "{name}"{pages}, {where}; its text follows.]\n'
     tail = f'\n[End of "{name}".]'
     if rest > 0:
         tail = f'\n[The rest of "{name}" ({rest} more characters) is left out here.]'

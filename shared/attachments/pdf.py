@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import sys
 from dataclasses import dataclass
 
@@ -33,6 +34,15 @@ class PdfText:
 
 def page_marker(number: int) -> str:
     return f"--- Page {number} ---"
+
+
+_MARKS = re.compile(r"^--- Page \d+ ---$|^\[Pages \d+–\d+ were not read: .*\]$", re.MULTILINE)
+
+
+def has_text(text: str) -> bool:
+    """Whether ``with_markers`` text holds any words besides its markers and notes (a
+    scanned PDF's pages are pictures: it has none)."""
+    return bool(_MARKS.sub("", text).strip())
 
 
 def with_markers(pages: list[str], page_count: int) -> str:

@@ -16,6 +16,7 @@ states its own provider wrote (a conversation may move between providers).
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -139,6 +140,11 @@ class ImagePart:
 
     media_type: str
     data: str
+
+    @classmethod
+    def of(cls, media_type: str, data: bytes) -> ImagePart:
+        """The image whose bytes are ``data``."""
+        return cls(media_type, base64.b64encode(data).decode("ascii"))
 
 
 @dataclass(frozen=True, slots=True)

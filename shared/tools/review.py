@@ -13,13 +13,12 @@ The tool changes nothing: a retried task only asks the model again.
 
 from __future__ import annotations
 
-import base64
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from shared.attachments.pdf import has_text
 from shared.attachments.rules import (
     MAX_BYTES,
     NORMALISED_SUFFIX,
@@ -45,7 +44,6 @@ from shared.tools.people import QUESTION_TOOL
 WORK_CHARS = 60_000
 LESSON_CHARS = 30_000
 ASK = "Review this piece of work."
-_PAGE_MARKER = re.compile(r"^--- Page \d+ ---$|^\[Pages .*\]$", re.MULTILINE)
 
 
 class ReviewArgs(BaseModel):
@@ -167,9 +165,9 @@ async def _work(files: FileStore, user_id: str, path: str) -> Work:
         except NotFound:
             continue
         if candidate.endswith(NORMALISED_SUFFIX):
-            return Work(name=name, image=ImagePart("image/jpeg", base64.b64encode(data).decode()))
+            return Work(name=name, image=ImagePart.of("image/jpeg", data))
         text = data.decode("utf-8", errors="replace")
-        if not _PAGE_MARKER.sub("", text).strip():
+        if not has_text(text):
             raise ToolError(
                 f"{name!r} has no text that could be read (it may be scanned pages); ask "
                 "the user for photos of the pages instead."

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from datetime import UTC, datetime
 
-from shared.agent.files import AttachmentBudget, PdfText, choose
+from shared.agent.files import AttachmentBudget, PdfExcerpt, choose
 from shared.agent.history import build_history
 from shared.attachments.service import Requested
 from shared.llm.scripted import ScriptedProvider, Step
@@ -155,6 +155,26 @@ async def test_a_missing_file_is_named_and_the_run_goes_on() -> None:
 
 def test_a_pdf_past_the_budget_is_cut_with_a_note() -> None:
     ref = pdf_ref("long.pdf", 5000)
-    shown = {ref.storage_path: PdfText("--- Page 1 ---\n" + "x" * 985, 5000)}
+    shown = {ref.storage_path: PdfExcerpt("--- Page 1 ---\n" + "x" * 985, 5000)}
     (turn,) = build_history([user_message(1, ref)], 10, shown=shown)
     assert turn.text.endswith('[The rest of "long.pdf" (4000 more characters) is left out here.]')
+
+
+async def test_a_pdf_with_no_text_is_named_as_such_not_shown_as_empty_pages() -> None:
+    provider = ScriptedProvider([Step.reply("I cannot read scans.")])
+    harness = make_service(provider)
+    scan = pdf_with_pages("", "")
+    await harness.fakes.files.write(UPLOADS + "scan.pdf", scan, "application/pdf")
+    sent = await harness.agent.send(
+        ALICE,
+        "Mark this",
+        None,
+        attachments=[Requested(UPLOADS + "scan.pdf", "application/pdf", len(scan))],
+    )
+    assert sent.run is not None
+    await sent.run.execute()
+    (request,) = provider.requests
+    assert request.messages[-1].text == (
+        f'Mark this\n\n[PDF attached: "scan.pdf", 2 pages, file "{UPLOADS}scan.pdf"; it has '
+        "no text that could be extracted (it may be scanned pages).]"
+    )
