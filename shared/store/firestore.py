@@ -215,6 +215,12 @@ class FirestoreConversationStore:
                 continue
             patch = diff(version.conversation, updated)
             if not patch:
+                if cached is not None:
+                    # "Nothing to do" judged on a remembered copy may be wrong (another
+                    # instance may have written since): a decision that skips work is
+                    # confirmed on a fresh read. One read; no-op changes are rare.
+                    self._forget(key)
+                    continue
                 return updated
             sizes = version.sizes.after(patch)
             check_size(sizes.total)
@@ -383,7 +389,9 @@ class FirestoreTaskLedgerStore:
     """Task ledgers at ``/{userId}/server``, changed by compare-and-set like conversations.
 
     The version each write produces is remembered (a few thousand small documents at
-    most), so taking a run slot on a send costs one RPC, not a read and a write.
+    most), so taking a run slot on a send costs one RPC, not a read and a write. The
+    remembered copy is a hint: a change that writes is checked by its precondition, and
+    one that writes nothing is judged again on a fresh read before it is believed.
     """
 
     def __init__(self, client: AsyncClient) -> None:
@@ -432,6 +440,12 @@ class FirestoreTaskLedgerStore:
                     raise
                 document = updated.to_firestore()
                 fields = _changed_fields(before, document)
+                if not fields and remembered:
+                    # A change that writes nothing (a claim found ``stale``, a finish of
+                    # a superseded attempt) decided on a remembered copy: another
+                    # process may have granted the attempt since. Its verdict drops
+                    # work, so it stands only once a fresh read agrees.
+                    continue
                 if fields:
                     option = self._client.write_option(last_update_time=update_time)
                     update_time = (await ref.update(fields, option=option)).update_time
