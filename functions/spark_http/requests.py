@@ -83,6 +83,15 @@ def _depth(value: object) -> int:
     return deepest
 
 
+class _NotFinite(Exception):
+    pass
+
+
+def _no_constant(name: str) -> object:
+    """Python's json reads NaN and Infinity, which are not JSON: refuse them."""
+    raise _NotFinite(name)
+
+
 def parse_json(raw: bytes, model: type[Body]) -> Body:
     """``raw`` parsed as ``model``.
 
@@ -90,8 +99,11 @@ def parse_json(raw: bytes, model: type[Body]) -> Body:
         RequestError: not JSON, not an object, or not valid for ``model``.
     """
     try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = json.loads(raw, parse_constant=_no_constant)
+    except _NotFinite:
+        raise RequestError("The request body holds NaN or Infinity, which JSON has not.") from None
+    except (UnicodeDecodeError, ValueError):
+        # ValueError covers JSONDecodeError and an integer past Python's 4,300 digits.
         raise RequestError("The request body is not valid JSON.") from None
     except RecursionError:
         raise RequestError(_TOO_DEEP) from None

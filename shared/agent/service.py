@@ -43,7 +43,7 @@ from shared.schemas.documents import (
     Message,
     MessageError,
 )
-from shared.store.base import LessonStore
+from shared.store.base import LessonStore, reserved
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,9 @@ class Agent:
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
+        if conversation_id is not None and reserved(conversation_id):
+            # Cannot exist; as a ledger key Firestore would refuse it (a 503, not a 404).
+            raise NotFound("No conversation with this id.")
         if document_id is not None and await self.lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
         files = await self.attachments.prepare(user.uid, attachments) if attachments else []

@@ -18,6 +18,12 @@ changed (``shared/store/patch.py``), so a streaming write costs the same at any 
 """
 
 
+def reserved(document_id: str) -> bool:
+    """Firestore reserves ids of the form ``__x__`` (it refuses them as ids and as map
+    keys): no conversation can have one, so stores treat it as not found."""
+    return document_id.startswith("__") and document_id.endswith("__")
+
+
 @dataclass(frozen=True, slots=True)
 class RunProbe:
     """The active run of a conversation as a cheap read sees it (no messages read)."""

@@ -18,7 +18,7 @@ from google.cloud.firestore_v1 import _helpers
 from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
-from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, changed
+from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, changed, reserved
 from shared.store.limits import check_size
 from shared.store.patch import Patch, Sizes, diff
 
@@ -160,7 +160,7 @@ class FirestoreConversationStore:
             self._cached_bytes -= old.sizes.total
 
     async def _read(self, user_id: str, conversation_id: str) -> _Version | None:
-        if _reserved(conversation_id):
+        if reserved(conversation_id):
             return None  # Firestore would refuse the id itself: no such conversation
         try:
             snapshot = await self._ref(user_id, conversation_id).get()
@@ -263,7 +263,7 @@ class FirestoreConversationStore:
         return [ArchiveSegment.model_validate(s.to_dict()) for s in snapshots]
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
-        if _reserved(conversation_id):
+        if reserved(conversation_id):
             raise NotFound("No conversation with this id.")
         key = (user_id, conversation_id)
         try:
@@ -285,7 +285,7 @@ class FirestoreConversationStore:
     ) -> AsyncGenerator[Conversation | None, None]:
         # The async client cannot listen; the sync client's listener runs on its own
         # thread and hands each snapshot to this loop, keeping only the latest.
-        if _reserved(conversation_id):
+        if reserved(conversation_id):
             yield None
             return
         if self._listener is None:
@@ -362,11 +362,6 @@ async def _back_off(attempt: int) -> None:
     """Wait before retrying a lost compare-and-set: a random share ("full jitter") of a
     delay that doubles from 5 ms up to 200 ms, so racing writers spread out."""
     await asyncio.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
-
-
-def _reserved(document_id: str) -> bool:
-    """Firestore reserves ids of the form ``__x__`` (it refuses them as invalid)."""
-    return document_id.startswith("__") and document_id.endswith("__")
 
 
 def _conversation(client: Any, user_id: str, conversation_id: str) -> Any:

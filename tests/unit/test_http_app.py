@@ -311,3 +311,25 @@ async def test_reserved_ids_are_not_found_and_deep_json_is_a_bad_request(
     nested = b'{"text": "hi", "x": ' + b"[" * 40 + b"]" * 40 + b"}"
     response = await client.post(URL, headers=SSE, content=nested)
     assert response.status_code == 400 and "nests deeper" in response.json()["error"]["message"]
+
+
+async def test_huge_integers_and_non_finite_numbers_are_bad_requests_not_errors(
+    client: httpx.AsyncClient,
+) -> None:
+    for raw in (
+        b'{"text": "hi", "x": ' + b"9" * 5000 + b"}",
+        b'{"text": "hi", "x": NaN}',
+        b'{"text": "hi", "x": -Infinity}',
+    ):
+        response = await client.post(URL, headers=SSE, content=raw)
+        assert response.status_code == 400, raw[:40]
+        assert response.json()["error"]["code"]
+
+
+async def test_a_reserved_conversation_id_is_not_found_on_either_path(
+    client: httpx.AsyncClient,
+) -> None:
+    for headers in (SSE, {"Authorization": "Bearer alice-token"}):
+        body = {"text": "hi", "conversationId": "__x__"}
+        response = await client.post(URL, headers=headers, json=body)
+        assert response.status_code == 404, response.text
