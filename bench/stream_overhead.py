@@ -347,7 +347,7 @@ def main() -> None:
     fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
     try:
         stack.spawn("bench-provider", fake)
-        start_functions(stack, api_port, free_port(), env)
+        start_functions(stack, api_port, free_port(), env, instances=1)
         api_pid = dict(stack.processes)["api"].pid
         auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
         users = max(int(n) for n in args.levels.split(","))

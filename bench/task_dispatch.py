@@ -170,7 +170,7 @@ def main() -> None:
             "SPARK_MODEL": "bench",
         }
         try:
-            api, _ = start_functions(stack, free_port(), free_port(), env)
+            api, _ = start_functions(stack, free_port(), free_port(), env, instances=1)
             token = sign_up(
                 os.environ["FIREBASE_AUTH_EMULATOR_HOST"], "tasks@example.com", "bench-pass"
             ).token

@@ -287,6 +287,7 @@ def _start_function(
     port: int,
     env: dict[str, str],
     deployed: tuple[Path, Path] | None = None,
+    name: str = "",
 ) -> str:
     if deployed is None:
         framework = ROOT / ".venv" / "bin" / "functions-framework"
@@ -296,27 +297,46 @@ def _start_function(
         cwd, venv = deployed
         framework, options = venv / "bin" / "functions-framework", []
     stack.spawn(
-        target,
+        name or target,
         [str(framework), f"--target={target}", *options, "--host=127.0.0.1", f"--port={port}"],
         env=env,
         cwd=cwd,
     )
     url = f"http://127.0.0.1:{port}"
-    stack.wait_ready(target, f"{url}/healthz", timeout=60)
+    stack.wait_ready(name or target, f"{url}/healthz", timeout=60)
     return url
 
 
 def start_functions(
-    stack: Stack, api_port: int, tasks_port: int, env: dict[str, str] | None = None
+    stack: Stack,
+    api_port: int,
+    tasks_port: int,
+    env: dict[str, str] | None = None,
+    instances: int = 2,
 ) -> tuple[str, str]:
     """Start the ``api`` and ``tasks`` functions as Cloud Functions would
     (functions-framework, ASGI); ``env`` is added to the stack's. Returns their base
-    URLs once they answer."""
+    URLs once they answer.
+
+    With ``instances`` above one, each function runs as that many processes on free
+    ports behind a round-robin proxy (``tools/proxy.py``) on its port, as production
+    runs many instances: consecutive requests, a task's deliveries and its watchdog
+    meet different processes, with different memories."""
     tasks_url = f"http://127.0.0.1:{tasks_port}/"
     full = {**stack.env, "PYTHONUNBUFFERED": "1", "SPARK_TASKS_URL": tasks_url, **(env or {})}
-    api = _start_function(stack, "api", api_port, full)
-    tasks = _start_function(stack, "tasks", tasks_port, full)
-    return api, tasks
+    if instances <= 1:
+        api = _start_function(stack, "api", api_port, full)
+        return api, _start_function(stack, "tasks", tasks_port, full)
+    urls = []
+    for target, port in (("api", api_port), ("tasks", tasks_port)):
+        backends = [free_port() for _ in range(instances)]
+        for n, backend in enumerate(backends, 1):
+            _start_function(stack, target, backend, full, name=f"{target}-{n}")
+        proxy = [sys.executable, "-m", "tools.proxy", f"--port={port}"]
+        stack.spawn(target, proxy + [f"--backend=127.0.0.1:{b}" for b in backends])
+        urls.append(f"http://127.0.0.1:{port}")
+        stack.wait_ready(target, f"{urls[-1]}/healthz", timeout=30)
+    return urls[0], urls[1]
 
 
 class Account(NamedTuple):
@@ -417,6 +437,8 @@ def dev() -> int:
 Spark AI Agent local stack is running (logs in {stack.log_dir}):
   api        http://127.0.0.1:{api_port}   replies from {model}
   tasks      http://127.0.0.1:{DEV_TASKS_PORT}   (called by the Cloud Tasks emulator only)
+             (two processes of each behind a round-robin proxy, as production runs
+             several instances; logs api-1, api-2, tasks-1, tasks-2)
   Firestore  {stack.env["FIRESTORE_EMULATOR_HOST"]}   (emulator, rules from firestore.rules)
   Auth       {stack.env["FIREBASE_AUTH_EMULATOR_HOST"]}   (emulator; test user teacher@example.com)
   Storage    {stack.env["STORAGE_EMULATOR_HOST"]}   (Cloud Storage emulator, {PROJECT}.appspot.com)

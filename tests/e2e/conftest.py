@@ -149,6 +149,8 @@ def functions(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[F
     if not os.environ.get("CLOUD_TASKS_EMULATOR_HOST"):
         pytest.fail("end-to-end tests need the Cloud Tasks emulator: run them with `make test`")
     try:
+        # Two processes of each function behind round-robin proxies (tools/proxy.py):
+        # every test meets several instances, as production does.
         yield Functions(*start_functions(stack, free_port(), free_port(), env), env=env)
     finally:
         stack.stop()
