@@ -170,7 +170,7 @@ def assemble(
         tasks=scheduler,
         files=files,
     )
-    attachments = Attachments(files)
+    attachments = Attachments(files, settings.attachment_decodes_at_once)
     agent = Agent(deps, ids or RandomIds(), scheduler, lessons, attachments)
     return Components(agent, scheduler, settings)
 

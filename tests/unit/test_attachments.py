@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
+import threading
+import time
 
 import pytest
 from PIL import Image
 
+from shared.attachments import service as attachments_service
+from shared.attachments.images import Normalised, normalise
 from shared.attachments.rules import MAX_BYTES
 from shared.attachments.service import Requested
 from shared.errors import (
     Forbidden,
     NotFound,
     PayloadTooLarge,
+    RateLimited,
     RequestError,
+    RunInProgress,
     UnprocessableContent,
     UnsupportedMediaType,
 )
@@ -246,3 +253,144 @@ async def test_attachments_pdf_reading_past_its_time_limit_is_stopped() -> None:
     assert caught.value.kind == "timeout"
     read = await extract_text(pdf_with_pages("Still works"))
     assert "Still works" in read.text
+
+
+# --- Refused before any work; decoded off the event loop, a few at a time (issue 18 #6) ---
+
+
+def png_of(width: int, height: int, mode: str = "1") -> bytes:
+    """A PNG of one colour: a few KB that decode to ``width`` × ``height`` pixels."""
+    out = io.BytesIO()
+    Image.new(mode, (width, height)).save(out, "PNG")
+    return out.getvalue()
+
+
+def just_under_the_pixel_limit() -> bytes:
+    """39.6 MP in 5 KB: not a bomb by the header check, yet about 0.6 s of CPU and
+    300 MB to decode (measured); any send may attach one."""
+    return png_of(6000, 6600)
+
+
+@pytest.fixture
+def decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the images decoded (by the thread each was decoded in), decoding none."""
+    seen: list[int] = []
+
+    def spy(data: bytes) -> Normalised:
+        seen.append(threading.get_ident())
+        return Normalised(b"\xff\xd8\xff", 1, 1)
+
+    monkeypatch.setattr(attachments_service, "normalise", spy)
+    return seen
+
+
+async def test_attachments_the_same_file_twice_is_refused_before_any_download(
+    harness: Harness,
+) -> None:
+    one = await upload(harness, "one.png", png_with_gps(), "image/png")
+    other = await upload(harness, "other.png", png_with_gps(), "image/png")
+    with pytest.raises(RequestError, match=r"'one.png' is attached more than once") as caught:
+        await send(harness, one, other, one)
+    assert caught.value.status == 400
+    assert harness.fakes.files.reads == []
+    nothing_written(harness, one, other)
+
+
+async def test_attachments_are_not_read_when_the_conversation_is_busy(
+    harness: Harness, decodes: list[int]
+) -> None:
+    run = await harness.start(ALICE, "first")
+    big = await upload(harness, "big.png", just_under_the_pixel_limit(), "image/png")
+    with pytest.raises(RunInProgress) as caught:
+        await harness.agent.send(ALICE, "and this", run.conversation_id, attachments=[big])
+    assert caught.value.status == 409
+    assert decodes == []
+    assert harness.fakes.files.reads == []
+    assert harness.fakes.files.paths() == [big.storage_path]
+    stored = await harness.store.get(ALICE.uid, run.conversation_id)
+    assert stored is not None and [m.text for m in stored.messages] == ["first"]
+
+
+async def test_attachments_are_not_read_when_a_user_limit_refuses_the_send(
+    decodes: list[int],
+) -> None:
+    harness = make_service(ScriptedProvider([]), runs_per_user=1)
+    await harness.start(ALICE, "first")
+    big = await upload(harness, "big.png", just_under_the_pixel_limit(), "image/png")
+    with pytest.raises(RateLimited):
+        await harness.agent.send(ALICE, "elsewhere", None, attachments=[big])
+    assert decodes == []
+    assert harness.fakes.files.reads == []
+    assert harness.fakes.files.paths() == [big.storage_path]
+
+
+async def test_attachments_a_bad_file_found_after_admission_frees_the_run_slot() -> None:
+    harness = make_service(ScriptedProvider([]), runs_per_user=1)
+    broken = await upload(harness, "broken.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 40, "image/png")
+    with pytest.raises(UnprocessableContent):
+        await harness.agent.send(ALICE, "look", None, attachments=[broken])
+    nothing_written(harness, broken)
+    await harness.start(ALICE, "the slot is free again")
+
+
+async def test_attachments_image_is_decoded_off_the_event_loop(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[int] = []
+    took: list[float] = []
+
+    def timed(data: bytes) -> Normalised:
+        threads.append(threading.get_ident())
+        started = time.perf_counter()
+        try:
+            return normalise(data)
+        finally:
+            took.append(time.perf_counter() - started)
+
+    monkeypatch.setattr(attachments_service, "normalise", timed)
+    big = await upload(harness, "big.png", png_of(4000, 4000, "L"), "image/png")
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.02)
+    await send(harness, big)
+    done.set()
+    await ticker
+    assert threads and threading.get_ident() not in threads
+    # Other streams go on while it decodes: the loop is never held for half of it (on
+    # the unchanged code it was held for all of it, about 0.25 s here).
+    assert max(gaps) < took[0] / 2
+
+
+async def test_attachments_decodes_at_once_are_limited_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    harness = make_service(ScriptedProvider([]), attachment_decodes_at_once=2, runs_per_user=4)
+    lock = threading.Lock()
+    now: list[int] = [0]
+    peak: list[int] = [0]
+
+    def slow(data: bytes) -> Normalised:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        time.sleep(0.1)
+        with lock:
+            now[0] -= 1
+        return Normalised(b"\xff\xd8\xff", 1, 1)
+
+    monkeypatch.setattr(attachments_service, "normalise", slow)
+    pictures = [await upload(harness, f"p{n}.png", png_with_gps(), "image/png") for n in range(4)]
+    await asyncio.gather(
+        *(harness.agent.send(ALICE, "look", None, attachments=[p]) for p in pictures)
+    )
+    assert peak[0] == 2

@@ -205,3 +205,11 @@ def test_wiring_builds_the_chosen_providers_adapter(spark_model: str, adapter: s
     assert provider.label == spark_model.partition(":")[2] or provider.label == spark_model
     offline = build_provider(Settings.from_env({"SPARK_MODEL": spark_model}), SystemClock())
     assert offline.provider == "offline"
+
+
+def test_settings_read_how_many_attachments_are_made_ready_at_once() -> None:
+    assert Settings().attachment_decodes_at_once == 1
+    env = {"SPARK_ATTACHMENT_DECODES_AT_ONCE": "3"}
+    assert Settings.from_env(env).attachment_decodes_at_once == 3
+    with pytest.raises(ConfigurationError, match="SPARK_ATTACHMENT_DECODES_AT_ONCE"):
+        Settings.from_env({"SPARK_ATTACHMENT_DECODES_AT_ONCE": "0"})
