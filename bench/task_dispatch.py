@@ -86,7 +86,7 @@ class _Replay:
 
 
 def brief(topic: str) -> str:
-    return f"Write the lesson plan.\n\nTopic: {topic}\nLearners: Year 4\nDuration: 45 minutes"
+    return f"Write the lesson.\n\nTopic: {topic}\nLearners: Year 4\nDuration: 45 minutes"
 
 
 def pct(values: list[float], q: float) -> float:
