@@ -4,7 +4,9 @@ The client names the last event it saw (``Last-Event-ID``); the conversation doc
 holds the run (``activeRun`` while it lives, then its message in ``messages``), and
 ``transcript.replay`` turns that into the events the client missed, with the same ids
 the live stream used. A Firestore listener then follows the document until the run
-ends. No live producer, no shared memory and no Redis are needed.
+ends (one per conversation per process, shared by all its resume streams: ``watch``).
+No live producer, no shared memory and no Redis are needed. ``Resumes`` caps the
+streams one user holds open on one instance.
 """
 
 from __future__ import annotations
