@@ -12,7 +12,11 @@ Run with ``make bench`` (it starts the emulators). Prints:
 (d) CPU per streaming write of a reply, through our store on the emulator, in a
     conversation of 10 and of 400 messages, side by side with writing the whole
     ``messages`` array (what a streaming write cost before the in-flight message had
-    its own field).
+    its own field);
+(e) CPU per streaming write while 200 resume streams follow the conversation, through
+    our store (one listener per conversation, reading only the active run) beside one
+    listener per stream parsing the whole conversation (how resume worked before), and
+    with no stream, in this process and in the Firestore emulator.
 
 Both sides are read with the same raw asyncio HTTP client, which timestamps each
 socket read, so the client costs the same on both sides.
@@ -35,11 +39,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
-from google.cloud.firestore import AsyncClient  # noqa: E402
+from google.cloud.firestore import AsyncClient, Client  # noqa: E402
 
+from shared.agent.resume import resume_stream  # noqa: E402
 from shared.agent.runs import new_run, put_message  # noqa: E402
 from shared.schemas.documents import ContentPart, Conversation, Message  # noqa: E402
-from shared.store.firestore import connect  # noqa: E402
+from shared.store.base import RunView  # noqa: E402
+from shared.store.firestore import FirestoreConversationStore, connect  # noqa: E402
 from tools.stack import Stack, free_port, sign_up, start_functions  # noqa: E402
 
 TEXT_MARK = b"event: text\n"
@@ -295,6 +301,127 @@ async def write_costs(writes: int) -> None:
     )
 
 
+class OneListenerPerStream:
+    """Resume as it was before (a store that only watches): each watcher opens its own
+    listener and parses the whole conversation on every write."""
+
+    def __init__(self, listener: Client) -> None:
+        self._listener = listener
+
+    async def watch(self, user_id: str, conversation_id: str):  # type: ignore[no-untyped-def]
+        loop = asyncio.get_running_loop()
+        latest: list[object] = []
+        arrived = asyncio.Event()
+
+        def deliver(snapshot: object) -> None:
+            latest[:] = [snapshot]
+            arrived.set()
+
+        def on_snapshot(snapshots, changes, read_time):  # type: ignore[no-untyped-def]
+            loop.call_soon_threadsafe(deliver, snapshots[-1] if snapshots else None)
+
+        ref = (
+            self._listener.collection(user_id)
+            .document("client")
+            .collection("conversations")
+            .document(conversation_id)
+        )
+        watch = ref.on_snapshot(on_snapshot)
+        try:
+            while True:
+                await arrived.wait()
+                arrived.clear()
+                snapshot = latest.pop()
+                yield RunView.of(Conversation.model_validate(snapshot.to_dict()))  # type: ignore[attr-defined]
+        finally:
+            await asyncio.to_thread(watch.unsubscribe)
+
+
+async def follower_cost(
+    store: FirestoreConversationStore, watcher: object, streams: int, history: int, writes: int
+) -> tuple[float, float]:
+    """CPU per streaming write (s), this process and the emulator, while ``streams``
+    resume streams (watching through ``watcher``) follow the reply to each write."""
+    now = datetime.now(UTC)
+    uid, cid = "bench-resume", f"r{streams}-{time.time_ns()}"
+    run = new_run("run_bench", "m_reply", now, now, f"m{history - 1}")
+    conversation = Conversation(
+        id=cid,
+        participant_ids=[uid],
+        created_at=now,
+        updated_at=now,
+        last_message_at=now,
+        messages=[_message(n, now) for n in range(history)],
+        active_run=run,
+    )
+    await store.create(uid, conversation)
+    assert run.message is not None
+    written = 0
+    caught_up = asyncio.Event()
+    behind = [0] * streams
+
+    async def follow(n: int) -> None:
+        body = resume_stream(watcher, uid, cid, "run_bench", None, 15)  # type: ignore[arg-type]
+        async for chunk in body:
+            if f"token{written} ".encode() in chunk:
+                behind[n] = 0
+                if not any(behind):
+                    caught_up.set()
+
+    followers = [asyncio.create_task(follow(n)) for n in range(streams)]
+    await asyncio.sleep(2)  # every listener attached and past its replay
+    emulator = firestore_emulator_pid()
+    emulator_before = cpu_seconds(emulator) if emulator else 0.0
+    started = time.process_time()
+    text = ""
+    for n in range(1, writes + 1):
+        text += f"token{n} " * 10  # ~500 ms of a 50 tokens/s stream
+        reply = run.message.model_copy(update={"content": [ContentPart.of_text(text)]})
+        written, behind[:] = n, [1] * streams
+        caught_up.clear()
+        await store.mutate(uid, cid, lambda c, r=reply: put_message(c, "run_bench", r, now))
+        if streams:
+            await asyncio.wait_for(caught_up.wait(), 60)
+    ours = (time.process_time() - started) / writes
+    emulator_cpu = (cpu_seconds(emulator) - emulator_before) / writes if emulator else 0.0
+    for task in followers:
+        task.cancel()
+    await asyncio.gather(*followers, return_exceptions=True)
+    return ours, emulator_cpu
+
+
+async def resume_costs(streams: int, writes: int, history: int = 40) -> None:
+    print(
+        f"(e) CPU per streaming write with {streams} resume streams of one conversation "
+        f"({history} messages), mean of {writes} writes:"
+    )
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT", "demo-spark")
+    stores = connect(project)
+    store = stores.conversations
+    listener = Client(project=project)
+    before = OneListenerPerStream(listener)
+    rows = [
+        ("no stream", await follower_cost(store, store, 0, history, writes)),
+        (
+            "one listener per conversation",
+            await follower_cost(store, store, streams, history, writes),
+        ),
+        ("one listener per stream", await follower_cost(store, before, streams, history, writes)),
+    ]
+    for name, (ours, emulator) in rows:
+        print(
+            f"    {name:30s} this process {ours * 1e3:8.2f} ms | emulator {emulator * 1e3:8.2f} ms"
+        )
+    alone = rows[0][1][0]
+    shared, per_stream = rows[1][1][0] - alone, rows[2][1][0] - alone
+    print(
+        f"    added by {streams} streams: one listener per conversation {shared * 1e3:7.2f} ms "
+        f"| one per stream {per_stream * 1e3:8.2f} ms | ratio {per_stream / shared:5.1f}x"
+    )
+    listener.close()  # type: ignore[no-untyped-call]
+    stores.close()
+
+
 def firestore_emulator_pid() -> int | None:
     """The Firestore emulator's java process (it shares this machine's two cores)."""
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -329,11 +456,18 @@ def main() -> None:
     parser.add_argument("--levels", default="25,50,75,100,150,200,300,400,600,800,1000")
     parser.add_argument("--rate", type=int, default=50)
     parser.add_argument("--writes", type=int, default=200)
-    parser.add_argument("--only", choices=["a", "b", "c", "d"], action="append")
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--only", choices=["a", "b", "c", "d", "e"], action="append")
     args = parser.parse_args()
-    only = set(args.only or "abcd")
+    only = set(args.only or "abcde")
     if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
         raise SystemExit("run through `make bench` (it starts the emulators)")
+    if not only & set("abc"):  # the store alone: no functions needed
+        if "d" in only:
+            asyncio.run(write_costs(args.writes))
+        if "e" in only:
+            asyncio.run(resume_costs(args.streams, min(args.writes, 50)))
+        return
 
     stack = Stack(Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="bench-")))
     provider_port, api_port = free_port(), free_port()
@@ -375,6 +509,8 @@ def main() -> None:
             asyncio.run(capacity(endpoint, provider, levels, args.rate, api_pid))
         if "d" in only:
             asyncio.run(write_costs(args.writes))
+        if "e" in only:
+            asyncio.run(resume_costs(args.streams, min(args.writes, 50)))
     finally:
         stack.stop()
 

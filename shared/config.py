@@ -109,6 +109,8 @@ class Settings:
     runs_per_user: int = 3
     daily_tokens_per_user: int = 2_000_000
     daily_uploads_per_user: int = 100
+    # Resume streams (GET .../stream) one user may hold open on one instance.
+    resume_streams_per_user: int = 10
     task_calls_per_step: int = 5
     tasks_queued_per_user: int = 20
     # The history sent to the model is cut, oldest first, past this many characters.
@@ -179,6 +181,9 @@ class Settings:
             daily_tokens_per_user=_int(env, "SPARK_DAILY_TOKENS_PER_USER", d.daily_tokens_per_user),
             daily_uploads_per_user=_int(
                 env, "SPARK_DAILY_UPLOADS_PER_USER", d.daily_uploads_per_user
+            ),
+            resume_streams_per_user=_int(
+                env, "SPARK_RESUME_STREAMS_PER_USER", d.resume_streams_per_user
             ),
             task_calls_per_step=_int(env, "SPARK_TASK_CALLS_PER_STEP", d.task_calls_per_step),
             tasks_queued_per_user=_int(env, "SPARK_TASKS_QUEUED_PER_USER", d.tasks_queued_per_user),

@@ -116,6 +116,7 @@ variable "limits" {
     SPARK_RUNS_PER_USER               = optional(number, 3)
     SPARK_DAILY_TOKENS_PER_USER       = optional(number, 2000000)
     SPARK_DAILY_UPLOADS_PER_USER      = optional(number, 100)
+    SPARK_RESUME_STREAMS_PER_USER     = optional(number, 10)
     SPARK_TASK_CALLS_PER_STEP         = optional(number, 5)
     SPARK_TASKS_QUEUED_PER_USER       = optional(number, 20)
     SPARK_HISTORY_CHARS               = optional(number, 200000)

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed
-from shared.agent.resume import latest_run, locate, pending, resume_stream
+from shared.agent.resume import Resumes, latest_run, locate, pending
 from shared.agent.service import Agent
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import END, Cursor
@@ -34,6 +34,7 @@ from shared.schemas.api import (
     UploadResponse,
 )
 from shared.schemas.openapi import render as render_openapi
+from shared.store.base import RunView
 from spark_http.requests import bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
@@ -66,6 +67,9 @@ class ApiApp:
         )
         self._verifier = verifier
         self._settings = settings
+        self._resumes = Resumes(
+            agent.deps.store, settings.keepalive_seconds, settings.resume_streams_per_user
+        )
         self._routes: dict[str, dict[str, Handler]] = {
             "messages": {"POST": self.post_message},
             "uploads": {"POST": self.post_upload},
@@ -172,10 +176,11 @@ class ApiApp:
         """``GET .../conversations/{id}/stream``: replay what the client missed of the
         active (or last) run from ``Last-Event-ID``, then follow it to its end."""
         user = await self._authenticate(request)
-        store = self._agent.deps.store
-        conversation = await store.get(user.uid, conversation_id)
-        if conversation is None:
+        self._resumes.check(user.uid)  # before any work; ``open`` counts it
+        stored = await self._agent.deps.store.get(user.uid, conversation_id)
+        if stored is None:
             raise NotFound("No conversation with this id.")
+        conversation = RunView.of(stored)
         raw = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
         after = Cursor.parse(raw) if raw else None
         run_id = after.run_id if after is not None else latest_run(conversation)
@@ -187,9 +192,7 @@ class ApiApp:
             if after is not None and locate(conversation, run_id) is None:
                 raise RequestError("Last-Event-ID names a run this conversation does not have.")
             return Response(status_code=204)
-        keepalive = self._settings.keepalive_seconds
-        body = resume_stream(store, user.uid, conversation_id, run_id, after, keepalive)
-        return sse_response(body)
+        return sse_response(self._resumes.open(user.uid, conversation_id, run_id, after))
 
     async def stop(self, request: Request, conversation_id: str) -> Response:
         """``POST .../conversations/{id}/stop``: end the active run wherever it runs."""

@@ -4,22 +4,25 @@ The client names the last event it saw (``Last-Event-ID``); the conversation doc
 holds the run (``activeRun`` while it lives, then its message in ``messages``), and
 ``transcript.replay`` turns that into the events the client missed, with the same ids
 the live stream used. A Firestore listener then follows the document until the run
-ends. No live producer, no shared memory and no Redis are needed.
+ends (one per conversation per process, shared by all its resume streams: ``watch``).
+No live producer, no shared memory and no Redis are needed. ``Resumes`` caps the
+streams one user holds open on one instance.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.events import ErrorEvent
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import Cursor, Frame, replay
-from shared.errors import StoreError
-from shared.schemas.documents import Conversation, Message
-from shared.store.base import ConversationStore
+from shared.errors import RateLimited, StoreError
+from shared.schemas.documents import Message
+from shared.store.base import ConversationStore, RunView
 
 GONE = "This conversation no longer exists."
 
@@ -33,8 +36,9 @@ class Target:
     user_message_id: str | None
 
 
-def locate(conversation: Conversation, run_id: str) -> Target | None:
-    """The run ``run_id`` in ``conversation``: its in-flight or finished message."""
+def locate(conversation: RunView, run_id: str) -> Target | None:
+    """The run ``run_id`` in ``conversation``: its in-flight or finished message (read
+    from the newest back: a finished run is almost always the last message or two)."""
     run = conversation.active_run
     if run is not None and run.run_id == run_id and run.message is not None:
         return Target(run_id, run.message, run.user_message_id)
@@ -46,18 +50,19 @@ def locate(conversation: Conversation, run_id: str) -> Target | None:
     return None
 
 
-def _asked_by(messages: list[Message], index: int) -> str | None:
+def _asked_by(messages: Sequence[Message], index: int) -> str | None:
     """The user message a reply answers: the last one before it, unless another reply
     came between (a follow-up to tool results answers no user message)."""
-    for earlier in reversed(messages[:index]):
-        if earlier.role == "user":
-            return earlier.id
-        if earlier.role == "assistant":
+    for earlier in range(index - 1, -1, -1):
+        message = messages[earlier]
+        if message.role == "user":
+            return message.id
+        if message.role == "assistant":
             return None
     return None
 
 
-def latest_run(conversation: Conversation) -> str | None:
+def latest_run(conversation: RunView) -> str | None:
     """The active run, or else the last one that wrote a message."""
     if conversation.active_run is not None:
         return conversation.active_run.run_id
@@ -67,7 +72,7 @@ def latest_run(conversation: Conversation) -> str | None:
     return None
 
 
-def pending(conversation: Conversation, run_id: str, after: Cursor | None) -> list[Frame]:
+def pending(conversation: RunView, run_id: str, after: Cursor | None) -> list[Frame]:
     """What a client that saw up to ``after`` has not been sent yet of ``run_id``."""
     target = locate(conversation, run_id)
     if target is None:
@@ -110,10 +115,11 @@ async def resume_stream(
     run_id: str,
     after: Cursor | None,
     keepalive: float,
+    ended: Callable[[], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """The SSE body of a resume: the missed events, then the run's new ones as the
     document changes, ending with ``done`` or ``error``. A client that goes away stops
-    the listener; the run itself is never affected."""
+    following (``ended`` is called); the run itself is never affected."""
     channel = EventChannel(run_id)
     follower = asyncio.create_task(
         _follow(store, user_id, conversation_id, run_id, after, channel),
@@ -127,3 +133,61 @@ async def resume_stream(
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await follower
+        if ended is not None:
+            ended()
+
+
+class Resumes:
+    """The resume streams this process serves: at most ``per_user`` open for each user.
+
+    An open stream holds a follower of its conversation's listener and a response; a
+    client that reconnects in a loop (or many tabs) would otherwise hold any number. A
+    stream whose client left is noticed when its next keep-alive cannot be sent, so a
+    refused client is told to retry after one keep-alive.
+    """
+
+    def __init__(self, store: ConversationStore, keepalive: int, per_user: int) -> None:
+        self._store = store
+        self._keepalive = keepalive
+        self._per_user = per_user
+        self._open: dict[str, int] = {}
+
+    def check(self, user_id: str) -> None:
+        """Refuse a user who has all their streams open.
+
+        Raises:
+            RateLimited: ``per_user`` of this user's streams are open here.
+        """
+        if self._open.get(user_id, 0) >= self._per_user:
+            raise RateLimited(
+                f"You are already following {self._per_user} replies at once; close one, "
+                f"then try again (one you left closes within {self._keepalive} seconds).",
+                self._keepalive,
+            )
+
+    def open(
+        self, user_id: str, conversation_id: str, run_id: str, after: Cursor | None
+    ) -> AsyncIterator[bytes]:
+        """The body of a new resume stream, counted against ``user_id`` until it ends.
+
+        Raises:
+            RateLimited: as ``check``.
+        """
+        self.check(user_id)
+        self._open[user_id] = self._open.get(user_id, 0) + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                left = self._open.pop(user_id) - 1
+                if left:
+                    self._open[user_id] = left
+
+        body = resume_stream(
+            self._store, user_id, conversation_id, run_id, after, self._keepalive, release
+        )
+        # A response dropped before its body started never runs the body's ``finally``.
+        weakref.finalize(body, release)
+        return body

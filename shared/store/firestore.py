@@ -18,8 +18,17 @@ from google.cloud.firestore_v1 import _helpers
 from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
-from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, changed, reserved
+from shared.store.base import (
+    NO_LESSON,
+    LedgerChange,
+    Mutation,
+    RunProbe,
+    RunView,
+    changed,
+    reserved,
+)
 from shared.store.limits import check_size
+from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Patch, Sizes, diff
 
 UNAVAILABLE = "Spark AI Agent could not reach its storage right now; please try again."
@@ -30,8 +39,6 @@ _MAX_ATTEMPTS = 25
 _CACHE_BYTES = 64 * 1024 * 1024
 # Task ledgers whose latest version this process remembers.
 _LEDGERS_KEPT = 4096
-# How often a quiet listener is checked for having stopped.
-_LISTENER_CHECK_SECONDS = 5.0
 
 
 class _WriteBatcher:
@@ -142,6 +149,8 @@ class FirestoreConversationStore:
         self._versions: OrderedDict[tuple[str, str], _Version] = OrderedDict()
         self._cached_bytes = 0
         self._batcher = _WriteBatcher(client)
+        # One listener per watched conversation, shared by all who watch it (resume).
+        self.listeners: Listeners[Any, RunView | None] = Listeners(self._listen, _run_view)
 
     def _ref(self, user_id: str, conversation_id: str) -> Any:
         return _conversation(self._client, user_id, conversation_id)
@@ -280,52 +289,34 @@ class FirestoreConversationStore:
         run = (snapshot.to_dict() or {}).get("activeRun") or {}
         return RunProbe(run.get("runId"), run.get("status"))
 
-    async def watch(
-        self, user_id: str, conversation_id: str
-    ) -> AsyncGenerator[Conversation | None, None]:
-        # The async client cannot listen; the sync client's listener runs on its own
-        # thread and hands each snapshot to this loop, keeping only the latest.
+    def watch(self, user_id: str, conversation_id: str) -> AsyncGenerator[RunView | None, None]:
         if reserved(conversation_id):
-            yield None
-            return
+            return _missing()
+        return self.listeners.follow((user_id, conversation_id))
+
+    def _listen(self, key: Key, deliver: Callable[[Any], None]) -> Listening:
+        # The async client cannot listen; the sync client's listener runs on its own
+        # thread and hands each snapshot to this loop (``Listeners`` keeps the latest).
         if self._listener is None:
             if self._listener_factory is None:
                 raise StoreError("This store was made without a listener client.")
             self._listener = self._listener_factory()
         loop = asyncio.get_running_loop()
-        latest: list[Any] = []
-        arrived = asyncio.Event()
-
-        def deliver(snapshot: Any) -> None:
-            latest[:] = [snapshot]
-            arrived.set()
 
         def on_snapshot(snapshots: list[Any], changes: Any, read_time: Any) -> None:
             # A document listener gets an empty list when the document does not exist.
             loop.call_soon_threadsafe(deliver, snapshots[-1] if snapshots else None)
 
-        ref = _conversation(self._listener, user_id, conversation_id)
         try:
-            watch = ref.on_snapshot(on_snapshot)
+            watch = _conversation(self._listener, *key).on_snapshot(on_snapshot)
         except gexc.GoogleAPICallError as exc:
             raise StoreError(UNAVAILABLE, detail=f"Firestore listen: {exc.message}") from exc
-        try:
-            while True:
-                try:
-                    await asyncio.wait_for(arrived.wait(), _LISTENER_CHECK_SECONDS)
-                except TimeoutError:
-                    # The listener closes itself on an error it cannot recover from.
-                    if getattr(watch, "_closed", False):
-                        raise StoreError("The Firestore listener stopped.") from None
-                    continue
-                arrived.clear()
-                snapshot = latest.pop()
-                if snapshot is None or not snapshot.exists:
-                    yield None
-                    continue
-                yield Conversation.model_validate(snapshot.to_dict())
-        finally:
+
+        async def stop() -> None:
             await asyncio.to_thread(watch.unsubscribe)
+
+        # The listener closes itself on an error it cannot recover from.
+        return Listening(stop, lambda: bool(getattr(watch, "_closed", False)))
 
     def close(self) -> None:
         if self._listener is not None:
@@ -362,6 +353,28 @@ async def _back_off(attempt: int) -> None:
     """Wait before retrying a lost compare-and-set: a random share ("full jitter") of a
     delay that doubles from 5 ms up to 200 ms, so racing writers spread out."""
     await asyncio.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+
+
+async def _missing() -> AsyncGenerator[RunView | None, None]:
+    yield None
+
+
+def _field(snapshot: Any, name: str) -> Any:
+    """One top-level field of a snapshot (copied by the client), or ``None``."""
+    try:
+        return snapshot.get(name)
+    except KeyError:
+        return None
+
+
+def _run_view(snapshot: Any) -> RunView | None:
+    """What a resume reads of a listener's snapshot: ``activeRun`` now, ``messages``
+    only if asked for (once a run has ended)."""
+    if snapshot is None or not snapshot.exists:
+        return None
+    return RunView.stored(
+        snapshot.id, _field(snapshot, "activeRun"), lambda: _field(snapshot, "messages")
+    )
 
 
 def _conversation(client: Any, user_id: str, conversation_id: str) -> Any:

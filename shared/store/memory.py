@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
-from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, changed
+from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, RunView, changed
 from shared.store.limits import check_size
+from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Sizes, apply, diff
 
 
@@ -22,16 +23,20 @@ class InMemoryConversationStore:
 
     ``writes`` counts every successful write, per conversation, and ``written`` lists
     the field paths each one sent, so tests can check throttling and flat-cost
-    streaming writes.
+    streaming writes. ``listeners`` holds the conversations being watched, one listener
+    each (as on Firestore).
     """
 
     def __init__(self) -> None:
         self._documents: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = asyncio.Lock()
-        self._changed = asyncio.Condition(self._lock)
         self.writes: dict[str, int] = {}
         self.written: dict[str, list[set[str]]] = {}
         self._segments: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self._delivering: dict[Key, Callable[[dict[str, Any] | None], None]] = {}
+        self.listeners: Listeners[dict[str, Any] | None, RunView | None] = Listeners(
+            self._listen, _view
+        )
 
     async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
         document = self._documents.get((user_id, conversation_id))
@@ -83,27 +88,36 @@ class InMemoryConversationStore:
         run = document.get("activeRun") or {}
         return RunProbe(run.get("runId"), run.get("status"))
 
-    async def watch(
-        self, user_id: str, conversation_id: str
-    ) -> AsyncGenerator[Conversation | None, None]:
-        key = (user_id, conversation_id)
-        seen: object = _UNSEEN
-        while True:
-            async with self._changed:
-                await self._changed.wait_for(
-                    lambda seen=seen: self._documents.get(key) is not seen  # type: ignore[misc]
-                )
-                seen = self._documents.get(key)
-            yield await self.get(user_id, conversation_id)
+    def watch(self, user_id: str, conversation_id: str) -> AsyncGenerator[RunView | None, None]:
+        return self.listeners.follow((user_id, conversation_id))
+
+    def _listen(self, key: Key, deliver: Callable[[dict[str, Any] | None], None]) -> Listening:
+        self._delivering[key] = deliver
+        deliver(self._documents.get(key))
+
+        async def stop() -> None:
+            if self._delivering.get(key) is deliver:
+                del self._delivering[key]
+
+        return Listening(stop)
 
     def _store(self, key: tuple[str, str], document: dict[str, Any], fields: set[str]) -> None:
+        # Stored documents are never changed in place (``apply`` copies what it changes),
+        # so listeners may keep them.
         self._documents[key] = copy.deepcopy(document)
         self.writes[key[1]] = self.writes.get(key[1], 0) + 1
         self.written.setdefault(key[1], []).append(fields)
-        self._changed.notify_all()
+        deliver = self._delivering.get(key)
+        if deliver is not None:
+            deliver(self._documents[key])
 
 
-_UNSEEN = object()
+def _view(document: dict[str, Any] | None) -> RunView | None:
+    if document is None:
+        return None
+    return RunView.stored(
+        document["id"], document.get("activeRun"), lambda: document.get("messages")
+    )
 
 
 class InMemoryTaskLedgerStore:

@@ -20,7 +20,7 @@ from shared.errors import (
     VersionConflict,
 )
 from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Lesson, Message
-from shared.store.base import ConversationStore, LessonStore
+from shared.store.base import ConversationStore, LessonStore, RunView
 from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
 from shared.store.memory import InMemoryConversationStore, InMemoryLessonStore
 from tests.e2e.conftest import PROJECT
@@ -214,6 +214,45 @@ async def test_store_refuses_only_what_is_current_not_an_old_copy(
     assert updated.title == "Idle now" and updated.active_run is None
     if other_connection is not None:
         other_connection.close()
+
+
+async def _until(snapshots: AsyncIterator[RunView | None], count: int) -> RunView:
+    """Read versions until one has ``count`` messages (intermediate ones may be skipped)."""
+    while True:
+        snapshot = await asyncio.wait_for(anext(snapshots), 10)
+        assert snapshot is not None
+        if len(snapshot.messages) == count:
+            return snapshot
+
+
+async def test_store_two_watchers_share_the_conversation_and_one_may_leave(
+    store: ConversationStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    run = new_run("run_1", "msg_r", NOW, NOW, "msg_0")
+    created = conversation().model_copy(update={"active_run": run})
+    await store.create(uid, created)
+    first, second = store.watch(uid, created.id), store.watch(uid, created.id)
+    for watcher in (first, second):
+        now = await _until(watcher, 0)
+        assert now.active_run is not None and now.active_run.run_id == "run_1"
+    listeners = store.listeners  # type: ignore[attr-defined]
+    assert len(listeners) == 1  # one listener for both
+
+    await store.mutate(uid, created.id, append(message(1)))
+    for watcher in (first, second):
+        assert (await _until(watcher, 1)).messages[-1].id == "msg_1"
+    await first.aclose()
+    assert len(listeners) == 1  # the other still watches
+    await store.mutate(uid, created.id, append(message(2)))
+    latest = await _until(second, 2)
+    assert [m.id for m in latest.messages] == ["msg_1", "msg_2"]
+    await second.aclose()
+    assert len(listeners) == 0
+
+    # Watching again after everyone left starts from the current state.
+    async with contextlib.aclosing(store.watch(uid, created.id)) as third:
+        assert [m.id for m in (await _until(third, 2)).messages] == ["msg_1", "msg_2"]
 
 
 async def test_store_watch_of_a_missing_conversation_says_none(store: ConversationStore) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +14,14 @@ import httpx
 import pytest
 from functions_framework.aio import create_asgi_app
 from spark_http.app import ApiApp
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
 
+from shared.agent.runs import new_run
 from shared.errors import ProviderRejected
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.queue.memory import InMemoryTaskQueue
+from shared.schemas.documents import Conversation
 from shared.store.memory import (
     InMemoryConversationStore,
     InMemoryLessonStore,
@@ -333,3 +339,60 @@ async def test_a_reserved_conversation_id_is_not_found_on_either_path(
         body = {"text": "hi", "conversationId": "__x__"}
         response = await client.post(URL, headers=headers, json=body)
         assert response.status_code == 404, response.text
+
+
+def _get(path: str, token: str) -> Request:
+    """A GET as the ASGI server hands it over (its response body is not read)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "method": "GET",
+        "path": path,
+        "query_string": b"",
+        "headers": [(b"authorization", f"Bearer {token}".encode())],
+    }
+    return Request(scope)
+
+
+async def _live_conversation(store: InMemoryConversationStore, uid: str) -> str:
+    now = datetime.now(UTC)
+    conversation = Conversation(
+        id=f"conv_{uid}",
+        participant_ids=[uid],
+        created_at=now,
+        updated_at=now,
+        last_message_at=now,
+        active_run=new_run("run_live", "msg_reply", now, now, None),
+    )
+    await store.create(uid, conversation)
+    return conversation.id
+
+
+async def test_resume_streams_per_user_are_capped_with_429_and_retry_after(
+    store: InMemoryConversationStore, provider: ScriptedProvider
+) -> None:
+    service = make_service(provider, fakes=Fakes(store), resume_streams_per_user=2)
+    api = api_of(service)
+    alice = resume_url(await _live_conversation(store, "alice"))
+    bob = resume_url(await _live_conversation(store, "bob"))
+    first, second = [await api(_get(alice, "alice-token")) for _ in range(2)]
+    assert isinstance(first, StreamingResponse) and isinstance(second, StreamingResponse)
+
+    refused = await api(_get(alice, "alice-token"))
+    assert refused.status_code == 429
+    assert int(refused.headers["retry-after"]) >= 1
+    error = json.loads(bytes(refused.body))["error"]
+    assert error["code"] == "rate_limited" and "2 " in error["message"]
+    # Another user's streams are not counted against this one.
+    assert (await api(_get(bob, "bob-token"))).status_code == 200
+
+    # A stream that ends, and one whose response was dropped before it started, give
+    # their places back.
+    body = first.body_iterator
+    assert b"event: run_start" in await anext(body)  # type: ignore[call-overload]
+    await body.aclose()  # type: ignore[attr-defined]
+    del first, body, second
+    gc.collect()
+    again = [await api(_get(alice, "alice-token")) for _ in range(2)]
+    assert [r.status_code for r in again] == [200, 200]
+    assert (await api(_get(alice, "alice-token"))).status_code == 429
