@@ -59,6 +59,10 @@ BUSY = (
 )
 # A full queue frees a place when the live run ends: about one reply's time.
 QUEUE_RETRY_SECONDS = 30
+# Finished entries the ``tasks`` map keeps (the newest), as the ledger keeps 50 finished
+# records: 200 turns of 5 task calls left 1,000 entries, ~150 KB of the live document.
+KEEP_FINISHED_TASKS = 50
+FINISHED_TASKS = ("completed", "failed", "cancelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,18 @@ def follow_up_run(
     )
 
 
+def _pruned(tasks: dict[str, TaskState]) -> dict[str, TaskState]:
+    """``tasks`` without its oldest finished entries past ``KEEP_FINISHED_TASKS``; an
+    entry still queued, running or waiting on the user is always kept."""
+    finished = sorted(
+        (state.updated_at, task_id)
+        for task_id, state in tasks.items()
+        if state.status in FINISHED_TASKS
+    )
+    drop = {task_id for _, task_id in finished[: max(len(finished) - KEEP_FINISHED_TASKS, 0)]}
+    return {k: v for k, v in tasks.items() if k not in drop} if drop else tasks
+
+
 def _released(
     conversation: Conversation,
     message: Message,
@@ -144,7 +160,7 @@ def _released(
     queued user message, if there is one (so nothing can slip in between)."""
     if tasks:
         conversation = conversation.model_copy(
-            update={"tasks": {**(conversation.tasks or {}), **tasks}}
+            update={"tasks": _pruned({**(conversation.tasks or {}), **tasks})}
         )
     conversation = follow_documents(conversation, message)
     conversation = conversation.model_copy(update={"messages": [*conversation.messages, message]})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 import pytest
@@ -14,16 +15,19 @@ from pydantic import BaseModel
 
 from shared.agent.events import DoneEvent
 from shared.agent.loop import Run
-from shared.agent.runs import QUEUE_RETRY_SECONDS
+from shared.agent.results import mark_running, record_results
+from shared.agent.runs import QUEUE_RETRY_SECONDS, finish_run, new_run, open_run
 from shared.agent.transcript import Frame
 from shared.clock import ManualClock
 from shared.config import Settings
 from shared.errors import ConfigurationError, ConversationTooLarge, RateLimited
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.schemas.documents import Conversation, Message
+from shared.schemas.documents import ContentPart, Conversation, Message, TaskState, ToolCall
 from shared.schemas.tasks import TASK_PAYLOAD, WatchdogTask
 from shared.store.limits import MAX_DOCUMENT_BYTES
+from shared.store.patch import stored_size
+from shared.tasks.naming import task_id_for
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from tests.unit.helpers import ALICE, Harness, api_of, make_service, serving
 
@@ -303,6 +307,77 @@ async def test_a_task_result_on_a_full_document_lands_and_nothing_is_left_runnin
     assert [t.status for t in (conversation.tasks or {}).values()] == ["failed"]
     ledger = await service.fakes.ledger.get("alice")
     assert [r.status for r in ledger.tasks.values()] == ["failed"]
+
+
+# -- the tasks map ----------------------------------------------------------------------
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def task_call(call_id: str) -> ContentPart:
+    return ContentPart(
+        type="tool_call",
+        tool_call=ToolCall(
+            id=call_id,
+            name="make_lesson",
+            args_json='{"topic": "tides"}',
+            display_text="Creating lesson",
+            execution="task",
+            status="queued",
+        ),
+    )
+
+
+def test_the_tasks_map_keeps_every_live_entry_and_only_the_newest_finished_ones() -> None:
+    """200 turns of 5 task calls each: the first turn's tasks still run and the second's
+    wait on the user; every later one finished before the next turn."""
+    conversation = Conversation(
+        id="conv", participant_ids=["alice"], created_at=T0, updated_at=T0, last_message_at=T0
+    )
+    for turn in range(200):
+        now = T0 + timedelta(minutes=turn)
+        user = Message(
+            id=f"u{turn}",
+            role="user",
+            created_at=now,
+            status="complete",
+            content=[ContentPart.of_text(f"five lessons, please ({turn})")],
+        )
+        run = new_run(f"r{turn}", f"a{turn}", now, now + timedelta(seconds=90), user.id)
+        assert run.message is not None
+        conversation = open_run(conversation, user, run)
+        calls = [f"c{turn}x{k}" for k in range(5)]
+        reply = run.message.model_copy(
+            update={"status": "complete", "content": [task_call(c) for c in calls]}
+        )
+        status = "waiting_on_user" if turn == 1 else "queued"
+        tasks = {
+            task_id_for("conv", c): TaskState(
+                status=status,
+                tool="make_lesson",
+                tool_call_id=c,
+                display_text="Creating lesson",
+                updated_at=now,
+            )
+            for c in calls
+        }
+        conversation = finish_run(conversation, run.run_id, reply, now, now, tasks)
+        if turn == 0:
+            for call in calls:
+                conversation = mark_running(conversation, call, now)
+        elif turn > 1:
+            outputs = dict.fromkeys(calls, '{"lesson": "made"}')
+            conversation = record_results(conversation, outputs, "ok", now)
+
+    kept = conversation.tasks or {}
+    live = {k: v.status for k, v in kept.items() if v.status not in ("completed", "failed")}
+    assert sorted(set(live.values())) == ["running", "waiting_on_user"] and len(live) == 10
+    finished = sorted((v.updated_at, v.tool_call_id) for k, v in kept.items() if k not in live)
+    # As the ledger keeps its 50 newest finished records (plus one turn's, finished
+    # since the last run ended).
+    assert 50 <= len(finished) <= 55
+    assert finished[-1][1] == "c199x4"
+    assert stored_size({"tasks": {k: v.to_firestore() for k, v in kept.items()}}) < 12_000
 
 
 def test_the_queue_caps_are_read_from_the_environment() -> None:
