@@ -113,6 +113,11 @@ class Settings:
     resume_streams_per_user: int = 10
     task_calls_per_step: int = 5
     tasks_queued_per_user: int = 20
+    # Messages that may wait behind a live run in one conversation (``whenBusy: queue``),
+    # and the bytes they may take together (as stored): at least one message of the
+    # largest kind (32 KiB of text and ten attachments' references, under 64 KiB).
+    queued_messages_per_conversation: int = 10
+    queued_message_bytes: int = 128 * 1024
     # The history sent to the model is cut, oldest first, past this many characters.
     history_chars: int = 200_000
     # What one model call is shown of the attachments, newest first (DESIGN §9).
@@ -187,6 +192,14 @@ class Settings:
             ),
             task_calls_per_step=_int(env, "SPARK_TASK_CALLS_PER_STEP", d.task_calls_per_step),
             tasks_queued_per_user=_int(env, "SPARK_TASKS_QUEUED_PER_USER", d.tasks_queued_per_user),
+            queued_messages_per_conversation=_int(
+                env,
+                "SPARK_QUEUED_MESSAGES_PER_CONVERSATION",
+                d.queued_messages_per_conversation,
+            ),
+            queued_message_bytes=_int(
+                env, "SPARK_QUEUED_MESSAGE_BYTES", d.queued_message_bytes, minimum=65_536
+            ),
             history_chars=_int(env, "SPARK_HISTORY_CHARS", d.history_chars, minimum=1000),
             attachment_images=_int(env, "SPARK_ATTACHMENT_IMAGES", d.attachment_images, minimum=0),
             attachment_image_bytes=_int(

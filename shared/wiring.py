@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from shared.agent.deps import RunDeps, RunLimits
 from shared.agent.files import AttachmentBudget
+from shared.agent.runs import QueueLimits
 from shared.agent.service import Agent
 from shared.attachments.service import Attachments
 from shared.auth.base import TokenVerifier
@@ -125,6 +126,7 @@ def limits_of(settings: Settings) -> RunLimits:
             settings.attachment_image_bytes,
             settings.attachment_text_chars,
         ),
+        queue=QueueLimits(settings.queued_messages_per_conversation, settings.queued_message_bytes),
     )
 
 

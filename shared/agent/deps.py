@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from shared.agent.files import AttachmentBudget
+from shared.agent.runs import QueueLimits
 from shared.clock import Clock
 from shared.llm.base import ModelProvider
 from shared.schemas.documents import ActiveRun
@@ -76,6 +77,7 @@ class RunLimits:
     task_calls_per_step: int
     history_chars: int
     attachments: AttachmentBudget
+    queue: QueueLimits
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
 

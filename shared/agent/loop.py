@@ -58,6 +58,7 @@ from shared.llm.base import (
 )
 from shared.schemas.documents import ActiveRun, Conversation, StepState, TaskState
 from shared.schemas.server import TaskRecord
+from shared.store.limits import CLOSING_RESERVE
 from shared.tasks.naming import task_id_for
 from shared.tools.base import ParsedCall, ToolContext, dump_output, error_output
 
@@ -136,6 +137,7 @@ class Run:
             self.user_id,
             self.conversation_id,
             lambda c: put_message(c, self.run_id, message, lease_until),
+            reserve=CLOSING_RESERVE,  # refused near the limit: the run ends, and its end fits
         )
 
     def _interrupt(self, reason: RunEnded | SparkError) -> None:
@@ -461,7 +463,9 @@ class Run:
 
         async def final() -> None:
             # At the document's limit the reply is cut, with a note the user and the
-            # model both read, until it fits: the run always closes.
+            # model both read, until it fits: the run always closes. Only the reply cut
+            # to its note may use the room kept for closing (one run's end never takes
+            # more than a little of it); a longer one is new content.
             for keep in (None, *_CUT_TO):
                 saving = message if keep is None else shrink(message, keep)
                 try:
@@ -472,6 +476,7 @@ class Run:
                             lambda c, m=saving: finish_run(  # type: ignore[misc]
                                 c, self.run_id, m, now, lease_until, tasks
                             ),
+                            reserve=0 if keep == 0 else CLOSING_RESERVE,
                         )
                     ]
                     return

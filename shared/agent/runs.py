@@ -17,6 +17,7 @@ How a run moves::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -32,6 +33,7 @@ from shared.agent.transcript import Transcript, shrink
 from shared.errors import (
     AlreadyAnswered,
     NoActiveRun,
+    RateLimited,
     RunInProgress,
     RunInterrupted,
     RunStopped,
@@ -44,6 +46,7 @@ from shared.schemas.documents import (
     MessageError,
     TaskState,
 )
+from shared.store.patch import stored_size
 
 INTERRUPTED = MessageError(
     code="run_interrupted",
@@ -54,6 +57,21 @@ BUSY = (
     "Spark AI Agent is still replying in this conversation; "
     "wait for it to finish (or stop it), then send your message."
 )
+# A full queue frees a place when the live run ends: about one reply's time.
+QUEUE_RETRY_SECONDS = 30
+# Finished entries the ``tasks`` map keeps (the newest), as the ledger keeps 50 finished
+# records: 200 turns of 5 task calls left 1,000 entries, ~150 KB of the live document.
+KEEP_FINISHED_TASKS = 50
+FINISHED_TASKS = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """How many messages may wait behind a live run, and the bytes they may take
+    together (as stored); ``Settings`` gives the values."""
+
+    messages: int
+    bytes: int
 
 
 def placeholder(run: ActiveRun, model: str | None = None) -> Message:
@@ -119,6 +137,18 @@ def follow_up_run(
     )
 
 
+def _pruned(tasks: dict[str, TaskState]) -> dict[str, TaskState]:
+    """``tasks`` without its oldest finished entries past ``KEEP_FINISHED_TASKS``; an
+    entry still queued, running or waiting on the user is always kept."""
+    finished = sorted(
+        (state.updated_at, task_id)
+        for task_id, state in tasks.items()
+        if state.status in FINISHED_TASKS
+    )
+    drop = {task_id for _, task_id in finished[: max(len(finished) - KEEP_FINISHED_TASKS, 0)]}
+    return {k: v for k, v in tasks.items() if k not in drop} if drop else tasks
+
+
 def _released(
     conversation: Conversation,
     message: Message,
@@ -130,7 +160,7 @@ def _released(
     queued user message, if there is one (so nothing can slip in between)."""
     if tasks:
         conversation = conversation.model_copy(
-            update={"tasks": {**(conversation.tasks or {}), **tasks}}
+            update={"tasks": _pruned({**(conversation.tasks or {}), **tasks})}
         )
     conversation = follow_documents(conversation, message)
     conversation = conversation.model_copy(update={"messages": [*conversation.messages, message]})
@@ -201,25 +231,47 @@ def close_stale_run(
     return _released(conversation, shrink(closed, 0) if cut else closed, now, lease_until)
 
 
+def _check_queue(queue: list[Message], message: Message, limits: QueueLimits) -> None:
+    if len(queue) >= limits.messages:
+        raise RateLimited(
+            f"{len(queue)} messages are already waiting for Spark AI Agent in this "
+            "conversation; wait for a reply, then send this one.",
+            QUEUE_RETRY_SECONDS,
+        )
+    taken = sum(stored_size(m.to_firestore()) for m in (*queue, message))
+    if taken > limits.bytes:
+        raise RateLimited(
+            f"The messages waiting for Spark AI Agent in this conversation may take "
+            f"{limits.bytes // 1024} KB together, and this one would not fit; wait for a "
+            "reply, then send it.",
+            QUEUE_RETRY_SECONDS,
+        )
+
+
 def open_run(
     conversation: Conversation,
     user_message: Message,
     run: ActiveRun,
     when_busy: Literal["reject", "queue"] = "reject",
+    queue: QueueLimits | None = None,
 ) -> Conversation:
     """Append the user's message and make ``run`` active; or, when another run is live
-    and ``when_busy`` is ``queue``, keep the message in the queue (every tab sees it).
+    and ``when_busy`` is ``queue``, keep the message in the queue (every tab sees it),
+    within ``queue``'s limits.
 
     A run whose producer died must be closed first (``close_stale_run``, its own
     write): a change that raises writes nothing, so it cannot close and refuse at once.
 
     Raises:
         RunInProgress: another run is active and ``when_busy`` is ``reject``.
+        RateLimited: the queue is full (by count or by bytes); nothing was written.
     """
     now = run.started_at
     if conversation.active_run is not None:
         if when_busy == "reject":
             raise RunInProgress(BUSY)
+        if queue is not None:
+            _check_queue(conversation.queued_messages or [], user_message, queue)
         return conversation.model_copy(
             update={
                 "queued_messages": [*(conversation.queued_messages or []), user_message],

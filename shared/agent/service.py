@@ -51,6 +51,7 @@ from shared.schemas.documents import (
     MessageError,
 )
 from shared.store.base import LessonStore, reserved
+from shared.store.limits import CLOSING_RESERVE
 
 log = logging.getLogger(__name__)
 
@@ -287,8 +288,12 @@ class Agent:
             await self.deps.store.create(user.uid, conversation)
             return conversation
         await self._close_if_dead(user.uid, conversation_id)
+        queue = self.deps.limits.queue
         return await self.deps.store.mutate(
-            user.uid, conversation_id, lambda c: open_run(c, user_message, record, when_busy)
+            user.uid,
+            conversation_id,
+            lambda c: open_run(c, user_message, record, when_busy, queue),
+            reserve=CLOSING_RESERVE,  # new content: closing a run must still find room
         )
 
     async def hand_to_task(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:

@@ -127,26 +127,35 @@ class ConversationStore(Protocol):
         ...
 
     async def create(self, user_id: str, conversation: Conversation) -> None:
-        """Store a new conversation.
+        """Store a new conversation (new content: it leaves ``CLOSING_RESERVE`` free).
 
         Raises:
+            ConversationTooLarge: it would not fit, with that room kept.
             StoreError: one with this id already exists, or the store failed.
         """
         ...
 
-    async def mutate(self, user_id: str, conversation_id: str, change: Mutation) -> Conversation:
+    async def mutate(
+        self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
+    ) -> Conversation:
         """Atomically read the latest document, apply ``change`` and write the result.
 
         ``change`` must be pure: on contention it is called again with the newer
         document. Exceptions it raises abort the write and propagate, once raised on
         the latest version (an adapter that caches versions retries on a fresh read).
 
+        A write that adds new content passes ``reserve=CLOSING_RESERVE``
+        (``shared/store/limits.py``): if it would make the document larger and leave
+        less than that free, it is refused, so that the writes that close things
+        (passing nothing) always find room.
+
         Returns:
             The conversation as written.
 
         Raises:
             NotFound: this user has no conversation with this id.
-            ConversationTooLarge: the result would not fit in one document.
+            ConversationTooLarge: the result would not fit in one document (or, with
+                ``reserve``, would grow into the room kept for closing).
             StoreError: the store failed.
         """
         ...

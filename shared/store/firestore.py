@@ -27,7 +27,7 @@ from shared.store.base import (
     changed,
     reserved,
 )
-from shared.store.limits import check_size
+from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Patch, Sizes, diff
 
@@ -192,7 +192,7 @@ class FirestoreConversationStore:
     async def create(self, user_id: str, conversation: Conversation) -> None:
         document = conversation.to_firestore()
         sizes = Sizes.of(document)
-        check_size(sizes.total)
+        check_size(sizes.total, CLOSING_RESERVE)
         try:
             result = await self._ref(user_id, conversation.id).create(document)
         except gexc.AlreadyExists as exc:
@@ -203,7 +203,9 @@ class FirestoreConversationStore:
             (user_id, conversation.id), _Version(conversation, sizes, result.update_time)
         )
 
-    async def mutate(self, user_id: str, conversation_id: str, change: Mutation) -> Conversation:
+    async def mutate(
+        self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
+    ) -> Conversation:
         key = (user_id, conversation_id)
         ref = self._ref(user_id, conversation_id)
         for attempt in range(_MAX_ATTEMPTS):
@@ -232,7 +234,7 @@ class FirestoreConversationStore:
                     continue
                 return updated
             sizes = version.sizes.after(patch)
-            check_size(sizes.total)
+            check_size(sizes.total, reserve, version.sizes.total)
             option = self._client.write_option(last_update_time=version.update_time)
             try:
                 if _streaming_only(patch):

@@ -12,7 +12,7 @@ from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
 from shared.schemas.server import TaskLedger
 from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, RunView, changed
-from shared.store.limits import check_size
+from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Sizes, apply, diff
 
@@ -48,10 +48,12 @@ class InMemoryConversationStore:
             if key in self._documents:
                 raise StoreError(f"conversation {conversation.id} already exists")
             document = conversation.to_firestore()
-            check_size(Sizes.of(document).total)
+            check_size(Sizes.of(document).total, CLOSING_RESERVE)
             self._store(key, document, set(document))
 
-    async def mutate(self, user_id: str, conversation_id: str, change: Mutation) -> Conversation:
+    async def mutate(
+        self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
+    ) -> Conversation:
         async with self._lock:
             key = (user_id, conversation_id)
             current = await self.get(user_id, conversation_id)
@@ -61,7 +63,8 @@ class InMemoryConversationStore:
             patch = diff(current, updated)
             if patch:
                 document = apply(self._documents[key], copy.deepcopy(patch))
-                check_size(Sizes.of(document).total)
+                before = Sizes.of(self._documents[key]).total if reserve else 0
+                check_size(Sizes.of(document).total, reserve, before)
                 self._store(key, document, patch.paths)
             return updated
 

@@ -37,6 +37,7 @@ from shared.schemas.tasks import (
     ToolTask,
     WatchdogTask,
 )
+from shared.store.limits import CLOSING_RESERVE
 from shared.tasks import ledger as ledgers
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import DocumentChange, ToolContext, dump_output, error_output
@@ -243,6 +244,7 @@ class TaskHandler:
                     None if status == "ok" else "The tool failed.",
                     changes={call.id: change} if change else None,
                 ),
+                reserve=CLOSING_RESERVE,  # new content; the note below may use the room
             )
         except ConversationTooLarge:
             # Never retried for ever: the model hears the result did not fit, and the task

@@ -22,6 +22,7 @@ from shared.errors import (
 from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Lesson, Message
 from shared.store.base import ConversationStore, LessonStore, RunView
 from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
+from shared.store.limits import CLOSING_RESERVE, MAX_DOCUMENT_BYTES
 from shared.store.memory import InMemoryConversationStore, InMemoryLessonStore
 from tests.e2e.conftest import PROJECT
 
@@ -315,6 +316,38 @@ async def test_store_measures_size_as_firestore_does(store: ConversationStore) -
         await store.mutate(uid, created.id, append(message(2, "é" * 30_000)))
     stored = await store.get(uid, created.id)
     assert stored is not None and len(stored.messages) == 1
+
+
+async def test_store_keeps_room_under_the_limit_for_writes_that_close(
+    store: ConversationStore,
+) -> None:
+    """New content (``reserve``) stops short of the limit by ``CLOSING_RESERVE``; a
+    write that closes something may use that room; one that makes the document no
+    larger is never refused for it."""
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation()
+    await store.create(uid, created)
+    size = store.size(uid, created.id)
+    assert size is not None
+    line = MAX_DOCUMENT_BYTES - CLOSING_RESERVE
+    await store.mutate(
+        uid, created.id, append(message(1, "x" * (line - size - 500))), CLOSING_RESERVE
+    )
+    with pytest.raises(ConversationTooLarge):
+        await store.mutate(uid, created.id, append(message(2, "y" * 1000)), CLOSING_RESERVE)
+    stored = await store.get(uid, created.id)
+    assert stored is not None and len(stored.messages) == 1
+    closing = await store.mutate(uid, created.id, append(message(2, "y" * 1000)))
+    assert len(closing.messages) == 2
+    shorter = await store.mutate(
+        uid, created.id, lambda c: c.model_copy(update={"title": "A"}), CLOSING_RESERVE
+    )
+    assert shorter.title == "A"
+    # A new conversation is new content too.
+    with pytest.raises(ConversationTooLarge):
+        await store.create(
+            uid, conversation().model_copy(update={"messages": [message(3, "z" * line)]})
+        )
 
 
 async def test_store_archive_segments_are_rewritable_and_read_in_order(

@@ -420,10 +420,11 @@ async def test_claims_of_a_queued_run_happen_once() -> None:
 
 
 async def filled(service: Harness, near: int) -> str:
-    """A conversation whose document is ``near`` bytes from Firestore's limit."""
-    from shared.store.limits import MAX_DOCUMENT_BYTES
+    """A conversation whose document is ``near`` bytes from the most new content may
+    fill (Firestore's limit, less the room kept for closing)."""
+    from shared.store.limits import CLOSING_RESERVE, MAX_DOCUMENT_BYTES
 
-    run = await service.start(ALICE, "x" * (MAX_DOCUMENT_BYTES - near))
+    run = await service.start(ALICE, "x" * (MAX_DOCUMENT_BYTES - CLOSING_RESERVE - near))
     await run.execute()
     return run.conversation_id
 

@@ -209,8 +209,10 @@ class ProgressSpy:
         self.seen: list[tuple[str, str]] = []
         real = fakes.store.mutate
 
-        async def mutate(user_id: str, conversation_id: str, change: Any) -> Conversation:
-            updated = await real(user_id, conversation_id, change)
+        async def mutate(
+            user_id: str, conversation_id: str, change: Any, reserve: int = 0
+        ) -> Conversation:
+            updated = await real(user_id, conversation_id, change, reserve)
             for task_id, state in (updated.tasks or {}).items():
                 if state.progress and (task_id, state.progress) not in self.seen:
                     self.seen.append((task_id, state.progress))

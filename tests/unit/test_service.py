@@ -211,7 +211,7 @@ async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> 
     class FailingFinal(InMemoryConversationStore):
         """Creating works; every later write blows up with an unexpected error."""
 
-        async def mutate(self, user_id, conversation_id, change):  # type: ignore[no-untyped-def]
+        async def mutate(self, user_id, conversation_id, change, reserve=0):  # type: ignore[no-untyped-def]
             raise RuntimeError("disk on fire")
 
     store = FailingFinal()
