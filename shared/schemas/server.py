@@ -58,10 +58,13 @@ class RunSlot(Document):
 
 
 class WaitingRun(Document):
-    """A queued run refused a slot: it is handed to a task again when a slot frees."""
+    """A queued run refused a slot: it is handed to a task again when a slot frees.
+    ``tries`` counts its refusals: each one is a write, so it is judged on the ledger as
+    stored, never on a copy a process remembers."""
 
     run_id: str
     since: Timestamp
+    tries: int = Field(default=1, ge=1)
 
 
 class DailyUsage(Document):

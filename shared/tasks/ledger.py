@@ -342,8 +342,10 @@ def admit_run(
         if not wait:
             raise refused
         before = waiting.get(conversation_id)
-        if before is None or before.run_id != run_id:  # first come, first woken
+        if before is None or before.run_id != run_id:
             waiting[conversation_id] = WaitingRun(run_id=run_id, since=now)
+        else:  # it keeps its place (first come, first woken)
+            waiting[conversation_id] = before.model_copy(update={"tries": before.tries + 1})
         return _with_runs(ledger, live, waiting), refused
     if held is None:
         live[conversation_id] = RunSlot(run_id=run_id, until=now + limits.slot)
