@@ -17,6 +17,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── AlreadyAnswered         409 already_answered      (that result exists already)
     │   ├── VersionConflict         409 version_conflict      (the document changed meanwhile)
     │   ├── RateLimited             429 rate_limited          (a per-user limit; Retry-After)
+    │   │   └── SlotsTaken          429 rate_limited          (all run slots taken: runs wait)
     │   ├── PayloadTooLarge         413 payload_too_large
     │   ├── UnsupportedMediaType    415 unsupported_media_type
     │   └── UnprocessableContent    422 unprocessable_content (e.g. an encrypted PDF)
@@ -158,6 +159,11 @@ class RateLimited(RequestError):
     def __init__(self, message: str, retry_after: int, detail: str | None = None) -> None:
         super().__init__(message, detail)
         self.retry_after = max(1, retry_after)
+
+
+class SlotsTaken(RateLimited):
+    """As many of the user's runs are going as allowed at once. A new message is refused;
+    a run that is queued already waits for a slot instead (it is no error of theirs)."""
 
 
 class PayloadTooLarge(RequestError):

@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
-    """What a person's result did: ``accepted``, the agent goes on (``run`` to stream now,
-    or a task produces it); ``recorded``, other calls of the step still wait."""
+    """What a person's result did: ``accepted``, the agent goes on (``run`` to stream now;
+    or a task produces it, also once a slot frees); ``recorded``, other calls of the step
+    still wait."""
 
     conversation_id: str
     status: Literal["accepted", "recorded"]
@@ -192,7 +193,8 @@ class People:
             if found is None:
                 raise NotFound("No tool call with this id in this conversation.")
             source = found[0]
-            run = follow_up_run(source.id, now, lease_until, background, deps.model.label)
+            # Queued, then claimed: the follow-up passes admission like every run.
+            run = follow_up_run(source.id, now, lease_until, True, None)
             seen.update(source=source.id, run=run)
             return with_follow_up(record(conversation, found[1]), source.id, run)
 
@@ -205,7 +207,10 @@ class People:
                 await agent.hand_to_task(user_id, conversation_id, run)
                 return Resumed(conversation_id, "accepted")
             await agent._watchdog(user_id, conversation_id, run)
-            return Resumed(conversation_id, "accepted", agent._run(user_id, conversation, run))
+            # ``None`` when it waits for a slot, or today's tokens are spent: the
+            # conversation shows which.
+            claimed = await agent.claim(user_id, conversation_id, run.run_id)
+            return Resumed(conversation_id, "accepted", claimed)
         source = conversation.message(seen["source"])
         if source is not None and wants_follow_up(conversation, source):
             # Another run holds the conversation: a task continues once it is free.

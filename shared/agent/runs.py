@@ -412,9 +412,47 @@ def claim_queued_run(
         raise AlreadyAnswered("This reply has been taken care of already.")
     message = (run.message or placeholder(run)).model_copy(update={"model": model})
     run = run.model_copy(
-        update={"status": "streaming", "lease_expires_at": lease_until, "message": message}
+        update={
+            "status": "streaming",
+            "lease_expires_at": lease_until,
+            "message": message,
+            "waiting_for": None,
+        }
     )
     return conversation.model_copy(update={"active_run": run})
+
+
+def _queued(conversation: Conversation, run_id: str) -> ActiveRun | None:
+    run = conversation.active_run
+    return run if run is not None and run.run_id == run_id and run.status == "queued" else None
+
+
+def hold_queued(
+    conversation: Conversation, run_id: str, why: str, lease_until: datetime
+) -> Conversation:
+    """Keep a queued run that was refused a slot queued, saying why, with a lease its
+    watchdog tries it again after (any other conversation is unchanged)."""
+    run = _queued(conversation, run_id)
+    if run is None:
+        return conversation
+    run = run.model_copy(update={"waiting_for": why, "lease_expires_at": lease_until})
+    return conversation.model_copy(update={"active_run": run})
+
+
+def refuse_queued(
+    conversation: Conversation,
+    run_id: str,
+    error: MessageError,
+    now: datetime,
+    lease_until: datetime,
+) -> Conversation:
+    """End a queued run refused admission for good (today's tokens are spent) with
+    ``error``, which its message shows; the next queued message opens, queued. A run
+    that is not queued any more is left alone."""
+    run = _queued(conversation, run_id)
+    if run is None:
+        return conversation
+    return _released(conversation, _closed(run, "interrupted", error), now, lease_until)
 
 
 def open_follow_up(conversation: Conversation, run: ActiveRun) -> Conversation:

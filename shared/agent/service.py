@@ -26,9 +26,11 @@ from shared.agent.runs import (
     claim_queued_run,
     close_stale_run,
     follow_up_run,
+    hold_queued,
     new_run,
     open_follow_up,
     open_run,
+    refuse_queued,
     renew_queued,
     request_stop,
 )
@@ -38,7 +40,9 @@ from shared.errors import (
     AlreadyAnswered,
     ConversationTooLarge,
     NotFound,
+    RateLimited,
     RunInProgress,
+    SlotsTaken,
     SparkError,
 )
 from shared.ids import IdGenerator
@@ -57,12 +61,19 @@ log = logging.getLogger(__name__)
 
 WhenBusy = Literal["reject", "queue"]
 
+WAITING = (
+    "Spark AI Agent is writing as many replies for you as it may at once; this one "
+    "starts as soon as one of them ends."
+)
+
 
 class RunScheduler(Protocol):
     """The Cloud Tasks side of runs, and the per-user limits kept in the user's ledger
     (``TaskScheduler`` implements it)."""
 
-    async def enqueue_reply(self, user_id: str, conversation_id: str, run_id: str) -> None:
+    async def enqueue_reply(
+        self, user_id: str, conversation_id: str, run_id: str, after: str | None = None
+    ) -> None:
         """Have a task produce a queued run.
 
         Raises:
@@ -88,11 +99,15 @@ class RunScheduler(Protocol):
         """Cancel the tasks that have not started (their slots free at once)."""
         ...
 
-    async def admit_run(self, user_id: str, run_id: str, conversation_id: str) -> None:
-        """Take one of the user's run slots.
+    async def admit_run(
+        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+    ) -> None:
+        """Take one of the user's run slots (``Agent.admit`` is the one caller).
 
         Raises:
-            RateLimited: a per-user limit is reached; nothing was written.
+            SlotsTaken: every slot is taken; with ``wait`` the run is recorded as
+                waiting for one, otherwise nothing was written.
+            RateLimited: today's tokens are spent; nothing was written.
         """
         ...
 
@@ -222,7 +237,7 @@ class Agent:
         conversation_id = conversation_id or self.ids.new("conv")
 
         # A per-user limit refuses the send before anything is written.
-        await self.scheduler.admit_run(user.uid, record.run_id, conversation_id)
+        await self.admit(user.uid, record.run_id, conversation_id)
         try:
             if checked:
                 if not new and when_busy == "reject":
@@ -352,8 +367,34 @@ class Agent:
             await self.hand_on(user_id, conversation)
         return conversation
 
+    async def admit(
+        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+    ) -> None:
+        """Let a run call the model, within the user's limits: every model call of a run
+        passes here first, a new message's in ``send`` and every other's in ``claim``
+        (queued messages, ``202`` replies, follow-ups to task results and to people's
+        answers, approvals and client tools). The run takes one of the user's slots, or
+        joins its conversation's, while today's tokens last; it frees its place when it
+        ends, counting its tokens (``release_run``), however it ends.
+
+        Raises:
+            SlotsTaken: every slot is taken (with ``wait``, the run is recorded as
+                waiting, and handed to a task again as soon as a slot frees).
+            RateLimited: today's tokens are spent.
+        """
+        await self.scheduler.admit_run(user_id, run_id, conversation_id, wait)
+
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
-        """A queued run, claimed for this delivery (``None``: taken care of already)."""
+        """A queued run, admitted and claimed for this delivery (``None``: taken care of
+        already, waiting for a slot, or ended because today's tokens are spent)."""
+        try:
+            await self.admit(user_id, run_id, conversation_id, wait=True)
+        except SlotsTaken:
+            await self._hold(user_id, conversation_id, run_id)
+            return None
+        except RateLimited as exc:
+            await self._refuse(user_id, conversation_id, run_id, exc)
+            return None
         lease_until = self.deps.clock.now() + self._lease()
         label = self.deps.model.label
         try:
@@ -363,29 +404,72 @@ class Agent:
                 lambda c: claim_queued_run(c, run_id, lease_until, label),
             )
         except AlreadyAnswered:
+            # Another delivery produces it (its place stays), or it was closed.
+            await self._release_if_over(
+                user_id, await self.deps.store.get(user_id, conversation_id), run_id
+            )
             return None
+        except BaseException:
+            await self.scheduler.release_run(user_id, run_id, 0)
+            raise
         record = conversation.active_run
         assert record is not None
         return self._run(user_id, conversation, record)
 
+    async def _hold(self, user_id: str, conversation_id: str, run_id: str) -> None:
+        """Keep a queued run refused a slot queued, saying why; a slot that frees wakes
+        it (``release_run``), and its watchdog tries it again should that be lost."""
+        lease_until = self.deps.clock.now() + self._lease()
+        conversation = await self.deps.store.mutate(
+            user_id, conversation_id, lambda c: hold_queued(c, run_id, WAITING, lease_until)
+        )
+        active = conversation.active_run
+        if active is not None and active.run_id == run_id and active.status == "queued":
+            await self._watchdog(user_id, conversation_id, active)
+
+    async def _refuse(
+        self, user_id: str, conversation_id: str, run_id: str, refused: RateLimited
+    ) -> None:
+        """End a queued run with the refusal the user reads in its message, and hand on
+        the next queued message (refused in turn, each with its own reply)."""
+        error = MessageError(code=refused.code, message=refused.message)
+        now = self.deps.clock.now()
+        later = now + self._lease()
+        conversation = await self.deps.store.mutate(
+            user_id, conversation_id, lambda c: refuse_queued(c, run_id, error, now, later)
+        )
+        await self._release_if_over(user_id, conversation, run_id)
+        await self.hand_on(user_id, conversation)
+
+    async def _release_if_over(
+        self, user_id: str, conversation: Conversation | None, run_id: str
+    ) -> None:
+        """Free ``run_id``'s place unless it is the conversation's live run (a 202 send
+        took it at once; an admission may have taken it again for a run now over)."""
+        active = conversation.active_run if conversation is not None else None
+        if active is None or active.run_id != run_id:
+            await self.scheduler.release_run(user_id, run_id, 0)
+
     async def follow_up(self, user_id: str, conversation_id: str, source: Message) -> Run | None:
-        """Open the agent's follow-up to the results of the calls in ``source``
-        (``None``: it exists already).
+        """Open the agent's follow-up to the results of the calls in ``source``, queued,
+        and claim it here (``None``: it exists already, waits for a slot, or was refused
+        for today's tokens; its message says so).
 
         Raises:
             RunInProgress: another run is live in the conversation; try later.
         """
         now = self.deps.clock.now()
-        record = follow_up_run(source.id, now, now + self._lease(), False, self.deps.model.label)
+        record = follow_up_run(source.id, now, now + self._lease(), True, None)
         await self._close_if_dead(user_id, conversation_id)
         try:
-            conversation = await self.deps.store.mutate(
+            await self.deps.store.mutate(
                 user_id, conversation_id, lambda c: open_follow_up(c, record)
             )
         except AlreadyAnswered:
             return None
+        # Should this process stop before the follow-up starts, its watchdog produces it.
         await self._watchdog(user_id, conversation_id, record)
-        return self._run(user_id, conversation, record)
+        return await self.claim(user_id, conversation_id, record.run_id)
 
     async def stop(self, user_id: str, conversation_id: str) -> Stopped:
         """Stop the conversation's active run wherever it runs, and its tasks that have

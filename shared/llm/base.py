@@ -228,8 +228,28 @@ def finished(finish: Finish | None, what: str = "The model's reply") -> Finish:
     return finish
 
 
-async def complete_text(provider: ModelProvider, request: ModelRequest, what: str) -> str:
-    """The whole text of a reply that no one watches stream (tools drafting content)."""
+class Meter(Protocol):
+    """The user's daily token budget, as a tool's own model calls see it."""
+
+    async def check(self) -> None:
+        """Before a model call.
+
+        Raises:
+            ToolError: the user's tokens for today are spent (the call must not start).
+        """
+        ...
+
+    async def spend(self, usage: Usage) -> None:
+        """Count what one model call used."""
+        ...
+
+
+async def complete_text(
+    provider: ModelProvider, request: ModelRequest, what: str, meter: Meter
+) -> str:
+    """The whole text of a reply that no one watches stream (tools drafting content),
+    checked against the user's budget before the call and counted in it after."""
+    await meter.check()
     parts: list[str] = []
     finish: Finish | None = None
     async for event in provider.stream(request):
@@ -237,6 +257,8 @@ async def complete_text(provider: ModelProvider, request: ModelRequest, what: st
             parts.append(event.text)
         elif isinstance(event, Finish):
             finish = event
+    if finish is not None:
+        await meter.spend(finish.usage)  # spent, even on a reply that is then refused
     finished(finish, what)
     return "".join(parts)
 

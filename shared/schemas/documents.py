@@ -213,6 +213,9 @@ class ActiveRun(Document):
     lease_expires_at: Timestamp
     stop_requested_at: Timestamp | None = None
     message: Message | None = None
+    # Why a queued run has not started, for the user to read (every one of their run
+    # slots is taken: it starts as soon as one frees); cleared when it starts.
+    waiting_for: str | None = None
 
 
 class TaskState(Document):

@@ -40,10 +40,31 @@ class TaskRecord(Document):
 
 class RunSlot(Document):
     """A conversation of the user's with a reply being written, holding one of their
-    slots until that run ends (or ``until``)."""
+    slots until that run ends (or ``until``).
+
+    ``joined`` are later runs of the same conversation admitted while ``run_id`` still
+    held the slot (a follow-up opened as the run before it ends, a send about to lose
+    its race for the conversation): each frees only itself, and the slot is free once
+    none is left, so the run that ends last, not first, gives it back.
+    """
 
     run_id: str
     until: Timestamp
+    joined: list[str] = Field(default_factory=list)
+
+    @property
+    def members(self) -> list[str]:
+        return [self.run_id, *self.joined]
+
+
+class WaitingRun(Document):
+    """A queued run refused a slot: it is handed to a task again when a slot frees.
+    ``tries`` counts its refusals: each one is a write, so it is judged on the ledger as
+    stored, never on a copy a process remembers."""
+
+    run_id: str
+    since: Timestamp
+    tries: int = Field(default=1, ge=1)
 
 
 class DailyUsage(Document):
@@ -63,4 +84,5 @@ class TaskLedger(Document):
     next_seq: int = 0
     tasks: dict[str, TaskRecord] = Field(default_factory=dict)
     runs: dict[str, RunSlot] = Field(default_factory=dict)  # by conversation id
+    waiting: dict[str, WaitingRun] = Field(default_factory=dict)  # by conversation id
     usage: DailyUsage | None = None

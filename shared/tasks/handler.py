@@ -216,7 +216,12 @@ class TaskHandler:
             try:
                 parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
                 context = ToolContext(
-                    task.user_id, task.conversation_id, call.id, document_id, progress
+                    task.user_id,
+                    task.conversation_id,
+                    call.id,
+                    document_id,
+                    progress,
+                    self._scheduler.meter(task.user_id),
                 )
                 result = await parsed.run(context)
                 output = dump_output(result.value, settings.tool_output_chars)

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from shared.errors import RateLimited
+from shared.errors import RateLimited, SlotsTaken
 from shared.schemas.documents import TaskStatus
-from shared.schemas.server import DailyUsage, RunSlot, TaskLedger, TaskRecord
+from shared.schemas.server import DailyUsage, RunSlot, TaskLedger, TaskRecord, WaitingRun
 
 Claim = Literal["run", "busy", "stale"]
 """``run``: this delivery owns the attempt. ``busy``: another delivery holds it (retry
@@ -253,6 +253,11 @@ def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
 
 
 # -- runs at once and the daily token budget ---------------------------------------------
+#
+# Every model call passes ``admit_run`` first (``Agent.admit``): a run takes a slot, or
+# joins its conversation's, while today's tokens last. A new message refused is a 429;
+# a queued run refused a slot waits in ``waiting`` and ``release_run`` names it when a
+# slot frees; one refused for the day's tokens ends as a ``rate_limited`` error.
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,44 +280,113 @@ def _until_midnight(now: datetime) -> int:
     return int((tomorrow - now).total_seconds()) + 1
 
 
-def admit_run(
-    ledger: TaskLedger, run_id: str, conversation_id: str, now: datetime, limits: UserLimits
-) -> TaskLedger:
-    """Take a slot for a run the user starts, within their limits. A conversation that
-    holds a slot already takes no other (one run at a time there: the send then gets
-    409, or queues).
+SPENT = "You have used today's allowance of Spark AI Agent; it renews at midnight (UTC)."
+
+
+def check_tokens(ledger: TaskLedger, now: datetime, limits: UserLimits) -> None:
+    """Refuse any model call once the user's tokens for today are spent.
 
     Raises:
-        RateLimited: as many runs as allowed are going, or today's tokens are spent.
+        RateLimited: they are spent.
     """
     if _today(ledger, now).tokens >= limits.daily_tokens:
-        raise RateLimited(
-            "You have used today's allowance of Spark AI Agent; it renews at midnight (UTC).",
-            _until_midnight(now),
-        )
-    live = {k: v for k, v in ledger.runs.items() if v.until > now}
-    if conversation_id in live:
-        return ledger if live == ledger.runs else ledger.model_copy(update={"runs": live})
-    if len(live) >= limits.runs_at_once:
+        raise RateLimited(SPENT, _until_midnight(now))
+
+
+def _live(ledger: TaskLedger, now: datetime) -> dict[str, RunSlot]:
+    return {k: v for k, v in ledger.runs.items() if v.until > now}
+
+
+def _waiting(ledger: TaskLedger, now: datetime, limits: UserLimits) -> dict[str, WaitingRun]:
+    # A waiter not woken within a slot's time is dropped; its run's watchdog still tries
+    # it again (and records it anew if it must wait on).
+    return {k: w for k, w in ledger.waiting.items() if w.since + limits.slot > now}
+
+
+def _with_runs(
+    ledger: TaskLedger, runs: dict[str, RunSlot], waiting: dict[str, WaitingRun]
+) -> TaskLedger:
+    if runs == ledger.runs and waiting == ledger.waiting:
+        return ledger  # nothing to write
+    return ledger.model_copy(update={"runs": runs, "waiting": waiting})
+
+
+def admit_run(
+    ledger: TaskLedger,
+    run_id: str,
+    conversation_id: str,
+    now: datetime,
+    limits: UserLimits,
+    wait: bool = False,
+) -> tuple[TaskLedger, SlotsTaken | None]:
+    """Take a slot for a run, within the user's limits, before it calls the model.
+
+    A conversation holds one slot, whatever its runs: a run of a conversation that holds
+    one joins it (one run at a time there: the send then gets 409, or queues). With
+    ``wait``, a run refused only because every slot is taken is recorded as waiting
+    (``release_run`` names it when one frees) and the refusal is returned, not raised.
+
+    Raises:
+        RateLimited: today's tokens are spent; or, without ``wait``, every slot is taken
+            (``SlotsTaken``). Nothing is written then.
+    """
+    check_tokens(ledger, now, limits)
+    live, waiting = _live(ledger, now), _waiting(ledger, now, limits)
+    held = live.get(conversation_id)
+    if held is None and len(live) >= limits.runs_at_once:
         soonest = min(v.until for v in live.values())
-        raise RateLimited(
+        refused = SlotsTaken(
             f"You already have {len(live)} replies being written; wait for one to finish.",
             int((soonest - now).total_seconds()),
         )
-    live[conversation_id] = RunSlot(run_id=run_id, until=now + limits.slot)
-    return ledger.model_copy(update={"runs": live})
+        if not wait:
+            raise refused
+        before = waiting.get(conversation_id)
+        if before is None or before.run_id != run_id:
+            waiting[conversation_id] = WaitingRun(run_id=run_id, since=now)
+        else:  # it keeps its place (first come, first woken)
+            waiting[conversation_id] = before.model_copy(update={"tries": before.tries + 1})
+        return _with_runs(ledger, live, waiting), refused
+    if held is None:
+        live[conversation_id] = RunSlot(run_id=run_id, until=now + limits.slot)
+    elif run_id not in held.members:
+        until = max(held.until, now + limits.slot)
+        live[conversation_id] = held.model_copy(
+            update={"joined": [*held.joined, run_id], "until": until}
+        )
+    waiting.pop(conversation_id, None)
+    return _with_runs(ledger, live, waiting), None
 
 
-def release_run(ledger: TaskLedger, run_id: str, now: datetime, tokens: int) -> TaskLedger:
-    """Free the run's slot (if it holds one) and count the tokens it used today."""
-    runs = {k: v for k, v in ledger.runs.items() if v.run_id != run_id and v.until > now}
-    usage = ledger.usage
-    if tokens:
-        today = _today(ledger, now)
-        usage = today.model_copy(update={"tokens": today.tokens + tokens})
-    if runs == ledger.runs and usage == ledger.usage:
+def spend(ledger: TaskLedger, now: datetime, tokens: int) -> TaskLedger:
+    """Count ``tokens`` against the user's day."""
+    if not tokens:
         return ledger
-    return ledger.model_copy(update={"runs": runs, "usage": usage})
+    today = _today(ledger, now)
+    return ledger.model_copy(
+        update={"usage": today.model_copy(update={"tokens": today.tokens + tokens})}
+    )
+
+
+def release_run(
+    ledger: TaskLedger, run_id: str, now: datetime, tokens: int, limits: UserLimits
+) -> tuple[TaskLedger, list[tuple[str, str]]]:
+    """Free the run's place in its slot (if it holds one) and count the tokens it used
+    today. Returns the waiting runs to wake, oldest first, as many as slots are free:
+    ``(conversation id, run id)``; each stays recorded until it is admitted or released.
+    """
+    runs: dict[str, RunSlot] = {}
+    for conversation_id, slot in _live(ledger, now).items():
+        left = [r for r in slot.members if r != run_id]
+        if len(left) == len(slot.members):
+            runs[conversation_id] = slot
+        elif left:
+            runs[conversation_id] = slot.model_copy(update={"run_id": left[0], "joined": left[1:]})
+    waiting = {k: w for k, w in _waiting(ledger, now, limits).items() if w.run_id != run_id}
+    released = spend(_with_runs(ledger, runs, waiting), now, tokens)
+    free = limits.runs_at_once - len(runs)
+    oldest = sorted(waiting.items(), key=lambda item: item[1].since)[: max(free, 0)]
+    return released, [(conversation_id, w.run_id) for conversation_id, w in oldest]
 
 
 def admit_upload(ledger: TaskLedger, now: datetime, limits: UserLimits) -> TaskLedger:

@@ -17,8 +17,10 @@ def attempt_name(task_id: str, attempt: int) -> str:
     return f"{task_id}-{attempt}"
 
 
-def reply_name(run_id: str) -> str:
-    return f"reply-{run_id}"
+def reply_name(run_id: str, after: str | None = None) -> str:
+    """The task that produces a queued run; ``after``: again, once the run ``after``
+    freed a slot it waited for (a name of its own: the first was used)."""
+    return f"reply-{run_id}" if after is None else f"reply-{run_id}-after-{after}"
 
 
 def watchdog_name(run_id: str, lease_until: float) -> str:

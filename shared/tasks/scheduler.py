@@ -11,6 +11,8 @@ from typing import TypeVar
 
 from shared.agent.deps import Call
 from shared.clock import Clock
+from shared.errors import RateLimited, ToolError
+from shared.llm.base import Meter, Usage
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.schemas.documents import ActiveRun
 from shared.schemas.server import TaskLedger, TaskRecord
@@ -114,10 +116,13 @@ class TaskScheduler:
                 )
             )
 
-    async def enqueue_reply(self, user_id: str, conversation_id: str, run_id: str) -> None:
-        """Have a task produce a queued run (a ``202`` send, or a queued message)."""
+    async def enqueue_reply(
+        self, user_id: str, conversation_id: str, run_id: str, after: str | None = None
+    ) -> None:
+        """Have a task produce a queued run (a ``202`` send, a queued message, a follow-up;
+        ``after``: one that waited for the slot the run ``after`` freed)."""
         payload = ReplyTask(user_id=user_id, conversation_id=conversation_id, run_id=run_id)
-        await self.queue.enqueue(QueuedTask(reply_name(run_id), payload.to_bytes()))
+        await self.queue.enqueue(QueuedTask(reply_name(run_id, after), payload.to_bytes()))
 
     async def enqueue_watchdog(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
         """Have a task check on ``run`` when its lease lapses, plus the grace period."""
@@ -165,17 +170,23 @@ class TaskScheduler:
             QueuedTask(follow_up_name(message_id, attempt), payload.to_bytes(), due)
         )
 
-    async def admit_run(self, user_id: str, run_id: str, conversation_id: str) -> None:
+    async def admit_run(
+        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+    ) -> None:
         """Take one of the user's run slots (and check today's tokens).
 
         Raises:
-            RateLimited: a per-user limit is reached; nothing was written.
+            SlotsTaken: every slot is taken; with ``wait`` the run is recorded as
+                waiting for one, otherwise nothing was written.
+            RateLimited: today's tokens are spent; nothing was written.
         """
         now = self.clock.now()
-        await self.apply(
+        refused = await self.apply(
             user_id,
-            lambda led: (ledgers.admit_run(led, run_id, conversation_id, now, self.limits), None),
+            lambda led: ledgers.admit_run(led, run_id, conversation_id, now, self.limits, wait),
         )
+        if refused is not None:
+            raise refused
 
     async def admit_upload(self, user_id: str) -> None:
         """Count one upload session against the user's daily allowance.
@@ -187,15 +198,44 @@ class TaskScheduler:
         await self.apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
 
     async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
-        """Free the run's slot and count its tokens against today's budget."""
+        """Free the run's slot, count its tokens against today's budget, and hand the
+        runs that waited for a slot to tasks (idempotent)."""
         now = self.clock.now()
         try:
-            await self.apply(
-                user_id, lambda led: (ledgers.release_run(led, run_id, now, tokens), None)
+            woken = await self.apply(
+                user_id, lambda led: ledgers.release_run(led, run_id, now, tokens, self.limits)
             )
         except Exception:
             # The slot lapses by itself (``UserLimits.slot``); only the count is lost.
             log.warning("run %s: could not release its slot", run_id, exc_info=True)
+            return
+        for conversation_id, waiting in woken:
+            try:
+                await self.enqueue_reply(user_id, conversation_id, waiting, after=run_id)
+            except Exception:
+                # Its watchdog tries it again when its lease lapses.
+                log.warning("run %s: not woken yet", waiting, exc_info=True)
+
+    async def spend(self, user_id: str, tokens: int) -> None:
+        """Count tokens spent outside a run (by task tools) against today's budget.
+
+        Raises:
+            StoreError: they were not counted.
+        """
+        now = self.clock.now()
+        await self.apply(user_id, lambda led: (ledgers.spend(led, now, tokens), None))
+
+    async def check_tokens(self, user_id: str) -> None:
+        """Refuse a model call once today's tokens are spent (on a fresh read).
+
+        Raises:
+            RateLimited: they are spent.
+        """
+        ledgers.check_tokens(await self.ledger.get(user_id), self.clock.now(), self.limits)
+
+    def meter(self, user_id: str) -> Meter:
+        """What a task tool's model calls are checked and counted with."""
+        return LedgerMeter(self, user_id)
 
     async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
         """Cancel tasks that have not started, and start what their slots free."""
@@ -218,3 +258,24 @@ class TaskScheduler:
         except Exception:
             # Their leases lapse and the next sweep grants them again.
             log.exception("could not dispatch the next tasks of %s", user_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerMeter:
+    """Checks a task tool's model calls against the user's day, and counts them."""
+
+    scheduler: TaskScheduler
+    user_id: str
+
+    async def check(self) -> None:
+        try:
+            await self.scheduler.check_tokens(self.user_id)
+        except RateLimited as exc:
+            raise ToolError(exc.message) from None
+
+    async def spend(self, usage: Usage) -> None:
+        try:
+            await self.scheduler.spend(self.user_id, usage.input_tokens + usage.output_tokens)
+        except Exception:
+            # Failing the tool would spend the same tokens again on its retry.
+            log.warning("%s: tokens a tool spent went uncounted", self.user_id, exc_info=True)

@@ -22,6 +22,7 @@ from shared.ids import derived
 from shared.lessons.grammar import InvalidLesson, ParsedLesson, validate
 from shared.llm.base import (
     ChatMessage,
+    Meter,
     ModelProvider,
     ModelRequest,
     complete_text,
@@ -122,17 +123,18 @@ class Drafter:
         self.system_prompt = system_prompt
         self.plan_prompt = plan_prompt
 
-    async def draft(self, brief: str) -> tuple[str, ParsedLesson]:
+    async def draft(self, brief: str, meter: Meter) -> tuple[str, ParsedLesson]:
         """The body and its parsed lesson.
 
         Raises:
-            ToolError: the model's draft and its repair were both invalid.
+            ToolError: the model's draft and its repair were both invalid, or the user's
+                tokens for today are spent.
             ProviderError: the model failed (transient: the task is retried).
         """
         messages = [ChatMessage("user", brief)]
         for attempt in range(2):
             request = ModelRequest(system=self.system_prompt, messages=messages)
-            reply = await complete_text(self.provider, request, "The lesson draft")
+            reply = await complete_text(self.provider, request, "The lesson draft", meter)
             body = extract_lesson(reply)
             try:
                 return body, validate(body)
@@ -152,11 +154,11 @@ class Drafter:
                 ]
         raise AssertionError("unreachable")
 
-    async def plan(self, args: PlanArgs) -> list[tuple[str, str]]:
+    async def plan(self, args: PlanArgs, meter: Meter) -> list[tuple[str, str]]:
         """``args.count`` (title, focus) pairs, in teaching order.
 
         Raises:
-            ToolError: the model gave no usable plan, twice.
+            ToolError: the model gave no usable plan, twice; or today's tokens are spent.
         """
         ask = (
             f"Plan a sequence of {args.count} lessons.\n\n"
@@ -168,7 +170,7 @@ class Drafter:
         messages = [ChatMessage("user", ask.strip())]
         for attempt in range(2):
             request = ModelRequest(system=self.plan_prompt, messages=messages)
-            reply = await complete_text(self.provider, request, "The lesson plan")
+            reply = await complete_text(self.provider, request, "The lesson plan", meter)
             try:
                 return _parse_plan(reply, args.count)
             except ValueError as exc:
@@ -237,7 +239,7 @@ def create_lesson_tool(
         lesson_id = lesson_id_for(context)
         stored = await lessons.get(context.user_id, lesson_id)
         if stored is None:
-            body, parsed = await drafter.draft(_brief(args))
+            body, parsed = await drafter.draft(_brief(args), context.meter)
             now = clock.now()
             made = new_lesson(context, lesson_id, title_of(parsed, args.topic), body, args, now)
             stored = await lessons.create(
@@ -293,7 +295,7 @@ def plan_lessons_tool(
         if all(found):
             return [lesson for lesson in found if lesson is not None]
         await context.progress(f"Planning {args.count} lessons")
-        plan = await drafter.plan(args)
+        plan = await drafter.plan(args, context.meter)
         now = clock.now()
         made = []
         for index, (lesson, (title, focus)) in enumerate(zip(found, plan, strict=True)):
@@ -319,7 +321,7 @@ def plan_lessons_tool(
             focus=f"{lesson.title}: {lesson.topic}",
             place=f"Lesson {index + 1} of {len(sequence)} in the sequence: {others}",
         )
-        body, parsed = await drafter.draft(brief)
+        body, parsed = await drafter.draft(brief, context.meter)
         written = lesson.model_copy(
             update={
                 "body": body,

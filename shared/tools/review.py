@@ -221,7 +221,7 @@ def review_work_tool(
         messages = [ChatMessage("user", _request(args, work, lesson), images=images)]
         for attempt in range(2):
             request = ModelRequest(system=system_prompt, messages=messages)
-            reply = await complete_text(provider, request, "The review")
+            reply = await complete_text(provider, request, "The review", context.meter)
             try:
                 feedback = parse_feedback(reply, args.markOutOf)
                 break
