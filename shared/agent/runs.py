@@ -231,7 +231,12 @@ def close_stale_run(
     return _released(conversation, shrink(closed, 0) if cut else closed, now, lease_until)
 
 
-def _check_queue(queue: list[Message], message: Message, limits: QueueLimits) -> None:
+def check_queue(queue: list[Message], message: Message, limits: QueueLimits) -> None:
+    """Refuse ``message`` if the queue has no room for it (by count or by bytes).
+
+    Raises:
+        RateLimited: with the reason and when to try again.
+    """
     if len(queue) >= limits.messages:
         raise RateLimited(
             f"{len(queue)} messages are already waiting for Spark AI Agent in this "
@@ -271,7 +276,7 @@ def open_run(
         if when_busy == "reject":
             raise RunInProgress(BUSY)
         if queue is not None:
-            _check_queue(conversation.queued_messages or [], user_message, queue)
+            check_queue(conversation.queued_messages or [], user_message, queue)
         return conversation.model_copy(
             update={
                 "queued_messages": [*(conversation.queued_messages or []), user_message],

@@ -23,6 +23,7 @@ from shared.agent.loop import Run
 from shared.agent.runs import (
     BUSY,
     abandon_run,
+    check_queue,
     claim_queued_run,
     close_stale_run,
     follow_up_run,
@@ -240,8 +241,8 @@ class Agent:
         await self.admit(user.uid, record.run_id, conversation_id)
         try:
             if checked:
-                if not new and when_busy == "reject":
-                    await self._refuse_if_busy(user.uid, conversation_id)
+                if not new:
+                    await self._refuse_early(user.uid, conversation_id, user_message, when_busy)
                 files = await self.attachments.derive(checked)
                 user_message = user_message.model_copy(
                     update={"content": [*user_message.content, *files]}
@@ -266,18 +267,26 @@ class Agent:
         watchdog.add_done_callback(self._background.discard)
         return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
 
-    async def _refuse_if_busy(self, user_id: str, conversation_id: str) -> None:
+    async def _refuse_early(
+        self, user_id: str, conversation_id: str, user_message: Message, when_busy: WhenBusy
+    ) -> None:
         """Refuse before the attachments are read what ``open_run`` would refuse after:
-        a live run (one whose producer died is closed first). ``open_run`` judges again
-        in its own write; this read only spares the work (a 40 MP image: 0.6 s, 290 MB).
+        a live run (one whose producer died is closed first), or, for a message that
+        would wait, a full queue (judged on its text; its files only add to it).
+        ``open_run`` judges again in its own write; this read only spares the work (a
+        40 MP image: 0.6 s, 290 MB).
 
         Raises:
             NotFound: no such conversation for this user.
             RunInProgress: the conversation has a live run.
+            RateLimited: the conversation's queue is full.
         """
         conversation = await self._close_if_dead(user_id, conversation_id)
-        if conversation.active_run is not None:
+        if conversation.active_run is None:
+            return
+        if when_busy == "reject":
             raise RunInProgress(BUSY)
+        check_queue(conversation.queued_messages or [], user_message, self.deps.limits.queue)
 
     async def _open(
         self,

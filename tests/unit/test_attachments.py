@@ -324,6 +324,19 @@ async def test_attachments_are_not_read_when_a_user_limit_refuses_the_send(
     assert harness.fakes.files.paths() == [big.storage_path]
 
 
+async def test_attachments_are_not_read_when_the_queue_is_full(decodes: list[int]) -> None:
+    harness = make_service(ScriptedProvider([]), queued_messages_per_conversation=1)
+    run = await harness.start(ALICE, "first")
+    await harness.agent.send(ALICE, "second", run.conversation_id, when_busy="queue")
+    big = await upload(harness, "big.png", just_under_the_pixel_limit(), "image/png")
+    with pytest.raises(RateLimited):
+        await harness.agent.send(
+            ALICE, "third", run.conversation_id, when_busy="queue", attachments=[big]
+        )
+    assert decodes == []
+    assert harness.fakes.files.reads == []
+
+
 async def test_attachments_a_bad_file_found_after_admission_frees_the_run_slot() -> None:
     harness = make_service(ScriptedProvider([]), runs_per_user=1)
     broken = await upload(harness, "broken.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 40, "image/png")
