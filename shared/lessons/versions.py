@@ -88,7 +88,8 @@ async def restore(
     one is kept by the store); a deleted lesson comes back.
 
     ``replacing`` is the version the caller means to replace (what its owner approved);
-    ``None`` replaces whatever is current, which is kept either way.
+    ``None`` replaces whatever is current, which is kept either way. A restore already
+    made over ``replacing`` (a call run again) returns the lesson it made.
 
     Raises:
         NotFound: no such lesson, or that version is not kept.
@@ -97,10 +98,11 @@ async def restore(
         StoreError: the store failed.
     """
     found, kept = await kept_version(lessons, user_id, lesson_id, version)
-    latest = found.latest
+    latest, current = found.latest, found.current
     if replacing is not None and replacing != latest:
+        if current is not None and _made_by(current, kept, replacing):
+            return current  # this restore, run again after it was made (at-least-once)
         raise VersionConflict(changed(replacing, latest), latest)
-    current = found.current
     restored = kept.as_lesson().model_copy(
         update={
             "version": latest + 1,
@@ -114,3 +116,12 @@ async def restore(
     if stored != restored:  # brought back by someone else meanwhile
         raise VersionConflict(changed(latest, stored.version), stored.version)
     return stored
+
+
+def _made_by(current: Lesson, kept: LessonVersion, replacing: int) -> bool:
+    """Whether ``current`` is what restoring ``kept`` over version ``replacing`` made."""
+    made = kept.as_lesson()
+    return current.version == replacing + 1 and (current.title, current.body) == (
+        made.title,
+        made.body,
+    )

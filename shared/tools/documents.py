@@ -184,6 +184,20 @@ def _wipe_text(lesson: Lesson, edit: _Edit) -> str:
     return shown
 
 
+def _edited(lesson_id: str, version: int, edit: _Edit) -> ToolOutput:
+    note = f"Replaced the first occurrence, at line {edit.line}; the lesson is now version "
+    note += f"{version}."
+    if edit.remaining:
+        note += (
+            f" {edit.remaining} more occurrence{'s' if edit.remaining != 1 else ''} left as "
+            "they were."
+        )
+    return ToolOutput(
+        {"result": note, "documentId": lesson_id, "version": version},
+        DocumentChange(lesson_id, version),
+    )
+
+
 def document_tools(lessons: LessonStore, clock: Clock) -> list[Tool[Any]]:
     """The four document tools over ``lessons``."""
 
@@ -207,13 +221,29 @@ def document_tools(lessons: LessonStore, clock: Clock) -> list[Tool[Any]]:
             return Checked(pinned, approval=True, display_text=_wipe_text(lesson, edit))
         return Checked(pinned)
 
+    async def applied(lesson: Lesson, args: EditArgs, user_id: str) -> _Edit | None:
+        """This edit, if it is the change that made ``lesson`` what it is: a call run
+        again after it was applied (tasks are delivered at least once) is done, not
+        refused for the version it made."""
+        if args.version is None or lesson.version != args.version + 1:
+            return None
+        kept = await lessons.version(user_id, lesson.id, args.version)
+        if kept is None:
+            return None
+        try:
+            edit = _work_out(kept.as_lesson(), args)
+        except ToolError:
+            return None
+        return edit if edit.body == lesson.body else None
+
     async def edit(args: EditArgs, context: ToolContext) -> ToolOutput:
         lesson = await _lesson(lessons, context, args.lesson_id)
+        done = await applied(lesson, args, context.user_id)
+        if done is not None:
+            return _edited(lesson.id, lesson.version, done)
         change = _work_out(lesson, args)
-        body, line, remaining = change.body, change.line, change.remaining
-        now = clock.now()
         edited = lesson.model_copy(
-            update={"body": body, "version": lesson.version + 1, "updated_at": now}
+            update={"body": change.body, "version": lesson.version + 1, "updated_at": clock.now()}
         )
         try:
             await lessons.replace(context.user_id, edited, lesson.version)
@@ -221,16 +251,7 @@ def document_tools(lessons: LessonStore, clock: Clock) -> list[Tool[Any]]:
             raise ToolError(exc.message) from None
         except NotFound:
             raise ToolError("The lesson was deleted meanwhile; nothing was changed.") from None
-        note = f"Replaced the first occurrence, at line {line}; the lesson is now version "
-        note += f"{edited.version}."
-        if remaining:
-            note += (
-                f" {remaining} more occurrence{'s' if remaining != 1 else ''} left as they were."
-            )
-        return ToolOutput(
-            {"result": note, "documentId": lesson.id, "version": edited.version},
-            DocumentChange(lesson.id, edited.version),
-        )
+        return _edited(lesson.id, edited.version, change)
 
     async def info(args: InfoArgs, context: ToolContext) -> dict[str, object]:
         lesson = await _lesson(lessons, context)

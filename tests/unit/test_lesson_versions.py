@@ -20,7 +20,7 @@ from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Conversation, Lesson, ToolCall, ToolResult
 from shared.schemas.tasks import TASK_PAYLOAD
 from shared.store.memory import InMemoryLessonStore
-from shared.tools.base import ToolRegistry
+from shared.tools.base import ToolContext, ToolOutput, ToolRegistry
 from shared.tools.documents import document_tools
 from shared.tools.people import delete_lesson_tool, restore_lesson_tool
 from tests.unit.helpers import ALICE, Fakes, Harness, api_of, make_service, serving
@@ -109,6 +109,13 @@ async def approve(service: Harness, conversation_id: str, call_id: str) -> None:
     await service.handler().handle(TASK_PAYLOAD.validate_json(task.body))
 
 
+async def run_again(service: Harness, conversation_id: str, call: ToolCall) -> ToolOutput:
+    """The call run once more with its stored arguments, as a redelivered task would
+    after dying between applying it and recording its result."""
+    parsed = service.agent.deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
+    return await parsed.run(ToolContext("alice", conversation_id, call.id, "les_1"))
+
+
 async def stored(service: Harness) -> Lesson:
     found = await service.fakes.lessons.get("alice", "les_1")
     assert found is not None
@@ -158,6 +165,9 @@ async def test_an_approved_wipe_is_applied_and_the_lesson_before_it_is_kept() ->
     assert result.status == "ok" and (result.document_id, result.document_version) == ("les_1", 2)
     assert (await conversation(service, conversation_id)).messages[-1].text == "Replaced."
     provider.assert_exhausted()
+    # Run again (at-least-once delivery): done already, not refused, nothing changed.
+    again = await run_again(service, conversation_id, call)
+    assert again.value["version"] == 2 and await stored(service) == after
 
 
 async def test_a_denied_wipe_changes_nothing() -> None:
@@ -309,6 +319,8 @@ async def test_restore_lesson_waits_for_approval_then_brings_the_version_back() 
     assert [k.version for k in await service.fakes.lessons.versions("alice", "les_1")] == [2, 1]
     (result,) = results(await conversation(service, conversation_id))
     assert result.status == "ok" and result.document_version == 3
+    again = await run_again(service, conversation_id, call)
+    assert again.value["version"] == 3 and await stored(service) == after
 
 
 async def test_restore_lesson_refuses_a_version_not_kept_without_asking() -> None:
