@@ -11,6 +11,8 @@ from shared.errors import ConfigurationError
 
 DEFAULT_PROJECT = "demo-spark"
 DEFAULT_MODEL = "gpt-4o-mini"
+# Earlier versions kept of each lesson (SPARK_LESSON_VERSIONS_KEPT); the stores' default.
+DEFAULT_LESSON_VERSIONS_KEPT = 20
 
 Provider = Literal["openai", "anthropic", "google"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
@@ -132,6 +134,8 @@ class Settings:
     history_messages: int = 20
     tool_output_chars: int = 8000
     max_request_bytes: int = 1024 * 1024
+    # Earlier versions kept of each lesson, for its owner to restore (the oldest go first).
+    lesson_versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT
     offline_token_delay_ms: int = 15
     check_revoked: bool = False
 
@@ -214,6 +218,7 @@ class Settings:
             max_steps=_int(env, "SPARK_MAX_STEPS", d.max_steps),
             history_messages=_int(env, "SPARK_HISTORY_MESSAGES", d.history_messages),
             tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", d.tool_output_chars),
+            lesson_versions_kept=_int(env, "SPARK_LESSON_VERSIONS_KEPT", d.lesson_versions_kept),
             offline_token_delay_ms=_int(
                 env, "SPARK_OFFLINE_TOKEN_DELAY_MS", d.offline_token_delay_ms, minimum=0
             ),

@@ -30,6 +30,7 @@ from shared.tools.people import (
     ask_user_question_tool,
     delete_lesson_tool,
     get_editor_selection_tool,
+    restore_lesson_tool,
 )
 from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
@@ -81,6 +82,7 @@ def build_tools(
             ask_user_question_tool(),
             get_editor_selection_tool(),
             delete_lesson_tool(lessons),
+            restore_lesson_tool(lessons, clock),
             review_work_tool(files, lessons, provider, load_prompt("review")),
         ]
     )
@@ -184,7 +186,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
     from shared.store.firestore import connect
 
     clock = SystemClock()
-    stores = connect(settings.project_id)
+    stores = connect(settings.project_id, settings.lesson_versions_kept)
     files = connect_files(settings.project_id, settings.bucket, settings.storage_emulator_host)
     components = assemble(
         settings,

@@ -35,9 +35,10 @@ resource "google_firebaserules_release" "firestore" {
   ruleset_name = "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.firestore.name}"
 }
 
-# Composite indexes: none. The code's only query pages archive segments by one field
-# (`segment`), which Firestore's automatic single-field index serves; a test scans the
-# code's queries and fails if one ever needs a composite index that is not declared here.
+# Composite indexes: none. The code's queries page archive segments by one field
+# (`segment`) and list a lesson's kept versions by one field (`version`), which Firestore's
+# automatic single-field indexes serve; a test scans the code's queries and fails if one
+# ever needs a composite index that is not declared here.
 #
 # Single-field exemptions instead: these fields are large (whole messages, lesson bodies)
 # and never queried, so indexing them would only slow every write and fill the index.
@@ -50,6 +51,7 @@ resource "google_firestore_field" "unindexed" {
       { collection = "conversations", field = "tasks" },
       { collection = "archive", field = "messages" },
       { collection = "lessons", field = "body" },
+      { collection = "versions", field = "body" },
     ] : "${field.collection}.${field.field}" => field
   }
   project    = var.project_id

@@ -126,6 +126,7 @@ variable "limits" {
     SPARK_MAX_STEPS                   = optional(number, 10)
     SPARK_HISTORY_MESSAGES            = optional(number, 20)
     SPARK_TOOL_OUTPUT_CHARS           = optional(number, 8000)
+    SPARK_LESSON_VERSIONS_KEPT        = optional(number, 20)
     SPARK_TASKS_PER_USER              = optional(number, 3)
     SPARK_TASK_MAX_ATTEMPTS           = optional(number, 3)
     SPARK_TASK_RETRY_BASE_MS          = optional(number, 2000)

@@ -22,10 +22,15 @@ from shared.attachments.uploads import Uploads
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
 from shared.errors import MethodNotAllowed, NotFound, RequestError
+from shared.lessons import versions
 from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
+    KeptVersionInfo,
+    LessonVersionsResponse,
+    RestoreRequest,
+    RestoreResponse,
     ResumeResponse,
     SendMessageRequest,
     StopResponse,
@@ -54,10 +59,13 @@ _PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results")
 _CONVERSATION = re.compile(
     r"^/api/spark/agent/conversations/((?!__[^/]*__/)[A-Za-z0-9_-]{1,64})/([\w-]+)$"
 )
+_LESSON = re.compile(
+    r"^/api/spark/lessons/((?!__[^/]*__/)[A-Za-z0-9_-]{1,128})/(versions|restore)$"
+)
 
 
 class ApiApp:
-    """Serves ``/api/spark/agent/...`` for one process."""
+    """Serves ``/api/spark/agent/...`` (and ``/api/spark/lessons/...``) for one process."""
 
     def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
         self._agent = agent
@@ -78,6 +86,8 @@ class ApiApp:
             "answers": {"POST": self.answers},
             "approvals": {"POST": self.approvals},
             "tool-results": {"POST": self.tool_results},
+            "versions": {"GET": self.lesson_versions},
+            "restore": {"POST": self.restore_lesson},
             "health": {"GET": self.health},
             "openapi": {"GET": self.openapi},
         }
@@ -100,6 +110,8 @@ class ApiApp:
             route = "openapi"
         elif (match := _CONVERSATION.match(path)) and match[2] in _PER_CONVERSATION:
             route, conversation_id = match[2], match[1]
+        elif match := _LESSON.match(path):
+            route, conversation_id = match[2], match[1]  # the id in the path: a lesson's
         else:
             raise NotFound(f"No such endpoint: {request.url.path}")
         methods = self._routes[route]
@@ -244,6 +256,36 @@ class ApiApp:
             not wants_event_stream(request),
         )
         return self._resumed(resumed)
+
+    async def lesson_versions(self, request: Request, lesson_id: str) -> Response:
+        """``GET /api/spark/lessons/{id}/versions``: the lesson's kept versions."""
+        user = await self._authenticate(request)
+        found = await versions.history(self._agent.lessons, user.uid, lesson_id)
+        answer = LessonVersionsResponse(
+            lesson_id=lesson_id,
+            current_version=found.current.version if found.current else None,
+            versions=[
+                KeptVersionInfo(
+                    version=k.version, title=k.title, saved_at=k.saved_at, characters=k.characters
+                )
+                for k in found.kept
+            ],
+        )
+        return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+    async def restore_lesson(self, request: Request, lesson_id: str) -> Response:
+        """``POST /api/spark/lessons/{id}/restore``: a kept version becomes the lesson's
+        next one (the version it replaces is kept)."""
+        user = await self._authenticate(request)
+        body = await read_json(request, RestoreRequest, self._settings.max_request_bytes)
+        now = self._agent.deps.clock.now()
+        restored = await versions.restore(
+            self._agent.lessons, user.uid, lesson_id, body.version, now
+        )
+        answer = RestoreResponse(
+            lesson_id=lesson_id, version=restored.version, restored_from=body.version
+        )
+        return JSONResponse(answer.model_dump(by_alias=True))
 
     def _resumed(self, resumed: Resumed) -> Response:
         """The follow-up's stream, or 202 saying what happened."""

@@ -323,7 +323,12 @@ class Run:
             )
             return
         args_json = parsed.args.model_dump_json()
-        if parsed.tool.execution in ("question", "client") or parsed.tool.requires_approval:
+        if parsed.tool.check is not None and parsed.tool.execution == "inline":
+            checked = await self._check(parsed, args_json)
+            if checked is None:
+                return
+            parsed, args_json = checked, checked.args.model_dump_json()
+        if parsed.tool.execution in ("question", "client") or parsed.needs_approval:
             self._pause(parsed, args_json)
             return
         if parsed.tool.execution == "task":
@@ -371,7 +376,7 @@ class Run:
                     display_text=parsed.display_text,
                 )
             )
-        elif tool.requires_approval:
+        elif parsed.needs_approval:
             self._record(
                 ApprovalRequiredEvent(
                     call.id,
@@ -392,6 +397,28 @@ class Run:
                 execution="client",
             )
             self._record(start)
+
+    async def _check(self, parsed: ParsedCall, args_json: str) -> ParsedCall | None:
+        """The call as its tool's check pins it (and whether it needs approval), or
+        ``None`` once the check's refusal is recorded as the call's result."""
+        call = parsed.call
+        context = ToolContext(
+            self.user_id, self.conversation_id, call.id, self.conversation.document_id
+        )
+        try:
+            return await parsed.checked(context)
+        except ToolError as exc:
+            why = exc.message
+        except Exception:
+            log.exception("inline tool %s failed its check", call.name)
+            why = f"The {call.name} tool failed unexpectedly; try another way."
+        self._record(
+            ToolStartEvent(
+                call.id, call.name, args_of(args_json), parsed.display_text, args_json=args_json
+            )
+        )
+        self._record(ToolEndEvent(call.id, "error", error=why, output_json=error_output(why)))
+        return None
 
     async def _run_inline(self, parsed: ParsedCall, args_json: str) -> None:
         call = parsed.call

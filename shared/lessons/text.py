@@ -10,6 +10,7 @@ look-arounds) are refused with a clear error instead.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,3 +157,34 @@ def replace_first(body: str, find: str, replace: str) -> tuple[str, int, int]:
     new = body[:at] + replace + body[at + len(find) :]
     remaining = body.count(find, at + len(find)) if find else 0
     return new, body.count("\n", 0, at) + 1, remaining
+
+
+def _common_start(a: str, b: str) -> int:
+    """The length of the longest common start of ``a`` and ``b`` (by halving: slices
+    compare in C, so this is fast on long texts)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def removed_chars(old: str, new: str) -> int:
+    """How many characters of ``old`` do not survive into ``new`` when ``new`` replaces it.
+
+    Their common start and end survive (exact, and all there is to the usual small edit);
+    of what lies between, the lines of ``old`` that ``new`` no longer has count as
+    removed, whole even if one character changed, so the count errs towards "removed".
+    Lines are compared as a multiset, not a sequence: moving text keeps it, and the
+    count stays linear (``difflib``'s line matching took 400 s on 3,000 repeated lines).
+    """
+    start = _common_start(old, new)
+    end = _common_start(old[start:][::-1], new[start:][::-1])
+    before, after = old[start : len(old) - end], new[start : len(new) - end]
+    if not before or not after:
+        return len(before)
+    gone = Counter(before.split("\n")) - Counter(after.split("\n"))
+    return min(sum((len(line) + 1) * count for line, count in gone.items()), len(before))

@@ -29,7 +29,8 @@ CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # An SSE event id (``shared/agent/transcript.py``): {runId}:{parts}:{chars} or {runId}:end.
 EVENT_ID_PATTERN = r"^([A-Za-z0-9_-]{1,128}):(?:([0-9]{1,9}):([0-9]{1,12})|end)$"
 ConversationId = Annotated[str, StringConstraints(pattern=CONVERSATION_ID_PATTERN)]
-DocumentId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,128}$")]
+LESSON_ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+DocumentId = Annotated[str, StringConstraints(pattern=LESSON_ID_PATTERN)]
 
 
 class Inbound(BaseModel):
@@ -173,6 +174,44 @@ class ToolResultRequest(Inbound):
         if size > MAX_CLIENT_OUTPUT_BYTES:
             raise ValueError(f"output must be at most {MAX_CLIENT_OUTPUT_BYTES} bytes of JSON")
         return output
+
+
+class RestoreRequest(Inbound):
+    """``POST /api/spark/lessons/{lessonId}/restore``: the kept version to bring back."""
+
+    version: StrictInt = Field(ge=1, le=2**31, description="A kept version (see .../versions).")
+
+
+class KeptVersionInfo(BaseModel):
+    """One kept version of a lesson."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    version: int
+    title: str
+    saved_at: datetime = Field(alias="savedAt", description="When this version was saved.")
+    characters: int = Field(description="The length of its body.")
+
+
+class LessonVersionsResponse(BaseModel):
+    """``GET /api/spark/lessons/{lessonId}/versions``: the kept versions, newest first;
+    ``currentVersion`` is ``null`` for a deleted lesson (a restore brings it back)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    lesson_id: str = Field(alias="lessonId")
+    current_version: int | None = Field(alias="currentVersion")
+    versions: list[KeptVersionInfo]
+
+
+class RestoreResponse(BaseModel):
+    """The restored content is the lesson's new version (the one it replaced is kept)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    lesson_id: str = Field(alias="lessonId")
+    version: int = Field(description="The lesson's version now.")
+    restored_from: int = Field(alias="restoredFrom")
 
 
 class ResumeResponse(BaseModel):

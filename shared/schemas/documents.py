@@ -295,7 +295,7 @@ class Lesson(Document):
     """``/{userId}/client/lessons/{lessonId}``: a lesson document the agent reads and
     edits. ``body`` is lesson XML (``shared/lessons/grammar.py``), valid whenever it is
     stored; ``version`` grows by one with each change (edits name the version they
-    were made against)."""
+    were made against), and the version a change replaces is kept (``LessonVersion``)."""
 
     id: str
     title: str = Field(min_length=1, max_length=200)
@@ -312,3 +312,23 @@ class Lesson(Document):
     conversation_id: str | None = None
     tool_call_id: str | None = None
     model: str | None = None
+
+
+class LessonVersion(Lesson):
+    """``/{userId}/client/lessons/{lessonId}/versions/{version}``: the lesson as it was at
+    ``version``, kept in the same write as the change that replaced it (or the deletion
+    that removed it). The newest ``SPARK_LESSON_VERSIONS_KEPT`` are kept; the owner reads
+    them like the lesson and restores one through the API. ``characters`` is the body's
+    length, so a listing need not read the bodies."""
+
+    characters: int = Field(ge=0)
+
+    @classmethod
+    def of(cls, lesson: Lesson) -> LessonVersion:
+        return cls.model_validate({**lesson.to_firestore(), "characters": len(lesson.body)})
+
+    def as_lesson(self) -> Lesson:
+        """The lesson this version was (without the listing's ``characters``)."""
+        document = self.to_firestore()
+        document.pop("characters", None)
+        return Lesson.model_validate(document)

@@ -13,10 +13,14 @@ from pydantic import BaseModel
 from shared.schemas.api import (
     CONVERSATION_ID_PATTERN,
     EVENT_ID_PATTERN,
+    LESSON_ID_PATTERN,
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
     ErrorBody,
+    LessonVersionsResponse,
+    RestoreRequest,
+    RestoreResponse,
     ResumeResponse,
     SendMessageRequest,
     StopResponse,
@@ -27,6 +31,7 @@ from shared.schemas.api import (
 
 OPENAPI_PATH = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
 PREFIX = "/api/spark/agent"
+LESSONS = "/api/spark/lessons/{lessonId}"
 _MODELS: tuple[type[BaseModel], ...] = (
     SendMessageRequest,
     AckResponse,
@@ -37,6 +42,9 @@ _MODELS: tuple[type[BaseModel], ...] = (
     ApprovalRequest,
     ToolResultRequest,
     ResumeResponse,
+    LessonVersionsResponse,
+    RestoreRequest,
+    RestoreResponse,
     ErrorBody,
 )
 
@@ -75,6 +83,12 @@ _CONVERSATION = {
     "in": "path",
     "required": True,
     "schema": {"type": "string", "pattern": CONVERSATION_ID_PATTERN},
+}
+_LESSON = {
+    "name": "lessonId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": LESSON_ID_PATTERN},
 }
 _EVENT_ID = {
     "type": "string",
@@ -163,6 +177,24 @@ def openapi() -> dict[str, Any]:
             },
         }
     }
+    lesson_versions = {
+        "get": {
+            "summary": "A lesson's kept earlier versions, newest first (also a deleted lesson's).",
+            "security": [{"bearer": []}],
+            "parameters": [_LESSON],
+            "responses": {
+                "200": {"description": "The versions.", "content": _json(LessonVersionsResponse)},
+                **_errors(400, 401, 404, 405, 500, 503),
+            },
+        }
+    }
+    restore = _post(
+        "Restore a kept version: it becomes the lesson's next version (the one it replaces "
+        "is kept); a deleted lesson comes back. 409 if the lesson changed meanwhile.",
+        RestoreRequest,
+        {"200": {"description": "Restored.", "content": _json(RestoreResponse)}},
+    )
+    restore["post"]["parameters"] = [_LESSON]
     conversation = PREFIX + "/conversations/{conversationId}"
     return {
         "openapi": "3.1.0",
@@ -186,6 +218,8 @@ def openapi() -> dict[str, Any]:
             conversation + "/tool-results": _resumed(
                 "The output of a client-executed tool.", ToolResultRequest
             ),
+            LESSONS + "/versions": lesson_versions,
+            LESSONS + "/restore": restore,
             PREFIX + "/openapi.json": {
                 "get": {
                     "summary": "This document.",

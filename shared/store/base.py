@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, overload
 
 from shared.schemas.documents import (
@@ -11,6 +12,7 @@ from shared.schemas.documents import (
     ArchiveSegment,
     Conversation,
     Lesson,
+    LessonVersion,
     Message,
     RunStatus,
 )
@@ -236,8 +238,45 @@ def changed(expected: int, current: int) -> str:
     )
 
 
+def next_version(lesson: Lesson, expected_version: int) -> None:
+    """Refuse a replacement that is not the next version of the one it replaces.
+
+    Raises:
+        ValueError: it is not (a bug in the caller, never the user's doing).
+    """
+    if lesson.version != expected_version + 1:
+        raise ValueError(
+            f"lesson {lesson.id}: version {lesson.version} cannot replace {expected_version}"
+        )
+
+
+def kept_out(version: int, kept: int) -> int | None:
+    """The kept version that keeping ``version`` pushes out, if any.
+
+    Every change adds one to a lesson's version (``replace`` insists), so the kept
+    versions are always the ``kept`` just below the current one, and keeping one more
+    drops exactly one: pruning is one delete in the same write, never a query.
+    """
+    out = version - kept
+    return out if out >= 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class KeptVersion:
+    """A kept version of a lesson as a listing shows it (its body is not read)."""
+
+    version: int
+    title: str
+    saved_at: datetime  # when this version was saved (its ``updatedAt``)
+    characters: int
+
+
 class LessonStore(Protocol):
-    """Lessons at ``/{userId}/client/lessons/{lessonId}``."""
+    """Lessons at ``/{userId}/client/lessons/{lessonId}``, and their earlier versions at
+    ``.../versions/{version}``: each ``replace`` and ``delete`` keeps the version it
+    overwrites in the same atomic write (so none is ever lost), and drops the oldest past
+    the store's ``versions_kept``.
+    """
 
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
         """The lesson, or ``None`` if this user has none with this id."""
@@ -252,10 +291,12 @@ class LessonStore(Protocol):
         ...
 
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
-        """Store ``lesson``, a new version of a stored one, if the stored one is still at
-        ``expected_version`` (checked and written atomically).
+        """Store ``lesson``, the next version of a stored one (``expected_version + 1``),
+        if the stored one is still at ``expected_version``; the stored one is kept as a
+        version. Checked and written atomically.
 
         Raises:
+            ValueError: ``lesson.version`` is not ``expected_version + 1``.
             NotFound: this user has no lesson with that id.
             VersionConflict: the stored lesson is at another version.
             StoreError: the store failed.
@@ -263,7 +304,24 @@ class LessonStore(Protocol):
         ...
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
-        """Delete the lesson; ``False`` if this user had none with this id.
+        """Delete the lesson, keeping it as a version (so it can be restored); ``False``
+        if this user had none with this id.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
+        """The kept versions of the lesson (also of a deleted one), newest first.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def version(self, user_id: str, lesson_id: str, version: int) -> LessonVersion | None:
+        """One kept version, or ``None`` if it is not kept.
 
         Raises:
             StoreError: the store failed.

@@ -15,16 +15,20 @@ from google.api_core import exceptions as gexc
 from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 from google.cloud.firestore_v1 import _helpers
 
+from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
-from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
+from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, LessonVersion
 from shared.schemas.server import TaskLedger
 from shared.store.base import (
     NO_LESSON,
+    KeptVersion,
     LedgerChange,
     Mutation,
     RunProbe,
     RunView,
     changed,
+    kept_out,
+    next_version,
     reserved,
 )
 from shared.store.limits import CLOSING_RESERVE, check_size
@@ -340,14 +344,16 @@ class FirestoreStores:
         self.client.close()  # type: ignore[no-untyped-call]
 
 
-def connect(project_id: str) -> FirestoreStores:
+def connect(
+    project_id: str, lesson_versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT
+) -> FirestoreStores:
     """The stores on the project's default database (the emulator if its variable is set)."""
     client = AsyncClient(project=project_id)
     return FirestoreStores(
         client,
         FirestoreConversationStore(client, lambda: Client(project=project_id)),
         FirestoreTaskLedgerStore(client),
-        FirestoreLessonStore(client),
+        FirestoreLessonStore(client, lesson_versions_kept),
     )
 
 
@@ -469,10 +475,19 @@ class FirestoreTaskLedgerStore:
 
 
 class FirestoreLessonStore:
-    """Lessons at ``/{userId}/client/lessons/{lessonId}`` (clients read them)."""
+    """Lessons at ``/{userId}/client/lessons/{lessonId}`` (clients read them), and their
+    kept versions at ``.../versions/{version:06d}`` (clients read those too).
 
-    def __init__(self, client: AsyncClient) -> None:
+    A change is one batch: the lesson's update, with the precondition that it is still
+    the version read, the version it replaces, and the deletion of the version that one
+    pushes out. A batch is atomic, so a version is kept exactly when it is replaced.
+    """
+
+    def __init__(
+        self, client: AsyncClient, versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT
+    ) -> None:
         self._client = client
+        self._kept = versions_kept
 
     def _ref(self, user_id: str, lesson_id: str) -> Any:
         return (
@@ -482,7 +497,22 @@ class FirestoreLessonStore:
             .document(lesson_id)
         )
 
+    def _versions(self, user_id: str, lesson_id: str) -> Any:
+        return self._ref(user_id, lesson_id).collection("versions")
+
+    def _keep(self, batch: Any, user_id: str, lesson: Lesson) -> None:
+        """Add keeping ``lesson`` (and dropping the version it pushes out) to ``batch``."""
+        versions = self._versions(user_id, lesson.id)
+        batch.set(
+            versions.document(f"{lesson.version:06d}"), LessonVersion.of(lesson).to_firestore()
+        )
+        out = kept_out(lesson.version, self._kept)
+        if out is not None:
+            batch.delete(versions.document(f"{out:06d}"))
+
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
+        if reserved(lesson_id):
+            return None
         try:
             snapshot = await self._ref(user_id, lesson_id).get()
         except gexc.GoogleAPICallError as exc:
@@ -502,17 +532,22 @@ class FirestoreLessonStore:
         return lesson
 
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
+        next_version(lesson, expected_version)
         ref = self._ref(user_id, lesson.id)
         try:
-            snapshot = await ref.get(field_paths=["version"])
+            snapshot = await ref.get()
             if not snapshot.exists:
                 raise NotFound(NO_LESSON)
-            current = int((snapshot.to_dict() or {}).get("version", 0))
-            if current != expected_version:
-                raise VersionConflict(changed(expected_version, current), current)
-            # The version read above is the one overwritten, or the write fails.
+            before = snapshot.to_dict() or {}
+            current = Lesson.model_validate(before)
+            if current.version != expected_version:
+                raise VersionConflict(changed(expected_version, current.version), current.version)
+            batch = self._client.batch()
+            # The version read above is the one overwritten (and kept), or nothing is.
             option = self._client.write_option(last_update_time=snapshot.update_time)
-            await ref.update(lesson.to_firestore(), option=option)
+            batch.update(ref, _changed_fields(before, lesson.to_firestore()), option=option)
+            self._keep(batch, user_id, current)
+            await batch.commit()
         except (gexc.FailedPrecondition, gexc.NotFound):
             now = await self.get(user_id, lesson.id)
             if now is None:
@@ -523,19 +558,50 @@ class FirestoreLessonStore:
         return lesson
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
+        if reserved(lesson_id):
+            return False
         ref = self._ref(user_id, lesson_id)
         try:
-            snapshot = await ref.get(field_paths=["id"])
+            snapshot = await ref.get()
             if not snapshot.exists:
                 return False
-            await ref.delete(
-                option=self._client.write_option(last_update_time=snapshot.update_time)
-            )
+            batch = self._client.batch()
+            option = self._client.write_option(last_update_time=snapshot.update_time)
+            batch.delete(ref, option=option)
+            self._keep(batch, user_id, Lesson.model_validate(snapshot.to_dict()))
+            await batch.commit()
         except (gexc.FailedPrecondition, gexc.NotFound):
             return False  # deleted (or changed) meanwhile by someone else
         except gexc.GoogleAPICallError as exc:
             raise StoreError(UNAVAILABLE, detail=f"Firestore delete: {exc.message}") from exc
         return True
+
+    async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
+        if reserved(lesson_id):
+            return []
+        listing = (
+            self._versions(user_id, lesson_id)
+            .select(["version", "title", "updatedAt", "characters"])
+            .order_by("version", direction="DESCENDING")
+        )
+        try:
+            snapshots = [s async for s in listing.stream()]
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
+        found = [s.to_dict() or {} for s in snapshots]
+        return [
+            KeptVersion(int(d["version"]), str(d["title"]), d["updatedAt"], int(d["characters"]))
+            for d in found
+        ]
+
+    async def version(self, user_id: str, lesson_id: str, version: int) -> LessonVersion | None:
+        if reserved(lesson_id):
+            return None
+        try:
+            snapshot = await self._versions(user_id, lesson_id).document(f"{version:06d}").get()
+        except gexc.GoogleAPICallError as exc:
+            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
+        return LessonVersion.model_validate(snapshot.to_dict()) if snapshot.exists else None
 
 
 def _changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -8,10 +8,21 @@ import copy
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
-from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
+from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, LessonVersion
 from shared.schemas.server import TaskLedger
-from shared.store.base import NO_LESSON, LedgerChange, Mutation, RunProbe, RunView, changed
+from shared.store.base import (
+    NO_LESSON,
+    KeptVersion,
+    LedgerChange,
+    Mutation,
+    RunProbe,
+    RunView,
+    changed,
+    kept_out,
+    next_version,
+)
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Sizes, apply, diff
@@ -142,10 +153,12 @@ class InMemoryTaskLedgerStore:
 
 
 class InMemoryLessonStore:
-    """Lessons in a dict."""
+    """Lessons in a dict, and their kept versions beside them."""
 
-    def __init__(self) -> None:
+    def __init__(self, versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT) -> None:
         self._documents: dict[tuple[str, str], dict[str, Any]] = {}
+        self._versions: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+        self._kept = versions_kept
 
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
         document = self._documents.get((user_id, lesson_id))
@@ -155,15 +168,43 @@ class InMemoryLessonStore:
         document = self._documents.setdefault((user_id, lesson.id), lesson.to_firestore())
         return Lesson.model_validate(document)
 
+    def _keep(self, user_id: str, document: dict[str, Any]) -> None:
+        lesson = Lesson.model_validate(document)
+        kept = self._versions.setdefault((user_id, lesson.id), {})
+        kept[lesson.version] = LessonVersion.of(lesson).to_firestore()
+        out = kept_out(lesson.version, self._kept)
+        if out is not None:
+            kept.pop(out, None)
+
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
+        next_version(lesson, expected_version)
         # Checked and written with no await between: atomic, as Firestore's precondition.
         stored = self._documents.get((user_id, lesson.id))
         if stored is None:
             raise NotFound(NO_LESSON)
         if stored["version"] != expected_version:
             raise VersionConflict(changed(expected_version, stored["version"]), stored["version"])
+        self._keep(user_id, stored)
         self._documents[(user_id, lesson.id)] = lesson.to_firestore()
         return lesson
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
-        return self._documents.pop((user_id, lesson_id), None) is not None
+        stored = self._documents.pop((user_id, lesson_id), None)
+        if stored is None:
+            return False
+        self._keep(user_id, stored)
+        return True
+
+    async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
+        kept = [
+            LessonVersion.model_validate(d)
+            for d in self._versions.get((user_id, lesson_id), {}).values()
+        ]
+        return [
+            KeptVersion(v.version, v.title, v.updated_at, v.characters)
+            for v in sorted(kept, key=lambda v: -v.version)
+        ]
+
+    async def version(self, user_id: str, lesson_id: str, version: int) -> LessonVersion | None:
+        document = self._versions.get((user_id, lesson_id), {}).get(version)
+        return None if document is None else LessonVersion.model_validate(document)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -73,6 +73,20 @@ class ToolOutput:
     change: DocumentChange | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Checked(Generic[A]):
+    """What a tool's ``check`` found before its call runs.
+
+    ``args`` are the arguments to run it with, pinned to what the check read (the
+    lesson and its version), so the run applies exactly what was checked or nothing;
+    ``approval`` asks the owner first, showing them ``display_text``.
+    """
+
+    args: A
+    approval: bool = False
+    display_text: str | None = None
+
+
 @dataclass(frozen=True)
 class Tool(Generic[A]):
     """One tool.
@@ -91,6 +105,10 @@ class Tool(Generic[A]):
             ``client`` on the user's client, ``question`` is answered by the user (both
             pause the run until their result is posted; ``run`` is never called).
         requires_approval: the owner must approve each call before it runs.
+        check: for an ``inline`` tool, looked at before each call the model makes (never
+            again when an approved call runs): pins the arguments to what it read, and
+            may ask for the owner's approval of this one call (an edit that removes most
+            of a lesson). Raises ``ToolError`` as ``run`` does.
     """
 
     name: str
@@ -100,6 +118,7 @@ class Tool(Generic[A]):
     run: Callable[[A, ToolContext], Awaitable[Any]]
     execution: ToolExecution = "inline"
     requires_approval: bool = False
+    check: Callable[[A, ToolContext], Awaitable[Checked[A]]] | None = None
 
     def spec(self) -> ToolSpec:
         schema = self.args.model_json_schema()
@@ -114,15 +133,33 @@ class Tool(Generic[A]):
 
 @dataclass(frozen=True, slots=True)
 class ParsedCall:
-    """A model's tool call whose tool exists and whose arguments are valid."""
+    """A model's tool call whose tool exists and whose arguments are valid (and, once
+    its tool's ``check`` has looked at it, pinned)."""
 
     tool: Tool[Any]
     args: BaseModel
     call: ToolCallRequest
+    approval: bool = False  # this call needs the owner's approval, whatever its tool
+    shown: str | None = None  # what the check said users see instead of the usual text
 
     @property
     def display_text(self) -> str:
-        return self.tool.display(self.args)
+        return self.shown or self.tool.display(self.args)
+
+    @property
+    def needs_approval(self) -> bool:
+        return self.approval or self.tool.requires_approval
+
+    async def checked(self, context: ToolContext) -> ParsedCall:
+        """The call as its tool's ``check`` pins it (itself if the tool has none).
+
+        Raises:
+            ToolError: the check refused it.
+        """
+        if self.tool.check is None:
+            return self
+        found = await self.tool.check(self.args, context)
+        return replace(self, args=found.args, approval=found.approval, shown=found.display_text)
 
     async def run(self, context: ToolContext) -> ToolOutput:
         result = await self.tool.run(self.args, context)

@@ -1,5 +1,6 @@
-"""Tools that wait for a person: a question the user answers, a call the owner must
-approve, and a tool the user's client carries out (DESIGN §5; seeds 001 and 002).
+"""Tools that wait for a person: a question the user answers, calls the owner must
+approve (deleting or restoring a lesson), and a tool the user's client carries out
+(DESIGN §5; seeds 001 and 002).
 
 Their results arrive through the API (``answers``, ``approvals``, ``tool-results``) and
 resume the run the way task results do (``shared/agent/results.py``).
@@ -11,10 +12,13 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
-from shared.errors import RequestError, ToolError
-from shared.store.base import LessonStore
-from shared.tools.base import Tool, ToolContext
+from shared.clock import Clock
+from shared.errors import NotFound, RequestError, ToolError, VersionConflict
+from shared.lessons import versions
+from shared.store.base import LessonStore, changed
+from shared.tools.base import Checked, DocumentChange, Tool, ToolContext, ToolOutput
 
 QUESTION_TOOL = "ask_user_question"
 
@@ -153,12 +157,87 @@ def delete_lesson_tool(lessons: LessonStore) -> Tool[DeleteLessonArgs]:
     return Tool(
         name="delete_lesson",
         description=(
-            "Delete one of the user's lessons for good. The user is asked to approve it "
-            "first; only use it when they asked for the deletion."
+            "Delete one of the user's lessons. The user is asked to approve it first; only "
+            "use it when they asked for the deletion. Its recent versions are kept, so "
+            "restore_lesson can bring it back."
         ),
         args=DeleteLessonArgs,
         display_text="Deleting a lesson",
         run=run,
         execution="inline",
         requires_approval=True,
+    )
+
+
+class RestoreLessonArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lessonId: str = Field(  # noqa: N815 (camelCase, as clients and prompts name it)
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="The id of the lesson to restore (also one that was deleted).",
+    )
+    version: int = Field(
+        ge=1,
+        description="The earlier version to bring back. Each change makes the next "
+        "version and keeps the one before: after an edit that made version 5, version 4 "
+        "is the lesson as it was.",
+    )
+    # Pinned by the check (not offered to the model): the version the owner approves
+    # replacing; if the lesson has moved on by the time it runs, nothing is changed.
+    replacing: SkipJsonSchema[int | None] = Field(default=None, ge=1)
+
+
+def restore_lesson_tool(lessons: LessonStore, clock: Clock) -> Tool[RestoreLessonArgs]:
+    async def check(args: RestoreLessonArgs, context: ToolContext) -> Checked[RestoreLessonArgs]:
+        try:
+            found, kept = await versions.kept_version(
+                lessons, context.user_id, args.lessonId, args.version
+            )
+        except NotFound as exc:
+            raise ToolError(exc.message) from None
+        if args.replacing is not None and args.replacing != found.latest:
+            raise ToolError(changed(args.replacing, found.latest))
+        shown = f"Restoring version {args.version} of “{kept.title}”"
+        return Checked(args.model_copy(update={"replacing": found.latest}), display_text=shown)
+
+    async def run(args: RestoreLessonArgs, context: ToolContext) -> ToolOutput:
+        try:
+            restored = await versions.restore(
+                lessons,
+                context.user_id,
+                args.lessonId,
+                args.version,
+                clock.now(),
+                replacing=args.replacing,
+            )
+        except (NotFound, VersionConflict) as exc:
+            raise ToolError(exc.message) from None
+        return ToolOutput(
+            {
+                "restored": args.version,
+                "documentId": restored.id,
+                "title": restored.title,
+                "version": restored.version,
+                "note": f"Version {args.version} is the lesson again, as version "
+                f"{restored.version}; the version it replaced is kept.",
+            },
+            DocumentChange(restored.id, restored.version),
+        )
+
+    return Tool(
+        name="restore_lesson",
+        description=(
+            "Bring back an earlier version of one of the user's lessons (or a deleted "
+            "lesson): its content becomes the lesson's next version, and the current one "
+            "is kept. The user is asked to approve it first; only use it when they asked "
+            "to undo a change or get a lesson back."
+        ),
+        args=RestoreLessonArgs,
+        display_text=lambda args: f"Restoring version {args.version} of a lesson",
+        run=run,
+        execution="inline",
+        requires_approval=True,
+        check=check,
     )

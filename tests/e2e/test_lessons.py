@@ -14,7 +14,16 @@ import pytest
 from google.cloud import firestore
 
 from shared.lessons.grammar import validate
-from tests.e2e.conftest import SseEvent, StackUser, auth, conversation_doc, read_events
+from tests.e2e.conftest import (
+    SseEvent,
+    StackUser,
+    auth,
+    conversation_doc,
+    conversation_path,
+    read_events,
+    settled,
+    wait_for,
+)
 from tests.fakes.openai_server import FakeOpenAI, Script
 
 pytestmark = pytest.mark.emulator
@@ -136,3 +145,57 @@ def test_another_users_lesson_is_not_found_and_nothing_is_written(
         timeout=10,
     )
     assert bad.status_code == 400
+
+
+def test_a_wipe_waits_for_approval_then_the_lesson_before_it_can_be_restored(
+    api_url: str, fake_openai: FakeOpenAI, db: firestore.Client, alice: StackUser
+) -> None:
+    """Issue 18, defect 8, on the emulator: the wipe pauses for the owner; approved, a
+    Cloud Task applies it and the lesson before it is kept; the owner restores it."""
+    lesson_id = seed_lesson(db, alice.uid)
+    trigger = f"start the lesson again {lesson_id}"
+    wipe = {"find": BODY, "replace": "<lesson>\n<p>Nothing here.</p>\n</lesson>"}
+    fake_openai.script(
+        trigger,
+        Script(
+            chunks=[],
+            tool_calls=[("edit_document", json.dumps(wipe))],
+            then=Script(chunks=["I started it again."]),
+        ),
+    )
+    body = {"text": trigger, "documentId": lesson_id}
+    with httpx.stream("POST", api_url + SEND, headers=auth(alice), json=body, timeout=30) as r:
+        events = [e for e in read_events(r) if isinstance(e, SseEvent)]
+    assert [e.event for e in events] == ["run_start", "approval_required", "done"]
+    request = events[1].data
+    assert request["displayText"].startswith("Removing most of “French verbs”")
+    assert lesson_doc(db, alice.uid, lesson_id)["version"] == 1  # nothing yet
+
+    conversation_id = events[0].data["conversationId"]
+    decision = {"toolCallId": request["toolCallId"], "approved": True}
+    approved = httpx.post(
+        api_url + conversation_path(conversation_id, "approvals"),
+        headers=auth(alice, sse=False),
+        json=decision,
+        timeout=10,
+    )
+    assert approved.status_code == 202
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    assert doc["messages"][-1]["content"][0]["text"] == "I started it again."
+    assert "Nothing here." in lesson_doc(db, alice.uid, lesson_id)["body"]
+
+    versions = api_url + f"/api/spark/lessons/{lesson_id}/versions"
+    listed = httpx.get(versions, headers=auth(alice, sse=False), timeout=10)
+    assert listed.status_code == 200
+    assert (listed.json()["currentVersion"], listed.json()["versions"][0]["version"]) == (2, 1)
+    restored = httpx.post(
+        api_url + f"/api/spark/lessons/{lesson_id}/restore",
+        headers=auth(alice, sse=False),
+        json={"version": 1},
+        timeout=10,
+    )
+    assert restored.status_code == 200 and restored.json()["version"] == 3
+    lesson = lesson_doc(db, alice.uid, lesson_id)
+    assert (lesson["body"], lesson["version"]) == (BODY, 3)
+    kept = db.document(f"{alice.uid}/client/lessons/{lesson_id}/versions/000002").get()
+    assert "Nothing here." in (kept.to_dict() or {})["body"]  # the wipe is kept in turn

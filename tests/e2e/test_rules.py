@@ -114,3 +114,26 @@ def test_rules_owner_reads_the_in_flight_message_beside_the_finished_ones(
         rest(f"{uid}/client/conversations/{conversation_id}"), headers=as_user("someone-else")
     )
     assert other.status_code == 403
+
+
+def test_rules_owner_reads_a_lessons_kept_versions_and_nobody_writes_them(
+    db: firestore.Client,
+) -> None:
+    """Kept versions sit under the lesson (``versions/{n}``): readable like it, by its
+    owner only, even after the lesson itself was deleted."""
+    uid = f"owner-{secrets.token_hex(4)}"
+    lessons = db.collection(uid).document("client").collection("lessons")
+    lessons.document("les_1").collection("versions").document("000001").set(
+        {"id": "les_1", "title": "Tides", "body": "<lesson/>", "version": 1, "characters": 9}
+    )
+    path = f"{uid}/client/lessons/les_1/versions/000001"
+    response = httpx.get(rest(path), headers=as_user(uid))
+    assert response.status_code == 200
+    assert response.json()["fields"]["version"]["integerValue"] == "1"
+    listing = httpx.get(rest(f"{uid}/client/lessons/les_1/versions"), headers=as_user(uid))
+    assert listing.status_code == 200 and len(listing.json()["documents"]) == 1
+    for reader in ("someone-else", None):
+        assert httpx.get(rest(path), headers=as_user(reader)).status_code == 403
+    body = {"fields": {"body": {"stringValue": "<lesson><p>forged</p></lesson>"}}}
+    assert httpx.patch(rest(path), json=body, headers=as_user(uid)).status_code == 403
+    assert httpx.delete(rest(path), headers=as_user(uid)).status_code == 403

@@ -413,3 +413,79 @@ async def test_lesson_store_concurrent_replaces_of_one_version_write_one(
     assert len(written) == 1
     assert all(isinstance(o, VersionConflict) for o in outcomes if not isinstance(o, Lesson))
     assert await lessons.get(uid, "les_1") == written[0]
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def keeping_three(
+    request: pytest.FixtureRequest, emulators: object
+) -> AsyncIterator[LessonStore]:
+    """A lesson store that keeps the last three versions of each lesson."""
+    if request.param == "memory":
+        yield InMemoryLessonStore(versions_kept=3)
+        return
+    stores = connect(PROJECT, lesson_versions_kept=3)
+    yield stores.lessons
+    stores.close()
+
+
+def numbered(version: int) -> Lesson:
+    return lesson(version, f"<lesson><p>{'v' * version}</p></lesson>").model_copy(
+        update={"title": f"Tides {version}"}
+    )
+
+
+async def test_lesson_store_keeps_each_version_it_replaces_and_drops_the_oldest(
+    keeping_three: LessonStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    await keeping_three.create(uid, numbered(1))
+    for version in range(2, 7):
+        await keeping_three.replace(uid, numbered(version), version - 1)
+
+    listed = await keeping_three.versions(uid, "les_1")
+    assert [(k.version, k.title) for k in listed] == [
+        (5, "Tides 5"),
+        (4, "Tides 4"),
+        (3, "Tides 3"),
+    ]
+    assert [k.characters for k in listed] == [len(numbered(v).body) for v in (5, 4, 3)]
+    assert listed[0].saved_at == NOW
+    kept = await keeping_three.version(uid, "les_1", 5)
+    assert kept is not None and kept.as_lesson() == numbered(5)
+    assert await keeping_three.version(uid, "les_1", 2) is None  # pushed out
+    assert await keeping_three.version(uid, "les_1", 6) is None  # the lesson itself
+    assert await keeping_three.versions("someone-else", "les_1") == []
+    with pytest.raises(ValueError, match="cannot replace"):
+        await keeping_three.replace(uid, numbered(8), 6)
+
+
+async def test_lesson_store_a_refused_change_keeps_nothing_and_a_race_keeps_one(
+    lessons: LessonStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    await lessons.create(uid, lesson(1))
+    outcomes = await asyncio.gather(
+        *(lessons.replace(uid, lesson(2, f"<lesson><p>{n}</p></lesson>"), 1) for n in range(5)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(o, Lesson) for o in outcomes) == 1
+    with pytest.raises(VersionConflict):
+        await lessons.replace(uid, lesson(2), 1)
+    assert [k.version for k in await lessons.versions(uid, "les_1")] == [1]
+    kept = await lessons.version(uid, "les_1", 1)
+    assert kept is not None and kept.as_lesson() == lesson(1)
+
+
+async def test_lesson_store_delete_keeps_the_lesson_as_its_last_version(
+    keeping_three: LessonStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    await keeping_three.create(uid, numbered(1))
+    await keeping_three.replace(uid, numbered(2), 1)
+    assert await keeping_three.delete(uid, "les_1") is True
+    assert await keeping_three.delete(uid, "les_1") is False
+
+    assert await keeping_three.get(uid, "les_1") is None
+    assert [k.version for k in await keeping_three.versions(uid, "les_1")] == [2, 1]
+    kept = await keeping_three.version(uid, "les_1", 2)
+    assert kept is not None and kept.as_lesson() == numbered(2)

@@ -16,7 +16,7 @@ import pytest
 
 from shared.config import DEFAULT_MODEL, Settings, parse_model
 from shared.errors import ConfigurationError
-from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
+from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, LessonVersion
 from tests.terraform.code import config_variables, firestore_collections, firestore_queries
 from tests.terraform.conftest import PROJECT, ROOT
 from tests.terraform.hcl import Config, Ref, Scope, dynamic_blocks
@@ -368,7 +368,12 @@ def test_code_needs_no_composite_index_that_is_not_declared(config: Config, scop
 
 
 def test_unindexed_fields_are_real_fields_of_real_collections(config: Config, scope: Scope) -> None:
-    models = {"conversations": Conversation, "archive": ArchiveSegment, "lessons": Lesson}
+    models = {
+        "conversations": Conversation,
+        "archive": ArchiveSegment,
+        "lessons": Lesson,
+        "versions": LessonVersion,
+    }
     assert set(models) == firestore_collections()
     queried = {field for query in firestore_queries() for field in query.fields}
     exempted = scope.eval(config.resource("google_firestore_field", "unindexed")["for_each"])
