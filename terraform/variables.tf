@@ -106,31 +106,34 @@ variable "source_archive" {
 variable "limits" {
   description = "The agent's limits, passed to both functions as environment variables (shared/config.py reads them; tests check each default here equals the code's own)."
   type = object({
-    SPARK_THROTTLE_MS                 = optional(number, 500)
-    SPARK_KEEPALIVE_SECONDS           = optional(number, 15)
-    SPARK_RUN_LEASE_SECONDS           = optional(number, 90)
-    SPARK_PROVIDER_IDLE_SECONDS       = optional(number, 60)
-    SPARK_WATCHDOG_GRACE_SECONDS      = optional(number, 30)
-    SPARK_CLIENT_TOOL_TIMEOUT_SECONDS = optional(number, 300)
-    SPARK_LIVE_DOC_BYTES              = optional(number, 262144)
-    SPARK_RUNS_PER_USER               = optional(number, 3)
-    SPARK_DAILY_TOKENS_PER_USER       = optional(number, 2000000)
-    SPARK_DAILY_UPLOADS_PER_USER      = optional(number, 100)
-    SPARK_RESUME_STREAMS_PER_USER     = optional(number, 10)
-    SPARK_TASK_CALLS_PER_STEP         = optional(number, 5)
-    SPARK_TASKS_QUEUED_PER_USER       = optional(number, 20)
-    SPARK_HISTORY_CHARS               = optional(number, 200000)
-    SPARK_ATTACHMENT_IMAGES           = optional(number, 4)
-    SPARK_ATTACHMENT_IMAGE_BYTES      = optional(number, 10485760)
-    SPARK_ATTACHMENT_TEXT_CHARS       = optional(number, 60000)
-    SPARK_MAX_STEPS                   = optional(number, 10)
-    SPARK_HISTORY_MESSAGES            = optional(number, 20)
-    SPARK_TOOL_OUTPUT_CHARS           = optional(number, 8000)
-    SPARK_LESSON_VERSIONS_KEPT        = optional(number, 20)
-    SPARK_TASKS_PER_USER              = optional(number, 3)
-    SPARK_TASK_MAX_ATTEMPTS           = optional(number, 3)
-    SPARK_TASK_RETRY_BASE_MS          = optional(number, 2000)
-    SPARK_TASK_LEASE_SECONDS          = optional(number, 120)
+    SPARK_THROTTLE_MS                      = optional(number, 500)
+    SPARK_KEEPALIVE_SECONDS                = optional(number, 15)
+    SPARK_RUN_LEASE_SECONDS                = optional(number, 90)
+    SPARK_PROVIDER_IDLE_SECONDS            = optional(number, 60)
+    SPARK_WATCHDOG_GRACE_SECONDS           = optional(number, 30)
+    SPARK_CLIENT_TOOL_TIMEOUT_SECONDS      = optional(number, 300)
+    SPARK_LIVE_DOC_BYTES                   = optional(number, 262144)
+    SPARK_RUNS_PER_USER                    = optional(number, 3)
+    SPARK_DAILY_TOKENS_PER_USER            = optional(number, 2000000)
+    SPARK_DAILY_UPLOADS_PER_USER           = optional(number, 100)
+    SPARK_RESUME_STREAMS_PER_USER          = optional(number, 10)
+    SPARK_QUEUED_MESSAGES_PER_CONVERSATION = optional(number, 10)
+    SPARK_QUEUED_MESSAGE_BYTES             = optional(number, 131072)
+    SPARK_ATTACHMENT_DECODES_AT_ONCE       = optional(number, 1)
+    SPARK_TASK_CALLS_PER_STEP              = optional(number, 5)
+    SPARK_TASKS_QUEUED_PER_USER            = optional(number, 20)
+    SPARK_HISTORY_CHARS                    = optional(number, 200000)
+    SPARK_ATTACHMENT_IMAGES                = optional(number, 4)
+    SPARK_ATTACHMENT_IMAGE_BYTES           = optional(number, 10485760)
+    SPARK_ATTACHMENT_TEXT_CHARS            = optional(number, 60000)
+    SPARK_MAX_STEPS                        = optional(number, 10)
+    SPARK_HISTORY_MESSAGES                 = optional(number, 20)
+    SPARK_TOOL_OUTPUT_CHARS                = optional(number, 8000)
+    SPARK_LESSON_VERSIONS_KEPT             = optional(number, 20)
+    SPARK_TASKS_PER_USER                   = optional(number, 3)
+    SPARK_TASK_MAX_ATTEMPTS                = optional(number, 3)
+    SPARK_TASK_RETRY_BASE_MS               = optional(number, 2000)
+    SPARK_TASK_LEASE_SECONDS               = optional(number, 120)
   })
   default = {}
   validation {
@@ -145,9 +148,10 @@ variable "limits" {
         SPARK_ATTACHMENT_IMAGES      = 0
         SPARK_ATTACHMENT_IMAGE_BYTES = 0
         SPARK_ATTACHMENT_TEXT_CHARS  = 0
+        SPARK_QUEUED_MESSAGE_BYTES   = 65536
       }, name, 1)
     ])
-    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS)."
+    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES)."
   }
 }
 
