@@ -155,7 +155,9 @@ def test_e2e_ten_racing_sends_from_several_tabs_open_exactly_one_run(
 ) -> None:
     with httpx.stream("POST", functions.api + SEND, headers=auth(alice), json={"text": "hi"}) as r:
         conversation_id = events_of(r)[0].data["conversationId"]
-    fake_openai.script("race", Script(chunks=["slow ", "reply"], delay=0.3))
+    # Long enough that every send meets the live run, even when a loaded machine starts
+    # some of the ten threads late (a send after the run's end rightly opens another).
+    fake_openai.script("race", Script(chunks=["slow ", "reply"], delay=2.0))
     barrier = threading.Barrier(10)
     statuses: list[int] = []
     codes: list[str] = []
