@@ -56,10 +56,10 @@ from shared.llm.base import (
     ToolCallRequest,
     finished,
 )
+from shared.queue.naming import task_id_for
 from shared.schemas.documents import ActiveRun, Conversation, StepState, TaskState
 from shared.schemas.server import TaskRecord
 from shared.store.limits import CLOSING_RESERVE
-from shared.tasks.naming import task_id_for
 from shared.tools.base import ParsedCall, ToolContext, dump_output, error_output
 
 log = logging.getLogger(__name__)

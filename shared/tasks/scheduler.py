@@ -13,13 +13,7 @@ from shared.clock import Clock
 from shared.errors import RateLimited, ToolError
 from shared.llm.base import Meter, Usage
 from shared.queue.base import QueuedTask, TaskQueue
-from shared.queue.port import Call, Claimed, Ended
-from shared.schemas.documents import ActiveRun
-from shared.schemas.server import TaskLedger, TaskRecord
-from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
-from shared.store.base import TaskLedgerStore
-from shared.tasks import ledger as ledgers
-from shared.tasks.naming import (
+from shared.queue.naming import (
     attempt_name,
     expire_name,
     follow_up_name,
@@ -27,6 +21,12 @@ from shared.tasks.naming import (
     task_id_for,
     watchdog_name,
 )
+from shared.queue.port import Call, Claimed, Ended
+from shared.schemas.documents import ActiveRun
+from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
+from shared.store.base import TaskLedgerStore
+from shared.tasks import ledger as ledgers
 
 log = logging.getLogger(__name__)
 
