@@ -25,7 +25,7 @@ from shared.agent.results import (
     with_progress,
 )
 from shared.agent.service import Agent
-from shared.errors import ConversationTooLarge, RunInProgress, SparkError, ToolError
+from shared.errors import ConversationTooLarge, RunInProgress, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
 from shared.schemas.documents import Conversation, Message, ToolCall
@@ -39,7 +39,8 @@ from shared.schemas.tasks import (
     WatchdogTask,
 )
 from shared.store.limits import CLOSING_RESERVE
-from shared.tools.base import DocumentChange, ToolContext, dump_output, error_output
+from shared.tools.base import ToolContext, error_output
+from shared.tools.execute import execute, refused, safe_reason
 
 log = logging.getLogger(__name__)
 
@@ -206,45 +207,41 @@ class TaskHandler:
             task.conversation_id,
             lambda c: mark_running(c, call.id, deps.clock.now()),
         )
-        status: Literal["ok", "error"] = "error"
-        change: DocumentChange | None = None
         if task.attempt > policy.max_attempts:
-            output = error_output(_gave_up(call, policy.max_attempts, "it stopped responding"))
+            outcome = refused(_gave_up(call, policy.max_attempts, "it stopped responding"))
         else:
+            context = ToolContext(
+                task.user_id,
+                task.conversation_id,
+                call.id,
+                document_id,
+                progress,
+                self._tasks.meter(task.user_id),
+            )
             try:
                 parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
-                context = ToolContext(
-                    task.user_id,
-                    task.conversation_id,
-                    call.id,
-                    document_id,
-                    progress,
-                    self._tasks.meter(task.user_id),
-                )
-                result = await parsed.run(context)
-                output = dump_output(result.value, policy.output_chars)
-                change = result.change
-                status = "ok"
             except ToolError as exc:
-                output = error_output(exc.message)
-            except Exception as exc:
-                log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, exc)
+                outcome = refused(exc.message)
+            else:
+                outcome = await execute(parsed, context, policy.output_chars)
+            if (failure := outcome.failure) is not None:
+                log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, failure)
                 if task.attempt < policy.max_attempts:
                     delay = policy.retry_base * 2 ** (task.attempt - 1)
-                    await self._retry_later(task, delay, _safe(exc))
+                    await self._retry_later(task, delay, safe_reason(failure))
                     return None
-                output = error_output(_gave_up(call, task.attempt, _safe(exc)))
-        now = deps.clock.now()
+                outcome = refused(_gave_up(call, task.attempt, safe_reason(failure)))
+        now, change = deps.clock.now(), outcome.change
         try:
             return await deps.store.mutate(
                 task.user_id,
                 task.conversation_id,
                 lambda c: record_results(
                     c,
-                    {call.id: output},
-                    status,
+                    {call.id: outcome.output_json},
+                    "ok" if outcome.ok else "error",
                     now,
-                    None if status == "ok" else "The tool failed.",
+                    None if outcome.ok else "The tool failed.",
                     changes={call.id: change} if change else None,
                 ),
                 reserve=CLOSING_RESERVE,  # new content; the note below may use the room
@@ -279,11 +276,6 @@ class TaskHandler:
 
     async def _finish(self, task: ToolTask, status: Ended, error: str | None = None) -> None:
         await self._tasks.finish(task.user_id, task.task_id, task.attempt, status, error)
-
-
-def _safe(exc: Exception) -> str:
-    """What may be said of a failure outside the log (our words, never an SDK's)."""
-    return exc.message if isinstance(exc, SparkError) else "an unexpected error"
 
 
 def _gave_up(call: ToolCall, attempts: int, reason: str) -> str:
