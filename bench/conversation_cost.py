@@ -40,7 +40,7 @@ from shared.store.memory import (  # noqa: E402
     InMemoryTaskLedgerStore,
 )
 from shared.tasks.handler import TaskHandler  # noqa: E402
-from shared.wiring import assemble  # noqa: E402
+from shared.wiring import assemble, task_policy_of  # noqa: E402
 
 TOKENS_PER_SECOND = 50
 
@@ -78,7 +78,7 @@ async def conversation(replies: int, seconds: float, background: bool) -> dict[s
         SystemClock(),
         system_prompt="bench",
     )
-    handler = TaskHandler(components.agent, components.scheduler, settings)
+    handler = TaskHandler(components.agent, components.scheduler, task_policy_of(settings))
     user = User(uid="bench")
     tasks: Counter[str] = Counter()
     conversation_id: str | None = None

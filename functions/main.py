@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from shared.config import Settings
 from shared.tasks.handler import TaskHandler
-from shared.wiring import build_components, build_task_verifier, build_verifier
+from shared.wiring import build_components, build_task_verifier, build_verifier, task_policy_of
 
 logs.configure()
 
@@ -23,7 +23,7 @@ settings = Settings.from_env()
 _components, _stores = build_components(settings)
 _api = ApiApp(_components.agent, build_verifier(settings), settings)
 _tasks = TasksApp(
-    TaskHandler(_components.agent, _components.scheduler, settings),
+    TaskHandler(_components.agent, _components.scheduler, task_policy_of(settings)),
     build_task_verifier(settings),
 )
 

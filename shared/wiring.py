@@ -21,6 +21,7 @@ from shared.prompts import load_prompt, prompts_dir
 from shared.queue.base import TaskQueue
 from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
 from shared.store.files import FileStore, InMemoryFileStore
+from shared.tasks.handler import TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
@@ -129,6 +130,17 @@ def limits_of(settings: Settings) -> RunLimits:
             settings.attachment_text_chars,
         ),
         queue=QueueLimits(settings.queued_messages_per_conversation, settings.queued_message_bytes),
+    )
+
+
+def task_policy_of(settings: Settings) -> TaskPolicy:
+    """How the tasks function runs and retries task tools."""
+    return TaskPolicy(
+        max_attempts=settings.task_max_attempts,
+        retry_base=timedelta(milliseconds=settings.task_retry_base_ms),
+        lease=timedelta(seconds=settings.task_lease_seconds),
+        output_chars=settings.tool_output_chars,
+        busy_wait=timedelta(seconds=settings.run_lease_seconds / 3),
     )
 
 

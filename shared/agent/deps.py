@@ -6,60 +6,16 @@ loop depends only on these interfaces (DESIGN §2: dependencies point inward).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from shared.agent.files import AttachmentBudget
 from shared.agent.runs import QueueLimits
 from shared.clock import Clock
 from shared.llm.base import ModelProvider
-from shared.schemas.documents import ActiveRun
-from shared.schemas.server import TaskRecord
+from shared.queue.port import TaskPort
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
 from shared.tools.base import ToolRegistry
-
-Call = tuple[str, str, str]
-"""(tool call id, tool name, display text)"""
-
-
-class TaskSink(Protocol):
-    """Where a run hands its task tool calls (``TaskScheduler`` implements it)."""
-
-    async def submit(
-        self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
-    ) -> list[TaskRecord]:
-        """Record the calls' tasks in the user's ledger; returns the attempts granted
-        now, to ``dispatch`` once the run's message is saved (``again``: queue anew a
-        task that ended cancelled).
-
-        Raises:
-            StoreError: nothing was recorded.
-        """
-        ...
-
-    async def dispatch(self, user_id: str, records: Sequence[TaskRecord]) -> None:
-        """Enqueue granted attempts (an attempt not enqueued is granted again later).
-
-        Raises:
-            QueueUnavailable: from the first attempt the queue refused.
-        """
-        ...
-
-    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
-        """Have a task produce the queued ``run`` that ending this one opened."""
-        ...
-
-    async def expire_client_calls(
-        self, user_id: str, conversation_id: str, call_ids: Sequence[str], delay_seconds: float
-    ) -> None:
-        """Give the client calls a synthetic result if still unanswered after the delay."""
-        ...
-
-    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
-        """Free the run's slot (if it took one) and count its tokens against today's."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,5 +48,5 @@ class RunDeps:
     clock: Clock
     limits: RunLimits
     system_prompt: str
-    tasks: TaskSink
+    tasks: TaskPort
     files: FileStore

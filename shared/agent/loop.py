@@ -56,11 +56,12 @@ from shared.llm.base import (
     ToolCallRequest,
     finished,
 )
+from shared.queue.naming import task_id_for
 from shared.schemas.documents import ActiveRun, Conversation, StepState, TaskState
 from shared.schemas.server import TaskRecord
 from shared.store.limits import CLOSING_RESERVE
-from shared.tasks.naming import task_id_for
-from shared.tools.base import ParsedCall, ToolContext, dump_output, error_output
+from shared.tools.base import ParsedCall, ToolContext
+from shared.tools.execute import ToolOutcome, execute, refused, unexpected
 
 log = logging.getLogger(__name__)
 
@@ -316,11 +317,7 @@ class Run:
                     args_json=call.arguments,
                 )
             )
-            self._record(
-                ToolEndEvent(
-                    call.id, "error", error=exc.message, output_json=error_output(exc.message)
-                )
-            )
+            self._end_tool(call.id, refused(exc.message))
             return
         args_json = parsed.args.model_dump_json()
         if parsed.tool.check is not None and parsed.tool.execution == "inline":
@@ -346,9 +343,7 @@ class Run:
                     args_json=args_json,
                 )
                 self._record(start)
-                self._record(
-                    ToolEndEvent(call.id, "error", error=why, output_json=error_output(why))
-                )
+                self._end_tool(call.id, refused(why))
                 return
             self._step_tasks += 1
             self._queued.append(parsed)
@@ -411,13 +406,13 @@ class Run:
             why = exc.message
         except Exception:
             log.exception("inline tool %s failed its check", call.name)
-            why = f"The {call.name} tool failed unexpectedly; try another way."
+            why = unexpected(call.name)
         self._record(
             ToolStartEvent(
                 call.id, call.name, args_of(args_json), parsed.display_text, args_json=args_json
             )
         )
-        self._record(ToolEndEvent(call.id, "error", error=why, output_json=error_output(why)))
+        self._end_tool(call.id, refused(why))
         return None
 
     async def _run_inline(self, parsed: ParsedCall, args_json: str) -> None:
@@ -430,32 +425,25 @@ class Run:
         context = ToolContext(
             self.user_id, self.conversation_id, call.id, self.conversation.document_id
         )
-        limit = self.deps.limits.tool_output_chars
-        try:
-            result = await parsed.run(context)
-            output = dump_output(result.value, limit)
-        except ToolError as exc:
+        outcome = await execute(parsed, context, self.deps.limits.tool_output_chars)
+        if outcome.failure is not None:
+            log.error("inline tool %s failed", call.name, exc_info=outcome.failure)
+        self._end_tool(call.id, outcome)
+
+    def _end_tool(self, call_id: str, outcome: ToolOutcome) -> None:
+        if not outcome.ok:
             self._record(
-                ToolEndEvent(
-                    call.id, "error", error=exc.message, output_json=error_output(exc.message)
-                )
+                ToolEndEvent(call_id, "error", error=outcome.error, output_json=outcome.output_json)
             )
             return
-        except Exception:
-            log.exception("inline tool %s failed", call.name)
-            error = f"The {call.name} tool failed unexpectedly; try another way."
-            self._record(
-                ToolEndEvent(call.id, "error", error=error, output_json=error_output(error))
-            )
-            return
-        change = result.change
+        change = outcome.change
         self._record(
             ToolEndEvent(
-                call.id,
+                call_id,
                 "success",
                 document_id=change.document_id if change else None,
                 version=change.version if change else None,
-                output_json=output,
+                output_json=outcome.output_json,
             )
         )
 

@@ -18,6 +18,7 @@ from typing import Literal
 
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.ids import derived
+from shared.queue.naming import task_id_for
 from shared.schemas.documents import (
     ActiveRun,
     ContentPart,
@@ -29,7 +30,6 @@ from shared.schemas.documents import (
     ToolCallStatus,
     ToolResult,
 )
-from shared.tasks.naming import task_id_for
 from shared.tools.base import DocumentChange
 
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Literal
 
 from shared.agent.deps import RunDeps
 from shared.agent.history import steps_since_user
@@ -47,6 +47,7 @@ from shared.errors import (
     SparkError,
 )
 from shared.ids import IdGenerator
+from shared.queue.port import TaskPort
 from shared.schemas.documents import (
     ActiveRun,
     Author,
@@ -66,71 +67,6 @@ WAITING = (
     "Spark AI Agent is writing as many replies for you as it may at once; this one "
     "starts as soon as one of them ends."
 )
-
-
-class RunScheduler(Protocol):
-    """The Cloud Tasks side of runs, and the per-user limits kept in the user's ledger
-    (``TaskScheduler`` implements it)."""
-
-    async def enqueue_reply(
-        self, user_id: str, conversation_id: str, run_id: str, after: str | None = None
-    ) -> None:
-        """Have a task produce a queued run.
-
-        Raises:
-            QueueUnavailable: the queue did not take it.
-        """
-        ...
-
-    async def enqueue_follow_up(
-        self, user_id: str, conversation_id: str, message_id: str, attempt: int = 0
-    ) -> None:
-        """Have a task continue the agent after ``message_id`` once the conversation is free."""
-        ...
-
-    async def enqueue_watchdog(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
-        """Have a task check on ``run`` once its lease has lapsed (plus a grace period).
-
-        Raises:
-            QueueUnavailable: the queue did not take it.
-        """
-        ...
-
-    async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
-        """Cancel the tasks that have not started (their slots free at once)."""
-        ...
-
-    async def admit_run(
-        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
-    ) -> None:
-        """Take one of the user's run slots (``Agent.admit`` is the one caller).
-
-        Raises:
-            SlotsTaken: every slot is taken; with ``wait`` the run is recorded as
-                waiting for one, otherwise nothing was written.
-            RateLimited: today's tokens are spent; nothing was written.
-        """
-        ...
-
-    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
-        """Free the run's slot and count its tokens."""
-        ...
-
-    async def admit_upload(self, user_id: str) -> None:
-        """Count one upload session against the user's daily allowance.
-
-        Raises:
-            RateLimited: today's uploads are used up; nothing was written.
-        """
-        ...
-
-    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
-        """Have a task produce the queued ``run`` (and a watchdog check on it)."""
-        ...
-
-    async def sweep(self, user_id: str) -> None:
-        """Grant again, and enqueue, task attempts whose lease lapsed unclaimed."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +91,7 @@ class Agent:
         self,
         deps: RunDeps,
         ids: IdGenerator,
-        scheduler: RunScheduler,
+        scheduler: TaskPort,
         lessons: LessonStore,
         attachments: Attachments,
     ) -> None:
@@ -500,7 +436,7 @@ class Agent:
             if state.status == "cancelled"
         ]
         if cancelled:
-            await self.scheduler.cancel_tasks(user_id, cancelled)
+            await self.scheduler.cancel(user_id, cancelled)
         await self.hand_on(user_id, conversation)
         active = conversation.active_run
         if active is not None and active.run_id == run_id and active.status == "stopping":

@@ -41,6 +41,7 @@ from shared.agent.events import (
     UsageEvent,
 )
 from shared.errors import RequestError
+from shared.queue.naming import task_id_for
 from shared.schemas.api import EVENT_ID_PATTERN
 from shared.schemas.documents import (
     ContentPart,
@@ -54,7 +55,6 @@ from shared.schemas.documents import (
     ToolResult,
     Usage,
 )
-from shared.tasks.naming import task_id_for
 
 STOPPED = "The user stopped the reply before this tool finished."
 CANCELLED = "Cancelled: the reply ended before this started."

@@ -23,9 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from shared.attachments.images import NotAnImage, TooManyPixels, normalise
-from shared.attachments.pdf import MAX_PAGES, PdfUnreadable, extract_text
-from shared.attachments.rules import (
+from shared.attachment_rules import (
     ACCEPTED,
     MAX_ATTACHMENTS,
     MAX_BYTES,
@@ -36,6 +34,8 @@ from shared.attachments.rules import (
     path_problem,
     sniff,
 )
+from shared.attachments.images import NotAnImage, TooManyPixels, normalise
+from shared.attachments.pdf import MAX_PAGES, PdfUnreadable, extract_text
 from shared.errors import (
     Forbidden,
     NotFound,

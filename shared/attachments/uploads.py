@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from shared.attachments.rules import (
+from shared.attachment_rules import (
     ACCEPTED,
     DERIVED_SUFFIXES,
     MAX_BYTES,

@@ -17,7 +17,7 @@ from pydantic import (
     field_validator,
 )
 
-from shared.attachments.rules import ACCEPTED, MAX_BYTES, MAX_NAME_CHARS
+from shared.attachment_rules import ACCEPTED, MAX_BYTES, MAX_NAME_CHARS
 
 MAX_TEXT_BYTES = 32 * 1024
 MAX_CLIENT_OUTPUT_BYTES = 64 * 1024

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from shared.agent.people import People
@@ -24,11 +25,11 @@ from shared.agent.results import (
     with_progress,
 )
 from shared.agent.service import Agent
-from shared.config import Settings
-from shared.errors import ConversationTooLarge, RunInProgress, SparkError, ToolError
+from shared.errors import ConversationTooLarge, RunInProgress, ToolError
 from shared.llm.base import ToolCallRequest
+from shared.queue.port import Ended, TaskPort
 from shared.schemas.documents import Conversation, Message, ToolCall
-from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.server import TaskRecord
 from shared.schemas.tasks import (
     AnyTask,
     ExpireTask,
@@ -38,9 +39,8 @@ from shared.schemas.tasks import (
     WatchdogTask,
 )
 from shared.store.limits import CLOSING_RESERVE
-from shared.tasks import ledger as ledgers
-from shared.tasks.scheduler import TaskScheduler
-from shared.tools.base import DocumentChange, ToolContext, dump_output, error_output
+from shared.tools.base import ToolContext, error_output
+from shared.tools.execute import execute, refused, safe_reason
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +58,30 @@ BUSY_RETRIES = 10
 FOLLOW_UP_ATTEMPTS = 30
 
 
+@dataclass(frozen=True, slots=True)
+class TaskPolicy:
+    """How task tools are run and retried; ``wiring.task_policy_of`` gives the values."""
+
+    max_attempts: int
+    # The first retry's delay (doubling with each attempt after it).
+    retry_base: timedelta
+    # An attempt's lease (the ledger's): renewed every third of it while the tool runs.
+    lease: timedelta
+    # Characters of a tool's output kept for the model.
+    output_chars: int
+    # How long a task whose conversation has a live run waits before trying again.
+    busy_wait: timedelta
+
+
 class TaskHandler:
     """Serves one delivery of a task."""
 
-    def __init__(self, agent: Agent, scheduler: TaskScheduler, settings: Settings) -> None:
+    def __init__(self, agent: Agent, tasks: TaskPort, policy: TaskPolicy) -> None:
         self._agent = agent
         self._people = People(agent)
         self._deps = agent.deps
-        self._scheduler = scheduler
-        self._settings = settings
+        self._tasks = tasks
+        self._policy = policy
 
     async def handle(self, task: AnyTask) -> Outcome:
         if isinstance(task, ReplyTask):
@@ -101,7 +116,7 @@ class TaskHandler:
             if task.attempt >= FOLLOW_UP_ATTEMPTS:
                 log.warning("follow-up of %s: the conversation stayed busy", task.message_id)
                 return "done"
-            await self._scheduler.enqueue_follow_up(
+            await self._tasks.enqueue_follow_up(
                 task.user_id, task.conversation_id, task.message_id, task.attempt + 1
             )
             return "done"
@@ -110,19 +125,10 @@ class TaskHandler:
         return "done"
 
     async def _tool_task(self, task: ToolTask) -> Outcome:
-        now = self._deps.clock.now()
-        policy = self._scheduler.policy
-
-        def change(
-            ledger: TaskLedger,
-        ) -> tuple[TaskLedger, tuple[ledgers.Claim, TaskRecord | None]]:
-            ledger, claim = ledgers.claim(ledger, task.task_id, task.attempt, now, policy)
-            return ledger, (claim, ledger.tasks.get(task.task_id))
-
-        claim, record = await self._scheduler.apply(task.user_id, change)
-        if claim == "busy":
+        record = await self._tasks.claim(task.user_id, task.task_id, task.attempt)
+        if record == "busy":
             return "busy"
-        if claim == "stale" or record is None:
+        if isinstance(record, str):  # stale
             return "done"
         heartbeat = asyncio.create_task(self._keep_lease(task))
         try:
@@ -137,16 +143,11 @@ class TaskHandler:
         return "done"
 
     async def _keep_lease(self, task: ToolTask) -> None:
-        lease = self._scheduler.policy.lease
+        every = self._policy.lease.total_seconds() / 3
         while True:
-            await self._deps.clock.sleep(lease.total_seconds() / 3)
-            until = self._deps.clock.now() + lease
-
-            def change(ledger: TaskLedger, until: datetime = until) -> tuple[TaskLedger, None]:
-                return ledgers.renew(ledger, task.task_id, task.attempt, until), None
-
+            await self._deps.clock.sleep(every)
             try:
-                await self._scheduler.apply(task.user_id, change)
+                await self._tasks.renew(task.user_id, task.task_id, task.attempt)
             except Exception:
                 log.warning("task %s: could not renew its lease", task.task_id, exc_info=True)
 
@@ -156,7 +157,7 @@ class TaskHandler:
         found = None if conversation is None else find_call(conversation, record.tool_call_id)
         if conversation is not None and found is None and conversation.active_run is not None:
             # The run that made the call has not saved it yet: come back shortly.
-            await self._retry_later(task, self._settings.task_retry_base_ms / 1000, None)
+            await self._retry_later(task, self._policy.retry_base, None)
             return
         if conversation is None or found is None:
             log.warning("task %s: its tool call is gone; dropping it", task.task_id)
@@ -192,7 +193,7 @@ class TaskHandler:
         self, task: ToolTask, call: ToolCall, document_id: str | None
     ) -> Conversation | None:
         """Run the tool and record its result; ``None`` if it will be retried instead."""
-        deps, settings = self._deps, self._settings
+        deps, policy = self._deps, self._policy
 
         async def progress(text: str) -> None:
             await deps.store.mutate(
@@ -206,47 +207,41 @@ class TaskHandler:
             task.conversation_id,
             lambda c: mark_running(c, call.id, deps.clock.now()),
         )
-        status: Literal["ok", "error"] = "error"
-        change: DocumentChange | None = None
-        if task.attempt > settings.task_max_attempts:
-            output = error_output(
-                _gave_up(call, settings.task_max_attempts, "it stopped responding")
-            )
+        if task.attempt > policy.max_attempts:
+            outcome = refused(_gave_up(call, policy.max_attempts, "it stopped responding"))
         else:
+            context = ToolContext(
+                task.user_id,
+                task.conversation_id,
+                call.id,
+                document_id,
+                progress,
+                self._tasks.meter(task.user_id),
+            )
             try:
                 parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
-                context = ToolContext(
-                    task.user_id,
-                    task.conversation_id,
-                    call.id,
-                    document_id,
-                    progress,
-                    self._scheduler.meter(task.user_id),
-                )
-                result = await parsed.run(context)
-                output = dump_output(result.value, settings.tool_output_chars)
-                change = result.change
-                status = "ok"
             except ToolError as exc:
-                output = error_output(exc.message)
-            except Exception as exc:
-                log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, exc)
-                if task.attempt < settings.task_max_attempts:
-                    delay = settings.task_retry_base_ms / 1000 * 2 ** (task.attempt - 1)
-                    await self._retry_later(task, delay, _safe(exc))
+                outcome = refused(exc.message)
+            else:
+                outcome = await execute(parsed, context, policy.output_chars)
+            if (failure := outcome.failure) is not None:
+                log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, failure)
+                if task.attempt < policy.max_attempts:
+                    delay = policy.retry_base * 2 ** (task.attempt - 1)
+                    await self._retry_later(task, delay, safe_reason(failure))
                     return None
-                output = error_output(_gave_up(call, task.attempt, _safe(exc)))
-        now = deps.clock.now()
+                outcome = refused(_gave_up(call, task.attempt, safe_reason(failure)))
+        now, change = deps.clock.now(), outcome.change
         try:
             return await deps.store.mutate(
                 task.user_id,
                 task.conversation_id,
                 lambda c: record_results(
                     c,
-                    {call.id: output},
-                    status,
+                    {call.id: outcome.output_json},
+                    "ok" if outcome.ok else "error",
                     now,
-                    None if status == "ok" else "The tool failed.",
+                    None if outcome.ok else "The tool failed.",
                     changes={call.id: change} if change else None,
                 ),
                 reserve=CLOSING_RESERVE,  # new content; the note below may use the room
@@ -267,49 +262,20 @@ class TaskHandler:
         try:
             run = await self._agent.follow_up(task.user_id, task.conversation_id, source)
         except RunInProgress:
-            if task.attempt >= self._settings.task_max_attempts + BUSY_RETRIES:
+            if task.attempt >= self._policy.max_attempts + BUSY_RETRIES:
                 log.warning("task %s: conversation stayed busy; no follow-up", task.task_id)
                 return True
-            await self._retry_later(task, self._deps.limits.lease_seconds / 3, None)
+            await self._retry_later(task, self._policy.busy_wait, None)
             return False
         if run is not None:
             await run.execute()
         return True
 
-    async def _retry_later(self, task: ToolTask, delay: float, error: str | None) -> None:
-        now = self._deps.clock.now()
-        policy = self._scheduler.policy
-        record = await self._scheduler.apply(
-            task.user_id,
-            lambda led: ledgers.reschedule(
-                led, task.task_id, task.attempt, now, timedelta(seconds=delay), policy, error
-            ),
-        )
-        if record is not None:
-            await self._scheduler.dispatch(task.user_id, [record])
+    async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:
+        await self._tasks.reschedule(task.user_id, task.task_id, task.attempt, delay, error)
 
-    async def _finish(
-        self,
-        task: ToolTask,
-        status: Literal["completed", "failed", "cancelled"],
-        error: str | None = None,
-    ) -> None:
-        now = self._deps.clock.now()
-        policy = self._scheduler.policy
-        granted = await self._scheduler.apply(
-            task.user_id,
-            lambda led: ledgers.finish(led, task.task_id, task.attempt, status, now, policy, error),
-        )
-        try:
-            await self._scheduler.dispatch(task.user_id, granted)
-        except Exception:
-            # Their leases lapse and the next ledger change grants them again.
-            log.exception("task %s: could not dispatch the next tasks", task.task_id)
-
-
-def _safe(exc: Exception) -> str:
-    """What may be said of a failure outside the log (our words, never an SDK's)."""
-    return exc.message if isinstance(exc, SparkError) else "an unexpected error"
+    async def _finish(self, task: ToolTask, status: Ended, error: str | None = None) -> None:
+        await self._tasks.finish(task.user_id, task.task_id, task.attempt, status, error)
 
 
 def _gave_up(call: ToolCall, attempts: int, reason: str) -> str:

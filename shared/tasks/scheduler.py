@@ -9,17 +9,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
 
-from shared.agent.deps import Call
 from shared.clock import Clock
 from shared.errors import RateLimited, ToolError
 from shared.llm.base import Meter, Usage
 from shared.queue.base import QueuedTask, TaskQueue
-from shared.schemas.documents import ActiveRun
-from shared.schemas.server import TaskLedger, TaskRecord
-from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
-from shared.store.base import TaskLedgerStore
-from shared.tasks import ledger as ledgers
-from shared.tasks.naming import (
+from shared.queue.naming import (
     attempt_name,
     expire_name,
     follow_up_name,
@@ -27,6 +21,12 @@ from shared.tasks.naming import (
     task_id_for,
     watchdog_name,
 )
+from shared.queue.port import Call, Claimed, Ended
+from shared.schemas.documents import ActiveRun
+from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
+from shared.store.base import TaskLedgerStore
+from shared.tasks import ledger as ledgers
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,9 @@ R = TypeVar("R")
 
 @dataclass
 class TaskScheduler:
-    """Admits tasks against the per-user limit and enqueues the attempts granted.
-
-    It is the ``TaskSink`` of runs and the ``RunScheduler`` of the agent.
-    """
+    """Admits tasks against the per-user limit and enqueues the attempts granted: the
+    ``TaskPort`` (``shared/queue/port.py``) of the agent and of the task handler. Every
+    change to the ledger is one of ``ledger.py``'s pure functions, applied here."""
 
     ledger: TaskLedgerStore
     queue: TaskQueue
@@ -47,7 +46,7 @@ class TaskScheduler:
     watchdog_grace: timedelta
     limits: ledgers.UserLimits
 
-    async def apply(self, user_id: str, change: Callable[[TaskLedger], tuple[TaskLedger, R]]) -> R:
+    async def _apply(self, user_id: str, change: Callable[[TaskLedger], tuple[TaskLedger, R]]) -> R:
         """Apply a ledger change and return what it decided (from the attempt that landed)."""
         outcome: list[R] = []
 
@@ -90,7 +89,7 @@ class TaskScheduler:
                 granted.update((r.task_id, r) for r in dispatch)
             return ledger, [ledger.tasks[k] for k in granted]
 
-        return await self.apply(user_id, change)
+        return await self._apply(user_id, change)
 
     async def dispatch(self, user_id: str, records: Sequence[TaskRecord]) -> None:
         """Enqueue the granted attempts.
@@ -181,7 +180,7 @@ class TaskScheduler:
             RateLimited: today's tokens are spent; nothing was written.
         """
         now = self.clock.now()
-        refused = await self.apply(
+        refused = await self._apply(
             user_id,
             lambda led: ledgers.admit_run(led, run_id, conversation_id, now, self.limits, wait),
         )
@@ -195,14 +194,14 @@ class TaskScheduler:
             RateLimited: today's uploads are used up; nothing was written.
         """
         now = self.clock.now()
-        await self.apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
+        await self._apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
 
     async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
         """Free the run's slot, count its tokens against today's budget, and hand the
         runs that waited for a slot to tasks (idempotent)."""
         now = self.clock.now()
         try:
-            woken = await self.apply(
+            woken = await self._apply(
                 user_id, lambda led: ledgers.release_run(led, run_id, now, tokens, self.limits)
             )
         except Exception:
@@ -223,7 +222,7 @@ class TaskScheduler:
             StoreError: they were not counted.
         """
         now = self.clock.now()
-        await self.apply(user_id, lambda led: (ledgers.spend(led, now, tokens), None))
+        await self._apply(user_id, lambda led: (ledgers.spend(led, now, tokens), None))
 
     async def check_tokens(self, user_id: str) -> None:
         """Refuse a model call once today's tokens are spent (on a fresh read).
@@ -237,10 +236,56 @@ class TaskScheduler:
         """What a task tool's model calls are checked and counted with."""
         return LedgerMeter(self, user_id)
 
-    async def cancel_tasks(self, user_id: str, task_ids: list[str]) -> None:
+    async def claim(self, user_id: str, task_id: str, attempt: int) -> Claimed:
+        """Let this delivery of ``attempt`` run it: its record, or why not."""
+        now = self.clock.now()
+
+        def change(ledger: TaskLedger) -> tuple[TaskLedger, Claimed]:
+            ledger, claim = ledgers.claim(ledger, task_id, attempt, now, self.policy)
+            return ledger, ledger.tasks[task_id] if claim == "run" else claim
+
+        return await self._apply(user_id, change)
+
+    async def renew(self, user_id: str, task_id: str, attempt: int) -> None:
+        """Extend the running attempt's lease by a full lease from now.
+
+        Raises:
+            StoreError: it was not extended.
+        """
+        until = self.clock.now() + self.policy.lease
+        await self._apply(user_id, lambda led: (ledgers.renew(led, task_id, attempt, until), None))
+
+    async def reschedule(
+        self, user_id: str, task_id: str, attempt: int, delay: timedelta, error: str | None
+    ) -> None:
+        """Grant the next attempt, keeping the slot, and enqueue it to start after ``delay``.
+
+        Raises:
+            QueueUnavailable: granted but not enqueued (granted again when its lease lapses).
+        """
+        now = self.clock.now()
+        record = await self._apply(
+            user_id,
+            lambda led: ledgers.reschedule(led, task_id, attempt, now, delay, self.policy, error),
+        )
+        if record is not None:
+            await self.dispatch(user_id, [record])
+
+    async def finish(
+        self, user_id: str, task_id: str, attempt: int, status: Ended, error: str | None = None
+    ) -> None:
+        """End the task, free its slot, and start the next queued tasks."""
+        now = self.clock.now()
+        granted = await self._apply(
+            user_id,
+            lambda led: ledgers.finish(led, task_id, attempt, status, now, self.policy, error),
+        )
+        await self._dispatch_quietly(user_id, granted)
+
+    async def cancel(self, user_id: str, task_ids: list[str]) -> None:
         """Cancel tasks that have not started, and start what their slots free."""
         now = self.clock.now()
-        granted = await self.apply(
+        granted = await self._apply(
             user_id, lambda led: ledgers.cancel(led, task_ids, now, self.policy)
         )
         await self._dispatch_quietly(user_id, granted)
@@ -249,14 +294,14 @@ class TaskScheduler:
         """Grant again the attempts whose lease lapsed (their handler died, or they were
         never enqueued) and start queued tasks while slots are free."""
         now = self.clock.now()
-        granted = await self.apply(user_id, lambda led: ledgers.grant(led, now, self.policy))
+        granted = await self._apply(user_id, lambda led: ledgers.grant(led, now, self.policy))
         await self._dispatch_quietly(user_id, granted)
 
     async def _dispatch_quietly(self, user_id: str, records: Sequence[TaskRecord]) -> None:
         try:
             await self.dispatch(user_id, records)
         except Exception:
-            # Their leases lapse and the next sweep grants them again.
+            # Their leases lapse and the next ledger change grants them again.
             log.exception("could not dispatch the next tasks of %s", user_id)
 
 

@@ -18,14 +18,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from shared.attachments.pdf import has_text
-from shared.attachments.rules import (
+from shared.attachment_rules import (
     MAX_BYTES,
     NORMALISED_SUFFIX,
     TEXT_SUFFIX,
     file_name,
     path_problem,
 )
+from shared.attachments.pdf import has_text
 from shared.errors import NotFound, ToolError
 from shared.llm.base import (
     ChatMessage,

@@ -17,8 +17,8 @@ import pytest
 from google.cloud import firestore
 
 from shared.queue.base import SIGNATURE_HEADER, TASK_NAME_HEADER, sign
+from shared.queue.naming import attempt_name, task_id_for
 from shared.schemas.tasks import ToolTask
-from shared.tasks.naming import attempt_name, task_id_for
 from tests.e2e.conftest import (
     ExtraApi,
     Functions,

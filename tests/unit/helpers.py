@@ -31,7 +31,7 @@ from shared.store.memory import (
 from shared.tasks.handler import TaskHandler
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
-from shared.wiring import assemble
+from shared.wiring import assemble, task_policy_of
 
 ALICE = User(uid="alice", name="Alice Teacher")
 BOB = User(uid="bob")
@@ -60,7 +60,7 @@ class Harness:
         return self.fakes.store
 
     def handler(self) -> TaskHandler:
-        return TaskHandler(self.agent, self.scheduler, self.settings)
+        return TaskHandler(self.agent, self.scheduler, task_policy_of(self.settings))
 
     async def start(self, user: User, text: str, conversation_id: str | None = None) -> Run:
         sent = await self.agent.send(user, text, conversation_id)

@@ -11,9 +11,9 @@ import time
 import pytest
 from PIL import Image
 
+from shared.attachment_rules import MAX_BYTES
 from shared.attachments import service as attachments_service
 from shared.attachments.images import Normalised, normalise
-from shared.attachments.rules import MAX_BYTES
 from shared.attachments.service import Requested
 from shared.errors import (
     Forbidden,

@@ -23,11 +23,11 @@ from shared.config import Settings
 from shared.errors import ConfigurationError, ConversationTooLarge, RateLimited
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
+from shared.queue.naming import task_id_for
 from shared.schemas.documents import ContentPart, Conversation, Message, TaskState, ToolCall
 from shared.schemas.tasks import TASK_PAYLOAD, WatchdogTask
 from shared.store.limits import MAX_DOCUMENT_BYTES
 from shared.store.patch import stored_size
-from shared.tasks.naming import task_id_for
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from tests.unit.helpers import ALICE, Harness, api_of, make_service, serving
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.attachments.rules import (
+from shared.attachment_rules import (
     ACCEPTED,
     DERIVED_SUFFIXES,
     MAX_BYTES,

@@ -4,6 +4,10 @@ A file is judged by its bytes, never by the type the client claims: JPEG, PNG an
 only, at most 25 MB, under the sender's own ``{uid}/uploads/`` prefix. Files the
 server derives sit beside the original (``…​.normalised.jpg``, ``…​.text.txt``) and can
 never be referenced as uploads.
+
+It depends on nothing of ours and sits outside ``shared/attachments`` (which builds the
+documents' content, so imports ``shared/schemas``) because the API's schemas quote its
+limits: in that package the two packages would import each other.
 """
 
 from __future__ import annotations

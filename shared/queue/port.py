@@ -1,0 +1,161 @@
+"""The one port of the work handed to Cloud Tasks, as the agent and the tasks function
+use it; ``shared.tasks.scheduler.TaskScheduler`` implements it over the user's ledger and
+the queue.
+
+It lives here, below both of its users, so that ``shared.agent`` (runs submit tasks, the
+agent admits runs and schedules their replies and watchdogs) depends on it without
+depending on ``shared.tasks``, which depends on the agent (its handler drives runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Literal, Protocol
+
+from shared.llm.base import Meter
+from shared.schemas.documents import ActiveRun
+from shared.schemas.server import TaskRecord
+
+Call = tuple[str, str, str]
+"""(tool call id, tool name, display text)"""
+
+Claimed = TaskRecord | Literal["busy", "stale"]
+"""The attempt's record: this delivery owns it. ``busy``: another delivery holds it
+(retry later). ``stale``: the attempt is over or superseded (acknowledge, do nothing)."""
+
+Ended = Literal["completed", "failed", "cancelled"]
+
+
+class TaskPort(Protocol):
+    """Task tool calls within each user's limits, the per-user run and upload limits kept
+    in the user's ledger, and the tasks that produce, watch and follow up runs."""
+
+    # -- task tool calls: submit ─▶ dispatch ─▶ claim ─▶ renew … ─▶ reschedule | finish
+
+    async def submit(
+        self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
+    ) -> list[TaskRecord]:
+        """Record the calls' tasks in the user's ledger (once each); returns the attempts
+        granted now, to ``dispatch`` once the run's message is saved (``again``: queue
+        anew a task that ended cancelled).
+
+        Raises:
+            StoreError: nothing was recorded.
+            RateLimited: the user has too many tasks waiting or running.
+        """
+        ...
+
+    async def dispatch(self, user_id: str, records: Sequence[TaskRecord]) -> None:
+        """Enqueue granted attempts (an attempt not enqueued is granted again later).
+
+        Raises:
+            QueueUnavailable: from the first attempt the queue refused.
+        """
+        ...
+
+    async def claim(self, user_id: str, task_id: str, attempt: int) -> Claimed:
+        """Let this delivery of ``attempt`` run it (and hold its lease)."""
+        ...
+
+    async def renew(self, user_id: str, task_id: str, attempt: int) -> None:
+        """Extend the lease of a running attempt by a full lease from now (a superseded
+        attempt changes nothing).
+
+        Raises:
+            StoreError: it was not extended.
+        """
+        ...
+
+    async def reschedule(
+        self, user_id: str, task_id: str, attempt: int, delay: timedelta, error: str | None
+    ) -> None:
+        """Grant the next attempt, keeping the slot, and enqueue it to start after ``delay``.
+
+        Raises:
+            QueueUnavailable: it was granted but not enqueued (granted again when its
+                lease lapses).
+        """
+        ...
+
+    async def finish(
+        self, user_id: str, task_id: str, attempt: int, status: Ended, error: str | None = None
+    ) -> None:
+        """End the task, free its slot, and start the next queued tasks."""
+        ...
+
+    async def cancel(self, user_id: str, task_ids: list[str]) -> None:
+        """Cancel the tasks that have not started (their slots free at once)."""
+        ...
+
+    async def sweep(self, user_id: str) -> None:
+        """Grant again, and enqueue, task attempts whose lease lapsed unclaimed, and start
+        queued tasks while slots are free."""
+        ...
+
+    def meter(self, user_id: str) -> Meter:
+        """What a task tool's model calls are checked and counted with."""
+        ...
+
+    # -- runs and uploads within the user's limits
+
+    async def admit_run(
+        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+    ) -> None:
+        """Take one of the user's run slots (``Agent.admit`` is the one caller).
+
+        Raises:
+            SlotsTaken: every slot is taken; with ``wait`` the run is recorded as
+                waiting for one, otherwise nothing was written.
+            RateLimited: today's tokens are spent; nothing was written.
+        """
+        ...
+
+    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
+        """Free the run's slot (if it took one), count its tokens against today's, and
+        hand the runs that waited for a slot to tasks (idempotent; never raises)."""
+        ...
+
+    async def admit_upload(self, user_id: str) -> None:
+        """Count one upload session against the user's daily allowance.
+
+        Raises:
+            RateLimited: today's uploads are used up; nothing was written.
+        """
+        ...
+
+    # -- the tasks that produce, watch over and follow up runs
+
+    async def enqueue_reply(
+        self, user_id: str, conversation_id: str, run_id: str, after: str | None = None
+    ) -> None:
+        """Have a task produce a queued run.
+
+        Raises:
+            QueueUnavailable: the queue did not take it.
+        """
+        ...
+
+    async def enqueue_watchdog(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Have a task check on ``run`` once its lease has lapsed (plus a grace period).
+
+        Raises:
+            QueueUnavailable: the queue did not take it.
+        """
+        ...
+
+    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Have a task produce the queued ``run`` (and a watchdog check on it); never raises."""
+        ...
+
+    async def enqueue_follow_up(
+        self, user_id: str, conversation_id: str, message_id: str, attempt: int = 0
+    ) -> None:
+        """Have a task continue the agent after ``message_id`` once the conversation is free."""
+        ...
+
+    async def expire_client_calls(
+        self, user_id: str, conversation_id: str, call_ids: Sequence[str], delay_seconds: float
+    ) -> None:
+        """Give the client calls a synthetic result if still unanswered after the delay."""
+        ...

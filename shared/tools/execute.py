@@ -1,0 +1,66 @@
+"""Running one tool call, the same way wherever it runs: inside the stream (an inline
+call, ``shared/agent/loop.py``) or on Cloud Tasks (a task call, ``shared/tasks/handler.py``).
+
+Whatever the tool does (returns, refuses with ``ToolError``, fails unexpectedly, returns
+more than the model may read) becomes a ``ToolOutcome``; only what the caller does with a
+failure differs: an inline call reports it at once, a task call is retried first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.errors import SparkError, ToolError
+from shared.tools.base import DocumentChange, ParsedCall, ToolContext, dump_output, error_output
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What one call came to.
+
+    Attributes:
+        output_json: what the model reads (a result, or ``{"error": ...}``).
+        error: our words for a failure, fit to show the user; ``None`` when it worked.
+        change: the lesson the call created or changed.
+        failure: the exception of a call that failed unexpectedly (not a ``ToolError``):
+            for the caller's log, and a task call is retried.
+    """
+
+    output_json: str
+    error: str | None = None
+    change: DocumentChange | None = None
+    failure: Exception | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def refused(message: str) -> ToolOutcome:
+    """A call that did not run, or ran and failed, for the reason ``message`` gives the
+    model (a ``ToolError``, invalid arguments, a limit)."""
+    return ToolOutcome(error_output(message), error=message)
+
+
+def unexpected(tool: str) -> str:
+    """What the model hears of a tool that failed unexpectedly."""
+    return f"The {tool} tool failed unexpectedly; try another way."
+
+
+def safe_reason(exc: Exception) -> str:
+    """What may be said of a failure outside the log (our words, never an SDK's)."""
+    return exc.message if isinstance(exc, SparkError) else "an unexpected error"
+
+
+async def execute(call: ParsedCall, context: ToolContext, output_chars: int) -> ToolOutcome:
+    """Run ``call`` and keep at most ``output_chars`` characters of its result; never
+    raises (except on cancellation)."""
+    try:
+        result = await call.run(context)
+        output = dump_output(result.value, output_chars)
+    except ToolError as exc:
+        return refused(exc.message)
+    except Exception as exc:
+        why = unexpected(call.call.name)
+        return ToolOutcome(error_output(why), why, failure=exc)
+    return ToolOutcome(output, change=result.change)
