@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import random
+from contextlib import AbstractContextManager
 from typing import Any
 
 from google.cloud.firestore import DELETE_FIELD
 
+from shared.store import failures
+
 UNAVAILABLE = "Spark AI Agent could not reach its storage right now; please try again."
 # A mutation that keeps losing the race is given up after this many attempts.
 MAX_ATTEMPTS = 25
+
+
+def unavailable(tried: str) -> AbstractContextManager[None]:
+    """Inside, a failed Firestore call raises ``StoreError(UNAVAILABLE)``, its detail
+    saying what was tried (``"Firestore read"``) and what Firestore said."""
+    return failures.unavailable(UNAVAILABLE, lambda exc: f"{tried}: {exc.message}")
 
 
 async def back_off(attempt: int) -> None:

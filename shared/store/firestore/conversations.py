@@ -16,7 +16,7 @@ from shared.errors import NotFound, StoreError
 from shared.schemas.documents import ArchiveSegment, Conversation
 from shared.store.base import Mutation, RunProbe, RunView, reserved
 from shared.store.firestore.batcher import WriteBatcher
-from shared.store.firestore.common import MAX_ATTEMPTS, UNAVAILABLE, back_off
+from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Patch, Sizes, diff
@@ -79,10 +79,8 @@ class FirestoreConversationStore:
     async def _read(self, user_id: str, conversation_id: str) -> _Version | None:
         if reserved(conversation_id):
             return None  # Firestore would refuse the id itself: no such conversation
-        try:
+        with unavailable("Firestore read"):
             snapshot = await self._ref(user_id, conversation_id).get()
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         if not snapshot.exists:
             self._forget((user_id, conversation_id))
             return None
@@ -101,12 +99,11 @@ class FirestoreConversationStore:
         document = conversation.to_firestore()
         sizes = Sizes.of(document)
         check_size(sizes.total, CLOSING_RESERVE)
-        try:
-            result = await self._ref(user_id, conversation.id).create(document)
-        except gexc.AlreadyExists as exc:
-            raise StoreError(f"conversation {conversation.id} already exists") from exc
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
+        with unavailable("Firestore write"):
+            try:
+                result = await self._ref(user_id, conversation.id).create(document)
+            except gexc.AlreadyExists as exc:
+                raise StoreError(f"conversation {conversation.id} already exists") from exc
         self._remember(
             (user_id, conversation.id), _Version(conversation, sizes, result.update_time)
         )
@@ -145,19 +142,28 @@ class FirestoreConversationStore:
             check_size(sizes.total, reserve, version.sizes.total)
             option = self._client.write_option(last_update_time=version.update_time)
             try:
-                if _streaming_only(patch):
-                    written = await self._batcher.update(ref, _fields(patch), option)
-                else:
-                    written = (await ref.update(_fields(patch), option=option)).update_time
-            except (gexc.FailedPrecondition, gexc.NotFound):
+                written = await self._write(ref, patch, option)
+            except StoreError:
+                self._forget(key)
+                raise
+            if written is None:
                 self._forget(key)  # someone else wrote: read again and redo
                 continue
-            except gexc.GoogleAPICallError as exc:
-                self._forget(key)
-                raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
             self._remember(key, _Version(updated, sizes, written))
             return updated
         raise StoreError("The conversation is changing too fast to save; please try again.")
+
+    async def _write(self, ref: Any, patch: Patch, option: Any) -> datetime | None:
+        """Send ``patch`` if ``option``'s precondition holds: the time it was written, or
+        ``None`` if someone else wrote first."""
+        with unavailable("Firestore write"):
+            try:
+                if _streaming_only(patch):
+                    return await self._batcher.update(ref, _fields(patch), option)
+                written: datetime = (await ref.update(_fields(patch), option=option)).update_time
+                return written
+            except (gexc.FailedPrecondition, gexc.NotFound):
+                return None
 
     def size(self, user_id: str, conversation_id: str) -> int | None:
         version = self._versions.get((user_id, conversation_id))
@@ -168,29 +174,23 @@ class FirestoreConversationStore:
 
     async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
         ref = self._segment_ref(user_id, segment.conversation_id, segment.segment)
-        try:
+        with unavailable("Firestore archive"):
             await ref.set(segment.to_firestore())
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore archive: {exc.message}") from exc
 
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
         collection = self._ref(user_id, conversation_id).collection("archive")
-        try:
+        with unavailable("Firestore read"):
             snapshots = [s async for s in collection.order_by("segment").stream()]
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         return [ArchiveSegment.model_validate(s.to_dict()) for s in snapshots]
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
         if reserved(conversation_id):
             raise NotFound("No conversation with this id.")
         key = (user_id, conversation_id)
-        try:
+        with unavailable("Firestore read"):
             snapshot = await self._ref(user_id, conversation_id).get(
                 field_paths=["activeRun.runId", "activeRun.status"]
             )
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         if not snapshot.exists:
             raise NotFound("No conversation with this id.")
         known = self._versions.get(key)
@@ -217,10 +217,8 @@ class FirestoreConversationStore:
             # A document listener gets an empty list when the document does not exist.
             loop.call_soon_threadsafe(deliver, snapshots[-1] if snapshots else None)
 
-        try:
+        with unavailable("Firestore listen"):
             watch = _conversation(self._listener, *key).on_snapshot(on_snapshot)
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore listen: {exc.message}") from exc
 
         async def stop() -> None:
             await asyncio.to_thread(watch.unsubscribe)

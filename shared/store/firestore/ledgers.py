@@ -12,7 +12,7 @@ from google.cloud.firestore import AsyncClient
 from shared.errors import StoreError
 from shared.schemas.server import TaskLedger
 from shared.store.base import LedgerChange
-from shared.store.firestore.common import MAX_ATTEMPTS, UNAVAILABLE, back_off, changed_fields
+from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
 
 # Task ledgers whose latest version this process remembers.
 _LEDGERS_KEPT = 4096
@@ -41,10 +41,8 @@ class FirestoreTaskLedgerStore:
             self._known.popitem(last=False)
 
     async def get(self, user_id: str) -> TaskLedger:
-        try:
+        with unavailable("Firestore read"):
             snapshot = await self._ref(user_id).get()
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         return TaskLedger.model_validate(snapshot.to_dict()) if snapshot.exists else TaskLedger()
 
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
@@ -54,38 +52,37 @@ class FirestoreTaskLedgerStore:
                 await back_off(attempt)
             known = self._known.pop(user_id, None)
             remembered = known is not None
-            try:
-                if known is None:
-                    snapshot = await ref.get()
-                    if not snapshot.exists:
-                        updated = change(TaskLedger())
-                        document = updated.to_firestore()
-                        result = await ref.create(document)
-                        self._remember(user_id, document, result.update_time)
-                        return updated
-                    known = (snapshot.to_dict(), snapshot.update_time)
-                before, update_time = known
+            with unavailable("Firestore write"):
                 try:
-                    updated = change(TaskLedger.model_validate(before))
-                except Exception:
-                    if remembered:
-                        continue  # judged on a remembered copy: read afresh and judge again
-                    raise
-                document = updated.to_firestore()
-                fields = changed_fields(before, document)
-                if not fields and remembered:
-                    # A change that writes nothing (a claim found ``stale``, a finish of
-                    # a superseded attempt) decided on a remembered copy: another
-                    # process may have granted the attempt since. Its verdict drops
-                    # work, so it stands only once a fresh read agrees.
-                    continue
-                if fields:
-                    option = self._client.write_option(last_update_time=update_time)
-                    update_time = (await ref.update(fields, option=option)).update_time
-                self._remember(user_id, document, update_time)
-                return updated
-            except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
-                continue  # someone else wrote in between: read again and redo
-            except gexc.GoogleAPICallError as exc:
-                raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
+                    if known is None:
+                        snapshot = await ref.get()
+                        if not snapshot.exists:
+                            updated = change(TaskLedger())
+                            document = updated.to_firestore()
+                            result = await ref.create(document)
+                            self._remember(user_id, document, result.update_time)
+                            return updated
+                        known = (snapshot.to_dict(), snapshot.update_time)
+                    before, update_time = known
+                    try:
+                        updated = change(TaskLedger.model_validate(before))
+                    except Exception:
+                        if remembered:
+                            continue  # judged on a remembered copy: read afresh and judge again
+                        raise
+                    document = updated.to_firestore()
+                    fields = changed_fields(before, document)
+                    if not fields and remembered:
+                        # A change that writes nothing (a claim found ``stale``, a finish of
+                        # a superseded attempt) decided on a remembered copy: another
+                        # process may have granted the attempt since. Its verdict drops
+                        # work, so it stands only once a fresh read agrees.
+                        continue
+                    if fields:
+                        option = self._client.write_option(last_update_time=update_time)
+                        update_time = (await ref.update(fields, option=option)).update_time
+                    self._remember(user_id, document, update_time)
+                    return updated
+                except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
+                    continue  # someone else wrote in between: read again and redo
         raise StoreError("The task list is changing too fast to save; please try again.")

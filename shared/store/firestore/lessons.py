@@ -11,7 +11,7 @@ from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import Lesson, LessonVersion
 from shared.store.base import NO_LESSON, KeptVersion, changed, kept_out, next_version, reserved
-from shared.store.firestore.common import UNAVAILABLE, changed_fields
+from shared.store.firestore.common import changed_fields, unavailable
 
 
 class FirestoreLessonStore:
@@ -53,67 +53,64 @@ class FirestoreLessonStore:
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
         if reserved(lesson_id):
             return None
-        try:
+        with unavailable("Firestore read"):
             snapshot = await self._ref(user_id, lesson_id).get()
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         return Lesson.model_validate(snapshot.to_dict()) if snapshot.exists else None
 
     async def create(self, user_id: str, lesson: Lesson) -> Lesson:
-        try:
-            await self._ref(user_id, lesson.id).create(lesson.to_firestore())
-        except gexc.AlreadyExists:
-            existing = await self.get(user_id, lesson.id)
-            if existing is not None:
-                return existing
-            raise StoreError("The lesson vanished while it was being saved.") from None
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
+        with unavailable("Firestore write"):
+            try:
+                await self._ref(user_id, lesson.id).create(lesson.to_firestore())
+            except gexc.AlreadyExists:
+                existing = await self.get(user_id, lesson.id)
+                if existing is not None:
+                    return existing
+                raise StoreError("The lesson vanished while it was being saved.") from None
         return lesson
 
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
         next_version(lesson, expected_version)
         ref = self._ref(user_id, lesson.id)
-        try:
-            snapshot = await ref.get()
-            if not snapshot.exists:
-                raise NotFound(NO_LESSON)
-            before = snapshot.to_dict() or {}
-            current = Lesson.model_validate(before)
-            if current.version != expected_version:
-                raise VersionConflict(changed(expected_version, current.version), current.version)
-            batch = self._client.batch()
-            # The version read above is the one overwritten (and kept), or nothing is.
-            option = self._client.write_option(last_update_time=snapshot.update_time)
-            batch.update(ref, changed_fields(before, lesson.to_firestore()), option=option)
-            self._keep(batch, user_id, current)
-            await batch.commit()
-        except (gexc.FailedPrecondition, gexc.NotFound):
-            now = await self.get(user_id, lesson.id)
-            if now is None:
-                raise NotFound(NO_LESSON) from None
-            raise VersionConflict(changed(expected_version, now.version), now.version) from None
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore write: {exc.message}") from exc
+        with unavailable("Firestore write"):
+            try:
+                snapshot = await ref.get()
+                if not snapshot.exists:
+                    raise NotFound(NO_LESSON)
+                before = snapshot.to_dict() or {}
+                current = Lesson.model_validate(before)
+                if current.version != expected_version:
+                    raise VersionConflict(
+                        changed(expected_version, current.version), current.version
+                    )
+                batch = self._client.batch()
+                # The version read above is the one overwritten (and kept), or nothing is.
+                option = self._client.write_option(last_update_time=snapshot.update_time)
+                batch.update(ref, changed_fields(before, lesson.to_firestore()), option=option)
+                self._keep(batch, user_id, current)
+                await batch.commit()
+            except (gexc.FailedPrecondition, gexc.NotFound):
+                now = await self.get(user_id, lesson.id)
+                if now is None:
+                    raise NotFound(NO_LESSON) from None
+                raise VersionConflict(changed(expected_version, now.version), now.version) from None
         return lesson
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
         if reserved(lesson_id):
             return False
         ref = self._ref(user_id, lesson_id)
-        try:
-            snapshot = await ref.get()
-            if not snapshot.exists:
-                return False
-            batch = self._client.batch()
-            option = self._client.write_option(last_update_time=snapshot.update_time)
-            batch.delete(ref, option=option)
-            self._keep(batch, user_id, Lesson.model_validate(snapshot.to_dict()))
-            await batch.commit()
-        except (gexc.FailedPrecondition, gexc.NotFound):
-            return False  # deleted (or changed) meanwhile by someone else
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore delete: {exc.message}") from exc
+        with unavailable("Firestore delete"):
+            try:
+                snapshot = await ref.get()
+                if not snapshot.exists:
+                    return False
+                batch = self._client.batch()
+                option = self._client.write_option(last_update_time=snapshot.update_time)
+                batch.delete(ref, option=option)
+                self._keep(batch, user_id, Lesson.model_validate(snapshot.to_dict()))
+                await batch.commit()
+            except (gexc.FailedPrecondition, gexc.NotFound):
+                return False  # deleted (or changed) meanwhile by someone else
         return True
 
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
@@ -124,10 +121,8 @@ class FirestoreLessonStore:
             .select(["version", "title", "updatedAt", "characters"])
             .order_by("version", direction="DESCENDING")
         )
-        try:
+        with unavailable("Firestore read"):
             snapshots = [s async for s in listing.stream()]
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         found = [s.to_dict() or {} for s in snapshots]
         return [
             KeptVersion(int(d["version"]), str(d["title"]), d["updatedAt"], int(d["characters"]))
@@ -137,8 +132,6 @@ class FirestoreLessonStore:
     async def version(self, user_id: str, lesson_id: str, version: int) -> LessonVersion | None:
         if reserved(lesson_id):
             return None
-        try:
+        with unavailable("Firestore read"):
             snapshot = await self._versions(user_id, lesson_id).document(f"{version:06d}").get()
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=f"Firestore read: {exc.message}") from exc
         return LessonVersion.model_validate(snapshot.to_dict()) if snapshot.exists else None
