@@ -14,7 +14,7 @@ from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 
 from shared.errors import NotFound, StoreError
 from shared.schemas.documents import ArchiveSegment, Conversation
-from shared.store.base import Mutation, RunProbe, RunView, reserved
+from shared.store.base import Decision, Mutation, R, RunProbe, RunView, reserved
 from shared.store.firestore.batcher import WriteBatcher
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
 from shared.store.limits import CLOSING_RESERVE, check_size
@@ -111,6 +111,14 @@ class FirestoreConversationStore:
     async def mutate(
         self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
     ) -> Conversation:
+        conversation, _ = await self.apply(
+            user_id, conversation_id, lambda c: (change(c), None), reserve=reserve
+        )
+        return conversation
+
+    async def apply(
+        self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
+    ) -> tuple[Conversation, R]:
         key = (user_id, conversation_id)
         ref = self._ref(user_id, conversation_id)
         for attempt in range(MAX_ATTEMPTS):
@@ -121,7 +129,7 @@ class FirestoreConversationStore:
             if version is None:
                 raise NotFound("No conversation with this id.")
             try:
-                updated = change(version.conversation)
+                updated, decided = change(version.conversation)
             except Exception:
                 if cached is None:
                     raise
@@ -137,7 +145,7 @@ class FirestoreConversationStore:
                     # confirmed on a fresh read. One read; no-op changes are rare.
                     self._forget(key)
                     continue
-                return updated
+                return updated, decided
             sizes = version.sizes.after(patch)
             check_size(sizes.total, reserve, version.sizes.total)
             option = self._client.write_option(last_update_time=version.update_time)
@@ -150,7 +158,7 @@ class FirestoreConversationStore:
                 self._forget(key)  # someone else wrote: read again and redo
                 continue
             self._remember(key, _Version(updated, sizes, written))
-            return updated
+            return updated, decided
         raise StoreError("The conversation is changing too fast to save; please try again.")
 
     async def _write(self, ref: Any, patch: Patch, option: Any) -> datetime | None:

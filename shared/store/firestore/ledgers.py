@@ -11,7 +11,7 @@ from google.cloud.firestore import AsyncClient
 
 from shared.errors import StoreError
 from shared.schemas.server import TaskLedger
-from shared.store.base import LedgerChange
+from shared.store.base import LedgerChange, LedgerDecision, R
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
 
 # Task ledgers whose latest version this process remembers.
@@ -46,43 +46,56 @@ class FirestoreTaskLedgerStore:
         return TaskLedger.model_validate(snapshot.to_dict()) if snapshot.exists else TaskLedger()
 
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
-        ref = self._ref(user_id)
+        ledger, _ = await self.apply(user_id, lambda led: (change(led), None))
+        return ledger
+
+    async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
         for attempt in range(MAX_ATTEMPTS):
             if attempt > 1:
                 await back_off(attempt)
-            known = self._known.pop(user_id, None)
-            remembered = known is not None
             with unavailable("Firestore write"):
                 try:
-                    if known is None:
-                        snapshot = await ref.get()
-                        if not snapshot.exists:
-                            updated = change(TaskLedger())
-                            document = updated.to_firestore()
-                            result = await ref.create(document)
-                            self._remember(user_id, document, result.update_time)
-                            return updated
-                        known = (snapshot.to_dict(), snapshot.update_time)
-                    before, update_time = known
-                    try:
-                        updated = change(TaskLedger.model_validate(before))
-                    except Exception:
-                        if remembered:
-                            continue  # judged on a remembered copy: read afresh and judge again
-                        raise
-                    document = updated.to_firestore()
-                    fields = changed_fields(before, document)
-                    if not fields and remembered:
-                        # A change that writes nothing (a claim found ``stale``, a finish of
-                        # a superseded attempt) decided on a remembered copy: another
-                        # process may have granted the attempt since. Its verdict drops
-                        # work, so it stands only once a fresh read agrees.
-                        continue
-                    if fields:
-                        option = self._client.write_option(last_update_time=update_time)
-                        update_time = (await ref.update(fields, option=option)).update_time
-                    self._remember(user_id, document, update_time)
-                    return updated
+                    done = await self._attempt(user_id, change)
                 except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
                     continue  # someone else wrote in between: read again and redo
+            if done is not None:
+                return done
         raise StoreError("The task list is changing too fast to save; please try again.")
+
+    async def _attempt(
+        self, user_id: str, change: LedgerDecision[R]
+    ) -> tuple[TaskLedger, R] | None:
+        """One compare-and-set: the ledger written and what ``change`` decided, or
+        ``None`` when it must be judged again on a fresh read."""
+        ref = self._ref(user_id)
+        known = self._known.pop(user_id, None)
+        remembered = known is not None
+        if known is None:
+            snapshot = await ref.get()
+            if not snapshot.exists:
+                updated, decided = change(TaskLedger())
+                document = updated.to_firestore()
+                result = await ref.create(document)
+                self._remember(user_id, document, result.update_time)
+                return updated, decided
+            known = (snapshot.to_dict(), snapshot.update_time)
+        before, update_time = known
+        try:
+            updated, decided = change(TaskLedger.model_validate(before))
+        except Exception:
+            if remembered:
+                return None  # judged on a remembered copy: read afresh and judge again
+            raise
+        document = updated.to_firestore()
+        fields = changed_fields(before, document)
+        if not fields and remembered:
+            # A change that writes nothing (a claim found ``stale``, a finish of a
+            # superseded attempt) decided on a remembered copy: another process may
+            # have granted the attempt since. Its verdict drops work, so it stands only
+            # once a fresh read agrees.
+            return None
+        if fields:
+            option = self._client.write_option(last_update_time=update_time)
+            update_time = (await ref.update(fields, option=option)).update_time
+        self._remember(user_id, document, update_time)
+        return updated, decided
