@@ -33,7 +33,7 @@ from shared.llm.scripted import ScriptedProvider, Step  # noqa: E402
 from shared.queue.memory import InMemoryTaskQueue  # noqa: E402
 from shared.schemas.server import TaskLedger  # noqa: E402
 from shared.schemas.tasks import TASK_PAYLOAD  # noqa: E402
-from shared.store.base import LedgerChange  # noqa: E402
+from shared.store.base import LedgerDecision, R  # noqa: E402
 from shared.store.memory import (  # noqa: E402
     InMemoryConversationStore,
     InMemoryLessonStore,
@@ -52,12 +52,12 @@ class CountingLedger(InMemoryTaskLedgerStore):
         super().__init__()
         self.writes = 0
 
-    async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
+    async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
         before = (await self.get(user_id)).to_firestore()
-        updated = await super().mutate(user_id, change)
+        updated, decided = await super().apply(user_id, change)
         if updated.to_firestore() != before:
             self.writes += 1
-        return updated
+        return updated, decided
 
 
 async def conversation(replies: int, seconds: float, background: bool) -> dict[str, object]:

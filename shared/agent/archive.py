@@ -130,17 +130,15 @@ async def roll_over(
     if known is not None and known <= budget:
         return conversation  # the common case, decided without serialising anything
     until = now + CLAIM
-    planned: list[tuple[int, list[Message]]] = []
 
-    def take(c: Conversation) -> Conversation:
+    def take(c: Conversation) -> tuple[Conversation, tuple[int, list[Message]] | None]:
         claimed, number, moving = claim(c, budget, keep, now, until)
-        planned[:] = [(number, moving)] if moving else []
-        return claimed
+        return claimed, ((number, moving) if moving else None)
 
-    conversation = await store.mutate(user_id, conversation.id, take)
-    if not planned:
+    conversation, planned = await store.apply(user_id, conversation.id, take)
+    if planned is None:
         return conversation  # another move holds the claim, or nothing to move now
-    number, moving = planned[0]
+    number, moving = planned
     segment = ArchiveSegment(
         conversation_id=conversation.id, segment=number, messages=moving, created_at=now
     )

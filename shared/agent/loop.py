@@ -474,9 +474,8 @@ class Run:
         now = self.deps.clock.now()
         lease_until = now + timedelta(seconds=self.deps.limits.lease_seconds)
         assert self._writer is not None
-        saved: list[Conversation] = []
 
-        async def final() -> None:
+        async def final() -> Conversation:
             # At the document's limit the reply is cut, with a note the user and the
             # model both read, until it fits: the run always closes. Only the reply cut
             # to its note may use the room kept for closing (one run's end never takes
@@ -484,41 +483,37 @@ class Run:
             for keep in (None, *_CUT_TO):
                 saving = message if keep is None else shrink(message, keep)
                 try:
-                    saved[:] = [
-                        await self.deps.store.mutate(
-                            self.user_id,
-                            self.conversation_id,
-                            lambda c, m=saving: finish_run(  # type: ignore[misc]
-                                c, self.run_id, m, now, lease_until, tasks
-                            ),
-                            reserve=0 if keep == 0 else CLOSING_RESERVE,
-                        )
-                    ]
-                    return
+                    return await self.deps.store.mutate(
+                        self.user_id,
+                        self.conversation_id,
+                        lambda c, m=saving: finish_run(  # type: ignore[misc]
+                            c, self.run_id, m, now, lease_until, tasks
+                        ),
+                        reserve=0 if keep == 0 else CLOSING_RESERVE,
+                    )
                 except ConversationTooLarge:
                     log.warning("run %s: reply too large to save; cutting it", self.run_id)
             raise ConversationTooLarge(
                 "This conversation is full; please start a new one to carry on."
             )
 
-        await self._writer.finish(final)
-        successor = saved[0].active_run if saved else None
+        saved = await self._writer.finish(final)
+        successor = saved.active_run
         if successor is not None and successor.status == "queued":
             await self.deps.tasks.hand_on(self.user_id, self.conversation_id, successor)
-        if saved:
-            limits = self.deps.limits
-            try:
-                await roll_over(
-                    self.deps.store,
-                    self.user_id,
-                    saved[0],
-                    limits.live_doc_bytes,
-                    limits.history_messages,
-                    now,
-                )
-            except SparkError:
-                # The next run's end tries again; the live document has room till then.
-                log.warning("run %s: roll-over failed; it is retried later", self.run_id)
+        limits = self.deps.limits
+        try:
+            await roll_over(
+                self.deps.store,
+                self.user_id,
+                saved,
+                limits.live_doc_bytes,
+                limits.history_messages,
+                now,
+            )
+        except SparkError:
+            # The next run's end tries again; the live document has room till then.
+            log.warning("run %s: roll-over failed; it is retried later", self.run_id)
 
     async def _end_well(self, outcome: Outcome) -> None:
         granted: list[TaskRecord] = []

@@ -9,7 +9,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from shared.agent.loop import Run
 from shared.agent.results import (
@@ -184,9 +184,8 @@ class People:
         agent, deps = self._agent, self._deps
         now = deps.clock.now()
         lease_until = now + agent._lease()
-        seen: dict[str, Any] = {}
 
-        def change(conversation: Conversation) -> Conversation:
+        def change(conversation: Conversation) -> tuple[Conversation, tuple[str, ActiveRun]]:
             if kind is not None:
                 pending_call(conversation, call_id, kind)
             found = find_call(conversation, call_id)
@@ -195,12 +194,10 @@ class People:
             source = found[0]
             # Queued, then claimed: the follow-up passes admission like every run.
             run = follow_up_run(source.id, now, lease_until, True, None)
-            seen.update(source=source.id, run=run)
-            return with_follow_up(record(conversation, found[1]), source.id, run)
+            return with_follow_up(record(conversation, found[1]), source.id, run), (source.id, run)
 
         await agent._close_if_dead(user_id, conversation_id)
-        conversation = await deps.store.mutate(user_id, conversation_id, change)
-        run: ActiveRun = seen["run"]
+        conversation, (source_id, run) = await deps.store.apply(user_id, conversation_id, change)
         active = conversation.active_run
         if active is not None and active.run_id == run.run_id:
             if background:
@@ -211,7 +208,7 @@ class People:
             # conversation shows which.
             claimed = await agent.claim(user_id, conversation_id, run.run_id)
             return Resumed(conversation_id, "accepted", claimed)
-        source = conversation.message(seen["source"])
+        source = conversation.message(source_id)
         if source is not None and wants_follow_up(conversation, source):
             # Another run holds the conversation: a task continues once it is free.
             await agent.scheduler.enqueue_follow_up(user_id, conversation_id, source.id)

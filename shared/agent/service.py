@@ -284,30 +284,28 @@ class Agent:
         """Close the active run if its lease lapsed (no write when it has not)."""
         now = self.deps.clock.now()
         lease_until = now + self._lease()
-        before: list[str | None] = []
 
-        def close(conversation: Conversation, cut: bool = False) -> Conversation:
-            before[:] = [conversation.active_run.run_id if conversation.active_run else None]
+        def close(conversation: Conversation, cut: bool = False) -> tuple[Conversation, str | None]:
+            before = conversation.active_run.run_id if conversation.active_run else None
             closed = close_stale_run(conversation, now, lease_until, cut)
-            return renew_queued(closed, now, lease_until)
+            return renew_queued(closed, now, lease_until), before
 
         try:
-            conversation = await self.deps.store.mutate(user_id, conversation_id, close)
+            conversation, before = await self.deps.store.apply(user_id, conversation_id, close)
         except ConversationTooLarge:
             # Full: close it all the same, keeping a note instead of its text.
-            conversation = await self.deps.store.mutate(
+            conversation, before = await self.deps.store.apply(
                 user_id, conversation_id, lambda c: close(c, cut=True)
             )
         active = conversation.active_run
-        closed = before[0] if before else None
-        if closed is not None and (active is None or active.run_id != closed):
-            await self.scheduler.release_run(user_id, closed, 0)  # its producer died
+        if before is not None and (active is None or active.run_id != before):
+            await self.scheduler.release_run(user_id, before, 0)  # its producer died
         # It opened the next queued message, or found a queued run nobody took: hand on.
         handed = active is not None and active.status == "queued"
         if (
             handed
             and active is not None
-            and (active.run_id != before[0] or active.lease_expires_at == lease_until)
+            and (active.run_id != before or active.lease_expires_at == lease_until)
         ):
             await self.hand_on(user_id, conversation)
         return conversation

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.clock import Clock
 from shared.errors import ConversationTooLarge, RunEnded, SparkError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 Write = Callable[[], Awaitable[Any]]
 # Writes that can never succeed: the run was stopped, closed or taken over, or the
@@ -93,8 +95,8 @@ class ThrottledWriter:
             task.cancel()
             await asyncio.wait({task})
 
-    async def finish(self, final: Write, attempts: int = 3) -> None:
-        """Stop the periodic writes and make the final one.
+    async def finish(self, final: Callable[[], Awaitable[T]], attempts: int = 3) -> T:
+        """Stop the periodic writes and make the final one; what it returned.
 
         Raises:
             SparkError: the final write failed ``attempts`` times.
@@ -112,9 +114,9 @@ class ThrottledWriter:
                 raise asyncio.CancelledError
         for attempt in range(1, attempts + 1):
             try:
-                await final()
+                written = await final()
                 self.writes += 1
-                return
+                return written
             except PERMANENT:
                 raise
             except SparkError:
@@ -122,3 +124,4 @@ class ThrottledWriter:
                     raise
                 log.warning("final write failed (attempt %d); retrying", attempt)
                 await self._clock.sleep(0.2 * attempt)
+        raise ValueError(f"a final write needs at least one attempt, not {attempts}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from shared.schemas.documents import (
     ActiveRun,
@@ -18,6 +18,8 @@ from shared.schemas.documents import (
 )
 from shared.schemas.server import TaskLedger
 
+R = TypeVar("R")
+
 Mutation = Callable[[Conversation], Conversation]
 """A pure change to a conversation: it may run more than once (on contention).
 
@@ -25,6 +27,10 @@ It returns a new ``Conversation`` made with ``model_copy``, keeping the fields i
 not change *by reference* (and the ``messages`` it keeps): the store writes only what
 changed (``shared/store/patch.py``), so a streaming write costs the same at any length.
 """
+
+Decision = Callable[[Conversation], tuple[Conversation, R]]
+"""A ``Mutation`` that also returns what it decided on the document it was given (the
+run it closed, the messages it claimed to move): ``ConversationStore.apply``."""
 
 
 def reserved(document_id: str) -> bool:
@@ -140,7 +146,8 @@ class ConversationStore(Protocol):
     async def mutate(
         self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
     ) -> Conversation:
-        """Atomically read the latest document, apply ``change`` and write the result.
+        """Atomically read the latest document, apply ``change`` and write the result
+        (``apply`` with a change that decides nothing).
 
         ``change`` must be pure: on contention it is called again with the newer
         document. Exceptions it raises abort the write and propagate, once raised on
@@ -159,6 +166,19 @@ class ConversationStore(Protocol):
             ConversationTooLarge: the result would not fit in one document (or, with
                 ``reserve``, would grow into the room kept for closing).
             StoreError: the store failed.
+        """
+        ...
+
+    async def apply(
+        self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
+    ) -> tuple[Conversation, R]:
+        """``mutate`` with a change that also decides something: the conversation as
+        written, and the decision ``change`` made on the version it wrote over.
+
+        ``change`` may run more than once (on contention, or again on a fresh read): the
+        decision returned is always that of the run whose result was written (or, for a
+        change that wrote nothing, of its run on a fresh read), never of one that lost
+        a race or judged an out-of-date copy. Raises as ``mutate`` does.
         """
         ...
 
@@ -209,6 +229,9 @@ class ConversationStore(Protocol):
 
 
 LedgerChange = Callable[[TaskLedger], TaskLedger]
+LedgerDecision = Callable[[TaskLedger], tuple[TaskLedger, R]]
+"""A ``LedgerChange`` that also returns what it decided (a claim's verdict, the attempts
+granted): ``TaskLedgerStore.apply``."""
 
 
 class TaskLedgerStore(Protocol):
@@ -220,6 +243,16 @@ class TaskLedgerStore(Protocol):
 
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
         """Atomically apply ``change`` (pure, may run more than once) and write the result.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
+        """``mutate`` with a change that also decides something: the ledger as written,
+        and the decision of the run of ``change`` whose result was written (or, for a
+        change that wrote nothing, of its run on a fresh read).
 
         Raises:
             StoreError: the store failed.

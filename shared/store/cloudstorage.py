@@ -14,7 +14,8 @@ from google.api_core import exceptions as gexc
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage  # type: ignore[attr-defined]
 
-from shared.errors import NotFound, StoreError
+from shared.errors import NotFound
+from shared.store.failures import unavailable
 from shared.store.files import FileInfo, too_large
 
 UNAVAILABLE = "Spark AI Agent could not reach its file storage right now; please try again."
@@ -32,12 +33,11 @@ class CloudStorageFileStore:
         self._bucket = client.bucket(bucket)
 
     async def _call(self, path: str, work: Any) -> Any:
-        try:
-            return await asyncio.to_thread(work)
-        except gexc.NotFound:
-            raise _missing(path) from None
-        except gexc.GoogleAPICallError as exc:
-            raise StoreError(UNAVAILABLE, detail=str(exc)) from exc
+        with unavailable(UNAVAILABLE):
+            try:
+                return await asyncio.to_thread(work)
+            except gexc.NotFound:
+                raise _missing(path) from None
 
     async def stat(self, path: str) -> FileInfo | None:
         try:
@@ -86,11 +86,9 @@ class CloudStorageFileStore:
             )
             return url
 
-        try:
+        # Not even NotFound is the caller's: it means the bucket is missing.
+        with unavailable(UNAVAILABLE):
             return await asyncio.to_thread(start)
-        except gexc.GoogleAPICallError as exc:
-            # Not even NotFound is the caller's: it means the bucket is missing.
-            raise StoreError(UNAVAILABLE, detail=str(exc)) from exc
 
     def close(self) -> None:
         self._client.close()

@@ -14,9 +14,12 @@ from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, Lesso
 from shared.schemas.server import TaskLedger
 from shared.store.base import (
     NO_LESSON,
+    Decision,
     KeptVersion,
     LedgerChange,
+    LedgerDecision,
     Mutation,
+    R,
     RunProbe,
     RunView,
     changed,
@@ -65,19 +68,27 @@ class InMemoryConversationStore:
     async def mutate(
         self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
     ) -> Conversation:
+        conversation, _ = await self.apply(
+            user_id, conversation_id, lambda c: (change(c), None), reserve=reserve
+        )
+        return conversation
+
+    async def apply(
+        self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
+    ) -> tuple[Conversation, R]:
         async with self._lock:
             key = (user_id, conversation_id)
             current = await self.get(user_id, conversation_id)
             if current is None:
                 raise NotFound("No conversation with this id.")
-            updated = change(current)
+            updated, decided = change(current)
             patch = diff(current, updated)
             if patch:
                 document = apply(self._documents[key], copy.deepcopy(patch))
                 before = Sizes.of(self._documents[key]).total if reserve else 0
                 check_size(Sizes.of(document).total, reserve, before)
                 self._store(key, document, patch.paths)
-            return updated
+            return updated, decided
 
     def size(self, user_id: str, conversation_id: str) -> int | None:
         document = self._documents.get((user_id, conversation_id))
@@ -146,10 +157,14 @@ class InMemoryTaskLedgerStore:
         return TaskLedger() if document is None else TaskLedger.model_validate(document)
 
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
+        ledger, _ = await self.apply(user_id, lambda led: (change(led), None))
+        return ledger
+
+    async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
         async with self._lock:
-            updated = change(await self.get(user_id))
+            updated, decided = change(await self.get(user_id))
             self._documents[user_id] = copy.deepcopy(updated.to_firestore())
-            return updated
+            return updated, decided
 
 
 class InMemoryLessonStore:

@@ -48,15 +48,8 @@ class TaskScheduler:
 
     async def _apply(self, user_id: str, change: Callable[[TaskLedger], tuple[TaskLedger, R]]) -> R:
         """Apply a ledger change and return what it decided (from the attempt that landed)."""
-        outcome: list[R] = []
-
-        def mutation(ledger: TaskLedger) -> TaskLedger:
-            ledger, result = change(ledger)
-            outcome[:] = [result]
-            return ledger
-
-        await self.ledger.mutate(user_id, mutation)
-        return outcome[0]
+        _, decided = await self.ledger.apply(user_id, change)
+        return decided
 
     async def submit(
         self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False

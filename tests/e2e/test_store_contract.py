@@ -20,10 +20,15 @@ from shared.errors import (
     VersionConflict,
 )
 from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Lesson, Message
-from shared.store.base import ConversationStore, LessonStore, RunView
+from shared.schemas.server import TaskLedger
+from shared.store.base import ConversationStore, LessonStore, RunView, TaskLedgerStore
 from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
 from shared.store.limits import CLOSING_RESERVE, MAX_DOCUMENT_BYTES
-from shared.store.memory import InMemoryConversationStore, InMemoryLessonStore
+from shared.store.memory import (
+    InMemoryConversationStore,
+    InMemoryLessonStore,
+    InMemoryTaskLedgerStore,
+)
 from tests.e2e.conftest import PROJECT
 
 pytestmark = pytest.mark.emulator
@@ -215,6 +220,78 @@ async def test_store_refuses_only_what_is_current_not_an_old_copy(
     assert updated.title == "Idle now" and updated.active_run is None
     if other_connection is not None:
         other_connection.close()
+
+
+async def test_store_apply_returns_the_decision_of_the_attempt_that_landed(
+    store: ConversationStore,
+) -> None:
+    """A change that decides something may run more than once (on Firestore, first on
+    the copy this instance remembers, which another instance has changed since): the
+    decision returned is the one made on the version written over, never an earlier one;
+    for a change that writes nothing, the one made on a fresh read."""
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation()
+    await store.create(uid, created)
+    await store.mutate(uid, created.id, append(message(1)))  # remembered here
+    other_connection = connect(PROJECT) if isinstance(store, FirestoreConversationStore) else None
+    other = other_connection.conversations if other_connection else store
+    await other.mutate(uid, created.id, append(message(2)))
+    seen: list[int] = []
+
+    def count_and_append(c: Conversation) -> tuple[Conversation, int]:
+        seen.append(len(c.messages))
+        return append(message(3))(c), len(c.messages)
+
+    updated, counted = await store.apply(uid, created.id, count_and_append)
+    assert counted == 2
+    assert [m.id for m in updated.messages] == ["msg_1", "msg_2", "msg_3"]
+    await other.mutate(uid, created.id, append(message(4)))
+    unchanged, counted = await store.apply(uid, created.id, lambda c: (c, len(c.messages)))
+    assert counted == 4 and len(unchanged.messages) == 4
+    if other_connection is not None:
+        assert seen == [1, 2]  # first on the out-of-date copy: that write lost
+        other_connection.close()
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def ledgers(
+    request: pytest.FixtureRequest, emulators: object
+) -> AsyncIterator[tuple[TaskLedgerStore, TaskLedgerStore]]:
+    """A ledger store, and another instance's (the same store for the fake)."""
+    if request.param == "memory":
+        ledger = InMemoryTaskLedgerStore()
+        yield ledger, ledger
+        return
+    first, second = connect(PROJECT), connect(PROJECT)
+    yield first.ledgers, second.ledgers
+    first.close()
+    second.close()
+
+
+def bump(ledger: TaskLedger) -> TaskLedger:
+    return ledger.model_copy(update={"next_seq": ledger.next_seq + 1})
+
+
+async def test_ledger_store_apply_returns_the_decision_of_the_attempt_that_landed(
+    ledgers: tuple[TaskLedgerStore, TaskLedgerStore],
+) -> None:
+    store, other = ledgers
+    uid = f"u{secrets.token_hex(4)}"
+    await store.mutate(uid, bump)  # remembered here
+    await other.mutate(uid, bump)
+    seen: list[int] = []
+
+    def count_and_bump(ledger: TaskLedger) -> tuple[TaskLedger, int]:
+        seen.append(ledger.next_seq)
+        return bump(ledger), ledger.next_seq
+
+    updated, counted = await store.apply(uid, count_and_bump)
+    assert (counted, updated.next_seq) == (2, 3)
+    await other.mutate(uid, bump)
+    unchanged, counted = await store.apply(uid, lambda led: (led, led.next_seq))
+    assert counted == unchanged.next_seq == 4
+    if store is not other:
+        assert seen == [1, 2]  # first on the out-of-date copy: that write lost
 
 
 async def _until(snapshots: AsyncIterator[RunView | None], count: int) -> RunView:

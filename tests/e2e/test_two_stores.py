@@ -54,15 +54,10 @@ async def submit(stores: FirestoreStores, uid: str, call: str) -> TaskLedger:
 
 
 async def claim(stores: FirestoreStores, uid: str, task_id: str, attempt: int) -> str:
-    verdict: list[ledgers.Claim] = []
-
-    def change(led: TaskLedger) -> TaskLedger:
-        led, outcome = ledgers.claim(led, task_id, attempt, NOW, POLICY)
-        verdict[:] = [outcome]
-        return led
-
-    await stores.ledgers.mutate(uid, change)
-    return verdict[0]
+    _, verdict = await stores.ledgers.apply(
+        uid, lambda led: ledgers.claim(led, task_id, attempt, NOW, POLICY)
+    )
+    return verdict
 
 
 async def test_a_task_granted_by_another_process_is_claimed_not_dropped(

@@ -127,11 +127,12 @@ def _field_of(call: ast.Call) -> str:
     raise AssertionError(f"cannot tell the field of the query at line {call.lineno}")
 
 
-def firestore_collections(path: Path = ROOT / "shared" / "store" / "firestore.py") -> set[str]:
-    """The collection ids the Firestore store names (``.collection("...")``)."""
-    tree = ast.parse(path.read_text())
+def firestore_collections(folder: Path = ROOT / "shared" / "store" / "firestore") -> set[str]:
+    """The collection ids the Firestore stores name (``.collection("...")``)."""
+    trees = [ast.parse(path.read_text()) for path in sorted(folder.rglob("*.py"))]
     return {
         node.args[0].value
+        for tree in trees
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)

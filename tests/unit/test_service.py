@@ -214,6 +214,9 @@ async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> 
         async def mutate(self, user_id, conversation_id, change, reserve=0):  # type: ignore[no-untyped-def]
             raise RuntimeError("disk on fire")
 
+        async def apply(self, user_id, conversation_id, change, *, reserve=0):  # type: ignore[no-untyped-def]
+            raise RuntimeError("disk on fire")
+
     store = FailingFinal()
     service = make_service(ScriptedProvider([Step.reply("hi")]), store)
     run = await service.start(ALICE, "hello", None)

@@ -1,0 +1,49 @@
+"""The stores on Cloud Firestore (the only package that imports it): conversations,
+task ledgers and lessons, all on one client per process (``connect``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from google.cloud.firestore import AsyncClient, Client
+
+from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
+from shared.store.firestore.conversations import FirestoreConversationStore
+from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
+from shared.store.firestore.lessons import FirestoreLessonStore
+
+__all__ = [
+    "FirestoreConversationStore",
+    "FirestoreLessonStore",
+    "FirestoreStores",
+    "FirestoreTaskLedgerStore",
+    "connect",
+]
+
+
+@dataclass(frozen=True)
+class FirestoreStores:
+    """Every store of one process, sharing one async client (and, once something
+    listens, one sync client: the async client has no listeners)."""
+
+    client: AsyncClient
+    conversations: FirestoreConversationStore
+    ledgers: FirestoreTaskLedgerStore
+    lessons: FirestoreLessonStore
+
+    def close(self) -> None:
+        self.conversations.close()
+        self.client.close()  # type: ignore[no-untyped-call]
+
+
+def connect(
+    project_id: str, lesson_versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT
+) -> FirestoreStores:
+    """The stores on the project's default database (the emulator if its variable is set)."""
+    client = AsyncClient(project=project_id)
+    return FirestoreStores(
+        client,
+        FirestoreConversationStore(client, lambda: Client(project=project_id)),
+        FirestoreTaskLedgerStore(client),
+        FirestoreLessonStore(client, lesson_versions_kept),
+    )

@@ -1,0 +1,88 @@
+"""Streaming writes of many runs sent together, as one ``BatchWrite`` RPC."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud.firestore import AsyncClient
+from google.cloud.firestore_v1 import _helpers
+
+
+class WriteBatcher:
+    """Sends the streaming writes of many runs together, as one ``BatchWrite`` RPC.
+
+    Each write keeps its own precondition and its own outcome (``BatchWrite`` is not
+    atomic), so one run's conflict never fails another's write. Writes made within
+    ``window`` seconds of the first one waiting go together, up to ``limit``. Measured
+    on the emulator: a single update costs ~1.5 ms of client CPU (and ~6.8 ms of the
+    emulator's), ten batched ~0.3 ms each (and ~1.6 ms); a write waits at most
+    ``window`` more, which a reply written every 500 ms does not notice.
+
+    The Python client has no public async ``BatchWrite`` (its ``BulkWriter`` is
+    threaded and sync), so this uses the same private helpers its ``update`` uses.
+    """
+
+    def __init__(self, client: AsyncClient, window: float = 0.02, limit: int = 100) -> None:
+        self._client = client
+        self._window = window
+        self._limit = limit
+        self._pending: list[tuple[Any, asyncio.Future[datetime]]] = []
+        self._paths: set[str] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def update(self, ref: Any, fields: dict[str, Any], option: Any) -> datetime:
+        """Apply ``fields`` to ``ref`` if ``option``'s precondition holds; its update time.
+
+        Raises:
+            google.api_core.exceptions.GoogleAPICallError: this write failed
+                (``FailedPrecondition`` when someone else wrote first).
+        """
+        (write,) = _helpers.pbs_for_update(ref._document_path, fields, option)
+        if ref._document_path in self._paths:
+            self._flush()  # one request may write a document only once
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[datetime] = loop.create_future()
+        self._pending.append((write, done))
+        self._paths.add(ref._document_path)
+        if len(self._pending) >= self._limit:
+            self._flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self._window, self._flush)
+        return await done
+
+    def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        self._paths = set()
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[tuple[Any, asyncio.Future[datetime]]]) -> None:
+        client = self._client
+        try:
+            response = await client._firestore_api.batch_write(
+                request={"database": client._database_string, "writes": [w for w, _ in batch]},
+                metadata=client._rpc_metadata,
+            )
+        except gexc.GoogleAPICallError as exc:
+            for _, done in batch:
+                if not done.done():
+                    done.set_exception(exc)
+            return
+        for (_, done), status, result in zip(
+            batch, response.status, response.write_results, strict=True
+        ):
+            if done.done():
+                continue
+            if status.code == 0:
+                done.set_result(result.update_time)
+            else:
+                done.set_exception(gexc.from_grpc_status(status.code, status.message))  # type: ignore[no-untyped-call]

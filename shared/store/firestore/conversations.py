@@ -1,0 +1,277 @@
+"""The conversations on Firestore, and the listeners that follow them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
+
+from shared.errors import NotFound, StoreError
+from shared.schemas.documents import ArchiveSegment, Conversation
+from shared.store.base import Decision, Mutation, R, RunProbe, RunView, reserved
+from shared.store.firestore.batcher import WriteBatcher
+from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
+from shared.store.limits import CLOSING_RESERVE, check_size
+from shared.store.listeners import Key, Listeners, Listening
+from shared.store.patch import Patch, Sizes, diff
+
+# Documents whose latest version this process wrote or read, kept to skip re-reading,
+# bounded by their estimated size (a 1 MB document counts as 1 MB).
+_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def _streaming_only(patch: Patch) -> bool:
+    """A write that changes the active run's sub-fields only (a streaming write)."""
+    return not patch.append and all(path.startswith("activeRun.") for path in patch.paths)
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    conversation: Conversation
+    sizes: Sizes
+    update_time: datetime
+
+
+class FirestoreConversationStore:
+    """Conversations at ``/{userId}/client/conversations/{conversationId}``.
+
+    Mutations are compare-and-set: the change is applied to the latest version we
+    know, written with an ``update_time`` precondition, and retried on a fresh read if
+    someone else wrote in between, so a concurrent append is never lost. Only what
+    changed is sent (``patch.py``): a streaming write sends ``activeRun`` alone, and
+    finishing a run appends one message with ``ArrayUnion`` (safe under the
+    precondition, and message ids are unique). The version each write produces is
+    remembered, so a run's throttled writes cost one RPC each.
+    """
+
+    def __init__(self, client: AsyncClient, listener: Callable[[], Client] | None = None) -> None:
+        self._client = client
+        self._listener_factory = listener
+        self._listener: Client | None = None
+        self._versions: OrderedDict[tuple[str, str], _Version] = OrderedDict()
+        self._cached_bytes = 0
+        self._batcher = WriteBatcher(client)
+        # One listener per watched conversation, shared by all who watch it (resume).
+        self.listeners: Listeners[Any, RunView | None] = Listeners(self._listen, _run_view)
+
+    def _ref(self, user_id: str, conversation_id: str) -> Any:
+        return _conversation(self._client, user_id, conversation_id)
+
+    def _remember(self, key: tuple[str, str], version: _Version) -> None:
+        self._forget(key)
+        self._versions[key] = version
+        self._cached_bytes += version.sizes.total
+        while self._cached_bytes > _CACHE_BYTES and len(self._versions) > 1:
+            oldest = next(iter(self._versions))
+            self._forget(oldest)
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        old = self._versions.pop(key, None)
+        if old is not None:
+            self._cached_bytes -= old.sizes.total
+
+    async def _read(self, user_id: str, conversation_id: str) -> _Version | None:
+        if reserved(conversation_id):
+            return None  # Firestore would refuse the id itself: no such conversation
+        with unavailable("Firestore read"):
+            snapshot = await self._ref(user_id, conversation_id).get()
+        if not snapshot.exists:
+            self._forget((user_id, conversation_id))
+            return None
+        document = snapshot.to_dict()
+        version = _Version(
+            Conversation.model_validate(document), Sizes.of(document), snapshot.update_time
+        )
+        self._remember((user_id, conversation_id), version)
+        return version
+
+    async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
+        version = await self._read(user_id, conversation_id)
+        return None if version is None else version.conversation
+
+    async def create(self, user_id: str, conversation: Conversation) -> None:
+        document = conversation.to_firestore()
+        sizes = Sizes.of(document)
+        check_size(sizes.total, CLOSING_RESERVE)
+        with unavailable("Firestore write"):
+            try:
+                result = await self._ref(user_id, conversation.id).create(document)
+            except gexc.AlreadyExists as exc:
+                raise StoreError(f"conversation {conversation.id} already exists") from exc
+        self._remember(
+            (user_id, conversation.id), _Version(conversation, sizes, result.update_time)
+        )
+
+    async def mutate(
+        self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
+    ) -> Conversation:
+        conversation, _ = await self.apply(
+            user_id, conversation_id, lambda c: (change(c), None), reserve=reserve
+        )
+        return conversation
+
+    async def apply(
+        self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
+    ) -> tuple[Conversation, R]:
+        key = (user_id, conversation_id)
+        ref = self._ref(user_id, conversation_id)
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt > 1:
+                await back_off(attempt)  # the first retry may be a stale cache, not a race
+            cached = self._versions.get(key)
+            version = cached or await self._read(user_id, conversation_id)
+            if version is None:
+                raise NotFound("No conversation with this id.")
+            try:
+                updated, decided = change(version.conversation)
+            except Exception:
+                if cached is None:
+                    raise
+                # The change refused what may be an out-of-date copy (another instance
+                # may have ended the run it saw): refuse only what is current.
+                self._forget(key)
+                continue
+            patch = diff(version.conversation, updated)
+            if not patch:
+                if cached is not None:
+                    # "Nothing to do" judged on a remembered copy may be wrong (another
+                    # instance may have written since): a decision that skips work is
+                    # confirmed on a fresh read. One read; no-op changes are rare.
+                    self._forget(key)
+                    continue
+                return updated, decided
+            sizes = version.sizes.after(patch)
+            check_size(sizes.total, reserve, version.sizes.total)
+            option = self._client.write_option(last_update_time=version.update_time)
+            try:
+                written = await self._write(ref, patch, option)
+            except StoreError:
+                self._forget(key)
+                raise
+            if written is None:
+                self._forget(key)  # someone else wrote: read again and redo
+                continue
+            self._remember(key, _Version(updated, sizes, written))
+            return updated, decided
+        raise StoreError("The conversation is changing too fast to save; please try again.")
+
+    async def _write(self, ref: Any, patch: Patch, option: Any) -> datetime | None:
+        """Send ``patch`` if ``option``'s precondition holds: the time it was written, or
+        ``None`` if someone else wrote first."""
+        with unavailable("Firestore write"):
+            try:
+                if _streaming_only(patch):
+                    return await self._batcher.update(ref, _fields(patch), option)
+                written: datetime = (await ref.update(_fields(patch), option=option)).update_time
+                return written
+            except (gexc.FailedPrecondition, gexc.NotFound):
+                return None
+
+    def size(self, user_id: str, conversation_id: str) -> int | None:
+        version = self._versions.get((user_id, conversation_id))
+        return None if version is None else version.sizes.total
+
+    def _segment_ref(self, user_id: str, conversation_id: str, segment: int) -> Any:
+        return self._ref(user_id, conversation_id).collection("archive").document(f"{segment:06d}")
+
+    async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
+        ref = self._segment_ref(user_id, segment.conversation_id, segment.segment)
+        with unavailable("Firestore archive"):
+            await ref.set(segment.to_firestore())
+
+    async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
+        collection = self._ref(user_id, conversation_id).collection("archive")
+        with unavailable("Firestore read"):
+            snapshots = [s async for s in collection.order_by("segment").stream()]
+        return [ArchiveSegment.model_validate(s.to_dict()) for s in snapshots]
+
+    async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
+        if reserved(conversation_id):
+            raise NotFound("No conversation with this id.")
+        key = (user_id, conversation_id)
+        with unavailable("Firestore read"):
+            snapshot = await self._ref(user_id, conversation_id).get(
+                field_paths=["activeRun.runId", "activeRun.status"]
+            )
+        if not snapshot.exists:
+            raise NotFound("No conversation with this id.")
+        known = self._versions.get(key)
+        if known is not None and known.update_time != snapshot.update_time:
+            self._forget(key)  # someone else wrote: the next mutation must read afresh
+        run = (snapshot.to_dict() or {}).get("activeRun") or {}
+        return RunProbe(run.get("runId"), run.get("status"))
+
+    def watch(self, user_id: str, conversation_id: str) -> AsyncGenerator[RunView | None, None]:
+        if reserved(conversation_id):
+            return _missing()
+        return self.listeners.follow((user_id, conversation_id))
+
+    def _listen(self, key: Key, deliver: Callable[[Any], None]) -> Listening:
+        # The async client cannot listen; the sync client's listener runs on its own
+        # thread and hands each snapshot to this loop (``Listeners`` keeps the latest).
+        if self._listener is None:
+            if self._listener_factory is None:
+                raise StoreError("This store was made without a listener client.")
+            self._listener = self._listener_factory()
+        loop = asyncio.get_running_loop()
+
+        def on_snapshot(snapshots: list[Any], changes: Any, read_time: Any) -> None:
+            # A document listener gets an empty list when the document does not exist.
+            loop.call_soon_threadsafe(deliver, snapshots[-1] if snapshots else None)
+
+        with unavailable("Firestore listen"):
+            watch = _conversation(self._listener, *key).on_snapshot(on_snapshot)
+
+        async def stop() -> None:
+            await asyncio.to_thread(watch.unsubscribe)
+
+        # The listener closes itself on an error it cannot recover from.
+        return Listening(stop, lambda: bool(getattr(watch, "_closed", False)))
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()  # type: ignore[no-untyped-call]
+
+
+async def _missing() -> AsyncGenerator[RunView | None, None]:
+    yield None
+
+
+def _field(snapshot: Any, name: str) -> Any:
+    """One top-level field of a snapshot (copied by the client), or ``None``."""
+    try:
+        return snapshot.get(name)
+    except KeyError:
+        return None
+
+
+def _run_view(snapshot: Any) -> RunView | None:
+    """What a resume reads of a listener's snapshot: ``activeRun`` now, ``messages``
+    only if asked for (once a run has ended)."""
+    if snapshot is None or not snapshot.exists:
+        return None
+    return RunView.stored(
+        snapshot.id, _field(snapshot, "activeRun"), lambda: _field(snapshot, "messages")
+    )
+
+
+def _conversation(client: Any, user_id: str, conversation_id: str) -> Any:
+    return (
+        client.collection(user_id)
+        .document("client")
+        .collection("conversations")
+        .document(conversation_id)
+    )
+
+
+def _fields(patch: Patch) -> dict[str, Any]:
+    fields: dict[str, Any] = dict(patch.put)
+    fields.update({k: ArrayUnion(v) for k, v in patch.append.items()})
+    fields.update(dict.fromkeys(patch.delete, DELETE_FIELD))
+    return fields
