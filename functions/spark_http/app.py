@@ -13,15 +13,14 @@ from starlette.responses import JSONResponse, Response
 
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed
-from shared.agent.resume import Resumes, latest_run, locate, pending
+from shared.agent.resume import Resumes
 from shared.agent.service import Agent
 from shared.agent.sse import EventChannel, sse_stream
-from shared.agent.transcript import END, Cursor
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Uploads
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
-from shared.errors import MethodNotAllowed, NotFound, RequestError
+from shared.errors import MethodNotAllowed, NotFound
 from shared.lessons import versions
 from shared.schemas.api import (
     AckResponse,
@@ -39,7 +38,6 @@ from shared.schemas.api import (
     UploadResponse,
 )
 from shared.schemas.openapi import render as render_openapi
-from shared.store.base import RunView
 from spark_http.requests import bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
@@ -188,23 +186,11 @@ class ApiApp:
         """``GET .../conversations/{id}/stream``: replay what the client missed of the
         active (or last) run from ``Last-Event-ID``, then follow it to its end."""
         user = await self._authenticate(request)
-        self._resumes.check(user.uid)  # before any work; ``open`` counts it
-        stored = await self._agent.deps.store.get(user.uid, conversation_id)
-        if stored is None:
-            raise NotFound("No conversation with this id.")
-        conversation = RunView.of(stored)
         raw = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
-        after = Cursor.parse(raw) if raw else None
-        run_id = after.run_id if after is not None else latest_run(conversation)
-        if run_id is None or (after is not None and after.at == END):
-            return Response(status_code=204)  # nothing ran, or the client saw the end
-        active = conversation.active_run
-        live = active is not None and active.run_id == run_id
-        if not live and not pending(conversation, run_id, after):
-            if after is not None and locate(conversation, run_id) is None:
-                raise RequestError("Last-Event-ID names a run this conversation does not have.")
+        body = await self._resumes.start(user.uid, conversation_id, raw)
+        if body is None:
             return Response(status_code=204)
-        return sse_response(self._resumes.open(user.uid, conversation_id, run_id, after))
+        return sse_response(body)
 
     async def stop(self, request: Request, conversation_id: str) -> Response:
         """``POST .../conversations/{id}/stop``: end the active run wherever it runs."""
