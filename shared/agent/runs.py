@@ -122,7 +122,7 @@ def queued_run(user_message: Message, now: datetime, lease_until: datetime) -> A
 
 
 def follow_up_run(
-    source_id: str, now: datetime, lease_until: datetime, queued: bool, model: str | None
+    source_id: str, now: datetime, lease_until: datetime, *, queued: bool, model: str | None
 ) -> ActiveRun:
     """The run that continues the agent after the results of ``source_id``'s calls (ids
     derived from it: every delivery of those results finds the same run)."""

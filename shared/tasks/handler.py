@@ -13,7 +13,8 @@ import logging
 from datetime import datetime, timedelta
 from typing import Literal
 
-from shared.agent.people import People
+from shared.agent.deps import RunDeps
+from shared.agent.facade import Agent
 from shared.agent.results import (
     answered,
     approved,
@@ -23,7 +24,6 @@ from shared.agent.results import (
     wants_follow_up,
     with_progress,
 )
-from shared.agent.service import Agent
 from shared.config import Settings
 from shared.errors import ConversationTooLarge, RunInProgress, SparkError, ToolError
 from shared.llm.base import ToolCallRequest
@@ -61,10 +61,11 @@ FOLLOW_UP_ATTEMPTS = 30
 class TaskHandler:
     """Serves one delivery of a task."""
 
-    def __init__(self, agent: Agent, scheduler: TaskScheduler, settings: Settings) -> None:
+    def __init__(
+        self, agent: Agent, deps: RunDeps, scheduler: TaskScheduler, settings: Settings
+    ) -> None:
         self._agent = agent
-        self._people = People(agent)
-        self._deps = agent.deps
+        self._deps = deps
         self._scheduler = scheduler
         self._settings = settings
 
@@ -80,7 +81,7 @@ class TaskHandler:
                 await run.execute()
             return "done"
         if isinstance(task, ExpireTask):
-            run = await self._people.expire(
+            run = await self._agent.expire(
                 task.user_id, task.conversation_id, task.tool_call_id, task.after_seconds
             )
             if run is not None:
