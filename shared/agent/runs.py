@@ -214,7 +214,7 @@ def abandon_run(
 
 
 def close_stale_run(
-    conversation: Conversation, now: datetime, lease_until: datetime, cut: bool = False
+    conversation: Conversation, now: datetime, lease_until: datetime, *, cut: bool = False
 ) -> Conversation:
     """End a run whose lease has lapsed (its producer died): its message keeps its text,
     ends as an error (``run_interrupted``), and every open tool call gets a result. A

@@ -191,6 +191,7 @@ class RunService:
         user: User,
         text: str,
         conversation_id: str | None,
+        *,
         background: bool = False,
         when_busy: WhenBusy = "reject",
         document_id: str | None = None,
@@ -253,7 +254,7 @@ class RunService:
                     update={"content": [*user_message.content, *files]}
                 )
             conversation = await self._open(
-                user, conversation_id, new, user_message, record, when_busy, now
+                user, conversation_id, user_message, record, now, new=new, when_busy=when_busy
             )
         except BaseException:
             await self.scheduler.release_run(user.uid, record.run_id, 0)
@@ -295,11 +296,12 @@ class RunService:
         self,
         user: User,
         conversation_id: str,
-        new: bool,
         user_message: Message,
         record: ActiveRun,
-        when_busy: WhenBusy,
         now: datetime,
+        *,
+        new: bool,
+        when_busy: WhenBusy,
     ) -> Conversation:
         if new:
             conversation = Conversation(
@@ -355,7 +357,7 @@ class RunService:
 
         def close(conversation: Conversation, cut: bool = False) -> Conversation:
             before[:] = [conversation.active_run.run_id if conversation.active_run else None]
-            closed = close_stale_run(conversation, now, lease_until, cut)
+            closed = close_stale_run(conversation, now, lease_until, cut=cut)
             return renew_queued(closed, now, lease_until)
 
         try:
@@ -380,7 +382,7 @@ class RunService:
         return conversation
 
     async def admit(
-        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+        self, user_id: str, run_id: str, conversation_id: str, *, wait: bool = False
     ) -> None:
         """Let a run call the model, within the user's limits: every model call of a run
         passes here first, a new message's in ``send`` and every other's in ``claim``
@@ -394,7 +396,7 @@ class RunService:
                 waiting, and handed to a task again as soon as a slot frees).
             RateLimited: today's tokens are spent.
         """
-        await self.scheduler.admit_run(user_id, run_id, conversation_id, wait)
+        await self.scheduler.admit_run(user_id, run_id, conversation_id, wait=wait)
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``None``: taken care of
