@@ -39,8 +39,7 @@ from shared.store.memory import (  # noqa: E402
     InMemoryLessonStore,
     InMemoryTaskLedgerStore,
 )
-from shared.tasks.handler import TaskHandler  # noqa: E402
-from shared.wiring import assemble, task_policy_of  # noqa: E402
+from shared.wiring import assemble  # noqa: E402
 
 TOKENS_PER_SECOND = 50
 
@@ -78,13 +77,15 @@ async def conversation(replies: int, seconds: float, background: bool) -> dict[s
         SystemClock(),
         system_prompt="bench",
     )
-    handler = TaskHandler(components.agent, components.scheduler, task_policy_of(settings))
+    handler = components.handler
     user = User(uid="bench")
     tasks: Counter[str] = Counter()
     conversation_id: str | None = None
     started = time.perf_counter()
     for n in range(replies):
-        sent = await components.agent.send(user, f"message {n}", conversation_id, background)
+        sent = await components.agent.send(
+            user, f"message {n}", conversation_id, background=background
+        )
         conversation_id = sent.conversation_id
         if sent.run is not None:
             await sent.run.execute()

@@ -14,18 +14,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.config import Settings
-from shared.tasks.handler import TaskHandler
-from shared.wiring import build_components, build_task_verifier, build_verifier, task_policy_of
+from shared.wiring import build_components, build_task_verifier, build_verifier
 
 logs.configure()
 
 settings = Settings.from_env()
 _components, _stores = build_components(settings)
 _api = ApiApp(_components.agent, build_verifier(settings), settings)
-_tasks = TasksApp(
-    TaskHandler(_components.agent, _components.scheduler, task_policy_of(settings)),
-    build_task_verifier(settings),
-)
+_tasks = TasksApp(_components.handler, build_task_verifier(settings))
 
 
 @functions_framework.aio.http

@@ -6,11 +6,16 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from shared.agent.background import Background
 from shared.agent.deps import RunDeps, RunLimits
+from shared.agent.facade import Agent
 from shared.agent.files import AttachmentBudget
+from shared.agent.people import People
+from shared.agent.resume import Resumes
 from shared.agent.runs import QueueLimits
-from shared.agent.service import Agent
+from shared.agent.service import RunService
 from shared.attachments.service import Attachments
+from shared.attachments.uploads import Uploads
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
@@ -21,7 +26,7 @@ from shared.prompts import load_prompt, prompts_dir
 from shared.queue.base import TaskQueue
 from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
 from shared.store.files import FileStore, InMemoryFileStore
-from shared.tasks.handler import TaskPolicy
+from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
@@ -105,10 +110,14 @@ def build_queue(settings: Settings) -> TaskQueue:
 
 @dataclass(frozen=True)
 class Components:
-    """The agent and the scheduler of one process, on the adapters it was given."""
+    """One process's agent (what the edges talk to) and the task handler (what the
+    tasks function delegates to), on the adapters it was given; the scheduler and the
+    run's dependencies too, for tests and benchmarks to look at."""
 
     agent: Agent
+    handler: TaskHandler
     scheduler: TaskScheduler
+    deps: RunDeps
     settings: Settings
 
 
@@ -186,9 +195,22 @@ def assemble(
         tasks=scheduler,
         files=files,
     )
+    ids = ids or RandomIds()
+    background = Background()
     attachments = Attachments(files, settings.attachment_decodes_at_once)
-    agent = Agent(deps, ids or RandomIds(), scheduler, lessons, attachments)
-    return Components(agent, scheduler, settings)
+    runs = RunService(deps, ids, scheduler, lessons, attachments, background)
+    agent = Agent(
+        runs,
+        People(runs, deps, scheduler),
+        Uploads(files, ids, clock, scheduler),
+        Resumes(store, settings.keepalive_seconds, settings.resume_streams_per_user),
+        lessons,
+        clock,
+        background,
+        settings.keepalive_seconds,
+    )
+    handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
+    return Components(agent, handler, scheduler, deps, settings)
 
 
 def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import re
@@ -11,18 +10,12 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from shared.agent.loop import Run
-from shared.agent.people import People, Resumed
-from shared.agent.resume import Resumes, latest_run, locate, pending
-from shared.agent.service import Agent
-from shared.agent.sse import EventChannel, sse_stream
-from shared.agent.transcript import END, Cursor
+from shared.agent.facade import Agent
+from shared.agent.people import Resumed
 from shared.attachments.service import Requested
-from shared.attachments.uploads import Uploads
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
-from shared.errors import MethodNotAllowed, NotFound, RequestError
-from shared.lessons import versions
+from shared.errors import MethodNotAllowed, NotFound
 from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
@@ -39,7 +32,6 @@ from shared.schemas.api import (
     UploadResponse,
 )
 from shared.schemas.openapi import render as render_openapi
-from shared.store.base import RunView
 from spark_http.requests import bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
@@ -69,15 +61,8 @@ class ApiApp:
 
     def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
         self._agent = agent
-        self._people = People(agent)
-        self._uploads = Uploads(
-            agent.attachments.files, agent.ids, agent.deps.clock, agent.scheduler
-        )
         self._verifier = verifier
         self._settings = settings
-        self._resumes = Resumes(
-            agent.deps.store, settings.keepalive_seconds, settings.resume_streams_per_user
-        )
         self._routes: dict[str, dict[str, Handler]] = {
             "messages": {"POST": self.post_message},
             "uploads": {"POST": self.post_upload},
@@ -91,8 +76,6 @@ class ApiApp:
             "health": {"GET": self.health},
             "openapi": {"GET": self.openapi},
         }
-        # Runs outlive their response when a client disconnects; hold them here.
-        self._runs: set[asyncio.Task[None]] = set()
 
     async def __call__(self, request: Request) -> Response:
         return await guarded(self._dispatch, request)
@@ -148,10 +131,10 @@ class ApiApp:
             user,
             body.text,
             body.conversation_id,
-            background,
-            body.when_busy,
-            body.document_id,
-            attachments,
+            background=background,
+            when_busy=body.when_busy,
+            document_id=body.document_id,
+            attachments=attachments,
         )
         run = sent.run
         if run is None:
@@ -161,14 +144,14 @@ class ApiApp:
                 status="accepted" if background else "queued",
             )
             return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
-        return self._stream(run)
+        return sse_response(self._agent.stream(run))
 
     async def post_upload(self, request: Request, _: str) -> Response:
         """``POST /api/spark/agent/uploads``: start an upload session for one file under
         the caller's ``{uid}/uploads/``; the client ``PUT``s the bytes to its URL."""
         user = await self._authenticate(request)
         body = await read_json(request, UploadRequest, self._settings.max_request_bytes)
-        upload = await self._uploads.start(
+        upload = await self._agent.start_upload(
             user.uid,
             body.file_name,
             body.content_type,
@@ -188,23 +171,11 @@ class ApiApp:
         """``GET .../conversations/{id}/stream``: replay what the client missed of the
         active (or last) run from ``Last-Event-ID``, then follow it to its end."""
         user = await self._authenticate(request)
-        self._resumes.check(user.uid)  # before any work; ``open`` counts it
-        stored = await self._agent.deps.store.get(user.uid, conversation_id)
-        if stored is None:
-            raise NotFound("No conversation with this id.")
-        conversation = RunView.of(stored)
         raw = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
-        after = Cursor.parse(raw) if raw else None
-        run_id = after.run_id if after is not None else latest_run(conversation)
-        if run_id is None or (after is not None and after.at == END):
-            return Response(status_code=204)  # nothing ran, or the client saw the end
-        active = conversation.active_run
-        live = active is not None and active.run_id == run_id
-        if not live and not pending(conversation, run_id, after):
-            if after is not None and locate(conversation, run_id) is None:
-                raise RequestError("Last-Event-ID names a run this conversation does not have.")
+        body = await self._agent.resume(user.uid, conversation_id, raw)
+        if body is None:
             return Response(status_code=204)
-        return sse_response(self._resumes.open(user.uid, conversation_id, run_id, after))
+        return sse_response(body)
 
     async def stop(self, request: Request, conversation_id: str) -> Response:
         """``POST .../conversations/{id}/stop``: end the active run wherever it runs."""
@@ -220,12 +191,12 @@ class ApiApp:
         """``POST .../conversations/{id}/answers``: answer an ``ask_user_question`` call."""
         user = await self._authenticate(request)
         body = await read_json(request, AnswersRequest, self._settings.max_request_bytes)
-        resumed = await self._people.answer(
+        resumed = await self._agent.answer(
             user.uid,
             conversation_id,
             body.tool_call_id,
             dict(body.answers),
-            not wants_event_stream(request),
+            background=not wants_event_stream(request),
         )
         return self._resumed(resumed)
 
@@ -233,13 +204,13 @@ class ApiApp:
         """``POST .../conversations/{id}/approvals``: approve or deny a call."""
         user = await self._authenticate(request)
         body = await read_json(request, ApprovalRequest, self._settings.max_request_bytes)
-        resumed = await self._people.decide(
+        resumed = await self._agent.decide(
             user.uid,
             conversation_id,
             body.tool_call_id,
-            body.approved,
-            body.reason,
-            not wants_event_stream(request),
+            approved=body.approved,
+            reason=body.reason,
+            background=not wants_event_stream(request),
         )
         return self._resumed(resumed)
 
@@ -247,20 +218,20 @@ class ApiApp:
         """``POST .../conversations/{id}/tool-results``: a client-executed tool's output."""
         user = await self._authenticate(request)
         body = await read_json(request, ToolResultRequest, self._settings.max_request_bytes)
-        resumed = await self._people.client_result(
+        resumed = await self._agent.submit_result(
             user.uid,
             conversation_id,
             body.tool_call_id,
             body.output,
-            body.status == "ok",
-            not wants_event_stream(request),
+            ok=body.status == "ok",
+            background=not wants_event_stream(request),
         )
         return self._resumed(resumed)
 
     async def lesson_versions(self, request: Request, lesson_id: str) -> Response:
         """``GET /api/spark/lessons/{id}/versions``: the lesson's kept versions."""
         user = await self._authenticate(request)
-        found = await versions.history(self._agent.lessons, user.uid, lesson_id)
+        found = await self._agent.lesson_versions(user.uid, lesson_id)
         answer = LessonVersionsResponse(
             lesson_id=lesson_id,
             current_version=found.current.version if found.current else None,
@@ -278,10 +249,7 @@ class ApiApp:
         next one (the version it replaces is kept)."""
         user = await self._authenticate(request)
         body = await read_json(request, RestoreRequest, self._settings.max_request_bytes)
-        now = self._agent.deps.clock.now()
-        restored = await versions.restore(
-            self._agent.lessons, user.uid, lesson_id, body.version, now
-        )
+        restored = await self._agent.restore_lesson(user.uid, lesson_id, body.version)
         answer = RestoreResponse(
             lesson_id=lesson_id, version=restored.version, restored_from=body.version
         )
@@ -291,19 +259,10 @@ class ApiApp:
         """The follow-up's stream, or 202 saying what happened."""
         run = resumed.run
         if run is not None:
-            return self._stream(run)
+            return sse_response(self._agent.stream(run))
         answer = ResumeResponse(conversation_id=resumed.conversation_id, status=resumed.status)
         return JSONResponse(answer.model_dump(by_alias=True), status_code=202)
 
-    def _stream(self, run: Run) -> Response:
-        channel = EventChannel()
-        task = asyncio.create_task(run.execute(channel.emit), name=f"run-{run.run_id}")
-        self._runs.add(task)
-        task.add_done_callback(self._runs.discard)
-        task.add_done_callback(lambda _: channel.end())
-        return sse_response(sse_stream(channel, self._settings.keepalive_seconds))
-
     async def drain(self) -> None:
         """Wait for runs still going (their clients may have left)."""
-        if self._runs:
-            await asyncio.gather(*self._runs, return_exceptions=True)
+        await self._agent.drain()

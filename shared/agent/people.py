@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from shared.agent.deps import RunDeps
 from shared.agent.loop import Run
 from shared.agent.results import (
     PersonKind,
@@ -22,8 +23,9 @@ from shared.agent.results import (
     with_follow_up,
 )
 from shared.agent.runs import follow_up_run
-from shared.agent.service import Agent
+from shared.agent.service import RunService
 from shared.errors import AlreadyAnswered, NotFound, SparkError
+from shared.queue.port import TaskPort
 from shared.schemas.documents import ActiveRun, Conversation, ToolCall
 from shared.tools.base import dump_output, error_output
 from shared.tools.people import answers_output
@@ -50,9 +52,10 @@ class People:
     agent through the same path as task results: record it, then, once every call of
     the step has its result, open the follow-up, in the same write."""
 
-    def __init__(self, agent: Agent) -> None:
-        self._agent = agent
-        self._deps = agent.deps
+    def __init__(self, runs: RunService, deps: RunDeps, scheduler: TaskPort) -> None:
+        self._runs = runs
+        self._deps = deps
+        self._scheduler = scheduler
 
     async def answer(
         self,
@@ -60,6 +63,7 @@ class People:
         conversation_id: str,
         call_id: str,
         answers: dict[str, str | list[str]],
+        *,
         background: bool,
     ) -> Resumed:
         """Record the answers to an ``ask_user_question`` call (checked against its
@@ -75,7 +79,7 @@ class People:
             return record_results(conversation, {call.id: output}, "ok", now, hidden=True)
 
         return await self._deliver(
-            user_id, conversation_id, call_id, "question", record, background
+            user_id, conversation_id, call_id, "question", record, background=background
         )
 
     async def decide(
@@ -83,8 +87,9 @@ class People:
         user_id: str,
         conversation_id: str,
         call_id: str,
+        *,
         approved: bool,
-        reason: str | None,
+        reason: str | None = None,
         background: bool,
     ) -> Resumed:
         """The owner's decision on a call awaiting approval. Approved, the server runs
@@ -110,7 +115,7 @@ class People:
                 )
 
             return await self._deliver(
-                user_id, conversation_id, call_id, "approval", deny, background
+                user_id, conversation_id, call_id, "approval", deny, background=background
             )
         # Into the ledger first (idempotent by task id): whatever happens next, the
         # approved call is run by a task, once, with its retries and its follow-up. The
@@ -130,12 +135,13 @@ class People:
             log.warning("approved call %s: not dispatched yet; a sweep grants it again", call_id)
         return Resumed(conversation_id, "accepted")
 
-    async def client_result(
+    async def submit_result(
         self,
         user_id: str,
         conversation_id: str,
         call_id: str,
         output: object,
+        *,
         ok: bool,
         background: bool,
     ) -> Resumed:
@@ -151,7 +157,9 @@ class People:
             status: Literal["ok", "error"] = "ok" if ok else "error"
             return record_results(conversation, {call.id: text}, status, now)
 
-        return await self._deliver(user_id, conversation_id, call_id, "client", record, background)
+        return await self._deliver(
+            user_id, conversation_id, call_id, "client", record, background=background
+        )
 
     async def expire(
         self, user_id: str, conversation_id: str, call_id: str, seconds: float
@@ -179,11 +187,12 @@ class People:
         call_id: str,
         kind: PersonKind | None,
         record: Record,
+        *,
         background: bool,
     ) -> Resumed:
-        agent, deps = self._agent, self._deps
+        runs, deps = self._runs, self._deps
         now = deps.clock.now()
-        lease_until = now + agent._lease()
+        lease_until = now + runs.lease()
 
         def change(conversation: Conversation) -> tuple[Conversation, tuple[str, ActiveRun]]:
             if kind is not None:
@@ -193,24 +202,24 @@ class People:
                 raise NotFound("No tool call with this id in this conversation.")
             source = found[0]
             # Queued, then claimed: the follow-up passes admission like every run.
-            run = follow_up_run(source.id, now, lease_until, True, None)
+            run = follow_up_run(source.id, now, lease_until, queued=True, model=None)
             return with_follow_up(record(conversation, found[1]), source.id, run), (source.id, run)
 
-        await agent._close_if_dead(user_id, conversation_id)
+        await runs.close_if_dead(user_id, conversation_id)
         conversation, (source_id, run) = await deps.store.apply(user_id, conversation_id, change)
         active = conversation.active_run
         if active is not None and active.run_id == run.run_id:
             if background:
-                await agent.hand_to_task(user_id, conversation_id, run)
+                await runs.hand_to_task(user_id, conversation_id, run)
                 return Resumed(conversation_id, "accepted")
-            await agent._watchdog(user_id, conversation_id, run)
+            await runs.watchdog(user_id, conversation_id, run)
             # ``None`` when it waits for a slot, or today's tokens are spent: the
             # conversation shows which.
-            claimed = await agent.claim(user_id, conversation_id, run.run_id)
+            claimed = await runs.claim(user_id, conversation_id, run.run_id)
             return Resumed(conversation_id, "accepted", claimed)
         source = conversation.message(source_id)
         if source is not None and wants_follow_up(conversation, source):
             # Another run holds the conversation: a task continues once it is free.
-            await agent.scheduler.enqueue_follow_up(user_id, conversation_id, source.id)
+            await self._scheduler.enqueue_follow_up(user_id, conversation_id, source.id)
             return Resumed(conversation_id, "accepted")
         return Resumed(conversation_id, "recorded")

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from shared.agent.events import ErrorEvent
 from shared.agent.sse import EventChannel, sse_stream
-from shared.agent.transcript import Cursor, Frame, replay
-from shared.errors import RateLimited, StoreError
+from shared.agent.transcript import END, Cursor, Frame, replay
+from shared.errors import NotFound, RateLimited, RequestError, StoreError
 from shared.schemas.documents import Message
 from shared.store.base import ConversationStore, RunView
 
@@ -164,6 +164,36 @@ class Resumes:
                 f"then try again (one you left closes within {self._keepalive} seconds).",
                 self._keepalive,
             )
+
+    async def start(
+        self, user_id: str, conversation_id: str, last_event_id: str | None
+    ) -> AsyncIterator[bytes] | None:
+        """The body of a resume of the conversation's active (or last) run from
+        ``last_event_id``, or ``None`` when there is nothing to send: nothing ran, the
+        client saw the end, or the run ended with nothing the client missed.
+
+        Raises:
+            RateLimited: as ``check`` (judged before any work).
+            NotFound: no such conversation for this user.
+            RequestError: ``last_event_id`` is not an id this API sent, or names a run
+                the conversation does not have.
+        """
+        self.check(user_id)  # before any work; ``open`` counts it
+        stored = await self._store.get(user_id, conversation_id)
+        if stored is None:
+            raise NotFound("No conversation with this id.")
+        conversation = RunView.of(stored)
+        after = Cursor.parse(last_event_id) if last_event_id else None
+        run_id = after.run_id if after is not None else latest_run(conversation)
+        if run_id is None or (after is not None and after.at == END):
+            return None  # nothing ran, or the client saw the end
+        active = conversation.active_run
+        live = active is not None and active.run_id == run_id
+        if not live and not pending(conversation, run_id, after):
+            if after is not None and locate(conversation, run_id) is None:
+                raise RequestError("Last-Event-ID names a run this conversation does not have.")
+            return None
+        return self.open(user_id, conversation_id, run_id, after)
 
     def open(
         self, user_id: str, conversation_id: str, run_id: str, after: Cursor | None

@@ -122,7 +122,7 @@ def queued_run(user_message: Message, now: datetime, lease_until: datetime) -> A
 
 
 def follow_up_run(
-    source_id: str, now: datetime, lease_until: datetime, queued: bool, model: str | None
+    source_id: str, now: datetime, lease_until: datetime, *, queued: bool, model: str | None
 ) -> ActiveRun:
     """The run that continues the agent after the results of ``source_id``'s calls (ids
     derived from it: every delivery of those results finds the same run)."""
@@ -214,7 +214,7 @@ def abandon_run(
 
 
 def close_stale_run(
-    conversation: Conversation, now: datetime, lease_until: datetime, cut: bool = False
+    conversation: Conversation, now: datetime, lease_until: datetime, *, cut: bool = False
 ) -> Conversation:
     """End a run whose lease has lapsed (its producer died): its message keeps its text,
     ends as an error (``run_interrupted``), and every open tool call gets a result. A

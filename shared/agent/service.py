@@ -1,5 +1,5 @@
-"""Opening, stopping and watching over runs: the agent as the HTTP edge and the tasks
-function see it.
+"""Opening, stopping and watching over runs (``RunService``), behind the ``Agent``
+facade (``facade.py``) that the HTTP edge and the tasks function talk to.
 
 Every run is a record in the conversation document (``runs.py``); this module makes
 the writes that open and close those records and hands a ``Run`` what it needs
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from shared.agent.background import Background
 from shared.agent.deps import RunDeps
 from shared.agent.history import steps_since_user
 from shared.agent.loop import Run
@@ -84,8 +85,8 @@ class Stopped:
     status: Literal["stopping", "stopped"]
 
 
-class Agent:
-    """Opens runs for the HTTP edge and the tasks function; one per process."""
+class RunService:
+    """Opens, claims, stops and watches over runs; one per process, behind ``Agent``."""
 
     def __init__(
         self,
@@ -94,15 +95,17 @@ class Agent:
         scheduler: TaskPort,
         lessons: LessonStore,
         attachments: Attachments,
+        background: Background,
     ) -> None:
         self.deps = deps
         self.ids = ids
         self.scheduler = scheduler
         self.lessons = lessons
         self.attachments = attachments
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = background
 
-    def _lease(self) -> timedelta:
+    def lease(self) -> timedelta:
+        """How long a run's (or a queued run's) lease lasts from when it is written."""
         return timedelta(seconds=self.deps.limits.lease_seconds)
 
     def _run(self, user_id: str, conversation: Conversation, record: ActiveRun) -> Run:
@@ -110,7 +113,9 @@ class Agent:
             self.deps, user_id, conversation, record, steps_since_user(conversation.messages)
         )
 
-    async def _watchdog(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
+    async def watchdog(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
+        """Have a task check on ``record`` once its lease lapses (a queue that refuses
+        is logged: the next send or stop in the conversation closes a dead run too)."""
         try:
             await self.scheduler.enqueue_watchdog(user_id, conversation_id, record)
         except SparkError as exc:
@@ -122,6 +127,7 @@ class Agent:
         user: User,
         text: str,
         conversation_id: str | None,
+        *,
         background: bool = False,
         when_busy: WhenBusy = "reject",
         document_id: str | None = None,
@@ -165,7 +171,7 @@ class Agent:
             self.ids.new("run"),
             self.ids.new("msg"),
             now,
-            now + self._lease(),
+            now + self.lease(),
             user_message.id,
             status="queued" if background else "streaming",
             model=None if background else self.deps.model.label,
@@ -184,7 +190,7 @@ class Agent:
                     update={"content": [*user_message.content, *files]}
                 )
             conversation = await self._open(
-                user, conversation_id, new, user_message, record, when_busy, now
+                user, conversation_id, user_message, record, now, new=new, when_busy=when_busy
             )
         except BaseException:
             await self.scheduler.release_run(user.uid, record.run_id, 0)
@@ -198,9 +204,7 @@ class Agent:
             return Sent(conversation.id, user_message.id, None)
         # Asked for while the run starts (not before its first token): should the
         # process die first, the next send or stop in the conversation closes the run.
-        watchdog = asyncio.create_task(self._watchdog(user.uid, conversation.id, record))
-        self._background.add(watchdog)
-        watchdog.add_done_callback(self._background.discard)
+        self._background.spawn(self.watchdog(user.uid, conversation.id, record))
         return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
 
     async def _refuse_early(
@@ -217,7 +221,7 @@ class Agent:
             RunInProgress: the conversation has a live run.
             RateLimited: the conversation's queue is full.
         """
-        conversation = await self._close_if_dead(user_id, conversation_id)
+        conversation = await self.close_if_dead(user_id, conversation_id)
         if conversation.active_run is None:
             return
         if when_busy == "reject":
@@ -228,11 +232,12 @@ class Agent:
         self,
         user: User,
         conversation_id: str,
-        new: bool,
         user_message: Message,
         record: ActiveRun,
-        when_busy: WhenBusy,
         now: datetime,
+        *,
+        new: bool,
+        when_busy: WhenBusy,
     ) -> Conversation:
         if new:
             conversation = Conversation(
@@ -247,7 +252,7 @@ class Agent:
             )
             await self.deps.store.create(user.uid, conversation)
             return conversation
-        await self._close_if_dead(user.uid, conversation_id)
+        await self.close_if_dead(user.uid, conversation_id)
         queue = self.deps.limits.queue
         return await self.deps.store.mutate(
             user.uid,
@@ -265,13 +270,13 @@ class Agent:
         """
         try:
             await asyncio.gather(
-                self._watchdog(user_id, conversation_id, record),
+                self.watchdog(user_id, conversation_id, record),
                 self.scheduler.enqueue_reply(user_id, conversation_id, record.run_id),
             )
         except SparkError as exc:
             error = MessageError(code=exc.code, message=exc.message)
             now = self.deps.clock.now()
-            later = now + self._lease()
+            later = now + self.lease()
             await self.deps.store.mutate(
                 user_id,
                 conversation_id,
@@ -280,14 +285,14 @@ class Agent:
             await self.scheduler.release_run(user_id, record.run_id, 0)
             raise
 
-    async def _close_if_dead(self, user_id: str, conversation_id: str) -> Conversation:
+    async def close_if_dead(self, user_id: str, conversation_id: str) -> Conversation:
         """Close the active run if its lease lapsed (no write when it has not)."""
         now = self.deps.clock.now()
-        lease_until = now + self._lease()
+        lease_until = now + self.lease()
 
         def close(conversation: Conversation, cut: bool = False) -> tuple[Conversation, str | None]:
             before = conversation.active_run.run_id if conversation.active_run else None
-            closed = close_stale_run(conversation, now, lease_until, cut)
+            closed = close_stale_run(conversation, now, lease_until, cut=cut)
             return renew_queued(closed, now, lease_until), before
 
         try:
@@ -311,7 +316,7 @@ class Agent:
         return conversation
 
     async def admit(
-        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+        self, user_id: str, run_id: str, conversation_id: str, *, wait: bool = False
     ) -> None:
         """Let a run call the model, within the user's limits: every model call of a run
         passes here first, a new message's in ``send`` and every other's in ``claim``
@@ -325,7 +330,7 @@ class Agent:
                 waiting, and handed to a task again as soon as a slot frees).
             RateLimited: today's tokens are spent.
         """
-        await self.scheduler.admit_run(user_id, run_id, conversation_id, wait)
+        await self.scheduler.admit_run(user_id, run_id, conversation_id, wait=wait)
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``None``: taken care of
@@ -338,7 +343,7 @@ class Agent:
         except RateLimited as exc:
             await self._refuse(user_id, conversation_id, run_id, exc)
             return None
-        lease_until = self.deps.clock.now() + self._lease()
+        lease_until = self.deps.clock.now() + self.lease()
         label = self.deps.model.label
         try:
             conversation = await self.deps.store.mutate(
@@ -362,13 +367,13 @@ class Agent:
     async def _hold(self, user_id: str, conversation_id: str, run_id: str) -> None:
         """Keep a queued run refused a slot queued, saying why; a slot that frees wakes
         it (``release_run``), and its watchdog tries it again should that be lost."""
-        lease_until = self.deps.clock.now() + self._lease()
+        lease_until = self.deps.clock.now() + self.lease()
         conversation = await self.deps.store.mutate(
             user_id, conversation_id, lambda c: hold_queued(c, run_id, WAITING, lease_until)
         )
         active = conversation.active_run
         if active is not None and active.run_id == run_id and active.status == "queued":
-            await self._watchdog(user_id, conversation_id, active)
+            await self.watchdog(user_id, conversation_id, active)
 
     async def _refuse(
         self, user_id: str, conversation_id: str, run_id: str, refused: RateLimited
@@ -377,7 +382,7 @@ class Agent:
         the next queued message (refused in turn, each with its own reply)."""
         error = MessageError(code=refused.code, message=refused.message)
         now = self.deps.clock.now()
-        later = now + self._lease()
+        later = now + self.lease()
         conversation = await self.deps.store.mutate(
             user_id, conversation_id, lambda c: refuse_queued(c, run_id, error, now, later)
         )
@@ -402,8 +407,8 @@ class Agent:
             RunInProgress: another run is live in the conversation; try later.
         """
         now = self.deps.clock.now()
-        record = follow_up_run(source.id, now, now + self._lease(), True, None)
-        await self._close_if_dead(user_id, conversation_id)
+        record = follow_up_run(source.id, now, now + self.lease(), queued=True, model=None)
+        await self.close_if_dead(user_id, conversation_id)
         try:
             await self.deps.store.mutate(
                 user_id, conversation_id, lambda c: open_follow_up(c, record)
@@ -411,7 +416,7 @@ class Agent:
         except AlreadyAnswered:
             return None
         # Should this process stop before the follow-up starts, its watchdog produces it.
-        await self._watchdog(user_id, conversation_id, record)
+        await self.watchdog(user_id, conversation_id, record)
         return await self.claim(user_id, conversation_id, record.run_id)
 
     async def stop(self, user_id: str, conversation_id: str) -> Stopped:
@@ -426,7 +431,7 @@ class Agent:
         before = await self.deps.store.get(user_id, conversation_id)
         run_id = before.active_run.run_id if before and before.active_run else None
         conversation = await self.deps.store.mutate(
-            user_id, conversation_id, lambda c: request_stop(c, now, now + self._lease())
+            user_id, conversation_id, lambda c: request_stop(c, now, now + self.lease())
         )
         cancelled = [
             task_id
@@ -468,15 +473,15 @@ class Agent:
         if active.run_id != run_id and active.status != "queued":
             return None  # ours is over; the live run has its own watchdog
         if active.lease_expires_at > now:
-            await self._watchdog(user_id, conversation_id, active)
+            await self.watchdog(user_id, conversation_id, active)
             return None
         if active.status == "queued":
             # Nobody took it: produce it here, watched over like any other run.
             run = await self.claim(user_id, conversation_id, active.run_id)
             if run is not None:
-                await self._watchdog(user_id, conversation_id, run.record)
+                await self.watchdog(user_id, conversation_id, run.record)
             return run
-        await self._close_if_dead(user_id, conversation_id)
+        await self.close_if_dead(user_id, conversation_id)
         log.warning("run %s: closed if its producer stopped renewing its lease", active.run_id)
         await self.scheduler.sweep(user_id)
         return None

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
-from shared.agent.people import People
+from shared.agent.deps import RunDeps
+from shared.agent.facade import Agent
 from shared.agent.results import (
     answered,
     approved,
@@ -24,7 +25,6 @@ from shared.agent.results import (
     wants_follow_up,
     with_progress,
 )
-from shared.agent.service import Agent
 from shared.errors import ConversationTooLarge, RunInProgress, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
@@ -76,10 +76,9 @@ class TaskPolicy:
 class TaskHandler:
     """Serves one delivery of a task."""
 
-    def __init__(self, agent: Agent, tasks: TaskPort, policy: TaskPolicy) -> None:
+    def __init__(self, agent: Agent, deps: RunDeps, tasks: TaskPort, policy: TaskPolicy) -> None:
         self._agent = agent
-        self._people = People(agent)
-        self._deps = agent.deps
+        self._deps = deps
         self._tasks = tasks
         self._policy = policy
 
@@ -95,7 +94,7 @@ class TaskHandler:
                 await run.execute()
             return "done"
         if isinstance(task, ExpireTask):
-            run = await self._people.expire(
+            run = await self._agent.expire(
                 task.user_id, task.conversation_id, task.tool_call_id, task.after_seconds
             )
             if run is not None:

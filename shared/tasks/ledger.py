@@ -254,7 +254,7 @@ def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
 
 # -- runs at once and the daily token budget ---------------------------------------------
 #
-# Every model call passes ``admit_run`` first (``Agent.admit``): a run takes a slot, or
+# Every model call passes ``admit_run`` first (``RunService.admit``): a run takes a slot, or
 # joins its conversation's, while today's tokens last. A new message refused is a 429;
 # a queued run refused a slot waits in ``waiting`` and ``release_run`` names it when a
 # slot frees; one refused for the day's tokens ends as a ``rate_limited`` error.

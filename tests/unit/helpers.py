@@ -12,9 +12,10 @@ import httpx
 from functions_framework.aio import create_asgi_app
 from spark_http.app import ApiApp
 
+from shared.agent.deps import RunDeps
 from shared.agent.events import WIRELESS, AgentEvent
+from shared.agent.facade import Agent
 from shared.agent.loop import Run
-from shared.agent.service import Agent
 from shared.agent.transcript import Frame
 from shared.auth.base import StaticTokenVerifier, User
 from shared.clock import Clock, SystemClock
@@ -31,7 +32,7 @@ from shared.store.memory import (
 from shared.tasks.handler import TaskHandler
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
-from shared.wiring import assemble, task_policy_of
+from shared.wiring import assemble
 
 ALICE = User(uid="alice", name="Alice Teacher")
 BOB = User(uid="bob")
@@ -51,7 +52,9 @@ class Harness:
     """The agent of one process on fakes, and the fakes."""
 
     agent: Agent
+    tasks: TaskHandler
     scheduler: TaskScheduler
+    deps: RunDeps
     settings: Settings
     fakes: Fakes
 
@@ -60,7 +63,7 @@ class Harness:
         return self.fakes.store
 
     def handler(self) -> TaskHandler:
-        return TaskHandler(self.agent, self.scheduler, task_policy_of(self.settings))
+        return self.tasks
 
     async def start(self, user: User, text: str, conversation_id: str | None = None) -> Run:
         sent = await self.agent.send(user, text, conversation_id)
@@ -91,7 +94,14 @@ def make_service(
         system_prompt="You are Spark AI Agent.",
         files=fakes.files,
     )
-    return Harness(components.agent, components.scheduler, configured, fakes)
+    return Harness(
+        components.agent,
+        components.handler,
+        components.scheduler,
+        components.deps,
+        configured,
+        fakes,
+    )
 
 
 async def run_frames(

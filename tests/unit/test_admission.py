@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.people import People, Resumed
+from shared.agent.people import Resumed
 from shared.clock import ManualClock
 from shared.errors import RateLimited, SlotsTaken, ToolError
 from shared.llm.base import (
@@ -167,35 +167,41 @@ async def produce_queued(service: Harness, conversation_id: str) -> None:
 async def answer(service: Harness, conversation_id: str) -> Resumed:
     call_id = pending_call(await stored(service, conversation_id))
     good = {"0": "Year 5", "1": "Tides"}
-    return await People(service.agent).answer("alice", conversation_id, call_id, good, False)
+    return await service.agent.answer("alice", conversation_id, call_id, good, background=False)
 
 
 async def answer_later(service: Harness, conversation_id: str) -> Resumed:
     call_id = pending_call(await stored(service, conversation_id))
     good = {"0": "Year 5", "1": "Tides"}
-    resumed = await People(service.agent).answer("alice", conversation_id, call_id, good, True)
+    resumed = await service.agent.answer("alice", conversation_id, call_id, good, background=True)
     await deliver(service)
     return resumed
 
 
 async def approve(service: Harness, conversation_id: str) -> Resumed:
     call_id = pending_call(await stored(service, conversation_id))
-    people = People(service.agent)
-    resumed = await people.decide("alice", conversation_id, call_id, True, None, False)
+    people = service.agent
+    resumed = await people.decide(
+        "alice", conversation_id, call_id, approved=True, reason=None, background=False
+    )
     await deliver(service)
     return resumed
 
 
 async def deny(service: Harness, conversation_id: str) -> Resumed:
     call_id = pending_call(await stored(service, conversation_id))
-    people = People(service.agent)
-    return await people.decide("alice", conversation_id, call_id, False, "keep it", False)
+    people = service.agent
+    return await people.decide(
+        "alice", conversation_id, call_id, approved=False, reason="keep it", background=False
+    )
 
 
 async def client_result(service: Harness, conversation_id: str) -> Resumed:
     call_id = pending_call(await stored(service, conversation_id))
-    people = People(service.agent)
-    return await people.client_result("alice", conversation_id, call_id, {"text": "x"}, True, False)
+    people = service.agent
+    return await people.submit_result(
+        "alice", conversation_id, call_id, {"text": "x"}, ok=True, background=False
+    )
 
 
 async def expire(service: Harness, conversation_id: str) -> None:
@@ -367,8 +373,8 @@ async def test_an_answer_past_the_daily_budget_is_kept_and_the_reply_says_why(
     conversation_id = await paused(service, "plan")
     call_id = pending_call(await stored(service, conversation_id))
     good = {"0": "Year 5", "1": "Tides"}
-    resumed = await People(service.agent).answer(
-        "alice", conversation_id, call_id, good, background
+    resumed = await service.agent.answer(
+        "alice", conversation_id, call_id, good, background=background
     )
     if resumed.run is not None:
         await resumed.run.execute()

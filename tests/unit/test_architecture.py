@@ -104,7 +104,7 @@ def test_the_graph_is_read_from_the_source() -> None:
     assert {"shared.agent", "shared.tasks", "shared.queue", "spark_http", "main"} <= set(graph)
     # The handler drives the agent: an edge the test must see to mean anything.
     assert "shared.agent" in graph["shared.tasks"]
-    assert "shared.tasks" in graph["main"]
+    assert "shared.tasks" in graph["shared.wiring"]
 
 
 def test_packages_import_one_another_without_a_cycle() -> None:

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from shared.agent.events import ApprovalRequiredEvent
-from shared.agent.people import People
 from shared.agent.transcript import Frame
 from shared.clock import SystemClock
 from shared.lessons.text import removed_chars
@@ -104,7 +103,9 @@ def results(conversation: Conversation) -> list[ToolResult]:
 async def approve(service: Harness, conversation_id: str, call_id: str) -> None:
     """The owner approves; the task the approval queues runs the call."""
     service.fakes.queue.take()
-    await People(service.agent).decide("alice", conversation_id, call_id, True, None, False)
+    await service.agent.decide(
+        "alice", conversation_id, call_id, approved=True, reason=None, background=False
+    )
     (task,) = [t for t in service.fakes.queue.take() if t.name.startswith("task_")]
     await service.handler().handle(TASK_PAYLOAD.validate_json(task.body))
 
@@ -112,7 +113,7 @@ async def approve(service: Harness, conversation_id: str, call_id: str) -> None:
 async def run_again(service: Harness, conversation_id: str, call: ToolCall) -> ToolOutput:
     """The call run once more with its stored arguments, as a redelivered task would
     after dying between applying it and recording its result."""
-    parsed = service.agent.deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
+    parsed = service.deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
     return await parsed.run(ToolContext("alice", conversation_id, call.id, "les_1"))
 
 
@@ -176,8 +177,8 @@ async def test_a_denied_wipe_changes_nothing() -> None:
     conversation_id, _ = await send(service, "tidy it up")
     call = the_call(await conversation(service, conversation_id), "edit_document")
 
-    resumed = await People(service.agent).decide(
-        "alice", conversation_id, call.id, False, "no", False
+    resumed = await service.agent.decide(
+        "alice", conversation_id, call.id, approved=False, reason="no", background=False
     )
     assert resumed.run is not None
     await resumed.run.execute()

@@ -16,7 +16,6 @@ from shared.agent.events import (
     TextEvent,
     ToolStartEvent,
 )
-from shared.agent.people import People
 from shared.agent.transcript import Frame, replay
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.llm.base import Finish, ToolCallRequest
@@ -100,8 +99,8 @@ async def test_question_pauses_then_the_answer_resumes_with_a_new_reply() -> Non
     # A reload (or another instance) rebuilds the same events from the document.
     assert replay(message, conversation_id, None)[1:] == frames[1:]
 
-    resumed = await People(service.agent).answer(
-        "alice", conversation_id, call.id, {"0": "Year 6", "1": ["Tides", "Moon"]}, False
+    resumed = await service.agent.answer(
+        "alice", conversation_id, call.id, {"0": "Year 6", "1": ["Tides", "Moon"]}, background=False
     )
     assert resumed.status == "accepted" and resumed.run is not None
     follow: list[Frame] = []
@@ -136,7 +135,7 @@ async def test_bad_answers_are_refused_and_change_nothing(
     (call_id,) = waiting_calls(await stored(service, conversation_id))
     writes = service.store.writes[conversation_id]
     with pytest.raises(error):
-        await People(service.agent).answer("alice", conversation_id, call_id, answers, False)
+        await service.agent.answer("alice", conversation_id, call_id, answers, background=False)
     assert service.store.writes[conversation_id] == writes
 
 
@@ -145,18 +144,18 @@ async def test_answering_twice_an_unknown_call_or_a_strangers_conversation_is_re
     service = harness(provider)
     conversation_id, _ = await run_frames(service, ALICE, "plan")
     (call_id,) = waiting_calls(await stored(service, conversation_id))
-    people = People(service.agent)
+    people = service.agent
     good = {"0": "Year 5", "1": "Waves"}
     with pytest.raises(NotFound):
-        await people.answer("alice", conversation_id, "call_nope", good, False)
+        await people.answer("alice", conversation_id, "call_nope", good, background=False)
     with pytest.raises(NotFound):
-        await people.answer("bob", conversation_id, call_id, good, False)
-    first = await people.answer("alice", conversation_id, call_id, good, False)
+        await people.answer("bob", conversation_id, call_id, good, background=False)
+    first = await people.answer("alice", conversation_id, call_id, good, background=False)
     assert first.run is not None
     await first.run.execute()
     writes = service.store.writes[conversation_id]
     with pytest.raises(AlreadyAnswered):
-        await people.answer("alice", conversation_id, call_id, good, False)
+        await people.answer("alice", conversation_id, call_id, good, background=False)
     assert service.store.writes[conversation_id] == writes
 
 
@@ -167,8 +166,8 @@ async def test_answer_without_a_stream_is_produced_by_a_task() -> None:
     conversation_id, _ = await run_frames(service, ALICE, "plan")
     (call_id,) = waiting_calls(await stored(service, conversation_id))
     fakes.queue.take()
-    resumed = await People(service.agent).answer(
-        "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, True
+    resumed = await service.agent.answer(
+        "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, background=True
     )
     assert resumed.status == "accepted" and resumed.run is None
     replies = [t for t in fakes.queue.take() if t.name.startswith("reply-")]
@@ -209,11 +208,15 @@ async def test_approved_call_runs_once_through_a_task_with_its_stored_arguments(
     assert await fakes.lessons.get("alice", "lesson_1") is not None  # nothing ran yet
     fakes.queue.take()
 
-    people = People(service.agent)
-    resumed = await people.decide("alice", conversation_id, call_id, True, None, False)
+    people = service.agent
+    resumed = await people.decide(
+        "alice", conversation_id, call_id, approved=True, reason=None, background=False
+    )
     assert resumed.status == "accepted" and resumed.run is None
     with pytest.raises(AlreadyAnswered):  # a second decision, before it even ran
-        await people.decide("alice", conversation_id, call_id, False, "no", False)
+        await people.decide(
+            "alice", conversation_id, call_id, approved=False, reason="no", background=False
+        )
     (task,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
     handler = service.handler()
     for _ in range(2):  # delivered twice: it runs once
@@ -245,7 +248,9 @@ async def test_a_task_for_a_call_whose_approval_never_landed_does_not_run_it() -
     assert (await stored(service, conversation_id)).messages[-1].status == "waiting"
 
     # The owner approves later: the task is queued anew and runs.
-    await People(service.agent).decide("alice", conversation_id, call_id, True, None, False)
+    await service.agent.decide(
+        "alice", conversation_id, call_id, approved=True, reason=None, background=False
+    )
     (again,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
     await service.handler().handle(TASK_PAYLOAD.validate_json(again.body))
     assert await fakes.lessons.get("alice", "lesson_1") is None
@@ -254,8 +259,13 @@ async def test_a_task_for_a_call_whose_approval_never_landed_does_not_run_it() -
 async def test_denied_call_never_runs_and_the_model_hears_why() -> None:
     provider = ScriptedProvider([calls(DELETE), Step.reply("I have kept it.")])
     service, fakes, conversation_id, call_id = await lesson_harness(provider)
-    resumed = await People(service.agent).decide(
-        "alice", conversation_id, call_id, False, "I still need it", False
+    resumed = await service.agent.decide(
+        "alice",
+        conversation_id,
+        call_id,
+        approved=False,
+        reason="I still need it",
+        background=False,
     )
     assert resumed.run is not None
     await resumed.run.execute()
@@ -271,10 +281,10 @@ async def test_approval_endpoints_refuse_the_wrong_kind_of_call() -> None:
     provider = ScriptedProvider([calls(DELETE)])
     service, _, conversation_id, call_id = await lesson_harness(provider)
     with pytest.raises(RequestError):
-        await People(service.agent).answer("alice", conversation_id, call_id, {"0": "x"}, False)
+        await service.agent.answer("alice", conversation_id, call_id, {"0": "x"}, background=False)
     with pytest.raises(RequestError):
-        await People(service.agent).client_result(
-            "alice", conversation_id, call_id, {}, True, False
+        await service.agent.submit_result(
+            "alice", conversation_id, call_id, {}, ok=True, background=False
         )
 
 
@@ -298,8 +308,8 @@ async def test_client_tool_result_resumes_and_an_unanswered_one_times_out() -> N
     assert len(expiries) == 1 and expiries[0].schedule_at is not None
 
     output = {"text": "Tides rise twice a day.", "documentId": "lesson_1"}
-    resumed = await People(service.agent).client_result(
-        "alice", conversation_id, call_id, output, True, False
+    resumed = await service.agent.submit_result(
+        "alice", conversation_id, call_id, output, ok=True, background=False
     )
     assert resumed.run is not None
     await resumed.run.execute()
@@ -335,15 +345,15 @@ async def test_two_pending_calls_answered_in_either_order_resume_once(
     conversation_id, frames = await run_frames(service, ALICE, "plan from this")
     assert [f.event.type for f in frames] == ["run_start", "question", "tool_start", "done"]
     ids = waiting_calls(await stored(service, conversation_id))
-    people = People(service.agent)
+    people = service.agent
 
     async def give(index: int):  # type: ignore[no-untyped-def]
         if index == 0:
             return await people.answer(
-                "alice", conversation_id, ids[0], {"0": "Year 5", "1": "Moon"}, False
+                "alice", conversation_id, ids[0], {"0": "Year 5", "1": "Moon"}, background=False
             )
-        return await people.client_result(
-            "alice", conversation_id, ids[1], "some text", True, False
+        return await people.submit_result(
+            "alice", conversation_id, ids[1], "some text", ok=True, background=False
         )
 
     first = await give(order[0])
@@ -374,8 +384,8 @@ async def test_a_new_message_supersedes_pending_calls_and_history_stays_whole() 
     assert [m.role for m in history] == ["user", "assistant", "tool", "user"]
     assert "Superseded" in history[2].text
     with pytest.raises(AlreadyAnswered):
-        await People(service.agent).answer(
-            "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, False
+        await service.agent.answer(
+            "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, background=False
         )
     text = "".join(f.event.content for f in frames if isinstance(f.event, TextEvent))
     assert text == "Fine, something else then."
@@ -392,8 +402,8 @@ async def test_stop_closes_calls_waiting_on_the_user() -> None:
     (result,) = [p.tool_result for m in after.messages for p in m.content if p.tool_result]
     assert result.tool_call_id == call_id and "stopped" in result.output_json
     with pytest.raises(AlreadyAnswered):
-        await People(service.agent).answer(
-            "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, False
+        await service.agent.answer(
+            "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, background=False
         )
 
 
@@ -431,13 +441,13 @@ async def test_a_result_posted_before_its_call_is_saved_is_told_to_wait() -> Non
     assert isinstance(client_call, ToolStartEvent) and client_call.execution == "client"
     # The client is quick; the call is not in the conversation's messages yet.
     with pytest.raises(RunInProgress):
-        await People(service.agent).client_result(
-            "alice", run.conversation_id, client_call.id, "text", True, False
+        await service.agent.submit_result(
+            "alice", run.conversation_id, client_call.id, "text", ok=True, background=False
         )
     gate.set()
     await task
-    resumed = await People(service.agent).client_result(
-        "alice", run.conversation_id, client_call.id, "text", True, True
+    resumed = await service.agent.submit_result(
+        "alice", run.conversation_id, client_call.id, "text", ok=True, background=True
     )
     assert resumed.status == "accepted"
 
@@ -447,8 +457,8 @@ async def test_replay_after_an_answer_does_not_ask_again() -> None:
     service = harness(provider)
     conversation_id, frames = await run_frames(service, ALICE, "plan")
     (call_id,) = waiting_calls(await stored(service, conversation_id))
-    resumed = await People(service.agent).answer(
-        "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, False
+    resumed = await service.agent.answer(
+        "alice", conversation_id, call_id, {"0": "Year 5", "1": "Moon"}, background=False
     )
     assert resumed.run is not None
     await resumed.run.execute()

@@ -1,0 +1,189 @@
+"""``Agent``: the one face of the agent that the edges see.
+
+The ``api`` function and the ``tasks`` function call only these verbs; each hands its
+work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
+records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
+streams, ``lessons.versions`` keeps lessons' versions), all built in
+``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
+being enqueued) is held by one ``Background``, drained on shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from shared.agent.background import Background
+from shared.agent.loop import Run
+from shared.agent.people import People, Resumed
+from shared.agent.resume import Resumes
+from shared.agent.service import RunService, Sent, Stopped, WhenBusy
+from shared.agent.sse import EventChannel, sse_stream
+from shared.attachments.service import Requested
+from shared.attachments.uploads import Upload, Uploads
+from shared.auth.base import User
+from shared.clock import Clock
+from shared.lessons import versions
+from shared.schemas.documents import Lesson, Message
+from shared.store.base import LessonStore
+
+
+class Agent:
+    """What the edges may ask of the agent; one per process."""
+
+    def __init__(
+        self,
+        runs: RunService,
+        people: People,
+        uploads: Uploads,
+        resumes: Resumes,
+        lessons: LessonStore,
+        clock: Clock,
+        background: Background,
+        keepalive: float,
+    ) -> None:
+        self._runs = runs
+        self._people = people
+        self._uploads = uploads
+        self._resumes = resumes
+        self._lessons = lessons
+        self._clock = clock
+        self._background = background
+        self._keepalive = keepalive
+
+    # -- the api function ----------------------------------------------------------------
+
+    async def send(
+        self,
+        user: User,
+        text: str,
+        conversation_id: str | None,
+        *,
+        background: bool = False,
+        when_busy: WhenBusy = "reject",
+        document_id: str | None = None,
+        attachments: Sequence[Requested] = (),
+    ) -> Sent:
+        """Persist the user's message and open its run (``RunService.send``)."""
+        return await self._runs.send(
+            user,
+            text,
+            conversation_id,
+            background=background,
+            when_busy=when_busy,
+            document_id=document_id,
+            attachments=attachments,
+        )
+
+    def stream(self, run: Run) -> AsyncIterator[bytes]:
+        """The SSE body of ``run``, produced here. The run goes on should its client
+        leave (its reply is still saved); ``drain`` waits for it."""
+        channel = EventChannel()
+        task = self._background.spawn(run.execute(channel.emit), name=f"run-{run.run_id}")
+        task.add_done_callback(lambda _: channel.end())
+        return sse_stream(channel, self._keepalive)
+
+    async def resume(
+        self, user_id: str, conversation_id: str, last_event_id: str | None
+    ) -> AsyncIterator[bytes] | None:
+        """What the client missed of the active (or last) run, then the rest of it;
+        ``None`` when there is nothing to send (``Resumes.start``)."""
+        return await self._resumes.start(user_id, conversation_id, last_event_id)
+
+    async def stop(self, user_id: str, conversation_id: str) -> Stopped:
+        """Stop the conversation's active run wherever it runs (``RunService.stop``)."""
+        return await self._runs.stop(user_id, conversation_id)
+
+    async def answer(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        answers: dict[str, str | list[str]],
+        *,
+        background: bool,
+    ) -> Resumed:
+        """Answer an ``ask_user_question`` call and resume the agent (``People.answer``)."""
+        return await self._people.answer(
+            user_id, conversation_id, call_id, answers, background=background
+        )
+
+    async def decide(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        reason: str | None = None,
+        background: bool,
+    ) -> Resumed:
+        """The owner approves or denies a call (``People.decide``)."""
+        return await self._people.decide(
+            user_id,
+            conversation_id,
+            call_id,
+            approved=approved,
+            reason=reason,
+            background=background,
+        )
+
+    async def submit_result(
+        self,
+        user_id: str,
+        conversation_id: str,
+        call_id: str,
+        output: object,
+        *,
+        ok: bool,
+        background: bool,
+    ) -> Resumed:
+        """A client-executed tool's output, and the agent resumed (``People.submit_result``)."""
+        return await self._people.submit_result(
+            user_id, conversation_id, call_id, output, ok=ok, background=background
+        )
+
+    async def start_upload(
+        self,
+        user_id: str,
+        file_name: str,
+        content_type: str,
+        size_bytes: int,
+        origin: str | None = None,
+    ) -> Upload:
+        """An upload session for one file under the user's uploads (``Uploads.start``)."""
+        return await self._uploads.start(user_id, file_name, content_type, size_bytes, origin)
+
+    async def lesson_versions(self, user_id: str, lesson_id: str) -> versions.History:
+        """The lesson and its kept versions (``versions.history``)."""
+        return await versions.history(self._lessons, user_id, lesson_id)
+
+    async def restore_lesson(self, user_id: str, lesson_id: str, version: int) -> Lesson:
+        """A kept version becomes the lesson's next one (``versions.restore``)."""
+        now = self._clock.now()
+        return await versions.restore(self._lessons, user_id, lesson_id, version, now)
+
+    # -- the tasks function --------------------------------------------------------------
+
+    async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
+        """A queued run, admitted and claimed for this delivery (``RunService.claim``)."""
+        return await self._runs.claim(user_id, conversation_id, run_id)
+
+    async def check(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
+        """The watchdog's look at ``run_id`` (``RunService.check``)."""
+        return await self._runs.check(user_id, conversation_id, run_id)
+
+    async def follow_up(self, user_id: str, conversation_id: str, source: Message) -> Run | None:
+        """The agent's follow-up to the results in ``source`` (``RunService.follow_up``)."""
+        return await self._runs.follow_up(user_id, conversation_id, source)
+
+    async def expire(
+        self, user_id: str, conversation_id: str, call_id: str, seconds: float
+    ) -> Run | None:
+        """A client call's time is up (``People.expire``)."""
+        return await self._people.expire(user_id, conversation_id, call_id, seconds)
+
+    # -- the process ---------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Wait for the work still going in the background (runs whose clients left)."""
+        await self._background.drain()
