@@ -2,8 +2,8 @@
 
 The client names the last event it saw (``Last-Event-ID``); the conversation document
 holds the run (``activeRun`` while it lives, then its message in ``messages``), and
-``transcript.replay`` turns that into the events the client missed, with the same ids
-the live stream used. A Firestore listener then follows the document until the run
+``replay`` (``replay.py``) turns that into the events the client missed, with the same
+ids the live stream used. A Firestore listener then follows the document until the run
 ends (one per conversation per process, shared by all its resume streams: ``watch``).
 No live producer, no shared memory and no Redis are needed. ``Resumes`` caps the
 streams one user holds open on one instance.
@@ -18,8 +18,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.events import ErrorEvent
+from shared.agent.replay import replay
 from shared.agent.sse import EventChannel, sse_stream
-from shared.agent.transcript import Cursor, Frame, replay
+from shared.agent.transcript import Cursor, Frame
 from shared.errors import RateLimited, StoreError
 from shared.schemas.documents import Message
 from shared.store.base import ConversationStore, RunView

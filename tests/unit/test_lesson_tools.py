@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from shared.agent.events import ToolEndEvent, ToolStartEvent
+from shared.agent.replay import replay
 from shared.agent.sse import event_data
-from shared.agent.transcript import replay
 from shared.errors import NotFound, ProviderUnavailable
 from shared.lessons.grammar import validate
 from shared.llm.base import Finish, TextDelta, ToolCallRequest

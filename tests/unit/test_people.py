@@ -17,7 +17,8 @@ from shared.agent.events import (
     ToolStartEvent,
 )
 from shared.agent.people import People
-from shared.agent.transcript import Frame, replay
+from shared.agent.replay import replay
+from shared.agent.transcript import Frame
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
