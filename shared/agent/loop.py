@@ -37,7 +37,7 @@ from shared.agent.files import FileLoader, choose
 from shared.agent.history import build_history, open_document_note
 from shared.agent.runs import INTERRUPTED, finish_run, put_message
 from shared.agent.throttle import ThrottledWriter
-from shared.agent.transcript import Frame, Transcript, args_of, shrink
+from shared.agent.transcript import Cursor, Frame, Transcript, args_of, shrink
 from shared.errors import (
     INTERNAL_MESSAGE,
     ConversationTooLarge,
@@ -584,7 +584,8 @@ class Run:
             # Someone else closed the run; there is nothing of ours left to save.
             if self._writer is not None:
                 await self._writer.abandon()
-            self._emit(Frame(f"{self.run_id}:end", ErrorEvent(reason.message, reason.code)))
+            end = Cursor.end_id(self.run_id)
+            self._emit(Frame(end, ErrorEvent(reason.message, reason.code)))
             return
         stopped = isinstance(reason, RunStopped)
         for event in self.transcript.closing_events("stopped" if stopped else "error"):
@@ -606,4 +607,4 @@ class Run:
         # The message stays in ``activeRun`` until the run's watchdog closes it.
         log.warning("run %s: final write failed: %r", self.run_id, exc)
         code = exc.code if isinstance(exc, SparkError) else "internal"
-        self._emit(Frame(f"{self.run_id}:end", ErrorEvent(UNSAVED, code)))
+        self._emit(Frame(Cursor.end_id(self.run_id), ErrorEvent(UNSAVED, code)))

@@ -122,7 +122,7 @@ def replay(
     frames: list[Frame] = []
     if seen is None:
         start = RunStartEvent(run_id, conversation_id, user_message_id, message.id)
-        frames.append(Frame(f"{run_id}:0:0", start))
+        frames.append(Frame(Cursor.event_id(run_id, 0, 0), start))
     calls: dict[str, ToolCall] = {}
     for index, part in enumerate(message.content):
         parts = index + 1
@@ -134,13 +134,14 @@ def replay(
             elif seen is not None and seen.parts > parts:
                 continue
             if begin < len(text):
-                frames.append(Frame(f"{run_id}:{parts}:{len(text)}", TextEvent(text[begin:])))
+                frame_id = Cursor.event_id(run_id, parts, len(text))
+                frames.append(Frame(frame_id, TextEvent(text[begin:])))
             continue
         if seen is not None and seen.parts >= parts:
             if part.tool_call is not None:
                 calls[part.tool_call.id] = part.tool_call
             continue
-        frame_id = f"{run_id}:{parts}:0"
+        frame_id = Cursor.event_id(run_id, parts, 0)
         if part.tool_call is not None:
             call = calls[part.tool_call.id] = part.tool_call
             paused = _paused_event(call)
@@ -161,7 +162,7 @@ def replay(
             result = part.tool_result
             frames.append(Frame(frame_id, _tool_end(calls.get(result.tool_call_id), result)))
     if message.status != "streaming":
-        frames.append(Frame(f"{run_id}:end", terminal_event(message)))
+        frames.append(Frame(Cursor.end_id(run_id), terminal_event(message)))
     return frames
 
 

@@ -95,7 +95,7 @@ async def _follow(
             async for conversation in snapshots:
                 target = None if conversation is None else locate(conversation, run_id)
                 if target is None:
-                    channel.emit(Frame(f"{run_id}:end", ErrorEvent(GONE, "not_found")))
+                    channel.emit(Frame(Cursor.end_id(run_id), ErrorEvent(GONE, "not_found")))
                     return
                 frames = replay(target.message, conversation_id, target.user_message_id, cursor)
                 for frame in frames:
@@ -106,7 +106,7 @@ async def _follow(
                     return
     except StoreError as exc:
         # The client reconnects with its Last-Event-ID; nothing it saw is lost.
-        channel.emit(Frame(f"{run_id}:end", ErrorEvent(exc.message, exc.code)))
+        channel.emit(Frame(Cursor.end_id(run_id), ErrorEvent(exc.message, exc.code)))
 
 
 async def resume_stream(

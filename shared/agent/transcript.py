@@ -72,15 +72,30 @@ END: Literal["end"] = "end"
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """An event id, parsed: the run and how far into its message (``end``: all of it)."""
+    """An event id, parsed: the run and how far into its message (``end``: all of it).
+
+    The one place an event id is written (``event_id``, ``end_id``) and read (``parse``).
+    """
 
     run_id: str
     at: Position | Literal["end"]
 
+    @staticmethod
+    def event_id(run_id: str, parts: int, chars: int) -> str:
+        """The id of an event that leaves the client with ``parts`` content parts, the
+        last of them ``chars`` characters of text (0 when it is not text). A plain
+        function of three values, with no cursor built: it runs once per token."""
+        return f"{run_id}:{parts}:{chars}"
+
+    @staticmethod
+    def end_id(run_id: str) -> str:
+        """The id of the run's terminal event (``done`` or ``error``)."""
+        return f"{run_id}:{END}"
+
     def __str__(self) -> str:
         if self.at == END:
-            return f"{self.run_id}:end"
-        return f"{self.run_id}:{self.at.parts}:{self.at.chars}"
+            return Cursor.end_id(self.run_id)
+        return Cursor.event_id(self.run_id, self.at.parts, self.at.chars)
 
     @classmethod
     def parse(cls, text: str) -> Cursor:
@@ -257,7 +272,7 @@ class Transcript:
                 self._text.append(event.content)
                 self._chars += len(event.content)
             if self._text:
-                return f"{self._run_id}:{len(self._parts) + 1}:{self._chars}"
+                return Cursor.event_id(self._run_id, len(self._parts) + 1, self._chars)
         elif isinstance(event, ToolEndEvent):
             self._end_call(event)
         elif isinstance(event, _OPENS_A_CALL):
@@ -281,9 +296,9 @@ class Transcript:
             self._error = MessageError(code=event.code, message=event.message)
             self._finish = "error"
         if isinstance(event, TERMINAL):
-            return f"{self._run_id}:end"
+            return Cursor.end_id(self._run_id)
         position = self.position
-        return f"{self._run_id}:{position.parts}:{position.chars}"
+        return Cursor.event_id(self._run_id, position.parts, position.chars)
 
     def _end_call(self, event: ToolEndEvent) -> None:
         self._close_text()
