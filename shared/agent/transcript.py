@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,6 +120,10 @@ class Frame:
 
     id: str
     event: AgentEvent
+
+
+Emit = Callable[[Frame], None]
+"""Where a run sends its frames as they happen (a client's channel, or nowhere)."""
 
 
 def args_of(args_json: str) -> dict[str, object]:

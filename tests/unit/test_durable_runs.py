@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from shared.agent.events import DoneEvent, ErrorEvent, TaskQueuedEvent, TextEvent
-from shared.agent.loop import Run
+from shared.agent.finish import RunEnd
 from shared.agent.results import follow_up_id
 from shared.agent.transcript import CUT_NOTE, Frame
 from shared.clock import ManualClock
@@ -238,7 +238,8 @@ async def test_watchdog_closes_a_dead_run_keeping_its_text_and_answers_its_calls
     async def vanish(*_: object, **__: object) -> None:
         """What a killed process writes on its way out: nothing."""
 
-    run._end_badly = vanish  # type: ignore[method-assign]
+    assert run._end is not None
+    run._end.badly = vanish  # type: ignore[method-assign]
     task.cancel()  # ...then the instance vanishes without a word
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -319,7 +320,7 @@ async def test_redelivered_follow_up_whose_first_delivery_died_is_not_left_strea
         """What a killed process writes on its way out: nothing."""
 
     with monkeypatch.context() as patch:
-        patch.setattr(Run, "_end_badly", vanish)
+        patch.setattr(RunEnd, "badly", vanish)
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
