@@ -35,7 +35,9 @@ from shared.tools.base import ParsedCall
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["complete", "queued", "waiting"]
+Ending = Literal["complete", "queued", "waiting"]
+"""How a run whose loop finished ends: replied (``complete``), its tasks carry on
+(``queued``), or a person is asked (``waiting``)."""
 
 UNSAVED = "Your reply could not be saved; please try again."
 NOT_STARTED = "Spark AI Agent could not start the background work; please try again."
@@ -150,7 +152,7 @@ class RunEnd:
                 log.warning("run %s: roll-over failed; it is retried later", self.run_id)
 
     async def well(
-        self, outcome: Outcome, queued: Sequence[ParsedCall], paused: Sequence[ParsedCall]
+        self, outcome: Ending, queued: Sequence[ParsedCall], paused: Sequence[ParsedCall]
     ) -> None:
         """End the run as ``outcome``: its ``queued`` task calls handed to the ledger,
         its ``paused`` calls shown as waiting on the user."""

@@ -31,7 +31,7 @@ from shared.agent.events import (
     UsageEvent,
 )
 from shared.agent.files import FileLoader, choose
-from shared.agent.finish import Outcome, RunEnd
+from shared.agent.finish import Ending, RunEnd
 from shared.agent.history import build_history, open_document_note
 from shared.agent.runs import INTERRUPTED, put_message
 from shared.agent.throttle import ThrottledWriter
@@ -92,7 +92,7 @@ class Run:
         self._emit: Emit = ignore
         self._writer: ThrottledWriter | None = None
         self._end: RunEnd | None = None
-        self._work: asyncio.Task[Outcome] | None = None
+        self._work: asyncio.Task[Ending] | None = None
         self._ended: RunEnded | SparkError | None = None
         self._model_since: float | None = None
         self._queued: list[ParsedCall] = []
@@ -166,7 +166,7 @@ class Run:
         self._work = asyncio.create_task(self._loop())
         watcher = asyncio.create_task(self._watch(writer))
         try:
-            outcome: Outcome | None = await self._work
+            outcome: Ending | None = await self._work
         except asyncio.CancelledError:
             if self._ended is None:  # the process is shutting down, not a stop
                 shutdown = SparkError(INTERRUPTED.message)
@@ -224,7 +224,7 @@ class Run:
                     self._interrupt(RunStopped("The reply was stopped."))
                     return
 
-    async def _loop(self) -> Outcome:
+    async def _loop(self) -> Ending:
         steps = max(self.deps.limits.max_steps - self.steps_before, 1)
         for step in range(steps):
             self._step = step

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import fields
 from typing import Any
 
-from shared.agent.events import TERMINAL, WIRELESS, AgentEvent, ErrorEvent, TextEvent
+from shared.agent.events import TERMINAL, UNSENT, AgentEvent, ErrorEvent, TextEvent
 from shared.agent.transcript import Cursor, Frame
 from shared.errors import INTERNAL_MESSAGE
 
@@ -68,7 +68,7 @@ class EventChannel:
 
     def emit(self, frame: Frame) -> None:
         event = frame.event
-        if self._ended or type(event) in WIRELESS:
+        if self._ended or type(event) in UNSENT:
             return
         if type(event) in TERMINAL:
             self._ended = True

@@ -44,7 +44,7 @@ from shared.tools.base import DocumentChange, ToolContext, dump_output, error_ou
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["done", "busy"]
+Verdict = Literal["done", "busy"]
 """``done``: acknowledge the delivery. ``busy``: another delivery holds it; retry later."""
 
 TOO_LARGE = (
@@ -68,14 +68,14 @@ class TaskHandler:
         self._scheduler = scheduler
         self._settings = settings
 
-    async def handle(self, task: AnyTask) -> Outcome:
+    async def handle(self, task: AnyTask) -> Verdict:
         if isinstance(task, ReplyTask):
             run = await self._agent.claim(task.user_id, task.conversation_id, task.run_id)
             if run is not None:
                 await run.execute()
             return "done"
         if isinstance(task, WatchdogTask):
-            run = await self._agent.check(task.user_id, task.conversation_id, task.run_id)
+            run = await self._agent.supervise(task.user_id, task.conversation_id, task.run_id)
             if run is not None:
                 await run.execute()
             return "done"
@@ -90,7 +90,7 @@ class TaskHandler:
             return await self._follow_up_later(task)
         return await self._tool_task(task)
 
-    async def _follow_up_later(self, task: FollowUpTask) -> Outcome:
+    async def _follow_up_later(self, task: FollowUpTask) -> Verdict:
         conversation = await self._deps.store.get(task.user_id, task.conversation_id)
         source = None if conversation is None else conversation.message(task.message_id)
         if conversation is None or source is None or not wants_follow_up(conversation, source):
@@ -109,7 +109,7 @@ class TaskHandler:
             await run.execute()
         return "done"
 
-    async def _tool_task(self, task: ToolTask) -> Outcome:
+    async def _tool_task(self, task: ToolTask) -> Verdict:
         now = self._deps.clock.now()
         policy = self._scheduler.policy
 
