@@ -174,7 +174,6 @@ async def test_stop_cancels_tasks_not_started_and_running_ones_get_no_follow_up(
     assert [m.role for m in conversation.messages] == ["user", "assistant", "tool", "tool"]
     ledger = await fakes.ledger.get("alice")
     assert sorted(r.status for r in ledger.tasks.values()) == ["cancelled", "completed"]
-    provider.assert_exhausted()  # no follow-up was written
 
 
 async def test_second_send_while_live_is_409_and_ten_racing_sends_open_one_run() -> None:
