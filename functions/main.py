@@ -16,9 +16,8 @@ from starlette.responses import Response
 from shared.config import Settings
 from shared.wiring import build_components, build_task_verifier, build_verifier
 
-logs.configure()
-
 settings = Settings.from_env()
+logs.configure(settings.project_id)
 _components, _stores = build_components(settings)
 _api = ApiApp(_components.agent, build_verifier(settings), settings)
 _tasks = TasksApp(_components.handler, build_task_verifier(settings))

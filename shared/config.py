@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal, get_args
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args
 
 from shared.errors import ConfigurationError
+from shared.prompts import DEFAULT_DIR
 
 DEFAULT_PROJECT = "demo-spark"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -16,13 +18,6 @@ DEFAULT_LESSON_VERSIONS_KEPT = 20
 
 Provider = Literal["openai", "anthropic", "google"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
-
-KEY_VARIABLE: dict[Provider, str] = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "google": "GEMINI_API_KEY",
-}
-"""The variable holding each provider's API key (each SDK's own name for it)."""
 
 
 def parse_model(spec: str) -> tuple[Provider, str]:
@@ -37,211 +32,323 @@ def parse_model(spec: str) -> tuple[Provider, str]:
     return "openai", spec
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+Kind = Literal["int", "bool", "str", "raw"]
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """How one ``Settings`` field is read from the environment.
+
+    ``names``: the variable, then older names read when it is unset. ``kind``: ``int``
+    (a whole number, at least ``minimum``), ``bool``, ``str`` (stripped; blank is
+    unset) or ``raw`` (any non-empty value, even blank space, as the Google libraries
+    read an emulator's host: it must not be stripped away here). ``shown``: the
+    default as the README states it, when that is not the value itself.
+    """
+
+    names: tuple[str, ...]
+    meaning: str
+    kind: Kind
+    minimum: int | None = None
+    shown: str | None = None
+
+
+T = TypeVar("T")
+
+
+def setting(
+    name: str,
+    default: T,
+    meaning: str,
+    *,
+    minimum: int = 1,
+    raw: bool = False,
+    older: tuple[str, ...] = (),
+    shown: str | None = None,
+    secret: bool = False,
+) -> T:
+    """A ``Settings`` field read from the variable ``name``: its one declaration."""
+    kind: Kind = (
+        "bool"
+        if isinstance(default, bool)
+        else "int"
+        if isinstance(default, int)
+        else "raw"
+        if raw
+        else "str"
+    )
+    declared = Setting((name, *older), meaning, kind, minimum if kind == "int" else None, shown)
+    return field(default=default, repr=not secret, metadata={"setting": declared})
+
+
+def _read(env: Mapping[str, str], setting: Setting, default: Any) -> Any:
+    """The value ``setting`` has in ``env``, or ``default`` when none of its names is set."""
+    for name in setting.names:
+        raw = env.get(name, "")
+        text = raw if setting.kind == "raw" else raw.strip()
+        if not text:
+            continue
+        if setting.kind == "int":
+            return _int(name, text, setting.minimum or 0)
+        if setting.kind == "bool":
+            return _bool(name, text.lower())
+        return text
+    return default
+
+
+def _int(name: str, text: str, minimum: int) -> int:
     try:
-        value = int(raw)
+        value = int(text)
     except ValueError:
-        raise ConfigurationError(f"{name} must be a whole number, not {raw!r}") from None
+        raise ConfigurationError(f"{name} must be a whole number, not {text!r}") from None
     if value < minimum:
         raise ConfigurationError(f"{name} must be at least {minimum}, not {value}")
     return value
 
 
-def _bool(env: Mapping[str, str], name: str) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
+def _bool(name: str, text: str) -> bool:
+    if text in ("0", "false", "no", "off"):
         return False
-    if raw in ("1", "true", "yes", "on"):
+    if text in ("1", "true", "yes", "on"):
         return True
-    raise ConfigurationError(f"{name} must be true or false, not {raw!r}")
-
-
-def _str(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name, "").strip()
-    return value or None
-
-
-def _raw(env: Mapping[str, str], name: str) -> str | None:
-    """The variable as the Google libraries see it: any non-empty value, even blank
-    space, switches them to an emulator, so it must not be stripped away here."""
-    return env.get(name) or None
+    raise ConfigurationError(f"{name} must be true or false, not {text!r}")
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the functions need to know about their environment.
+    """Everything the functions need to know about their environment: each field is
+    declared once, with its variable, default, bounds and meaning (``setting``), and
+    ``from_env`` reads them all from that declaration.
 
     Each value has a working local default, so ``make dev`` runs with none set.
     """
 
-    project_id: str = DEFAULT_PROJECT
-    firestore_emulator_host: str | None = None
-    auth_emulator_host: str | None = None
-    storage_emulator_host: str | None = None
-    # The bucket clients upload into (under ``{uid}/uploads/``); empty means the
-    # project's default Firebase bucket, ``{project}.appspot.com`` (the emulator's too).
-    uploads_bucket: str = ""
-    openai_api_key: str | None = field(default=None, repr=False)
-    openai_base_url: str | None = None
-    anthropic_api_key: str | None = field(default=None, repr=False)
-    anthropic_base_url: str | None = None
-    gemini_api_key: str | None = field(default=None, repr=False)
-    gemini_base_url: str | None = None
-    # SPARK_MODEL, split: whose model, and the model's own name.
+    project_id: str = setting(
+        "GOOGLE_CLOUD_PROJECT",
+        DEFAULT_PROJECT,
+        "project id (token audience, Firestore project)",
+        older=("GCLOUD_PROJECT",),
+    )
+    firestore_emulator_host: str | None = setting(
+        "FIRESTORE_EMULATOR_HOST", None, "use the Firestore emulator", raw=True
+    )
+    auth_emulator_host: str | None = setting(
+        "FIREBASE_AUTH_EMULATOR_HOST", None, "accept the Auth emulator's unsigned tokens", raw=True
+    )
+    storage_emulator_host: str | None = setting(
+        "STORAGE_EMULATOR_HOST", None, "use the Cloud Storage emulator", raw=True
+    )
+    # Empty means the project's default Firebase bucket, ``{project}.appspot.com`` (the
+    # emulator's too).
+    uploads_bucket: str = setting(
+        "SPARK_UPLOADS_BUCKET",
+        "",
+        "the bucket clients upload attachments into (under ``{uid}/uploads/``)",
+        shown="{project}.appspot.com",
+    )
+    openai_api_key: str | None = setting("OPENAI_API_KEY", None, "the OpenAI key", secret=True)
+    openai_base_url: str | None = setting(
+        "OPENAI_BASE_URL", None, "where the OpenAI(-compatible) provider is reached"
+    )
+    anthropic_api_key: str | None = setting(
+        "ANTHROPIC_API_KEY", None, "the Anthropic key", secret=True
+    )
+    anthropic_base_url: str | None = setting(
+        "ANTHROPIC_BASE_URL", None, "where the Anthropic provider is reached"
+    )
+    gemini_api_key: str | None = setting("GEMINI_API_KEY", None, "the Gemini key", secret=True)
+    gemini_base_url: str | None = setting(
+        "GEMINI_BASE_URL", None, "where the Gemini provider is reached"
+    )
+    # SPARK_MODEL, split by ``from_env``: whose model (``provider``), and its own name.
     provider: Provider = "openai"
-    model: str = DEFAULT_MODEL
+    model: str = setting(
+        "SPARK_MODEL",
+        DEFAULT_MODEL,
+        "``provider:model``; a bare name is OpenAI's (``parse_model``)",
+    )
     # Set by Cloud Functions gen2 / Cloud Run; its presence means "production".
-    cloud_service: str | None = None
+    cloud_service: str | None = setting("K_SERVICE", None, "set by Cloud Run: production")
+    prompts_dir: str = setting(
+        "SPARK_PROMPTS_DIR",
+        "",
+        "where the prompts are read from; empty: the ``prompts/`` packaged with the code",
+        shown="prompts/",
+    )
 
-    throttle_ms: int = 500
-    keepalive_seconds: int = 15
-    run_lease_seconds: int = 90
-    # A model stream that sends nothing this long fails the run (not the connect timeout).
-    provider_idle_seconds: int = 60
-    # A watchdog checks a run this long after its lease lapses (DESIGN §7: within 60 s).
-    watchdog_grace_seconds: int = 30
-    # A client-executed tool not answered this long gets an error result.
-    client_tool_timeout_seconds: int = 300
-    # The live conversation document's budget: older messages roll over into archive/.
-    live_doc_bytes: int = 256 * 1024
+    throttle_ms: int = setting(
+        "SPARK_THROTTLE_MS", 500, "minimum time between streaming writes of one message", minimum=0
+    )
+    keepalive_seconds: int = setting(
+        "SPARK_KEEPALIVE_SECONDS", 15, "silence before a ``: keep-alive`` comment"
+    )
+    run_lease_seconds: int = setting(
+        "SPARK_RUN_LEASE_SECONDS", 90, "a run's lease, renewed by each streaming write"
+    )
+    provider_idle_seconds: int = setting(
+        "SPARK_PROVIDER_IDLE_SECONDS",
+        60,
+        "a model stream that sends nothing this long fails the run (not the connect timeout)",
+    )
+    watchdog_grace_seconds: int = setting(
+        "SPARK_WATCHDOG_GRACE_SECONDS",
+        30,
+        "a watchdog checks a run this long after its lease lapses (DESIGN §7: within 60 s)",
+        minimum=0,
+    )
+    client_tool_timeout_seconds: int = setting(
+        "SPARK_CLIENT_TOOL_TIMEOUT_SECONDS",
+        300,
+        "a client-executed tool not answered this long gets an error result",
+    )
+    live_doc_bytes: int = setting(
+        "SPARK_LIVE_DOC_BYTES",
+        256 * 1024,
+        "the live conversation document's budget: older messages roll over into archive/",
+        minimum=16_384,
+    )
     # Per-user limits (OWASP API4 / LLM10): each answered with 429 and Retry-After.
-    runs_per_user: int = 3
-    daily_tokens_per_user: int = 2_000_000
-    daily_uploads_per_user: int = 100
-    # Resume streams (GET .../stream) one user may hold open on one instance.
-    resume_streams_per_user: int = 10
-    task_calls_per_step: int = 5
-    tasks_queued_per_user: int = 20
-    # Messages that may wait behind a live run in one conversation (``whenBusy: queue``),
-    # and the bytes they may take together (as stored): at least one message of the
-    # largest kind (32 KiB of text and ten attachments' references, under 64 KiB).
-    queued_messages_per_conversation: int = 10
-    queued_message_bytes: int = 128 * 1024
-    # The history sent to the model is cut, oldest first, past this many characters.
-    history_chars: int = 200_000
+    runs_per_user: int = setting("SPARK_RUNS_PER_USER", 3, "replies at once per user")
+    daily_tokens_per_user: int = setting(
+        "SPARK_DAILY_TOKENS_PER_USER", 2_000_000, "model tokens a day per user"
+    )
+    daily_uploads_per_user: int = setting(
+        "SPARK_DAILY_UPLOADS_PER_USER", 100, "upload sessions a day per user"
+    )
+    resume_streams_per_user: int = setting(
+        "SPARK_RESUME_STREAMS_PER_USER",
+        10,
+        "resume streams (GET .../stream) one user may hold open on one instance",
+    )
+    task_calls_per_step: int = setting(
+        "SPARK_TASK_CALLS_PER_STEP", 5, "task calls the model may make in one step"
+    )
+    tasks_queued_per_user: int = setting(
+        "SPARK_TASKS_QUEUED_PER_USER", 20, "tasks waiting or running per user"
+    )
+    queued_messages_per_conversation: int = setting(
+        "SPARK_QUEUED_MESSAGES_PER_CONVERSATION",
+        10,
+        "messages that may wait behind a live run in one conversation (``whenBusy: queue``)",
+    )
+    # At least one message of the largest kind (32 KiB of text and ten attachments'
+    # references, under 64 KiB).
+    queued_message_bytes: int = setting(
+        "SPARK_QUEUED_MESSAGE_BYTES",
+        128 * 1024,
+        "the bytes the messages waiting in one conversation may take together (as stored)",
+        minimum=65_536,
+    )
+    history_chars: int = setting(
+        "SPARK_HISTORY_CHARS",
+        200_000,
+        "the history sent to the model is cut, oldest first, past this many characters",
+        minimum=1000,
+    )
     # What one model call is shown of the attachments, newest first (DESIGN §9).
-    attachment_images: int = 4
-    attachment_image_bytes: int = 10 * 1024 * 1024
-    attachment_text_chars: int = 60_000
-    # Attachments read and made ready at once per process. One 40 MP image costs
-    # 290–520 MB while it is normalised (measured) and an instance has 512 MiB and a
-    # fraction of a CPU, so one at a time: more would add memory, not speed.
-    attachment_decodes_at_once: int = 1
-    max_steps: int = 10
-    history_messages: int = 20
-    tool_output_chars: int = 8000
+    attachment_images: int = setting(
+        "SPARK_ATTACHMENT_IMAGES", 4, "images one model call is shown", minimum=0
+    )
+    attachment_image_bytes: int = setting(
+        "SPARK_ATTACHMENT_IMAGE_BYTES",
+        10 * 1024 * 1024,
+        "image bytes one model call is shown",
+        minimum=0,
+    )
+    attachment_text_chars: int = setting(
+        "SPARK_ATTACHMENT_TEXT_CHARS",
+        60_000,
+        "characters of attached text one model call is shown",
+        minimum=0,
+    )
+    # One 40 MP image costs 290–520 MB while it is normalised (measured) and an instance
+    # has 512 MiB and a fraction of a CPU, so one at a time: more would add memory, not
+    # speed.
+    attachment_decodes_at_once: int = setting(
+        "SPARK_ATTACHMENT_DECODES_AT_ONCE",
+        1,
+        "attachments read and made ready at once per process",
+    )
+    max_steps: int = setting("SPARK_MAX_STEPS", 10, "model calls in one reply")
+    history_messages: int = setting(
+        "SPARK_HISTORY_MESSAGES", 20, "messages of history sent to the model"
+    )
+    tool_output_chars: int = setting(
+        "SPARK_TOOL_OUTPUT_CHARS", 8000, "characters of one tool's output the model is shown"
+    )
+    # Not read from the environment: the edge's own bound on a request body.
     max_request_bytes: int = 1024 * 1024
-    # Earlier versions kept of each lesson, for its owner to restore (the oldest go first).
-    lesson_versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT
-    offline_token_delay_ms: int = 15
-    check_revoked: bool = False
+    lesson_versions_kept: int = setting(
+        "SPARK_LESSON_VERSIONS_KEPT",
+        DEFAULT_LESSON_VERSIONS_KEPT,
+        "earlier versions kept of each lesson, for its owner to restore (the oldest go first)",
+    )
+    offline_token_delay_ms: int = setting(
+        "SPARK_OFFLINE_TOKEN_DELAY_MS",
+        15,
+        "the offline model's pause between words (local only)",
+        minimum=0,
+    )
+    check_revoked: bool = setting(
+        "SPARK_CHECK_REVOKED",
+        default=False,
+        meaning="also ask Firebase Auth whether the token was revoked",
+    )
 
     # Cloud Tasks (DESIGN §6).
-    tasks_per_user: int = 3
-    task_max_attempts: int = 3
-    task_retry_base_ms: int = 2000
-    task_lease_seconds: int = 120
-    tasks_queue: str = "spark-tasks"
-    tasks_location: str = "europe-west2"
-    tasks_url: str = "http://127.0.0.1:8081/"
-    tasks_service_account: str | None = None
-    tasks_emulator_host: str | None = None
-    # Local only: accept task calls signed with this key instead of an OIDC token.
-    tasks_local_key: str | None = field(default=None, repr=False)
+    tasks_per_user: int = setting("SPARK_TASKS_PER_USER", 3, "tasks running at once per user")
+    task_max_attempts: int = setting("SPARK_TASK_MAX_ATTEMPTS", 3, "attempts of one task")
+    task_retry_base_ms: int = setting(
+        "SPARK_TASK_RETRY_BASE_MS", 2000, "the base of a task's retry backoff", minimum=0
+    )
+    task_lease_seconds: int = setting(
+        "SPARK_TASK_LEASE_SECONDS", 120, "a running task's lease, renewed while it works"
+    )
+    tasks_queue: str = setting("CLOUD_TASKS_QUEUE", "spark-tasks", "the task queue")
+    tasks_location: str = setting("CLOUD_TASKS_LOCATION", "europe-west2", "the task queue's region")
+    tasks_url: str = setting(
+        "SPARK_TASKS_URL",
+        "http://127.0.0.1:8081/",
+        "the ``tasks`` function's URL (task target, OIDC audience)",
+    )
+    tasks_service_account: str | None = setting(
+        "CLOUD_TASKS_SERVICE_ACCOUNT",
+        None,
+        "the account tasks' OIDC tokens are issued for (required in production)",
+    )
+    tasks_emulator_host: str | None = setting(
+        "CLOUD_TASKS_EMULATOR_HOST", None, "use the Cloud Tasks emulator (plain gRPC)"
+    )
+    tasks_local_key: str | None = setting(
+        "SPARK_TASKS_LOCAL_KEY",
+        None,
+        "local only: sign task bodies, and accept task calls signed with it instead of OIDC",
+        secret=True,
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read the settings from ``env`` (default: ``os.environ``) and check them."""
         env = os.environ if env is None else env
-        d = cls()  # the defaults are the fields' own, written once above
-        provider, model = parse_model(_str(env, "SPARK_MODEL") or DEFAULT_MODEL)
-        settings = cls(
-            project_id=(
-                _str(env, "GOOGLE_CLOUD_PROJECT") or _str(env, "GCLOUD_PROJECT") or DEFAULT_PROJECT
-            ),
-            firestore_emulator_host=_raw(env, "FIRESTORE_EMULATOR_HOST"),
-            auth_emulator_host=_raw(env, "FIREBASE_AUTH_EMULATOR_HOST"),
-            storage_emulator_host=_raw(env, "STORAGE_EMULATOR_HOST"),
-            uploads_bucket=_str(env, "SPARK_UPLOADS_BUCKET") or d.uploads_bucket,
-            openai_api_key=_str(env, "OPENAI_API_KEY"),
-            openai_base_url=_str(env, "OPENAI_BASE_URL"),
-            anthropic_api_key=_str(env, "ANTHROPIC_API_KEY"),
-            anthropic_base_url=_str(env, "ANTHROPIC_BASE_URL"),
-            gemini_api_key=_str(env, "GEMINI_API_KEY"),
-            gemini_base_url=_str(env, "GEMINI_BASE_URL"),
-            provider=provider,
-            model=model,
-            cloud_service=_str(env, "K_SERVICE"),
-            throttle_ms=_int(env, "SPARK_THROTTLE_MS", d.throttle_ms, minimum=0),
-            keepalive_seconds=_int(env, "SPARK_KEEPALIVE_SECONDS", d.keepalive_seconds),
-            run_lease_seconds=_int(env, "SPARK_RUN_LEASE_SECONDS", d.run_lease_seconds),
-            provider_idle_seconds=_int(env, "SPARK_PROVIDER_IDLE_SECONDS", d.provider_idle_seconds),
-            watchdog_grace_seconds=_int(
-                env, "SPARK_WATCHDOG_GRACE_SECONDS", d.watchdog_grace_seconds, minimum=0
-            ),
-            client_tool_timeout_seconds=_int(
-                env, "SPARK_CLIENT_TOOL_TIMEOUT_SECONDS", d.client_tool_timeout_seconds
-            ),
-            live_doc_bytes=_int(env, "SPARK_LIVE_DOC_BYTES", d.live_doc_bytes, minimum=16_384),
-            runs_per_user=_int(env, "SPARK_RUNS_PER_USER", d.runs_per_user),
-            daily_tokens_per_user=_int(env, "SPARK_DAILY_TOKENS_PER_USER", d.daily_tokens_per_user),
-            daily_uploads_per_user=_int(
-                env, "SPARK_DAILY_UPLOADS_PER_USER", d.daily_uploads_per_user
-            ),
-            resume_streams_per_user=_int(
-                env, "SPARK_RESUME_STREAMS_PER_USER", d.resume_streams_per_user
-            ),
-            task_calls_per_step=_int(env, "SPARK_TASK_CALLS_PER_STEP", d.task_calls_per_step),
-            tasks_queued_per_user=_int(env, "SPARK_TASKS_QUEUED_PER_USER", d.tasks_queued_per_user),
-            queued_messages_per_conversation=_int(
-                env,
-                "SPARK_QUEUED_MESSAGES_PER_CONVERSATION",
-                d.queued_messages_per_conversation,
-            ),
-            queued_message_bytes=_int(
-                env, "SPARK_QUEUED_MESSAGE_BYTES", d.queued_message_bytes, minimum=65_536
-            ),
-            history_chars=_int(env, "SPARK_HISTORY_CHARS", d.history_chars, minimum=1000),
-            attachment_images=_int(env, "SPARK_ATTACHMENT_IMAGES", d.attachment_images, minimum=0),
-            attachment_image_bytes=_int(
-                env, "SPARK_ATTACHMENT_IMAGE_BYTES", d.attachment_image_bytes, minimum=0
-            ),
-            attachment_text_chars=_int(
-                env, "SPARK_ATTACHMENT_TEXT_CHARS", d.attachment_text_chars, minimum=0
-            ),
-            attachment_decodes_at_once=_int(
-                env, "SPARK_ATTACHMENT_DECODES_AT_ONCE", d.attachment_decodes_at_once
-            ),
-            max_steps=_int(env, "SPARK_MAX_STEPS", d.max_steps),
-            history_messages=_int(env, "SPARK_HISTORY_MESSAGES", d.history_messages),
-            tool_output_chars=_int(env, "SPARK_TOOL_OUTPUT_CHARS", d.tool_output_chars),
-            lesson_versions_kept=_int(env, "SPARK_LESSON_VERSIONS_KEPT", d.lesson_versions_kept),
-            offline_token_delay_ms=_int(
-                env, "SPARK_OFFLINE_TOKEN_DELAY_MS", d.offline_token_delay_ms, minimum=0
-            ),
-            check_revoked=_bool(env, "SPARK_CHECK_REVOKED"),
-            tasks_per_user=_int(env, "SPARK_TASKS_PER_USER", d.tasks_per_user),
-            task_max_attempts=_int(env, "SPARK_TASK_MAX_ATTEMPTS", d.task_max_attempts),
-            task_retry_base_ms=_int(
-                env, "SPARK_TASK_RETRY_BASE_MS", d.task_retry_base_ms, minimum=0
-            ),
-            task_lease_seconds=_int(env, "SPARK_TASK_LEASE_SECONDS", d.task_lease_seconds),
-            tasks_queue=_str(env, "CLOUD_TASKS_QUEUE") or d.tasks_queue,
-            tasks_location=_str(env, "CLOUD_TASKS_LOCATION") or d.tasks_location,
-            tasks_url=_str(env, "SPARK_TASKS_URL") or d.tasks_url,
-            tasks_service_account=_str(env, "CLOUD_TASKS_SERVICE_ACCOUNT"),
-            tasks_emulator_host=_str(env, "CLOUD_TASKS_EMULATOR_HOST"),
-            tasks_local_key=_str(env, "SPARK_TASKS_LOCAL_KEY"),
-        )
+        # SPARK_MODEL first: of several bad variables, it is the one reported.
+        provider, model = parse_model(_read(env, *SETTINGS["model"]))
+        values = {
+            name: _read(env, s, default)
+            for name, (s, default) in SETTINGS.items()
+            if name != "model"
+        }
+        settings = cls(**values, provider=provider, model=model)
         settings.check()
         return settings
 
     @property
     def in_production(self) -> bool:
         return self.cloud_service is not None
+
+    @property
+    def prompts(self) -> Path:
+        """The prompts' folder: ``SPARK_PROMPTS_DIR``, or the one packaged with the code."""
+        return Path(self.prompts_dir) if self.prompts_dir else DEFAULT_DIR
 
     @property
     def bucket(self) -> str:
@@ -317,3 +424,17 @@ class Settings:
                 f"SPARK_MODEL chooses {self.provider}:{self.model} but "
                 f"{KEY_VARIABLE[self.provider]} is not set; refusing to start in production."
             )
+
+
+SETTINGS: dict[str, tuple[Setting, Any]] = {
+    f.name: (f.metadata["setting"], f.default) for f in fields(Settings) if "setting" in f.metadata
+}
+"""Every field read from the environment, by name: its declaration and its default."""
+
+_KEY_FIELDS: dict[Provider, str] = {
+    "openai": "openai_api_key",
+    "anthropic": "anthropic_api_key",
+    "google": "gemini_api_key",
+}
+KEY_VARIABLE: dict[Provider, str] = {p: SETTINGS[f][0].names[0] for p, f in _KEY_FIELDS.items()}
+"""The variable holding each provider's API key (each SDK's own name for it)."""

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
 
 DEFAULT_DIR = Path(__file__).resolve().parents[1] / "prompts"
-
-
-def prompts_dir() -> Path:
-    return Path(os.environ.get("SPARK_PROMPTS_DIR") or DEFAULT_DIR)
+"""The prompts packaged with the code (``SPARK_PROMPTS_DIR`` may name another folder)."""
 
 
 @cache
-def load_prompt(name: str) -> str:
-    """The text of ``prompts/<name>.md``."""
-    return (prompts_dir() / f"{name}.md").read_text(encoding="utf-8").strip()
+def load_prompt(name: str, folder: Path = DEFAULT_DIR) -> str:
+    """The text of ``<folder>/<name>.md``."""
+    return (folder / f"{name}.md").read_text(encoding="utf-8").strip()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shared.agent.background import Background
@@ -22,7 +23,7 @@ from shared.clock import Clock, SystemClock
 from shared.config import Settings
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
-from shared.prompts import load_prompt, prompts_dir
+from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
 from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
 from shared.store.files import FileStore, InMemoryFileStore
@@ -66,30 +67,34 @@ def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
     return OpenAIProvider.connect(settings.model, key, url)
 
 
-def drafting_prompt() -> str:
+def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
     """What the model writing a lesson is told: the lesson prompt, then every exercise
     skill, so it knows each exercise's exact XML without asking."""
-    skills = discover_skills(prompts_dir() / "skills").values()
+    skills = discover_skills(prompts / "skills").values()
     exercises = [skill.body for skill in skills if "<exercise" in skill.body]
-    return "\n\n".join([load_prompt("lesson"), *exercises])
+    return "\n\n".join([load_prompt("lesson", prompts), *exercises])
 
 
 def build_tools(
-    lessons: LessonStore, provider: ModelProvider, clock: Clock, files: FileStore
+    lessons: LessonStore,
+    provider: ModelProvider,
+    clock: Clock,
+    files: FileStore,
+    prompts: Path = DEFAULT_DIR,
 ) -> ToolRegistry:
-    """Every tool the agent may use."""
-    drafting = drafting_prompt()
+    """Every tool the agent may use, their prompts read from ``prompts``."""
+    drafting = drafting_prompt(prompts)
     return ToolRegistry(
         [
-            load_skill_tool(prompts_dir() / "skills"),
+            load_skill_tool(prompts / "skills"),
             *document_tools(lessons, clock),
             create_lesson_tool(lessons, provider, clock, drafting),
-            plan_lessons_tool(lessons, provider, clock, drafting, load_prompt("plan")),
+            plan_lessons_tool(lessons, provider, clock, drafting, load_prompt("plan", prompts)),
             ask_user_question_tool(),
             get_editor_selection_tool(),
             delete_lesson_tool(lessons),
             restore_lesson_tool(lessons, clock),
-            review_work_tool(files, lessons, provider, load_prompt("review")),
+            review_work_tool(files, lessons, provider, load_prompt("review", prompts)),
         ]
     )
 
@@ -188,10 +193,12 @@ def assemble(
     deps = RunDeps(
         store=store,
         model=provider,
-        tools=tools or build_tools(lessons, provider, clock, files),
+        tools=tools or build_tools(lessons, provider, clock, files, settings.prompts),
         clock=clock,
         limits=limits_of(settings),
-        system_prompt=load_prompt("base") if system_prompt is None else system_prompt,
+        system_prompt=(
+            load_prompt("base", settings.prompts) if system_prompt is None else system_prompt
+        ),
         tasks=scheduler,
         files=files,
     )

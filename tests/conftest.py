@@ -1,12 +1,15 @@
-"""Shared fixtures: no test may reach beyond loopback."""
+"""Shared fixtures: no test may reach beyond loopback, and every scripted model is used up."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from shared.llm.scripted import ScriptedProvider
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -38,3 +41,22 @@ def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forbid real network (and so real model) calls in every test."""
     monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
+
+
+@pytest.fixture(autouse=True)
+def _scripted_models_used_up(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Fail a test that leaves steps in any ``ScriptedProvider`` it made: a step never
+    used is a model call the code was expected to make and did not. A test that leaves
+    steps on purpose says so with ``@pytest.mark.leaves_steps``."""
+    made: list[ScriptedProvider] = []
+
+    def register(provider: ScriptedProvider) -> None:
+        made.append(provider)
+
+    monkeypatch.setattr(ScriptedProvider, "__post_init__", register)
+    yield
+    if request.node.get_closest_marker("leaves_steps") is None:
+        for provider in made:
+            provider.assert_exhausted()

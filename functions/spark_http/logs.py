@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any
 
 _IDS = ("conversationId", "runId", "requestId", "userId", "taskId")
@@ -21,7 +20,7 @@ class CloudLoggingFormatter(logging.Formatter):
 
     def __init__(self, project: str | None = None) -> None:
         super().__init__()
-        self._project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        self._project = project
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -41,10 +40,11 @@ class CloudLoggingFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
-def configure(level: int = logging.INFO) -> None:
-    """Send the process's logs to stderr as structured JSON (Cloud Logging's format)."""
+def configure(project: str | None = None, level: int = logging.INFO) -> None:
+    """Send the process's logs to stderr as structured JSON (Cloud Logging's format),
+    traces named in ``project``."""
     handler = logging.StreamHandler()
-    handler.setFormatter(CloudLoggingFormatter())
+    handler.setFormatter(CloudLoggingFormatter(project))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

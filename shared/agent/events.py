@@ -145,5 +145,5 @@ AgentEvent = (
 )
 
 TERMINAL = (DoneEvent, ErrorEvent)
-WIRELESS = (UsageEvent,)
+UNSENT = (UsageEvent,)
 """Events the reducer folds but clients never see."""

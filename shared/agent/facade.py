@@ -168,9 +168,9 @@ class Agent:
         """A queued run, admitted and claimed for this delivery (``RunService.claim``)."""
         return await self._runs.claim(user_id, conversation_id, run_id)
 
-    async def check(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
-        """The watchdog's look at ``run_id`` (``RunService.check``)."""
-        return await self._runs.check(user_id, conversation_id, run_id)
+    async def supervise(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
+        """The watchdog's look at ``run_id`` (``RunService.supervise``)."""
+        return await self._runs.supervise(user_id, conversation_id, run_id)
 
     async def follow_up(self, user_id: str, conversation_id: str, source: Message) -> Run | None:
         """The agent's follow-up to the results in ``source`` (``RunService.follow_up``)."""

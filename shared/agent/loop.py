@@ -6,7 +6,9 @@ with status ``queued`` and continue on Cloud Tasks (``shared/tasks/handler.py``)
 
 Everything the run does becomes an event; ``Transcript`` folds each one into the
 message, which the throttled writer persists and the client is sent, with the same id
-either way. A run receives a ``RunDeps`` bundle, never the service that opened it.
+either way. However the loop ends, ``RunEnd`` (``finish.py``) makes the final write and
+frees the run's slot. A run receives a ``RunDeps`` bundle, never the service that
+opened it.
 """
 
 from __future__ import annotations
@@ -14,17 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal
 
-from shared.agent.archive import roll_over
 from shared.agent.deps import RunDeps
 from shared.agent.events import (
     AgentEvent,
     ApprovalRequiredEvent,
-    DoneEvent,
-    ErrorEvent,
     QuestionEvent,
     RunStartEvent,
     TaskQueuedEvent,
@@ -34,13 +31,13 @@ from shared.agent.events import (
     UsageEvent,
 )
 from shared.agent.files import FileLoader, choose
+from shared.agent.finish import Ending, RunEnd
 from shared.agent.history import build_history, open_document_note
-from shared.agent.runs import INTERRUPTED, finish_run, put_message
+from shared.agent.runs import INTERRUPTED, put_message
 from shared.agent.throttle import ThrottledWriter
-from shared.agent.transcript import Frame, Transcript, args_of, shrink
+from shared.agent.transcript import Emit, Frame, Transcript, args_of
 from shared.errors import (
     INTERNAL_MESSAGE,
-    ConversationTooLarge,
     ProviderSilent,
     RunEnded,
     RunInterrupted,
@@ -57,27 +54,17 @@ from shared.llm.base import (
     finished,
 )
 from shared.queue.naming import task_id_for
-from shared.schemas.documents import ActiveRun, Conversation, StepState, TaskState
-from shared.schemas.server import TaskRecord
+from shared.schemas.documents import ActiveRun, Conversation, StepState
 from shared.store.limits import CLOSING_RESERVE
 from shared.tools.base import ParsedCall, ToolContext
 from shared.tools.execute import ToolOutcome, execute, refused, unexpected
 
 log = logging.getLogger(__name__)
 
-Emit = Callable[[Frame], None]
-Outcome = Literal["complete", "queued", "waiting"]
-
 STEP_LIMIT_NOTE = (
     "\n\n(Spark AI Agent stopped after the most steps allowed for one reply. "
     "Ask me to carry on if there is more to do.)"
 )
-UNSAVED = "Your reply could not be saved; please try again."
-NOT_STARTED = "Spark AI Agent could not start the background work; please try again."
-
-
-# Characters of each text part kept when a reply is cut to fit the document.
-_CUT_TO = (20_000, 2_000, 0)
 
 
 def ignore(frame: Frame) -> None:
@@ -105,7 +92,8 @@ class Run:
         self._files = FileLoader(deps.files)
         self._emit: Emit = ignore
         self._writer: ThrottledWriter | None = None
-        self._work: asyncio.Task[Outcome] | None = None
+        self._end: RunEnd | None = None
+        self._work: asyncio.Task[Ending] | None = None
         self._ended: RunEnded | SparkError | None = None
         self._model_since: float | None = None
         self._queued: list[ParsedCall] = []
@@ -152,8 +140,9 @@ class Run:
         """Run the loop and persist the reply; never raises except on cancellation.
 
         Frames go to ``emit`` as they happen. However the run ends (done, stopped,
-        failed), the message is saved with what was streamed, every tool call in it has
-        a result, and the last frame is ``done`` or ``error``.
+        failed), its ``RunEnd`` (``finish.py``) saves the message with what was
+        streamed, every tool call in it has a result, and the last frame is ``done`` or
+        ``error``.
         """
         self._emit = emit
         limits = self.deps.limits
@@ -165,15 +154,25 @@ class Run:
         writer = self._writer = ThrottledWriter(
             self._put, limits.throttle_seconds, self.deps.clock, on_fatal=self._interrupt
         )
+        end = self._end = RunEnd(
+            self.deps,
+            self.user_id,
+            self.conversation_id,
+            self.record,
+            self.transcript,
+            writer,
+            emit,
+            self._record,
+        )
         self._work = asyncio.create_task(self._loop())
         watcher = asyncio.create_task(self._watch(writer))
         try:
-            outcome: Outcome | None = await self._work
+            outcome: Ending | None = await self._work
         except asyncio.CancelledError:
             if self._ended is None:  # the process is shutting down, not a stop
                 shutdown = SparkError(INTERRUPTED.message)
-                await asyncio.shield(self._end_badly(shutdown, code=INTERRUPTED.code))
-                await asyncio.shield(self._release())
+                await asyncio.shield(end.badly(shutdown, code=INTERRUPTED.code))
+                await asyncio.shield(end.release())
                 raise
             outcome = None
         except SparkError as exc:
@@ -190,16 +189,10 @@ class Run:
                 await watcher
         if outcome is None:
             assert self._ended is not None
-            await self._end_badly(self._ended)
+            await end.badly(self._ended)
         else:
-            await self._end_well(outcome)
-        await self._release()
-
-    async def _release(self) -> None:
-        """Free the user's run slot and count the tokens this run used."""
-        usage = self.transcript.message().usage
-        tokens = usage.input_tokens + usage.output_tokens if usage else 0
-        await self.deps.tasks.release_run(self.user_id, self.run_id, tokens)
+            await end.well(outcome, self._queued, self._paused)
+        await end.release()
 
     async def _watch(self, writer: ThrottledWriter) -> None:
         """Renew the lease while nothing is written, notice a stop or a takeover within
@@ -232,7 +225,7 @@ class Run:
                     self._interrupt(RunStopped("The reply was stopped."))
                     return
 
-    async def _loop(self) -> Outcome:
+    async def _loop(self) -> Ending:
         steps = max(self.deps.limits.max_steps - self.steps_before, 1)
         for step in range(steps):
             self._step = step
@@ -446,147 +439,3 @@ class Run:
                 output_json=outcome.output_json,
             )
         )
-
-    # -- ending ---------------------------------------------------------------------
-
-    def _tasks(self) -> dict[str, TaskState]:
-        """What the conversation shows as going on: the tasks queued, and the calls
-        waiting on the user."""
-        now = self.deps.clock.now()
-        work = [(p, "queued") for p in self._queued] + [
-            (p, "waiting_on_user") for p in self._paused
-        ]
-        return {
-            task_id_for(self.conversation_id, p.call.id): TaskState.model_validate(
-                {
-                    "status": status,
-                    "tool": p.call.name,
-                    "tool_call_id": p.call.id,
-                    "display_text": p.display_text,
-                    "updated_at": now,
-                }
-            )
-            for p, status in work
-        }
-
-    async def _save_final(self, tasks: dict[str, TaskState] | None = None) -> None:
-        message = self.transcript.message()
-        now = self.deps.clock.now()
-        lease_until = now + timedelta(seconds=self.deps.limits.lease_seconds)
-        assert self._writer is not None
-
-        async def final() -> Conversation:
-            # At the document's limit the reply is cut, with a note the user and the
-            # model both read, until it fits: the run always closes. Only the reply cut
-            # to its note may use the room kept for closing (one run's end never takes
-            # more than a little of it); a longer one is new content.
-            for keep in (None, *_CUT_TO):
-                saving = message if keep is None else shrink(message, keep)
-                try:
-                    return await self.deps.store.mutate(
-                        self.user_id,
-                        self.conversation_id,
-                        lambda c, m=saving: finish_run(  # type: ignore[misc]
-                            c, self.run_id, m, now, lease_until, tasks
-                        ),
-                        reserve=0 if keep == 0 else CLOSING_RESERVE,
-                    )
-                except ConversationTooLarge:
-                    log.warning("run %s: reply too large to save; cutting it", self.run_id)
-            raise ConversationTooLarge(
-                "This conversation is full; please start a new one to carry on."
-            )
-
-        saved = await self._writer.finish(final)
-        successor = saved.active_run
-        if successor is not None and successor.status == "queued":
-            await self.deps.tasks.hand_on(self.user_id, self.conversation_id, successor)
-        limits = self.deps.limits
-        try:
-            await roll_over(
-                self.deps.store,
-                self.user_id,
-                saved,
-                limits.live_doc_bytes,
-                limits.history_messages,
-                now,
-            )
-        except SparkError:
-            # The next run's end tries again; the live document has room till then.
-            log.warning("run %s: roll-over failed; it is retried later", self.run_id)
-
-    async def _end_well(self, outcome: Outcome) -> None:
-        granted: list[TaskRecord] = []
-        if self._queued:
-            calls = [(p.call.id, p.call.name, p.display_text) for p in self._queued]
-            try:
-                # Into the ledger before the message says "queued": a crash after this
-                # leaves tasks that run (or are found gone), never a call no task runs.
-                granted = await self.deps.tasks.submit(self.user_id, self.conversation_id, calls)
-            except SparkError as exc:
-                log.warning("run %s: could not queue its tasks: %s", self.run_id, exc)
-                await self._end_badly(SparkError(NOT_STARTED), code=exc.code)
-                return
-        await self._expire_client_calls()  # before the save: a crash after it is covered
-        done = DoneEvent(self.message_id, outcome)
-        frame = Frame(self.transcript.apply(done), done)
-        try:
-            await self._save_final(self._tasks() or None)
-        except RunStopped:
-            await self._end_badly(RunStopped("The reply was stopped."))
-            return
-        except Exception as exc:
-            self._unsaved(exc)
-            return
-        self._emit(frame)
-        if granted:
-            try:
-                await self.deps.tasks.dispatch(self.user_id, granted)
-            except SparkError:
-                # Their leases lapse and the run's watchdog grants them again.
-                log.warning("run %s: could not dispatch its tasks yet", self.run_id)
-
-    async def _expire_client_calls(self) -> None:
-        client_calls = [p.call.id for p in self._paused if p.tool.execution == "client"]
-        if not client_calls:
-            return
-        try:
-            await self.deps.tasks.expire_client_calls(
-                self.user_id,
-                self.conversation_id,
-                client_calls,
-                self.deps.limits.client_tool_timeout_seconds,
-            )
-        except SparkError:
-            # A new message still closes them (superseded); nothing waits for ever.
-            log.warning("run %s: no timeout for its client calls", self.run_id)
-
-    async def _end_badly(self, reason: RunEnded | SparkError, code: str | None = None) -> None:
-        """End the run as stopped or failed, keeping what was streamed."""
-        if isinstance(reason, RunInterrupted):
-            # Someone else closed the run; there is nothing of ours left to save.
-            if self._writer is not None:
-                await self._writer.abandon()
-            self._emit(Frame(f"{self.run_id}:end", ErrorEvent(reason.message, reason.code)))
-            return
-        stopped = isinstance(reason, RunStopped)
-        for event in self.transcript.closing_events("stopped" if stopped else "error"):
-            self._record(event)
-        terminal: DoneEvent | ErrorEvent = (
-            DoneEvent(self.message_id, "stopped")
-            if stopped
-            else ErrorEvent(reason.message, code or reason.code)
-        )
-        frame = Frame(self.transcript.apply(terminal), terminal)
-        try:
-            await self._save_final()
-        except Exception as exc:
-            self._unsaved(exc)
-            return
-        self._emit(frame)
-
-    def _unsaved(self, exc: Exception) -> None:
-        # The message stays in ``activeRun`` until the run's watchdog closes it.
-        log.warning("run %s: final write failed: %r", self.run_id, exc)
-        code = exc.code if isinstance(exc, SparkError) else "internal"
-        self._emit(Frame(f"{self.run_id}:end", ErrorEvent(UNSAVED, code)))

@@ -2,8 +2,8 @@
 
 The client names the last event it saw (``Last-Event-ID``); the conversation document
 holds the run (``activeRun`` while it lives, then its message in ``messages``), and
-``transcript.replay`` turns that into the events the client missed, with the same ids
-the live stream used. A Firestore listener then follows the document until the run
+``replay`` (``replay.py``) turns that into the events the client missed, with the same
+ids the live stream used. A Firestore listener then follows the document until the run
 ends (one per conversation per process, shared by all its resume streams: ``watch``).
 No live producer, no shared memory and no Redis are needed. ``Resumes`` caps the
 streams one user holds open on one instance.
@@ -18,8 +18,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.events import ErrorEvent
+from shared.agent.replay import replay
 from shared.agent.sse import EventChannel, sse_stream
-from shared.agent.transcript import END, Cursor, Frame, replay
+from shared.agent.transcript import END, Cursor, Frame
 from shared.errors import NotFound, RateLimited, RequestError, StoreError
 from shared.schemas.documents import Message
 from shared.store.base import ConversationStore, RunView
@@ -94,7 +95,7 @@ async def _follow(
             async for conversation in snapshots:
                 target = None if conversation is None else locate(conversation, run_id)
                 if target is None:
-                    channel.emit(Frame(f"{run_id}:end", ErrorEvent(GONE, "not_found")))
+                    channel.emit(Frame(Cursor.end_id(run_id), ErrorEvent(GONE, "not_found")))
                     return
                 frames = replay(target.message, conversation_id, target.user_message_id, cursor)
                 for frame in frames:
@@ -105,7 +106,7 @@ async def _follow(
                     return
     except StoreError as exc:
         # The client reconnects with its Last-Event-ID; nothing it saw is lost.
-        channel.emit(Frame(f"{run_id}:end", ErrorEvent(exc.message, exc.code)))
+        channel.emit(Frame(Cursor.end_id(run_id), ErrorEvent(exc.message, exc.code)))
 
 
 async def resume_stream(

@@ -455,7 +455,7 @@ class RunService:
         if active is not None and active.status == "queued":
             await self.scheduler.hand_on(user_id, conversation.id, active)
 
-    async def check(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
+    async def supervise(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """The watchdog: close ``run_id`` if its producer died, hand on what follows it,
         and look again later while it lives. Returns a run to produce here, if the run
         (or its successor) was queued and nobody took it before its lease lapsed."""

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from dataclasses import fields
 from typing import Any
 
-from shared.agent.events import TERMINAL, WIRELESS, AgentEvent, ErrorEvent, TextEvent
-from shared.agent.transcript import Frame
+from shared.agent.events import TERMINAL, UNSENT, AgentEvent, ErrorEvent, TextEvent
+from shared.agent.transcript import Cursor, Frame
 from shared.errors import INTERNAL_MESSAGE
 
 KEEPALIVE = b": keep-alive\n\n"
@@ -68,12 +68,12 @@ class EventChannel:
 
     def emit(self, frame: Frame) -> None:
         event = frame.event
-        if self._ended or type(event) in WIRELESS:
+        if self._ended or type(event) in UNSENT:
             return
         if type(event) in TERMINAL:
             self._ended = True
         elif not self._run_id:
-            self._run_id = frame.id.split(":", 1)[0]
+            self._run_id = Cursor.parse(frame.id).run_id
         self._items.append(frame)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -83,7 +83,7 @@ class EventChannel:
         """Make sure a listener sees the stream end, even if the run died without saying so."""
         if not self._ended:
             error = ErrorEvent(message=INTERNAL_MESSAGE, code="internal")
-            self.emit(Frame(f"{self._run_id}:end", error))
+            self.emit(Frame(Cursor.end_id(self._run_id), error))
 
     async def next_batch(self, idle_seconds: float) -> list[Frame]:
         """Every event emitted so far and not yet taken; empty after ``idle_seconds`` of silence."""

@@ -1,12 +1,10 @@
-"""The one reducer of a run's events into its message, and the projection back.
+"""The one reducer of a run's events into its message.
 
 The live stream, the persisted document and the resume endpoint all go through here,
 so what a client is sent and what Firestore holds can never disagree:
-
-* ``Transcript.apply`` folds each event the loop emits into the message being written
-  and returns the event's id;
-* ``replay`` turns a stored message back into the same events with the same ids, from
-  any cursor, so another instance can resume a client where it left off.
+``Transcript.apply`` folds each event the loop emits into the message being written
+and returns the event's id; ``replay`` (``shared/agent/replay.py``) turns a stored
+message back into the same events with the same ids.
 
 An event id is ``{runId}:{parts}:{chars}``: the number of content parts the message
 has once the event is folded in, and the length of its last part's text when that part
@@ -22,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,7 +32,6 @@ from shared.agent.events import (
     DoneStatus,
     ErrorEvent,
     QuestionEvent,
-    RunStartEvent,
     TaskQueuedEvent,
     TextEvent,
     ToolEndEvent,
@@ -41,7 +39,6 @@ from shared.agent.events import (
     UsageEvent,
 )
 from shared.errors import RequestError
-from shared.queue.naming import task_id_for
 from shared.schemas.api import EVENT_ID_PATTERN
 from shared.schemas.documents import (
     ContentPart,
@@ -76,15 +73,30 @@ END: Literal["end"] = "end"
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """An event id, parsed: the run and how far into its message (``end``: all of it)."""
+    """An event id, parsed: the run and how far into its message (``end``: all of it).
+
+    The one place an event id is written (``event_id``, ``end_id``) and read (``parse``).
+    """
 
     run_id: str
     at: Position | Literal["end"]
 
+    @staticmethod
+    def event_id(run_id: str, parts: int, chars: int) -> str:
+        """The id of an event that leaves the client with ``parts`` content parts, the
+        last of them ``chars`` characters of text (0 when it is not text). A plain
+        function of three values, with no cursor built: it runs once per token."""
+        return f"{run_id}:{parts}:{chars}"
+
+    @staticmethod
+    def end_id(run_id: str) -> str:
+        """The id of the run's terminal event (``done`` or ``error``)."""
+        return f"{run_id}:{END}"
+
     def __str__(self) -> str:
         if self.at == END:
-            return f"{self.run_id}:end"
-        return f"{self.run_id}:{self.at.parts}:{self.at.chars}"
+            return Cursor.end_id(self.run_id)
+        return Cursor.event_id(self.run_id, self.at.parts, self.at.chars)
 
     @classmethod
     def parse(cls, text: str) -> Cursor:
@@ -100,6 +112,18 @@ class Cursor:
         if parts is None:
             return cls(run, END)
         return cls(run, Position(int(parts), int(chars)))
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One event and its id, as sent."""
+
+    id: str
+    event: AgentEvent
+
+
+Emit = Callable[[Frame], None]
+"""Where a run sends its frames as they happen (a client's channel, or nowhere)."""
 
 
 def args_of(args_json: str) -> dict[str, object]:
@@ -253,7 +277,7 @@ class Transcript:
                 self._text.append(event.content)
                 self._chars += len(event.content)
             if self._text:
-                return f"{self._run_id}:{len(self._parts) + 1}:{self._chars}"
+                return Cursor.event_id(self._run_id, len(self._parts) + 1, self._chars)
         elif isinstance(event, ToolEndEvent):
             self._end_call(event)
         elif isinstance(event, _OPENS_A_CALL):
@@ -277,9 +301,9 @@ class Transcript:
             self._error = MessageError(code=event.code, message=event.message)
             self._finish = "error"
         if isinstance(event, TERMINAL):
-            return f"{self._run_id}:end"
+            return Cursor.end_id(self._run_id)
         position = self.position
-        return f"{self._run_id}:{position.parts}:{position.chars}"
+        return Cursor.event_id(self._run_id, position.parts, position.chars)
 
     def _end_call(self, event: ToolEndEvent) -> None:
         self._close_text()
@@ -330,163 +354,6 @@ class Transcript:
                 "provider_state": list(self._states) or None,
             }
         )
-
-
-# -- the projection: a stored message back into events -------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One event and its id, as sent."""
-
-    id: str
-    event: AgentEvent
-
-
-def _started(call: ToolCall) -> ToolStartEvent:
-    """The ``tool_start`` that opened ``call``."""
-    return ToolStartEvent(
-        call.id,
-        call.name,
-        args_of(call.args_json),
-        call.display_text,
-        args_json=call.args_json,
-        execution=call.execution,
-    )
-
-
-def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | ToolStartEvent | None:
-    """The event that paused the run for ``call``, if it was a question or an approval
-    still waiting; once answered or decided, a plain ``tool_start``, so a prompt never
-    comes back after a reload."""
-    if (call.execution == "question" and call.status != "pending") or (
-        call.approval and call.status != "awaiting_approval"
-    ):
-        return _started(call)
-    if call.execution == "question":
-        args = args_of(call.args_json)
-        questions = args.get("questions")
-        return QuestionEvent(
-            call.id,
-            questions if isinstance(questions, list) else [],
-            tool=call.name,
-            args_json=call.args_json,
-            display_text=call.display_text,
-        )
-    if call.approval:
-        return ApprovalRequiredEvent(
-            call.id,
-            call.name,
-            args_of(call.args_json),
-            call.display_text,
-            args_json=call.args_json,
-            execution=call.execution,
-        )
-    return None
-
-
-def _done_status(message: Message) -> DoneStatus:
-    if message.status == "stopped":
-        return "stopped"
-    if message.status == "waiting":
-        return "waiting"
-    if any(p.tool_call is not None and p.tool_call.execution == "task" for p in message.content):
-        return "queued"
-    return "complete"
-
-
-def _tool_end(call: ToolCall | None, result: ToolResult) -> ToolEndEvent:
-    cancelled = call is not None and call.status == "cancelled"
-    ok = result.status == "ok"
-    error = None
-    if not ok:
-        try:
-            detail = json.loads(result.output_json)
-            error = str(detail.get("error")) if isinstance(detail, dict) else None
-        except json.JSONDecodeError:
-            error = None
-        error = error or "The tool failed."
-    return ToolEndEvent(
-        result.tool_call_id,
-        "success" if ok else "error",
-        error=error,
-        document_id=result.document_id,
-        version=result.document_version,
-        output_json=result.output_json,
-        call_status="cancelled" if cancelled else None,
-    )
-
-
-def replay(
-    message: Message,
-    conversation_id: str,
-    user_message_id: str | None,
-    after: Cursor | None = None,
-) -> list[Frame]:
-    """The frames of ``message``'s run that come after ``after`` (all of them if ``None``).
-
-    A text part the client has only partly seen is sent from where it stopped, so the
-    text received before and after a reconnect joins up exactly. The terminal frame is
-    included once the message is no longer streaming.
-    """
-    assert message.run_id is not None
-    run_id = message.run_id
-    at = after.at if after is not None else None
-    if at == END:
-        return []
-    seen = at if isinstance(at, Position) else None
-    frames: list[Frame] = []
-    if seen is None:
-        start = RunStartEvent(run_id, conversation_id, user_message_id, message.id)
-        frames.append(Frame(f"{run_id}:0:0", start))
-    calls: dict[str, ToolCall] = {}
-    for index, part in enumerate(message.content):
-        parts = index + 1
-        if part.type == "text":
-            text = part.text or ""
-            begin = 0
-            if seen is not None and seen.parts == parts:
-                begin = seen.chars
-            elif seen is not None and seen.parts > parts:
-                continue
-            if begin < len(text):
-                frames.append(Frame(f"{run_id}:{parts}:{len(text)}", TextEvent(text[begin:])))
-            continue
-        if seen is not None and seen.parts >= parts:
-            if part.tool_call is not None:
-                calls[part.tool_call.id] = part.tool_call
-            continue
-        frame_id = f"{run_id}:{parts}:0"
-        if part.tool_call is not None:
-            call = calls[part.tool_call.id] = part.tool_call
-            paused = _paused_event(call)
-            if paused is not None:
-                frames.append(Frame(frame_id, paused))
-            elif call.execution == "task":
-                task = TaskQueuedEvent(
-                    task_id_for(conversation_id, call.id),
-                    call.id,
-                    call.name,
-                    call.display_text,
-                    args_json=call.args_json,
-                )
-                frames.append(Frame(frame_id, task))
-            else:
-                frames.append(Frame(frame_id, _started(call)))
-        elif part.tool_result is not None:
-            result = part.tool_result
-            frames.append(Frame(frame_id, _tool_end(calls.get(result.tool_call_id), result)))
-    if message.status != "streaming":
-        frames.append(Frame(f"{run_id}:end", terminal_event(message)))
-    return frames
-
-
-def terminal_event(message: Message) -> DoneEvent | ErrorEvent:
-    """How a finished message's run ended, as its last event."""
-    if message.status == "error":
-        error = message.error or MessageError(code="internal", message="The reply failed.")
-        return ErrorEvent(error.message, error.code)
-    return DoneEvent(message.id, _done_status(message))
 
 
 CUT_NOTE = (

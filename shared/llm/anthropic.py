@@ -25,23 +25,22 @@ from shared.errors import (
 from shared.llm.base import (
     ChatMessage,
     Finish,
-    FinishReason,
     ModelEvent,
     ModelRequest,
     ProviderName,
     TextDelta,
     ToolCallRequest,
-    Usage,
     bounded_state,
     sse_json,
     status_error,
     transport_error,
     unforeseen_error,
 )
+from shared.schemas.documents import ModelFinishReason, Usage
 
 DEFAULT_MAX_TOKENS = 4096
 
-_STOP_REASONS: dict[str, FinishReason] = {
+_STOP_REASONS: dict[str, ModelFinishReason] = {
     "end_turn": "stop",
     "stop_sequence": "stop",
     "pause_turn": "stop",
@@ -166,7 +165,7 @@ class _StreamState:
 
     def __init__(self) -> None:
         self.blocks: dict[int, _Block] = {}
-        self.stop: FinishReason | None = None
+        self.stop: ModelFinishReason | None = None
         self.stopped = False  # message_stop arrived
         self.input_tokens = 0
         self.output_tokens = 0
@@ -288,7 +287,7 @@ class AnthropicProvider:
             raise IncompleteResponse("The model's reply was cut off before it finished.")
         for call in state.calls():
             yield call
-        usage = Usage(state.input_tokens, state.output_tokens)
+        usage = Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens)
         yield Finish(state.stop, usage, bounded_state("anthropic", state.opaque()))
 
     async def aclose(self) -> None:

@@ -32,6 +32,7 @@ from shared.errors import (
     ProviderRejected,
     ProviderUnavailable,
 )
+from shared.schemas.documents import ModelFinishReason, Usage
 
 log = logging.getLogger(__name__)
 
@@ -187,22 +188,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-FinishReason = Literal["stop", "tool_calls", "length", "content_filter"]
-
-
-@dataclass(frozen=True, slots=True)
 class Finish:
     """The model finished its turn; nothing follows this event.
 
     ``state`` is what the provider needs back with this turn next time, if anything.
     """
 
-    reason: FinishReason
+    reason: ModelFinishReason
     usage: Usage = field(default_factory=Usage)
     state: ProviderState | None = None
     type: Literal["finish"] = "finish"

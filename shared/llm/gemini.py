@@ -25,20 +25,19 @@ from shared.llm.base import (
     MALFORMED,
     ChatMessage,
     Finish,
-    FinishReason,
     ModelEvent,
     ModelRequest,
     ProviderName,
     TextDelta,
     ToolCallRequest,
-    Usage,
     bounded_state,
     status_error,
     transport_error,
     unforeseen_error,
 )
+from shared.schemas.documents import ModelFinishReason, Usage
 
-_FINISH_REASONS: dict[str, FinishReason] = {
+_FINISH_REASONS: dict[str, ModelFinishReason] = {
     "STOP": "stop",
     "MAX_TOKENS": "length",
     "SAFETY": "content_filter",
@@ -168,12 +167,14 @@ class _StreamState:
         usage = chunk.get("usageMetadata")
         if usage:
             self.usage = Usage(
-                (usage.get("promptTokenCount") or 0) + (usage.get("toolUsePromptTokenCount") or 0),
-                (usage.get("candidatesTokenCount") or 0) + (usage.get("thoughtsTokenCount") or 0),
+                input_tokens=(usage.get("promptTokenCount") or 0)
+                + (usage.get("toolUsePromptTokenCount") or 0),
+                output_tokens=(usage.get("candidatesTokenCount") or 0)
+                + (usage.get("thoughtsTokenCount") or 0),
             )
         return texts
 
-    def reason(self) -> FinishReason:
+    def reason(self) -> ModelFinishReason:
         assert self.finish is not None
         if self.finish in _FAILED_CALLS:
             raise ProviderError(

@@ -7,7 +7,8 @@ import re
 from collections.abc import AsyncGenerator
 
 from shared.clock import Clock
-from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta, Usage
+from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
+from shared.schemas.documents import Usage
 
 LABEL = "offline model"
 
@@ -96,4 +97,5 @@ class OfflineProvider:
             if self._token_delay:
                 await self._clock.sleep(self._token_delay)
             yield TextDelta(word)
-        yield Finish("stop", Usage(len(last_user.split()), len(words)))
+        usage = Usage(input_tokens=len(last_user.split()), output_tokens=len(words))
+        yield Finish("stop", usage)

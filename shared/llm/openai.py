@@ -21,20 +21,19 @@ from shared.errors import (
 from shared.llm.base import (
     ChatMessage,
     Finish,
-    FinishReason,
     ModelEvent,
     ModelRequest,
     ProviderName,
     TextDelta,
     ToolCallRequest,
-    Usage,
     sse_json,
     status_error,
     transport_error,
     unforeseen_error,
 )
+from shared.schemas.documents import ModelFinishReason, Usage
 
-_FINISH_REASONS: dict[str, FinishReason] = {
+_FINISH_REASONS: dict[str, ModelFinishReason] = {
     "stop": "stop",
     "tool_calls": "tool_calls",
     "function_call": "tool_calls",
@@ -115,7 +114,7 @@ class _StreamState:
 
     def __init__(self) -> None:
         self.calls: dict[int, _ToolCallBuffer] = {}
-        self.finish: FinishReason | None = None
+        self.finish: ModelFinishReason | None = None
         self.usage = Usage()
 
     def feed(self, line: str) -> list[TextDelta]:
@@ -130,7 +129,10 @@ class _StreamState:
             )
         usage = chunk.get("usage")
         if usage:
-            self.usage = Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+            self.usage = Usage(
+                input_tokens=usage.get("prompt_tokens", 0),
+                output_tokens=usage.get("completion_tokens", 0),
+            )
         texts = []
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}

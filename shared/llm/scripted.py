@@ -31,7 +31,8 @@ class ScriptedProvider:
     """Replays ``steps`` in order, one per ``stream`` call.
 
     A call with no step left fails the test, as does a step never used
-    (``assert_exhausted``).
+    (``assert_exhausted``, which ``tests/conftest.py`` calls on every scripted model a
+    test made, as the test ends).
     """
 
     provider: ClassVar[ProviderName] = "scripted"
@@ -40,6 +41,9 @@ class ScriptedProvider:
     clock: Clock = field(default_factory=SystemClock)
     label: str = "scripted"
     requests: list[ModelRequest] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        """Nothing here; the tests' fixture hooks in to find every scripted model made."""
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         self.requests.append(request)

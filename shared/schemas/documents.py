@@ -37,7 +37,11 @@ RunStatus = Literal["queued", "streaming", "stopping"]
 """``queued``: opened, waiting for a Cloud Task to produce it (a ``202`` send or a queued
 message). ``streaming``: an instance is producing it. ``stopping``: the owner asked it to
 stop; its producer ends it within about a second."""
-FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "stopped", "error"]
+ModelFinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+"""Why the model ended a step, as every provider's adapter reports it."""
+FinishReason = Literal[ModelFinishReason, "stopped", "error"]
+"""Why a message ended: its last step's ``ModelFinishReason``, or ``stopped``/``error``
+when the run ended it."""
 
 
 class Document(BaseModel):
@@ -146,6 +150,7 @@ class MessageError(Document):
     message: str
 
 
+# Also what one model call reports (``shared.llm.base.Finish.usage``): one type for both.
 class Usage(Document):
     """Tokens the model provider counted for one message (all its steps together)."""
 

@@ -44,7 +44,7 @@ from shared.tools.execute import execute, refused, safe_reason
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["done", "busy"]
+Verdict = Literal["done", "busy"]
 """``done``: acknowledge the delivery. ``busy``: another delivery holds it; retry later."""
 
 TOO_LARGE = (
@@ -82,14 +82,14 @@ class TaskHandler:
         self._tasks = tasks
         self._policy = policy
 
-    async def handle(self, task: AnyTask) -> Outcome:
+    async def handle(self, task: AnyTask) -> Verdict:
         if isinstance(task, ReplyTask):
             run = await self._agent.claim(task.user_id, task.conversation_id, task.run_id)
             if run is not None:
                 await run.execute()
             return "done"
         if isinstance(task, WatchdogTask):
-            run = await self._agent.check(task.user_id, task.conversation_id, task.run_id)
+            run = await self._agent.supervise(task.user_id, task.conversation_id, task.run_id)
             if run is not None:
                 await run.execute()
             return "done"
@@ -104,7 +104,7 @@ class TaskHandler:
             return await self._follow_up_later(task)
         return await self._tool_task(task)
 
-    async def _follow_up_later(self, task: FollowUpTask) -> Outcome:
+    async def _follow_up_later(self, task: FollowUpTask) -> Verdict:
         conversation = await self._deps.store.get(task.user_id, task.conversation_id)
         source = None if conversation is None else conversation.message(task.message_id)
         if conversation is None or source is None or not wants_follow_up(conversation, source):
@@ -123,7 +123,7 @@ class TaskHandler:
             await run.execute()
         return "done"
 
-    async def _tool_task(self, task: ToolTask) -> Outcome:
+    async def _tool_task(self, task: ToolTask) -> Verdict:
         record = await self._tasks.claim(task.user_id, task.task_id, task.attempt)
         if record == "busy":
             return "busy"

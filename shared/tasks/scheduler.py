@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from shared.clock import Clock
 from shared.errors import RateLimited, ToolError
-from shared.llm.base import Meter, Usage
+from shared.llm.base import Meter
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.queue.naming import (
     attempt_name,
@@ -22,7 +22,7 @@ from shared.queue.naming import (
     watchdog_name,
 )
 from shared.queue.port import Call, Claimed, Ended
-from shared.schemas.documents import ActiveRun
+from shared.schemas.documents import ActiveRun, Usage
 from shared.schemas.server import TaskLedger, TaskRecord
 from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
 from shared.store.base import TaskLedgerStore

@@ -11,16 +11,15 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from shared.errors import ToolError
-from shared.llm.base import Meter, ToolCallRequest, ToolSpec, Usage
+from shared.llm.base import Meter, ToolCallRequest, ToolSpec
+from shared.schemas.documents import Execution, Usage
 
 A = TypeVar("A", bound=BaseModel)
-
-ToolExecution = Literal["inline", "task", "client", "question"]
 
 
 async def _no_progress(text: str) -> None:
@@ -116,7 +115,7 @@ class Tool(Generic[A]):
     args: type[A]
     display_text: str | Callable[[A], str]
     run: Callable[[A, ToolContext], Awaitable[Any]]
-    execution: ToolExecution = "inline"
+    execution: Execution = "inline"
     requires_approval: bool = False
     check: Callable[[A, ToolContext], Awaitable[Checked[A]]] | None = None
 

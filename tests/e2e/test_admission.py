@@ -11,8 +11,8 @@ import pytest
 
 from shared.clock import SystemClock
 from shared.errors import RateLimited, SlotsTaken, ToolError
-from shared.llm.base import Usage
 from shared.queue.memory import InMemoryTaskQueue
+from shared.schemas.documents import Usage
 from shared.store.firestore import FirestoreStores, connect
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -74,7 +74,7 @@ async def test_e2e_the_days_tokens_count_a_task_tools_calls_and_refuse_the_next(
     api, tasks = scheduler(two[0], queue), scheduler(two[1], queue)
     meter = tasks.meter(uid)
     await meter.check()
-    await meter.spend(Usage(600, 500))
+    await meter.spend(Usage(input_tokens=600, output_tokens=500))
     with pytest.raises(ToolError, match="today's allowance"):
         await meter.check()
     with pytest.raises(RateLimited, match="today's allowance"):

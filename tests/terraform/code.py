@@ -1,6 +1,6 @@
-"""What the code itself says the deployment needs, read from its source (so the tests
-stay true as the code changes): the environment variables shared/config.py reads, and
-the Firestore queries and collections shared/ uses."""
+"""What the code itself says the deployment needs (so the tests stay true as the code
+changes): the environment variables shared/config.py declares, and the Firestore
+queries and collections shared/ uses, read from its source."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.config import SETTINGS
+
 ROOT = Path(__file__).resolve().parents[2]
-READERS = ("_int", "_str", "_bool", "_raw")
 QUERY_METHODS = ("where", "order_by")
 
 
@@ -19,61 +20,17 @@ class ConfigVariable:
 
     name: str
     field: str  # the Settings field it sets
-    reader: str  # _int, _str, _bool or _raw
-    minimum: int | None  # for _int: the least value it accepts
+    kind: str  # int, str, bool or raw (shared.config.Setting)
+    minimum: int | None  # for int: the least value it accepts
 
 
-def config_variables(path: Path = ROOT / "shared" / "config.py") -> dict[str, ConfigVariable]:
-    """Every variable read in ``Settings.from_env``, by name."""
-    tree = ast.parse(path.read_text())
-    (from_env,) = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef) and node.name == "from_env"
-    ]
-    (settings_call,) = [
-        node
-        for node in ast.walk(from_env)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "cls"
-        and node.keywords
-    ]
-    # A variable is read in the call's keywords (field = keyword) or before it, into a
-    # local the keywords use (``provider, model = parse_model(_str(env, "SPARK_MODEL"))``).
-    sources = [(str(k.arg), k.value) for k in settings_call.keywords]
-    sources += [
-        (_target_name(statement), statement)
-        for statement in from_env.body
-        if isinstance(statement, ast.Assign)
-    ]
-    found = {}
-    for field, source in sources:
-        for node in ast.walk(source):
-            if not (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in READERS
-            ):
-                continue
-            name = node.args[1]
-            assert isinstance(name, ast.Constant) and isinstance(name.value, str)
-            minimum = None
-            if node.func.id == "_int":
-                given = [k.value for k in node.keywords if k.arg == "minimum"]
-                minimum = ast.literal_eval(given[0]) if given else 1
-            found.setdefault(name.value, ConfigVariable(name.value, field, node.func.id, minimum))
-    return found
-
-
-def _target_name(statement: ast.Assign) -> str:
-    """The name(s) an assignment sets, as one label (``provider, model``)."""
-    return ", ".join(
-        node.id
-        for target in statement.targets
-        for node in ast.walk(target)
-        if isinstance(node, ast.Name)
-    )
+def config_variables() -> dict[str, ConfigVariable]:
+    """Every variable ``Settings.from_env`` reads, by name, from its declarations."""
+    return {
+        name: ConfigVariable(name, field, setting.kind, setting.minimum)
+        for field, (setting, _) in SETTINGS.items()
+        for name in setting.names
+    }
 
 
 @dataclass(frozen=True)

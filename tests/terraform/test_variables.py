@@ -106,7 +106,7 @@ def test_validation_refuses(config: Config, name: str, value: Any) -> None:
 
 def test_limit_minimums_are_the_codes_own(config: Config) -> None:
     """Each limit accepts the least value shared/config.py accepts, and refuses one less."""
-    limits = {v.name: v for v in config_variables().values() if v.reader == "_int"}
+    limits = {v.name: v for v in config_variables().values() if v.kind == "int"}
     names = parse_type(config.blocks["variable"]["limits"]["type"]).element
     assert names
     for name in names:

@@ -13,7 +13,7 @@ from functions_framework.aio import create_asgi_app
 from spark_http.app import ApiApp
 
 from shared.agent.deps import RunDeps
-from shared.agent.events import WIRELESS, AgentEvent
+from shared.agent.events import UNSENT, AgentEvent
 from shared.agent.facade import Agent
 from shared.agent.loop import Run
 from shared.agent.transcript import Frame
@@ -111,7 +111,7 @@ async def run_frames(
     run = await service.start(user, text, conversation_id)
     frames: list[Frame] = []
     await run.execute(frames.append)
-    return run.conversation_id, [f for f in frames if not isinstance(f.event, WIRELESS)]
+    return run.conversation_id, [f for f in frames if not isinstance(f.event, UNSENT)]
 
 
 async def run_to_end(

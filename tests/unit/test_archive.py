@@ -106,7 +106,6 @@ async def test_long_conversation_rolls_over_and_reads_back_whole() -> None:
     last = provider.requests[-1].messages
     assert last[-1].role == "user" and last[-1].text == f"message {turns - 1}"
     assert all("pending" not in m.text for m in last if m.role == "tool")
-    provider.assert_exhausted()
 
 
 def test_a_move_that_died_half_way_reads_each_message_once_and_is_redone() -> None:

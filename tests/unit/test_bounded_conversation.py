@@ -93,6 +93,7 @@ UNCAPPED = {"queued_messages_per_conversation": 1000, "queued_message_bytes": 10
 
 
 @pytest.mark.parametrize("capped", [True, False], ids=["capped", "uncapped"])
+@pytest.mark.leaves_steps("a reply for as many messages as the queue might take")
 async def test_a_queue_filled_as_far_as_it_goes_never_wedges_the_conversation(
     capped: bool,
 ) -> None:
@@ -170,6 +171,7 @@ async def test_a_full_queue_is_429_with_retry_after_over_http() -> None:
     await settle(clock, live)
 
 
+@pytest.mark.leaves_steps("the run is cancelled before it calls the model")
 async def test_the_queue_is_capped_by_bytes_then_429() -> None:
     clock = ManualClock()
     provider = ScriptedProvider([Step.reply("Thinking", delay=5)], clock=clock)
@@ -238,6 +240,7 @@ async def dead_behind_a_full_queue(service: Harness, clock: ManualClock) -> tupl
     return run, taken
 
 
+@pytest.mark.leaves_steps("a reply for as many messages as the queue might take")
 async def test_the_watchdog_closes_a_dead_run_in_front_of_a_full_queue() -> None:
     clock = ManualClock()
     service = make_service(ScriptedProvider([Step.reply("ok")] * 60), clock=clock, **UNCAPPED)
@@ -252,6 +255,7 @@ async def test_the_watchdog_closes_a_dead_run_in_front_of_a_full_queue() -> None
     await all_answered(service, run.conversation_id, ["hello", *taken])
 
 
+@pytest.mark.leaves_steps("a reply for as many messages as the queue might take")
 async def test_a_stop_ends_a_dead_run_in_front_of_a_full_queue() -> None:
     clock = ManualClock()
     service = make_service(ScriptedProvider([Step.reply("ok")] * 60), clock=clock, **UNCAPPED)

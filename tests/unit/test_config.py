@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from shared.config import Settings
+from shared.config import SETTINGS, Setting, Settings
 from shared.errors import ConfigurationError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,3 +215,63 @@ def test_settings_read_how_many_attachments_are_made_ready_at_once() -> None:
     assert Settings.from_env(env).attachment_decodes_at_once == 3
     with pytest.raises(ConfigurationError, match="SPARK_ATTACHMENT_DECODES_AT_ONCE"):
         Settings.from_env({"SPARK_ATTACHMENT_DECODES_AT_ONCE": "0"})
+
+
+# README Configuration rows of variables only tools/ read, not ``Settings``.
+TOOLS_ONLY = {"SPARK_DEV_FAKE": "make dev's fake provider (tools/stack.py)"}
+
+
+def readme_rows() -> list[tuple[list[str], list[str]]]:
+    """Each row of the README's Configuration table: its variables and its defaults."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text.split("## Configuration", 1)[1].split("\n\n", 2)[1]
+    rows = []
+    for line in table.splitlines()[2:]:
+        names, defaults, _ = (cell.strip() for cell in line.strip("|").split("|", 2))
+        rows.append(
+            (
+                re.findall(r"`([A-Z][A-Z0-9_]*)`", names),
+                re.findall(r"`([^`]*)`", defaults) or [defaults],
+            )
+        )
+    return rows
+
+
+def shown(declared: Setting, default: object) -> str:
+    """A setting's default as the README states it."""
+    if declared.shown is not None:
+        return declared.shown
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return str(default).lower()
+    return str(default)
+
+
+def test_each_readme_configuration_row_is_a_declared_setting_with_its_default() -> None:
+    by_name = {name: field for field, (s, _) in SETTINGS.items() for name in s.names}
+    rows = readme_rows()
+    assert rows
+    documented = set()
+    for names, defaults in rows:
+        if set(names) <= set(TOOLS_ONLY):
+            continue
+        assert set(names) <= set(by_name), f"README documents {names}, which nothing reads"
+        fields = list(dict.fromkeys(by_name[name] for name in names))
+        expected = [shown(*SETTINGS[field]) for field in fields]
+        assert defaults == expected or (defaults == ["unset"] and set(expected) == {"unset"}), names
+        documented |= set(names)
+    assert set(by_name) - documented == set(), "declared settings the README does not show"
+
+
+def test_only_shared_config_reads_the_environment() -> None:
+    readers = []
+    for folder in ("shared", "functions"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path == ROOT / "shared" / "config.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+                if name in ("environ", "getenv", "environb", "putenv"):
+                    readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")  # type: ignore[attr-defined]
+    assert readers == []

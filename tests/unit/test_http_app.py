@@ -114,6 +114,7 @@ async def test_post_message_accepts_curl_default_content_type(client: httpx.Asyn
         ({**SSE}, {"text": "hi", "conversationId": "conv_missing"}, 404, "not_found"),
     ],
 )
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_post_message_bad_requests_get_json_errors_and_change_nothing(
     client: httpx.AsyncClient,
     store: InMemoryConversationStore,
@@ -129,12 +130,14 @@ async def test_post_message_bad_requests_get_json_errors_and_change_nothing(
     assert store.writes == {}
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_post_message_invalid_json_is_400(client: httpx.AsyncClient) -> None:
     response = await client.post(URL, headers=SSE, content=b"{nope")
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "The request body is not valid JSON."
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_post_message_oversized_body_is_413(
     client: httpx.AsyncClient, store: InMemoryConversationStore
 ) -> None:
@@ -143,6 +146,7 @@ async def test_post_message_oversized_body_is_413(
     assert store.writes == {}
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_post_message_multipart_is_415(client: httpx.AsyncClient) -> None:
     response = await client.post(URL, headers=SSE, files={"f": b"x"})
     assert response.status_code == 415
@@ -161,6 +165,7 @@ async def test_other_users_conversation_is_404(
     assert await store.get("bob", str(conversation_id)) is None
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_unknown_path_and_wrong_method(client: httpx.AsyncClient) -> None:
     assert (await client.get("/api/nothing")).json()["error"]["code"] == "not_found"
     response = await client.get(URL, headers=SSE)
@@ -168,6 +173,7 @@ async def test_unknown_path_and_wrong_method(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
 
 
+@pytest.mark.leaves_steps("the reply is left to its task, not delivered here")
 async def test_post_message_without_a_stream_is_acknowledged_with_202(
     store: InMemoryConversationStore, provider: ScriptedProvider
 ) -> None:
@@ -193,6 +199,7 @@ async def test_post_message_without_a_stream_is_acknowledged_with_202(
     }
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_post_message_202_when_the_queue_is_down_is_503_and_keeps_the_message(
     store: InMemoryConversationStore, provider: ScriptedProvider
 ) -> None:
@@ -277,6 +284,7 @@ async def test_stop_with_nothing_running_is_409_and_strangers_get_404(
     assert store.writes == before
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_errors_carry_a_request_id_users_can_quote(client: httpx.AsyncClient) -> None:
     plain = await client.post(URL, headers=SSE, content=b"{nope")
     assert plain.json()["error"]["requestId"].startswith("req_")
@@ -304,6 +312,7 @@ async def test_a_provider_refusal_never_stores_what_the_provider_said() -> None:
     assert error is not None and error.code == "provider_rejected"
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_reserved_ids_are_not_found_and_deep_json_is_a_bad_request(
     client: httpx.AsyncClient,
 ) -> None:
@@ -319,6 +328,7 @@ async def test_reserved_ids_are_not_found_and_deep_json_is_a_bad_request(
     assert response.status_code == 400 and "nests deeper" in response.json()["error"]["message"]
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_huge_integers_and_non_finite_numbers_are_bad_requests_not_errors(
     client: httpx.AsyncClient,
 ) -> None:
@@ -332,6 +342,7 @@ async def test_huge_integers_and_non_finite_numbers_are_bad_requests_not_errors(
         assert response.json()["error"]["code"]
 
 
+@pytest.mark.leaves_steps("refused before any model call")
 async def test_a_reserved_conversation_id_is_not_found_on_either_path(
     client: httpx.AsyncClient,
 ) -> None:
@@ -368,6 +379,7 @@ async def _live_conversation(store: InMemoryConversationStore, uid: str) -> str:
     return conversation.id
 
 
+@pytest.mark.leaves_steps("resumes stored runs; no model call")
 async def test_resume_streams_per_user_are_capped_with_429_and_retry_after(
     store: InMemoryConversationStore, provider: ScriptedProvider
 ) -> None:

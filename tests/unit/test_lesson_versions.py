@@ -126,6 +126,7 @@ async def stored(service: Harness) -> Lesson:
 # -- an edit that removes most of a lesson asks first -----------------------------------
 
 
+@pytest.mark.leaves_steps("the run waits for approval; the reply after it never comes")
 async def test_an_edit_that_wipes_the_lesson_waits_for_approval() -> None:
     # On the code before this change the wipe went straight through: version 2 held one
     # paragraph, both exercises gone, and no earlier version was kept anywhere.
@@ -165,7 +166,6 @@ async def test_an_approved_wipe_is_applied_and_the_lesson_before_it_is_kept() ->
     (result,) = results(await conversation(service, conversation_id))
     assert result.status == "ok" and (result.document_id, result.document_version) == ("les_1", 2)
     assert (await conversation(service, conversation_id)).messages[-1].text == "Replaced."
-    provider.assert_exhausted()
     # Run again (at-least-once delivery): done already, not refused, nothing changed.
     again = await run_again(service, conversation_id, call)
     assert again.value["version"] == 2 and await stored(service) == after
@@ -230,6 +230,7 @@ async def test_small_edits_and_an_added_exercise_need_no_approval() -> None:
     assert [k.version for k in await service.fakes.lessons.versions("alice", "les_1")] == [2, 1]
 
 
+@pytest.mark.leaves_steps("the run waits for approval; the reply after it never comes")
 async def test_removing_most_exercises_asks_even_when_little_text_goes() -> None:
     long_intro = "<p>" + "The tide tables for this week. " * 20 + "</p>"
     body = BODY.replace("<h1>Tides</h1>", "<h1>Tides</h1>\n" + long_intro)

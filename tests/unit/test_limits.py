@@ -12,9 +12,9 @@ from pydantic import BaseModel
 from shared.agent.events import DoneEvent, TaskQueuedEvent, ToolEndEvent
 from shared.agent.history import build_history, to_chat
 from shared.errors import RateLimited
-from shared.llm.base import Finish, ToolCallRequest, Usage
+from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.schemas.documents import ContentPart, Message
+from shared.schemas.documents import ContentPart, Message, Usage
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from tests.unit.helpers import ALICE, Fakes, make_service, run_frames
 
@@ -46,7 +46,14 @@ async def test_a_user_may_have_only_so_many_runs_at_once_across_conversations() 
 
 
 async def test_the_daily_token_budget_refuses_with_retry_after_midnight() -> None:
-    steps = [Step([*Step.reply("Long.").events[:-1], Finish("stop", Usage(600, 500))])]
+    steps = [
+        Step(
+            [
+                *Step.reply("Long.").events[:-1],
+                Finish("stop", Usage(input_tokens=600, output_tokens=500)),
+            ]
+        )
+    ]
     service = make_service(ScriptedProvider(steps), daily_tokens_per_user=1000)
     await run_frames(service, ALICE, "use it up")
     with pytest.raises(RateLimited) as refused:

@@ -96,7 +96,6 @@ async def test_inline_tool_streams_events_persists_parts_and_the_loop_goes_on() 
     second = provider.requests[1].messages
     assert [m.role for m in second] == ["user", "assistant", "tool"]
     assert second[1].tool_calls[0].name == "load_skill"
-    provider.assert_exhausted()
 
 
 async def test_unknown_tool_and_invalid_args_become_errors_the_model_recovers_from() -> None:
@@ -129,7 +128,6 @@ async def test_steps_are_capped_and_the_last_step_offers_no_tools() -> None:
     service = make_service(provider, tools=registry(), max_steps=3)
     await run_to_end(service, ALICE, "keep going")
     assert [bool(r.tools) for r in provider.requests] == [True, True, False]
-    provider.assert_exhausted()
 
 
 async def test_model_that_ignores_the_step_cap_is_stopped_with_a_note() -> None:

@@ -20,7 +20,8 @@ from shared.agent.events import (
     ToolStartEvent,
     UsageEvent,
 )
-from shared.agent.transcript import Cursor, Frame, Transcript, replay
+from shared.agent.replay import replay
+from shared.agent.transcript import Cursor, Frame, Transcript
 from shared.errors import RequestError
 from shared.schemas.documents import Message
 

@@ -270,6 +270,7 @@ async def test_post_upload_starts_a_session_then_the_file_can_be_attached(
         (["a.png"], 400, "invalid_request", "JSON object"),
     ],
 )
+@pytest.mark.leaves_steps("uploads never call the model")
 async def test_post_upload_bad_bodies_are_clear_4xx_and_start_nothing(
     client: httpx.AsyncClient,
     harness: Harness,
@@ -286,6 +287,7 @@ async def test_post_upload_bad_bodies_are_clear_4xx_and_start_nothing(
     assert harness.fakes.files.sessions == {}
 
 
+@pytest.mark.leaves_steps("uploads never call the model")
 async def test_post_upload_needs_a_token_and_post(
     client: httpx.AsyncClient, harness: Harness
 ) -> None:
@@ -300,6 +302,7 @@ async def test_post_upload_needs_a_token_and_post(
     assert harness.fakes.files.sessions == {}
 
 
+@pytest.mark.leaves_steps("uploads never call the model")
 async def test_post_upload_paths_are_the_callers_own(
     client: httpx.AsyncClient, harness: Harness
 ) -> None:

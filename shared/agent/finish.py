@@ -1,0 +1,227 @@
+"""How a run ends: its final write, the work it hands over, and its slot freed.
+
+``Run.execute`` (``loop.py``) produces the reply; however the loop ends (done, waiting,
+queued, stopped, failed, shut down) it hands over to a ``RunEnd``, which closes the run
+in the document (``runs.finish_run``), cutting the reply to fit when the document is
+full, submits and dispatches its tasks, hands on to a queued successor, rolls old
+messages over, and frees the user's run slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Literal
+
+from shared.agent.archive import roll_over
+from shared.agent.deps import RunDeps
+from shared.agent.events import AgentEvent, DoneEvent, ErrorEvent
+from shared.agent.runs import finish_run
+from shared.agent.throttle import ThrottledWriter
+from shared.agent.transcript import Cursor, Emit, Frame, Transcript, shrink
+from shared.errors import (
+    ConversationTooLarge,
+    RunEnded,
+    RunInterrupted,
+    RunStopped,
+    SparkError,
+)
+from shared.queue.naming import task_id_for
+from shared.schemas.documents import ActiveRun, Conversation, TaskState
+from shared.schemas.server import TaskRecord
+from shared.store.limits import CLOSING_RESERVE
+from shared.tools.base import ParsedCall
+
+log = logging.getLogger(__name__)
+
+Ending = Literal["complete", "queued", "waiting"]
+"""How a run whose loop finished ends: replied (``complete``), its tasks carry on
+(``queued``), or a person is asked (``waiting``)."""
+
+UNSAVED = "Your reply could not be saved; please try again."
+NOT_STARTED = "Spark AI Agent could not start the background work; please try again."
+
+
+# Characters of each text part kept when a reply is cut to fit the document.
+_CUT_TO = (20_000, 2_000, 0)
+
+
+class RunEnd:
+    """The end of one run, once its loop is over.
+
+    ``record`` folds an event into the run's message, sends it and marks the message
+    for saving (``Run``'s own); ``emit`` only sends a frame.
+    """
+
+    def __init__(
+        self,
+        deps: RunDeps,
+        user_id: str,
+        conversation_id: str,
+        run: ActiveRun,
+        transcript: Transcript,
+        writer: ThrottledWriter,
+        emit: Emit,
+        record: Callable[[AgentEvent], None],
+    ) -> None:
+        self.deps = deps
+        self.user_id = user_id
+        self.conversation_id = conversation_id
+        self.run_id = run.run_id
+        self.message_id = run.assistant_message_id
+        self.transcript = transcript
+        self._writer = writer
+        self._emit = emit
+        self._record = record
+
+    async def release(self) -> None:
+        """Free the user's run slot and count the tokens this run used."""
+        usage = self.transcript.message().usage
+        tokens = usage.input_tokens + usage.output_tokens if usage else 0
+        await self.deps.tasks.release_run(self.user_id, self.run_id, tokens)
+
+    def _tasks(
+        self, queued: Sequence[ParsedCall], paused: Sequence[ParsedCall]
+    ) -> dict[str, TaskState]:
+        """What the conversation shows as going on: the tasks queued, and the calls
+        waiting on the user."""
+        now = self.deps.clock.now()
+        work = [(p, "queued") for p in queued] + [(p, "waiting_on_user") for p in paused]
+        return {
+            task_id_for(self.conversation_id, p.call.id): TaskState.model_validate(
+                {
+                    "status": status,
+                    "tool": p.call.name,
+                    "tool_call_id": p.call.id,
+                    "display_text": p.display_text,
+                    "updated_at": now,
+                }
+            )
+            for p, status in work
+        }
+
+    async def _save_final(self, tasks: dict[str, TaskState] | None = None) -> None:
+        message = self.transcript.message()
+        now = self.deps.clock.now()
+        lease_until = now + timedelta(seconds=self.deps.limits.lease_seconds)
+
+        async def final() -> Conversation:
+            # At the document's limit the reply is cut, with a note the user and the
+            # model both read, until it fits: the run always closes. Only the reply cut
+            # to its note may use the room kept for closing (one run's end never takes
+            # more than a little of it); a longer one is new content.
+            for keep in (None, *_CUT_TO):
+                saving = message if keep is None else shrink(message, keep)
+                try:
+                    return await self.deps.store.mutate(
+                        self.user_id,
+                        self.conversation_id,
+                        lambda c, m=saving: finish_run(  # type: ignore[misc]
+                            c, self.run_id, m, now, lease_until, tasks
+                        ),
+                        reserve=0 if keep == 0 else CLOSING_RESERVE,
+                    )
+                except ConversationTooLarge:
+                    log.warning("run %s: reply too large to save; cutting it", self.run_id)
+            raise ConversationTooLarge(
+                "This conversation is full; please start a new one to carry on."
+            )
+
+        saved = await self._writer.finish(final)
+        successor = saved.active_run
+        if successor is not None and successor.status == "queued":
+            await self.deps.tasks.hand_on(self.user_id, self.conversation_id, successor)
+        limits = self.deps.limits
+        try:
+            await roll_over(
+                self.deps.store,
+                self.user_id,
+                saved,
+                limits.live_doc_bytes,
+                limits.history_messages,
+                now,
+            )
+        except SparkError:
+            # The next run's end tries again; the live document has room till then.
+            log.warning("run %s: roll-over failed; it is retried later", self.run_id)
+
+    async def well(
+        self, outcome: Ending, queued: Sequence[ParsedCall], paused: Sequence[ParsedCall]
+    ) -> None:
+        """End the run as ``outcome``: its ``queued`` task calls handed to the ledger,
+        its ``paused`` calls shown as waiting on the user."""
+        granted: list[TaskRecord] = []
+        if queued:
+            calls = [(p.call.id, p.call.name, p.display_text) for p in queued]
+            try:
+                # Into the ledger before the message says "queued": a crash after this
+                # leaves tasks that run (or are found gone), never a call no task runs.
+                granted = await self.deps.tasks.submit(self.user_id, self.conversation_id, calls)
+            except SparkError as exc:
+                log.warning("run %s: could not queue its tasks: %s", self.run_id, exc)
+                await self.badly(SparkError(NOT_STARTED), code=exc.code)
+                return
+        await self._expire_client_calls(paused)  # before the save: a crash after it is covered
+        done = DoneEvent(self.message_id, outcome)
+        frame = Frame(self.transcript.apply(done), done)
+        try:
+            await self._save_final(self._tasks(queued, paused) or None)
+        except RunStopped:
+            await self.badly(RunStopped("The reply was stopped."))
+            return
+        except Exception as exc:
+            self._unsaved(exc)
+            return
+        self._emit(frame)
+        if granted:
+            try:
+                await self.deps.tasks.dispatch(self.user_id, granted)
+            except SparkError:
+                # Their leases lapse and the run's watchdog grants them again.
+                log.warning("run %s: could not dispatch its tasks yet", self.run_id)
+
+    async def _expire_client_calls(self, paused: Sequence[ParsedCall]) -> None:
+        client_calls = [p.call.id for p in paused if p.tool.execution == "client"]
+        if not client_calls:
+            return
+        try:
+            await self.deps.tasks.expire_client_calls(
+                self.user_id,
+                self.conversation_id,
+                client_calls,
+                self.deps.limits.client_tool_timeout_seconds,
+            )
+        except SparkError:
+            # A new message still closes them (superseded); nothing waits for ever.
+            log.warning("run %s: no timeout for its client calls", self.run_id)
+
+    async def badly(self, reason: RunEnded | SparkError, code: str | None = None) -> None:
+        """End the run as stopped or failed, keeping what was streamed."""
+        if isinstance(reason, RunInterrupted):
+            # Someone else closed the run; there is nothing of ours left to save.
+            await self._writer.abandon()
+            end = Cursor.end_id(self.run_id)
+            self._emit(Frame(end, ErrorEvent(reason.message, reason.code)))
+            return
+        stopped = isinstance(reason, RunStopped)
+        for event in self.transcript.closing_events("stopped" if stopped else "error"):
+            self._record(event)
+        terminal: DoneEvent | ErrorEvent = (
+            DoneEvent(self.message_id, "stopped")
+            if stopped
+            else ErrorEvent(reason.message, code or reason.code)
+        )
+        frame = Frame(self.transcript.apply(terminal), terminal)
+        try:
+            await self._save_final()
+        except Exception as exc:
+            self._unsaved(exc)
+            return
+        self._emit(frame)
+
+    def _unsaved(self, exc: Exception) -> None:
+        # The message stays in ``activeRun`` until the run's watchdog closes it.
+        log.warning("run %s: final write failed: %r", self.run_id, exc)
+        code = exc.code if isinstance(exc, SparkError) else "internal"
+        self._emit(Frame(Cursor.end_id(self.run_id), ErrorEvent(UNSAVED, code)))
