@@ -63,22 +63,23 @@ def _settled_check(documents: UserDocuments, settings: Settings) -> list[Violati
     return audit(documents, Audit.of(settings, now=now, settled=True))
 
 
+# Settled invariants that the last steps of finished work still repair (a run's slot is
+# freed just after its run is closed; a follow-up is opened just after the last result):
+# waited for, like runs and tasks, and violations only if they outlast the wait.
+SETTLING = ("missing_follow_up", "leaked_slot")
+
+
 def settle(
     db: firestore.Client, user_ids: Sequence[str], timeout: float, settings: Settings
 ) -> tuple[list[UserDocuments], list[Violation]]:
     """The users' documents once nothing is going on (no run active, no task live, no
-    follow-up still to come), or as they are after ``timeout`` seconds with what was
-    still going on (``unsettled``)."""
+    follow-up still to come, no run slot still held), or as they are after ``timeout``
+    seconds with what was still going on (``unsettled``)."""
     deadline = time.monotonic() + timeout
     while True:
         documents = [read_user(db, uid) for uid in user_ids]
         busy = [v for d in documents for v in pending(d)]
-        waiting = [
-            v
-            for d in documents
-            for v in _settled_check(d, settings)
-            if v.kind == "missing_follow_up"
-        ]
+        waiting = [v for d in documents for v in _settled_check(d, settings) if v.kind in SETTLING]
         if not busy and not waiting:
             return documents, []
         if time.monotonic() >= deadline:
