@@ -20,9 +20,11 @@ import httpx
 import pytest
 from google.cloud import firestore
 
+from shared.config import Settings
 from shared.store.cloudstorage import CloudStorageFileStore, connect
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI, ServerThread
+from tools.audit import settle_and_audit
 from tools.stack import Stack, free_port, sign_up, start_function, start_functions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,10 +163,45 @@ def api_url(functions: Functions) -> str:
     return functions.api
 
 
+# Every user ``new_user`` made, in order: each test is audited on the ones it made.
+_USERS: list[str] = []
+# How long the audit after a test waits for its users' runs and tasks to finish.
+AUDIT_WAIT_SECONDS = 30.0
+
+
 def new_user(auth_host: str) -> StackUser:
     email = f"user-{secrets.token_hex(6)}@example.com"
     account = sign_up(auth_host, email, "secret-123")
+    _USERS.append(account.uid)
     return StackUser(uid=account.uid, token=account.token, email=email)
+
+
+@pytest.fixture(autouse=True)
+def _audited(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After the test, wait for the users it made to settle, then check every invariant
+    of their documents (``shared/audit.py``): nothing left stuck or inconsistent."""
+    first = len(_USERS)
+    # Judged by the settings the functions run with (their leases and grace).
+    env = request.getfixturevalue("functions").env if "functions" in request.fixturenames else {}
+    yield
+    users = _USERS[first:]
+    if not users:
+        return
+    settings = Settings.from_env({**os.environ, **env})
+    violations = settle_and_audit(_audit_client(), users, AUDIT_WAIT_SECONDS, settings)
+    if violations:
+        found = "\n".join(f"  {v}" for v in violations)
+        pytest.fail(f"the audit after the test found {len(violations)} violation(s):\n{found}")
+
+
+_AUDIT_CLIENT: list[firestore.Client] = []
+
+
+def _audit_client() -> firestore.Client:
+    """One client for every audit of the session (made on first use)."""
+    if not _AUDIT_CLIENT:
+        _AUDIT_CLIENT.append(firestore.Client(project=PROJECT))
+    return _AUDIT_CLIENT[0]
 
 
 @pytest.fixture

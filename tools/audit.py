@@ -1,0 +1,164 @@
+"""Check the invariants of users' stored state (``shared/audit.py``) on Firestore: the
+emulator when ``FIRESTORE_EMULATOR_HOST`` is set, else the project's real database.
+It only reads (no write of any kind).
+
+    python -m tools.audit --user UID [--user UID ...]   # these users
+    python -m tools.audit --all-users                   # every user (one read per document)
+    python -m tools.audit --user UID --wait 30          # wait for them to settle first
+
+Without ``--wait`` it checks what holds at any moment plus the leases (a run or task
+past its lease and the watchdog's grace); with ``--wait`` it first polls until the
+users have no run active and no task live, then checks the settled invariants too
+(and reports as ``unsettled`` what is still going on when the time is up). It prints
+the violations grouped by kind and exits 1 if there is any.
+
+Tests use ``settle_and_audit`` (``tests/e2e/conftest.py`` runs it after every
+end-to-end test, on the users the test made).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from google.cloud import firestore
+
+from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
+from shared.config import Settings
+
+# How often ``--wait`` reads the users' documents again.
+POLL_SECONDS = 0.25
+
+
+def read_user(db: firestore.Client, user_id: str) -> UserDocuments:
+    """Everything of ``user_id``'s that the invariants speak of, read as stored."""
+    server = db.collection(user_id).document("server").get()
+    conversations: dict[str, dict[str, Any]] = {}
+    archives: dict[str, list[dict[str, Any]]] = {}
+    collection = db.collection(user_id).document("client").collection("conversations")
+    for snapshot in collection.stream():
+        conversations[snapshot.id] = snapshot.to_dict() or {}
+        segments = snapshot.reference.collection("archive").order_by("segment").stream()
+        archives[snapshot.id] = [s.to_dict() or {} for s in segments]
+    return UserDocuments(
+        user_id,
+        server.to_dict() if server.exists else None,
+        conversations,
+        archives,
+    )
+
+
+def all_users(db: firestore.Client) -> list[str]:
+    """Every user id with documents (each user is a top-level collection)."""
+    return sorted(c.id for c in db.collections())
+
+
+def _settled_check(documents: UserDocuments, settings: Settings) -> list[Violation]:
+    now = datetime.now(UTC)
+    return audit(documents, Audit.of(settings, now=now, settled=True))
+
+
+# Settled invariants that the last steps of finished work still repair (a run's slot is
+# freed just after its run is closed; a follow-up is opened just after the last result):
+# waited for, like runs and tasks, and violations only if they outlast the wait.
+SETTLING = ("missing_follow_up", "leaked_slot")
+
+
+def settle(
+    db: firestore.Client, user_ids: Sequence[str], timeout: float, settings: Settings
+) -> tuple[list[UserDocuments], list[Violation]]:
+    """The users' documents once nothing is going on (no run active, no task live, no
+    follow-up still to come, no run slot still held), or as they are after ``timeout``
+    seconds with what was still going on (``unsettled``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        documents = [read_user(db, uid) for uid in user_ids]
+        busy = [v for d in documents for v in pending(d)]
+        waiting = [v for d in documents for v in _settled_check(d, settings) if v.kind in SETTLING]
+        if not busy and not waiting:
+            return documents, []
+        if time.monotonic() >= deadline:
+            return documents, busy
+        time.sleep(POLL_SECONDS)
+
+
+def settle_and_audit(
+    db_client: firestore.Client,
+    user_ids: Iterable[str],
+    timeout: float,
+    settings: Settings | None = None,
+) -> list[Violation]:
+    """Wait up to ``timeout`` seconds for the users to settle, then check every invariant
+    (the settled ones included); what is still going on at the end is a violation too."""
+    settings = settings or Settings.from_env()
+    documents, unsettled = settle(db_client, sorted(set(user_ids)), timeout, settings)
+    return unsettled + [v for d in documents for v in _settled_check(d, settings)]
+
+
+def check_now(
+    db_client: firestore.Client, user_ids: Iterable[str], settings: Settings
+) -> list[Violation]:
+    """The invariants that hold at any moment, and the leases, as the users are now."""
+    now = datetime.now(UTC)
+    check = Audit.of(settings, now=now)
+    return [v for uid in sorted(set(user_ids)) for v in audit(read_user(db_client, uid), check)]
+
+
+def report(violations: Sequence[Violation], users: int, out: Any = sys.stdout) -> None:
+    if not violations:
+        print(f"{users} user(s) checked: no violations.", file=out)
+        return
+    for kind, found in grouped(violations).items():
+        print(f"{kind} ({len(found)}):", file=out)
+        for violation in found:
+            print(f"  {violation.path}: {violation.detail}", file=out)
+    print(f"{users} user(s) checked: {len(violations)} violation(s).", file=out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.audit", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--project", help="the Firebase project (default: GOOGLE_CLOUD_PROJECT)")
+    parser.add_argument("--user", action="append", default=[], help="a user id (repeatable)")
+    parser.add_argument("--all-users", action="store_true", help="check every user")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="first wait up to SECONDS for the users to settle, then check settled invariants",
+    )
+    parser.add_argument(
+        "--grace",
+        type=int,
+        metavar="SECONDS",
+        help="how long past its lease a run or task may be (default SPARK_WATCHDOG_GRACE_SECONDS)",
+    )
+    args = parser.parse_args(argv)
+    if not args.user and not args.all_users:
+        parser.error("name users with --user, or pass --all-users")
+    env = dict(os.environ)
+    if args.grace is not None:
+        env["SPARK_WATCHDOG_GRACE_SECONDS"] = str(args.grace)
+    settings = Settings.from_env(env)
+    project = args.project or settings.project_id
+    db = firestore.Client(project=project)
+    try:
+        users = sorted(set(args.user) | (set(all_users(db)) if args.all_users else set()))
+        if args.wait is not None:
+            violations = settle_and_audit(db, users, args.wait, settings)
+        else:
+            violations = check_now(db, users, settings)
+    finally:
+        db.close()  # type: ignore[no-untyped-call]
+    report(violations, len(users))
+    return 1 if violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
