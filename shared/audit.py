@@ -29,11 +29,11 @@ from pydantic import BaseModel, ValidationError
 
 from shared.agent.results import follow_up_id, waiting_on_person, wants_follow_up
 from shared.config import Settings
+from shared.queue.naming import task_id_for
 from shared.schemas.documents import ArchiveSegment, Conversation, Message, ToolCall
 from shared.schemas.server import TaskLedger
 from shared.store.limits import MAX_DOCUMENT_BYTES
 from shared.store.patch import Sizes, stored_size
-from shared.tasks.naming import task_id_for
 
 Kind = Literal[
     "invalid_document",

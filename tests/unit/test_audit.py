@@ -8,6 +8,7 @@ from typing import Any
 
 from shared.agent.results import follow_up_id, result_message_id
 from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
+from shared.queue.naming import task_id_for
 from shared.schemas.documents import (
     ActiveRun,
     ArchiveMarker,
@@ -21,7 +22,6 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.schemas.server import RunSlot, TaskLedger, TaskRecord
-from shared.tasks.naming import task_id_for
 
 NOW = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
 UID = "alice"
