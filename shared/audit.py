@@ -48,6 +48,11 @@ Kind = Literal[
     "stuck_queue",
     "oversize",
     "over_run_limit",
+    # Seen by the stateful test, which watches calls and deliveries (documents cannot
+    # say): a model call that began once the user's tokens for the day were spent, and
+    # a task delivery acknowledged while its attempt had not started (it was dropped).
+    "over_budget",
+    "dropped_task",
     "leaked_slot",
     "unsettled",
 ]

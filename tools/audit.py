@@ -109,7 +109,8 @@ def check_now(
     return [v for uid in sorted(set(user_ids)) for v in audit(read_user(db_client, uid), check)]
 
 
-def report(violations: Sequence[Violation], users: int, out: Any = sys.stdout) -> None:
+def report(violations: Sequence[Violation], users: int, out: Any = None) -> None:
+    out = out or sys.stdout
     if not violations:
         print(f"{users} user(s) checked: no violations.", file=out)
         return

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import (  # noqa: F401 (fixtures)
+    _audited,
     alice,
     db,
     emulators,
