@@ -163,12 +163,13 @@ class TaskHandler:
             await self._finish(task, "failed", "The conversation no longer holds this tool call.")
             return
         message, call = found
-        if not approved(call):
-            # Its approval has not landed (or it was denied): never run it. The owner's
-            # approval queues it anew (``submit(again=True)``).
-            await self._finish(task, "cancelled", "Not approved.")
-            return
         if call.id not in answered(conversation):
+            if not approved(call):
+                # Its approval has not landed (or it was denied): never run it. The
+                # owner's approval queues it anew (``submit(again=True)``). A call that
+                # has its result already ran approved: only its follow-up may be left.
+                await self._finish(task, "cancelled", "Not approved.")
+                return
             conversation = await self._run_tool(task, call, conversation.document_id)
             if conversation is None:
                 return  # retried later

@@ -176,7 +176,9 @@ async def test_answer_without_a_stream_is_produced_by_a_task() -> None:
     assert (await stored(service, conversation_id)).messages[-1].text == "Done."
 
 
-async def lesson_harness(provider: ScriptedProvider) -> tuple[Harness, Fakes, str, str]:
+async def lesson_harness(
+    provider: ScriptedProvider, **settings: int
+) -> tuple[Harness, Fakes, str, str]:
     fakes = Fakes()
     await fakes.lessons.create(
         "alice",
@@ -189,7 +191,7 @@ async def lesson_harness(provider: ScriptedProvider) -> tuple[Harness, Fakes, st
             updated_at=NOW,
         ),
     )
-    service = harness(provider, fakes)
+    service = harness(provider, fakes, **settings)
     conversation_id, frames = await run_frames(service, ALICE, "delete my tides lesson")
     assert [f.event.type for f in frames] == ["run_start", "approval_required", "done"]
     approval = frames[1].event
@@ -463,3 +465,31 @@ async def test_replay_after_an_answer_does_not_ask_again() -> None:
     replayed = replay(message, conversation_id, None)
     assert [f.event.type for f in replayed] == ["run_start", "tool_start", "done"]
     assert [f.id for f in replayed] == [f.id for f in frames]
+
+
+async def test_an_approved_call_whose_follow_up_waited_still_gets_its_follow_up() -> None:
+    # Found by the stateful test: the task ran the approved call, but another run held
+    # the conversation, so its follow-up waited; the retried delivery then found the
+    # call complete, took it for "not approved" and cancelled, and no follow-up came.
+    provider = ScriptedProvider([calls(DELETE), Step.reply("Meanwhile."), Step.reply("Deleted.")])
+    # A follow-up that finds the conversation busy is tried again a third of a lease
+    # later: a 1 s lease keeps that short.
+    service, fakes, conversation_id, call_id = await lesson_harness(provider, run_lease_seconds=1)
+    fakes.queue.take()
+    await service.agent.decide(
+        "alice", conversation_id, call_id, approved=True, reason=None, background=False
+    )
+    (task,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
+    busy = await service.agent.send(ALICE, "and meanwhile?", conversation_id)
+    assert busy.run is not None  # holds the conversation, not yet run
+    handler = service.handler()
+    await handler.handle(TASK_PAYLOAD.validate_json(task.body))
+    assert await fakes.lessons.get("alice", "lesson_1") is None
+    await busy.run.execute()
+    await asyncio.sleep(0.4)
+    for _ in range(5):  # whatever the queue holds now, delivered in order
+        for queued in fakes.queue.take():
+            await handler.handle(TASK_PAYLOAD.validate_json(queued.body))
+    after = await stored(service, conversation_id)
+    assert after.active_run is None
+    assert [m.text for m in after.messages if m.role == "assistant"][-1] == "Deleted."
