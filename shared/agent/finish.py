@@ -169,6 +169,15 @@ class RunEnd:
             await self._save_final(self._tasks(queued, paused) or None)
         except RunStopped:
             await self.badly(RunStopped("The reply was stopped."))
+            # Its calls were closed as stopped: the tasks granted for them must not
+            # hold a slot (or run) until their lease lapses. Not yet dispatched, so
+            # none has started, and ``cancel`` frees them at once.
+            if queued:
+                ids = [task_id_for(self.conversation_id, p.call.id) for p in queued]
+                try:
+                    await self.deps.tasks.cancel(self.user_id, ids)
+                except SparkError:
+                    log.warning("run %s: its tasks wait for their lease", self.run_id)
             return
         except Exception as exc:
             self._unsaved(exc)

@@ -305,3 +305,30 @@ async def test_acknowledged_send_whose_task_cannot_be_queued_fails_cleanly() -> 
     assert user.text == "hello"
     assert reply.status == "error" and reply.error is not None
     assert reply.error.code == "queue_unavailable"
+
+
+async def test_a_stop_that_lands_while_a_reply_saves_leaves_no_task_waiting() -> None:
+    # Found by the stateful test: the run put its task in the ledger, then found the
+    # stop while saving; its calls were closed, but the task stayed granted (a slot
+    # held, a call that no longer waits for it) until its lease lapsed.
+    provider = ScriptedProvider([calls(("make_lesson", "call_1"))])
+    f = fakes()
+    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(Flaky())]))
+    submit = service.scheduler.submit
+    stopped: list[str] = []
+
+    async def submit_then_stop(user_id: str, conversation_id: str, *args: Any, **kw: Any) -> Any:
+        granted = await submit(user_id, conversation_id, *args, **kw)
+        await service.agent.stop(user_id, conversation_id)  # the user presses stop now
+        stopped.append(conversation_id)
+        return granted
+
+    service.scheduler.submit = submit_then_stop  # type: ignore[method-assign]
+    conversation_id, events = await run_to_end(service, ALICE, "make a lesson on tides")
+    assert stopped == [conversation_id]
+    assert isinstance(events[-1], DoneEvent) and events[-1].status == "stopped"
+    ledger = await f.ledger.get("alice")
+    assert [r.status for r in ledger.tasks.values()] == ["cancelled"]
+    conversation = await stored(service, conversation_id)
+    assert conversation.active_run is None
+    assert [r[1] for r in results(conversation)] == ["error"]
