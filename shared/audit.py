@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from shared.agent.archive import plan
 from shared.agent.results import follow_up_id, waiting_on_person, wants_follow_up
 from shared.config import Settings
 from shared.queue.naming import task_id_for
@@ -83,6 +84,7 @@ class Audit:
     grace: timedelta
     live_doc_bytes: int
     runs_per_user: int
+    history_messages: int = 20
     now: datetime | None = None
     settled: bool = False
 
@@ -92,6 +94,7 @@ class Audit:
             grace=timedelta(seconds=settings.watchdog_grace_seconds),
             live_doc_bytes=settings.live_doc_bytes,
             runs_per_user=settings.runs_per_user,
+            history_messages=settings.history_messages,
             now=now,
             settled=settled,
         )
@@ -180,9 +183,10 @@ class _Checker:
         wholes: dict[str, _Whole] = {}
         for conversation_id, raw in documents.conversations.items():
             path = conversation_path(uid, conversation_id)
-            self.sized(raw, path, self.audit.live_doc_bytes)
+            self.sized(raw, path, MAX_DOCUMENT_BYTES)
             conversation = self.parse(Conversation, raw, path)
             if conversation is not None:
+                self.rolled_over(conversation, raw, path)
                 segments = documents.archives.get(conversation_id, ())
                 wholes[conversation_id] = self.whole(conversation, segments, path)
         for whole in wholes.values():
@@ -196,6 +200,22 @@ class _Checker:
         size = Sizes.of(dict(raw)).total
         if size > budget:
             self.flag("oversize", path, f"{size} bytes, over the budget of {budget}")
+
+    def rolled_over(self, conversation: Conversation, raw: Mapping[str, Any], path: str) -> None:
+        """Over its live budget, a settled conversation has nothing left to roll over:
+        roll-over keeps the newest ``history_messages`` (the model's window) and calls
+        still waiting live whatever their size, so only what it could move counts."""
+        size = Sizes.of(dict(raw)).total
+        if not self.audit.settled or size <= self.audit.live_doc_bytes:
+            return
+        movable = plan(conversation, self.audit.live_doc_bytes, self.audit.history_messages)
+        if movable:
+            self.flag(
+                "oversize",
+                path,
+                f"{size} bytes, over the budget of {self.audit.live_doc_bytes}, with "
+                f"{len(movable)} older messages roll-over should have moved",
+            )
 
     def whole(
         self, conversation: Conversation, raw_segments: Sequence[Mapping[str, Any]], path: str

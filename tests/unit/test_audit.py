@@ -369,12 +369,24 @@ def test_audit_finds_queued_messages_with_no_run_to_take_them() -> None:
     assert audit(documents(busy), CHECK) == []
 
 
-def test_audit_finds_a_document_over_the_live_budget() -> None:
-    big = conversation(user("x" * 20_000), assistant("a1"))
-    small = Audit(timedelta(0), live_doc_bytes=16_384, runs_per_user=3, now=NOW)
+def test_audit_finds_a_settled_document_over_the_live_budget_with_older_messages() -> None:
+    big = conversation(user("x" * 20_000), assistant("a1"), user("y"), assistant("a2"))
+    small = Audit(
+        timedelta(0), live_doc_bytes=16_384, runs_per_user=3, history_messages=2, settled=True
+    )
     (found,) = audit(documents(big), small)
     assert found.kind == "oversize" and "over the budget of 16384" in found.detail
     assert audit(documents(big), CHECK) == []
+
+
+def test_audit_lets_the_models_window_stay_live_over_the_budget() -> None:
+    # Roll-over never moves the newest history_messages: large recent messages may keep
+    # the live document over its budget (never over Firestore's limit).
+    big = conversation(user("x" * 20_000), assistant("a1"))
+    window = Audit(
+        timedelta(0), live_doc_bytes=16_384, runs_per_user=3, history_messages=2, settled=True
+    )
+    assert audit(documents(big), window) == []
 
 
 def test_audit_finds_more_replies_at_once_than_the_user_may_have() -> None:
