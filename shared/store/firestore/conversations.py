@@ -223,8 +223,10 @@ class FirestoreConversationStore(ConversationStore):
         async def stop() -> None:
             await asyncio.to_thread(watch.unsubscribe)
 
-        # The listener closes itself on an error it cannot recover from.
-        return Listening(stop, lambda: bool(getattr(watch, "_closed", False)))
+        # The listener stops on an error it cannot recover from (its stream ends, and
+        # the SDK then closes it): ``is_active``, public, is false from the moment its
+        # stream stops being read, through the close and after it.
+        return Listening(stop, lambda: not watch.is_active)
 
     def close(self) -> None:
         if self._listener is not None:
