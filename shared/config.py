@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from shared.errors import ConfigurationError
 from shared.prompts import DEFAULT_DIR
@@ -358,22 +358,12 @@ class Settings:
     @property
     def provider_key(self) -> str | None:
         """The chosen provider's API key."""
-        keys = {
-            "openai": self.openai_api_key,
-            "anthropic": self.anthropic_api_key,
-            "google": self.gemini_api_key,
-        }
-        return keys[self.provider]
+        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.provider][0]))
 
     @property
     def provider_base_url(self) -> str | None:
         """Where the chosen provider is reached, when not at its SDK's default."""
-        urls = {
-            "openai": self.openai_base_url,
-            "anthropic": self.anthropic_base_url,
-            "google": self.gemini_base_url,
-        }
-        return urls[self.provider]
+        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.provider][1]))
 
     @property
     def offline_model(self) -> bool:
@@ -389,31 +379,12 @@ class Settings:
         """
         if not self.in_production:
             return
-        if self.auth_emulator_host:
-            raise ConfigurationError(
-                "FIREBASE_AUTH_EMULATOR_HOST is set while running in production "
-                f"(K_SERVICE={self.cloud_service}); refusing to accept unsigned tokens."
-            )
-        if self.firestore_emulator_host:
-            raise ConfigurationError(
-                "FIRESTORE_EMULATOR_HOST is set while running in production "
-                f"(K_SERVICE={self.cloud_service}); refusing to start."
-            )
-        if self.storage_emulator_host:
-            raise ConfigurationError(
-                "STORAGE_EMULATOR_HOST is set while running in production "
-                f"(K_SERVICE={self.cloud_service}); refusing to start."
-            )
-        if self.tasks_emulator_host:
-            raise ConfigurationError(
-                "CLOUD_TASKS_EMULATOR_HOST is set while running in production "
-                f"(K_SERVICE={self.cloud_service}); refusing to start."
-            )
-        if self.tasks_local_key:
-            raise ConfigurationError(
-                "SPARK_TASKS_LOCAL_KEY (local task mode) is set while running in production "
-                f"(K_SERVICE={self.cloud_service}); refusing to accept unsigned task calls."
-            )
+        for name, note, refusal in _LOCAL_ONLY:
+            if getattr(self, name):
+                raise ConfigurationError(
+                    f"{SETTINGS[name][0].names[0]}{note} is set while running in production "
+                    f"(K_SERVICE={self.cloud_service}); {refusal}."
+                )
         if not self.tasks_service_account or not self.tasks_url.startswith("https://"):
             raise ConfigurationError(
                 "Cloud Tasks needs CLOUD_TASKS_SERVICE_ACCOUNT and an https SPARK_TASKS_URL "
@@ -426,15 +397,29 @@ class Settings:
             )
 
 
+_PROVIDER_FIELDS: dict[Provider, tuple[str, str]] = {
+    # (the field of its API key, of its base URL)
+    "openai": ("openai_api_key", "openai_base_url"),
+    "anthropic": ("anthropic_api_key", "anthropic_base_url"),
+    "google": ("gemini_api_key", "gemini_base_url"),
+}
+
+_LOCAL_ONLY: tuple[tuple[str, str, str], ...] = (
+    # (field, a note after its variable, what is refused), checked in this order.
+    ("auth_emulator_host", "", "refusing to accept unsigned tokens"),
+    ("firestore_emulator_host", "", "refusing to start"),
+    ("storage_emulator_host", "", "refusing to start"),
+    ("tasks_emulator_host", "", "refusing to start"),
+    ("tasks_local_key", " (local task mode)", "refusing to accept unsigned task calls"),
+)
+"""The settings only a local run may have: each refuses a start in production."""
+
 SETTINGS: dict[str, tuple[Setting, Any]] = {
     f.name: (f.metadata["setting"], f.default) for f in fields(Settings) if "setting" in f.metadata
 }
 """Every field read from the environment, by name: its declaration and its default."""
 
-_KEY_FIELDS: dict[Provider, str] = {
-    "openai": "openai_api_key",
-    "anthropic": "anthropic_api_key",
-    "google": "gemini_api_key",
+KEY_VARIABLE: dict[Provider, str] = {
+    p: SETTINGS[key][0].names[0] for p, (key, _) in _PROVIDER_FIELDS.items()
 }
-KEY_VARIABLE: dict[Provider, str] = {p: SETTINGS[f][0].names[0] for p, f in _KEY_FIELDS.items()}
 """The variable holding each provider's API key (each SDK's own name for it)."""

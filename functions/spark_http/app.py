@@ -32,7 +32,7 @@ from shared.schemas.api import (
     UploadResponse,
 )
 from shared.schemas.openapi import render as render_openapi
-from spark_http.requests import bearer_token, read_json, wants_event_stream
+from spark_http.requests import Body, bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,12 @@ _CONVERSATION = re.compile(
 _LESSON = re.compile(
     r"^/api/spark/lessons/((?!__[^/]*__/)[A-Za-z0-9_-]{1,128})/(versions|restore)$"
 )
+
+
+def _in_background(request: Request) -> bool:
+    """Whether a Cloud Task produces the reply: without a stream no work may follow the
+    response (Cloud Functions throttles the CPU then)."""
+    return not wants_event_stream(request)
 
 
 class ApiApp:
@@ -116,14 +122,17 @@ class ApiApp:
     async def _authenticate(self, request: Request) -> User:
         return await self._verifier.verify(bearer_token(request))
 
+    async def _read(self, request: Request, model: type[Body]) -> tuple[User, Body]:
+        """The caller, then the body as ``model`` (a stranger is refused before the body
+        is read)."""
+        user = await self._authenticate(request)
+        return user, await read_json(request, model, self._settings.max_request_bytes)
+
     async def post_message(self, request: Request, _: str) -> Response:
         """``POST /api/spark/agent/messages``: persist the message, then stream the reply
         (``Accept: text/event-stream``) or acknowledge with 202 and reply from a task."""
-        user = await self._authenticate(request)
-        body = await read_json(request, SendMessageRequest, self._settings.max_request_bytes)
-        # Without a stream no work may follow the response (Cloud Functions throttles
-        # the CPU then): a Cloud Task produces the reply.
-        background = not wants_event_stream(request)
+        user, body = await self._read(request, SendMessageRequest)
+        background = _in_background(request)
         attachments = [
             Requested(a.storage_path, a.content_type, a.size_bytes) for a in body.attachments
         ]
@@ -149,8 +158,7 @@ class ApiApp:
     async def post_upload(self, request: Request, _: str) -> Response:
         """``POST /api/spark/agent/uploads``: start an upload session for one file under
         the caller's ``{uid}/uploads/``; the client ``PUT``s the bytes to its URL."""
-        user = await self._authenticate(request)
-        body = await read_json(request, UploadRequest, self._settings.max_request_bytes)
+        user, body = await self._read(request, UploadRequest)
         upload = await self._agent.start_upload(
             user.uid,
             body.file_name,
@@ -189,42 +197,39 @@ class ApiApp:
 
     async def answers(self, request: Request, conversation_id: str) -> Response:
         """``POST .../conversations/{id}/answers``: answer an ``ask_user_question`` call."""
-        user = await self._authenticate(request)
-        body = await read_json(request, AnswersRequest, self._settings.max_request_bytes)
+        user, body = await self._read(request, AnswersRequest)
         resumed = await self._agent.answer(
             user.uid,
             conversation_id,
             body.tool_call_id,
             dict(body.answers),
-            background=not wants_event_stream(request),
+            background=_in_background(request),
         )
         return self._resumed(resumed)
 
     async def approvals(self, request: Request, conversation_id: str) -> Response:
         """``POST .../conversations/{id}/approvals``: approve or deny a call."""
-        user = await self._authenticate(request)
-        body = await read_json(request, ApprovalRequest, self._settings.max_request_bytes)
+        user, body = await self._read(request, ApprovalRequest)
         resumed = await self._agent.decide(
             user.uid,
             conversation_id,
             body.tool_call_id,
             approved=body.approved,
             reason=body.reason,
-            background=not wants_event_stream(request),
+            background=_in_background(request),
         )
         return self._resumed(resumed)
 
     async def tool_results(self, request: Request, conversation_id: str) -> Response:
         """``POST .../conversations/{id}/tool-results``: a client-executed tool's output."""
-        user = await self._authenticate(request)
-        body = await read_json(request, ToolResultRequest, self._settings.max_request_bytes)
+        user, body = await self._read(request, ToolResultRequest)
         resumed = await self._agent.submit_result(
             user.uid,
             conversation_id,
             body.tool_call_id,
             body.output,
             ok=body.status == "ok",
-            background=not wants_event_stream(request),
+            background=_in_background(request),
         )
         return self._resumed(resumed)
 
@@ -247,8 +252,7 @@ class ApiApp:
     async def restore_lesson(self, request: Request, lesson_id: str) -> Response:
         """``POST /api/spark/lessons/{id}/restore``: a kept version becomes the lesson's
         next one (the version it replaces is kept)."""
-        user = await self._authenticate(request)
-        body = await read_json(request, RestoreRequest, self._settings.max_request_bytes)
+        user, body = await self._read(request, RestoreRequest)
         restored = await self._agent.restore_lesson(user.uid, lesson_id, body.version)
         answer = RestoreResponse(
             lesson_id=lesson_id, version=restored.version, restored_from=body.version

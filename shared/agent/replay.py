@@ -9,6 +9,7 @@ instance can compute it from the document.
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
 from shared.agent.events import (
     ApprovalRequiredEvent,
@@ -26,10 +27,12 @@ from shared.agent.transcript import END, Cursor, Frame, Position, args_of
 from shared.queue.naming import task_id_for
 from shared.schemas.documents import Message, MessageError, ToolCall, ToolResult
 
+Opening = TypeVar("Opening", ToolStartEvent, ApprovalRequiredEvent)
 
-def _started(call: ToolCall) -> ToolStartEvent:
-    """The ``tool_start`` that opened ``call``."""
-    return ToolStartEvent(
+
+def _opening(kind: type[Opening], call: ToolCall) -> Opening:
+    """The event of ``kind`` that opened ``call`` (the two take the same fields)."""
+    return kind(
         call.id,
         call.name,
         args_of(call.args_json),
@@ -46,7 +49,7 @@ def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | Too
     if (call.execution == "question" and call.status != "pending") or (
         call.approval and call.status != "awaiting_approval"
     ):
-        return _started(call)
+        return _opening(ToolStartEvent, call)
     if call.execution == "question":
         args = args_of(call.args_json)
         questions = args.get("questions")
@@ -58,14 +61,7 @@ def _paused_event(call: ToolCall) -> QuestionEvent | ApprovalRequiredEvent | Too
             display_text=call.display_text,
         )
     if call.approval:
-        return ApprovalRequiredEvent(
-            call.id,
-            call.name,
-            args_of(call.args_json),
-            call.display_text,
-            args_json=call.args_json,
-            execution=call.execution,
-        )
+        return _opening(ApprovalRequiredEvent, call)
     return None
 
 
@@ -157,7 +153,7 @@ def replay(
                 )
                 frames.append(Frame(frame_id, task))
             else:
-                frames.append(Frame(frame_id, _started(call)))
+                frames.append(Frame(frame_id, _opening(ToolStartEvent, call)))
         elif part.tool_result is not None:
             result = part.tool_result
             frames.append(Frame(frame_id, _tool_end(calls.get(result.tool_call_id), result)))

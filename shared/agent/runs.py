@@ -300,6 +300,11 @@ def with_user_message(conversation: Conversation, message: Message) -> Conversat
     return conversation.model_copy(update=update)
 
 
+def _with_run(conversation: Conversation, run: ActiveRun, update: dict[str, Any]) -> Conversation:
+    """``conversation`` whose active run is ``run`` changed by ``update``."""
+    return conversation.model_copy(update={"active_run": run.model_copy(update=update)})
+
+
 def _ours(conversation: Conversation, run_id: str) -> ActiveRun:
     run = conversation.active_run
     if run is None or run.run_id != run_id or run.status == "queued":
@@ -320,8 +325,7 @@ def put_message(
     run = _ours(conversation, run_id)
     if run.status == "stopping":
         raise RunStopped("The reply was stopped.")
-    run = run.model_copy(update={"message": message, "lease_expires_at": lease_until})
-    return conversation.model_copy(update={"active_run": run})
+    return _with_run(conversation, run, {"message": message, "lease_expires_at": lease_until})
 
 
 def finish_run(
@@ -399,8 +403,7 @@ def renew_queued(conversation: Conversation, now: datetime, lease_until: datetim
     run = conversation.active_run
     if run is None or run.status != "queued" or run.lease_expires_at > now:
         return conversation
-    run = run.model_copy(update={"lease_expires_at": lease_until})
-    return conversation.model_copy(update={"active_run": run})
+    return _with_run(conversation, run, {"lease_expires_at": lease_until})
 
 
 def claim_queued_run(
@@ -416,15 +419,13 @@ def claim_queued_run(
     if run is None or run.run_id != run_id or run.status != "queued":
         raise AlreadyAnswered("This reply has been taken care of already.")
     message = (run.message or placeholder(run)).model_copy(update={"model": model})
-    run = run.model_copy(
-        update={
-            "status": "streaming",
-            "lease_expires_at": lease_until,
-            "message": message,
-            "waiting_for": None,
-        }
-    )
-    return conversation.model_copy(update={"active_run": run})
+    update = {
+        "status": "streaming",
+        "lease_expires_at": lease_until,
+        "message": message,
+        "waiting_for": None,
+    }
+    return _with_run(conversation, run, update)
 
 
 def _queued(conversation: Conversation, run_id: str) -> ActiveRun | None:
@@ -440,8 +441,7 @@ def hold_queued(
     run = _queued(conversation, run_id)
     if run is None:
         return conversation
-    run = run.model_copy(update={"waiting_for": why, "lease_expires_at": lease_until})
-    return conversation.model_copy(update={"active_run": run})
+    return _with_run(conversation, run, {"waiting_for": why, "lease_expires_at": lease_until})
 
 
 def refuse_queued(
@@ -454,10 +454,9 @@ def refuse_queued(
     """End a queued run refused admission for good (today's tokens are spent) with
     ``error``, which its message shows; the next queued message opens, queued. A run
     that is not queued any more is left alone."""
-    run = _queued(conversation, run_id)
-    if run is None:
+    if _queued(conversation, run_id) is None:
         return conversation
-    return _released(conversation, _closed(run, "interrupted", error), now, lease_until)
+    return abandon_run(conversation, run_id, error, now, lease_until)
 
 
 def open_follow_up(conversation: Conversation, run: ActiveRun) -> Conversation:

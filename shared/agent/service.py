@@ -97,27 +97,27 @@ class RunService:
         attachments: Attachments,
         background: Background,
     ) -> None:
-        self.deps = deps
-        self.ids = ids
-        self.scheduler = scheduler
-        self.lessons = lessons
-        self.attachments = attachments
+        self._deps = deps
+        self._ids = ids
+        self._scheduler = scheduler
+        self._lessons = lessons
+        self._attachments = attachments
         self._background = background
 
     def lease(self) -> timedelta:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
-        return timedelta(seconds=self.deps.limits.lease_seconds)
+        return timedelta(seconds=self._deps.limits.lease_seconds)
 
     def _run(self, user_id: str, conversation: Conversation, record: ActiveRun) -> Run:
         return Run(
-            self.deps, user_id, conversation, record, steps_since_user(conversation.messages)
+            self._deps, user_id, conversation, record, steps_since_user(conversation.messages)
         )
 
     async def watchdog(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
         """Have a task check on ``record`` once its lease lapses (a queue that refuses
         is logged: the next send or stop in the conversation closes a dead run too)."""
         try:
-            await self.scheduler.enqueue_watchdog(user_id, conversation_id, record)
+            await self._scheduler.enqueue_watchdog(user_id, conversation_id, record)
         except SparkError as exc:
             # The next send closes a dead run too (``open_run``); say so and go on.
             log.warning("run %s: no watchdog (%s)", record.run_id, exc)
@@ -153,13 +153,13 @@ class RunService:
         if conversation_id is not None and reserved(conversation_id):
             # Cannot exist; as a ledger key Firestore would refuse it (a 503, not a 404).
             raise NotFound("No conversation with this id.")
-        if document_id is not None and await self.lessons.get(user.uid, document_id) is None:
+        if document_id is not None and await self._lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
         # Only what needs no download here: a refused send must not read the files.
-        checked = await self.attachments.check(user.uid, attachments) if attachments else []
-        now = self.deps.clock.now()
+        checked = await self._attachments.check(user.uid, attachments) if attachments else []
+        now = self._deps.clock.now()
         user_message = Message(
-            id=self.ids.new("msg"),
+            id=self._ids.new("msg"),
             role="user",
             author=Author(user_id=user.uid, display_name=user.name),
             created_at=now,
@@ -168,16 +168,16 @@ class RunService:
             document_id=document_id,
         )
         record = new_run(
-            self.ids.new("run"),
-            self.ids.new("msg"),
+            self._ids.new("run"),
+            self._ids.new("msg"),
             now,
             now + self.lease(),
             user_message.id,
             status="queued" if background else "streaming",
-            model=None if background else self.deps.model.label,
+            model=None if background else self._deps.model.label,
         )
         new = conversation_id is None
-        conversation_id = conversation_id or self.ids.new("conv")
+        conversation_id = conversation_id or self._ids.new("conv")
 
         # A per-user limit refuses the send before anything is written.
         await self.admit(user.uid, record.run_id, conversation_id)
@@ -185,7 +185,7 @@ class RunService:
             if checked:
                 if not new:
                     await self._refuse_early(user.uid, conversation_id, user_message, when_busy)
-                files = await self.attachments.derive(checked)
+                files = await self._attachments.derive(checked)
                 user_message = user_message.model_copy(
                     update={"content": [*user_message.content, *files]}
                 )
@@ -193,11 +193,11 @@ class RunService:
                 user, conversation_id, user_message, record, now, new=new, when_busy=when_busy
             )
         except BaseException:
-            await self.scheduler.release_run(user.uid, record.run_id, 0)
+            await self._scheduler.release_run(user.uid, record.run_id, 0)
             raise
         active = conversation.active_run
         if active is None or active.run_id != record.run_id:
-            await self.scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
+            await self._scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
             return Sent(conversation.id, user_message.id, None)
         if background:
             await self.hand_to_task(user.uid, conversation.id, record)
@@ -226,7 +226,7 @@ class RunService:
             return
         if when_busy == "reject":
             raise RunInProgress(BUSY)
-        check_queue(conversation.queued_messages or [], user_message, self.deps.limits.queue)
+        check_queue(conversation.queued_messages or [], user_message, self._deps.limits.queue)
 
     async def _open(
         self,
@@ -250,11 +250,11 @@ class RunService:
                 active_run=record,
                 document_id=user_message.document_id,
             )
-            await self.deps.store.create(user.uid, conversation)
+            await self._deps.store.create(user.uid, conversation)
             return conversation
         await self.close_if_dead(user.uid, conversation_id)
-        queue = self.deps.limits.queue
-        return await self.deps.store.mutate(
+        queue = self._deps.limits.queue
+        return await self._deps.store.mutate(
             user.uid,
             conversation_id,
             lambda c: open_run(c, user_message, record, when_busy, queue),
@@ -271,23 +271,23 @@ class RunService:
         try:
             await asyncio.gather(
                 self.watchdog(user_id, conversation_id, record),
-                self.scheduler.enqueue_reply(user_id, conversation_id, record.run_id),
+                self._scheduler.enqueue_reply(user_id, conversation_id, record.run_id),
             )
         except SparkError as exc:
             error = MessageError(code=exc.code, message=exc.message)
-            now = self.deps.clock.now()
+            now = self._deps.clock.now()
             later = now + self.lease()
-            await self.deps.store.mutate(
+            await self._deps.store.mutate(
                 user_id,
                 conversation_id,
                 lambda c: abandon_run(c, record.run_id, error, now, later),
             )
-            await self.scheduler.release_run(user_id, record.run_id, 0)
+            await self._scheduler.release_run(user_id, record.run_id, 0)
             raise
 
     async def close_if_dead(self, user_id: str, conversation_id: str) -> Conversation:
         """Close the active run if its lease lapsed (no write when it has not)."""
-        now = self.deps.clock.now()
+        now = self._deps.clock.now()
         lease_until = now + self.lease()
 
         def close(conversation: Conversation, cut: bool = False) -> tuple[Conversation, str | None]:
@@ -296,15 +296,15 @@ class RunService:
             return renew_queued(closed, now, lease_until), before
 
         try:
-            conversation, before = await self.deps.store.apply(user_id, conversation_id, close)
+            conversation, before = await self._deps.store.apply(user_id, conversation_id, close)
         except ConversationTooLarge:
             # Full: close it all the same, keeping a note instead of its text.
-            conversation, before = await self.deps.store.apply(
+            conversation, before = await self._deps.store.apply(
                 user_id, conversation_id, lambda c: close(c, cut=True)
             )
         active = conversation.active_run
         if before is not None and (active is None or active.run_id != before):
-            await self.scheduler.release_run(user_id, before, 0)  # its producer died
+            await self._scheduler.release_run(user_id, before, 0)  # its producer died
         # It opened the next queued message, or found a queued run nobody took: hand on.
         handed = active is not None and active.status == "queued"
         if (
@@ -330,7 +330,7 @@ class RunService:
                 waiting, and handed to a task again as soon as a slot frees).
             RateLimited: today's tokens are spent.
         """
-        await self.scheduler.admit_run(user_id, run_id, conversation_id, wait=wait)
+        await self._scheduler.admit_run(user_id, run_id, conversation_id, wait=wait)
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``None``: taken care of
@@ -343,10 +343,10 @@ class RunService:
         except RateLimited as exc:
             await self._refuse(user_id, conversation_id, run_id, exc)
             return None
-        lease_until = self.deps.clock.now() + self.lease()
-        label = self.deps.model.label
+        lease_until = self._deps.clock.now() + self.lease()
+        label = self._deps.model.label
         try:
-            conversation = await self.deps.store.mutate(
+            conversation = await self._deps.store.mutate(
                 user_id,
                 conversation_id,
                 lambda c: claim_queued_run(c, run_id, lease_until, label),
@@ -354,11 +354,11 @@ class RunService:
         except AlreadyAnswered:
             # Another delivery produces it (its place stays), or it was closed.
             await self._release_if_over(
-                user_id, await self.deps.store.get(user_id, conversation_id), run_id
+                user_id, await self._deps.store.get(user_id, conversation_id), run_id
             )
             return None
         except BaseException:
-            await self.scheduler.release_run(user_id, run_id, 0)
+            await self._scheduler.release_run(user_id, run_id, 0)
             raise
         record = conversation.active_run
         assert record is not None
@@ -367,8 +367,8 @@ class RunService:
     async def _hold(self, user_id: str, conversation_id: str, run_id: str) -> None:
         """Keep a queued run refused a slot queued, saying why; a slot that frees wakes
         it (``release_run``), and its watchdog tries it again should that be lost."""
-        lease_until = self.deps.clock.now() + self.lease()
-        conversation = await self.deps.store.mutate(
+        lease_until = self._deps.clock.now() + self.lease()
+        conversation = await self._deps.store.mutate(
             user_id, conversation_id, lambda c: hold_queued(c, run_id, WAITING, lease_until)
         )
         active = conversation.active_run
@@ -381,9 +381,9 @@ class RunService:
         """End a queued run with the refusal the user reads in its message, and hand on
         the next queued message (refused in turn, each with its own reply)."""
         error = MessageError(code=refused.code, message=refused.message)
-        now = self.deps.clock.now()
+        now = self._deps.clock.now()
         later = now + self.lease()
-        conversation = await self.deps.store.mutate(
+        conversation = await self._deps.store.mutate(
             user_id, conversation_id, lambda c: refuse_queued(c, run_id, error, now, later)
         )
         await self._release_if_over(user_id, conversation, run_id)
@@ -396,7 +396,7 @@ class RunService:
         took it at once; an admission may have taken it again for a run now over)."""
         active = conversation.active_run if conversation is not None else None
         if active is None or active.run_id != run_id:
-            await self.scheduler.release_run(user_id, run_id, 0)
+            await self._scheduler.release_run(user_id, run_id, 0)
 
     async def follow_up(self, user_id: str, conversation_id: str, source: Message) -> Run | None:
         """Open the agent's follow-up to the results of the calls in ``source``, queued,
@@ -406,11 +406,11 @@ class RunService:
         Raises:
             RunInProgress: another run is live in the conversation; try later.
         """
-        now = self.deps.clock.now()
+        now = self._deps.clock.now()
         record = follow_up_run(source.id, now, now + self.lease(), queued=True, model=None)
         await self.close_if_dead(user_id, conversation_id)
         try:
-            await self.deps.store.mutate(
+            await self._deps.store.mutate(
                 user_id, conversation_id, lambda c: open_follow_up(c, record)
             )
         except AlreadyAnswered:
@@ -427,10 +427,10 @@ class RunService:
             NotFound: no such conversation for this user.
             NoActiveRun: nothing to stop.
         """
-        now = self.deps.clock.now()
-        before = await self.deps.store.get(user_id, conversation_id)
+        now = self._deps.clock.now()
+        before = await self._deps.store.get(user_id, conversation_id)
         run_id = before.active_run.run_id if before and before.active_run else None
-        conversation = await self.deps.store.mutate(
+        conversation = await self._deps.store.mutate(
             user_id, conversation_id, lambda c: request_stop(c, now, now + self.lease())
         )
         cancelled = [
@@ -439,13 +439,13 @@ class RunService:
             if state.status == "cancelled"
         ]
         if cancelled:
-            await self.scheduler.cancel(user_id, cancelled)
+            await self._scheduler.cancel(user_id, cancelled)
         await self.hand_on(user_id, conversation)
         active = conversation.active_run
         if active is not None and active.run_id == run_id and active.status == "stopping":
             return Stopped(run_id, "stopping")
         if run_id is not None:
-            await self.scheduler.release_run(user_id, run_id, 0)  # closed here, at once
+            await self._scheduler.release_run(user_id, run_id, 0)  # closed here, at once
         return Stopped(run_id, "stopped")
 
     async def hand_on(self, user_id: str, conversation: Conversation) -> None:
@@ -453,22 +453,22 @@ class RunService:
         produce it."""
         active = conversation.active_run
         if active is not None and active.status == "queued":
-            await self.scheduler.hand_on(user_id, conversation.id, active)
+            await self._scheduler.hand_on(user_id, conversation.id, active)
 
     async def supervise(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """The watchdog: close ``run_id`` if its producer died, hand on what follows it,
         and look again later while it lives. Returns a run to produce here, if the run
         (or its successor) was queued and nobody took it before its lease lapsed."""
-        store, now = self.deps.store, self.deps.clock.now()
+        store, now = self._deps.store, self._deps.clock.now()
         conversation = await store.get(user_id, conversation_id)
         if conversation is None:
             return None
         active = conversation.active_run
         if active is None or active.run_id != run_id:
             # Ours is over: its slot is free, however it ended (idempotent).
-            await self.scheduler.release_run(user_id, run_id, 0)
+            await self._scheduler.release_run(user_id, run_id, 0)
         if active is None:
-            await self.scheduler.sweep(user_id)
+            await self._scheduler.sweep(user_id)
             return None
         if active.run_id != run_id and active.status != "queued":
             return None  # ours is over; the live run has its own watchdog
@@ -483,5 +483,5 @@ class RunService:
             return run
         await self.close_if_dead(user_id, conversation_id)
         log.warning("run %s: closed if its producer stopped renewing its lease", active.run_id)
-        await self.scheduler.sweep(user_id)
+        await self._scheduler.sweep(user_id)
         return None

@@ -142,31 +142,6 @@ def position_of(content: list[ContentPart]) -> Position:
     return Position(len(content), chars)
 
 
-def _call_part(
-    call_id: str,
-    name: str,
-    args_json: str,
-    display: str,
-    execution: str,
-    status: ToolCallStatus,
-    approval: bool | None = None,
-) -> ContentPart:
-    return ContentPart(
-        type="tool_call",
-        tool_call=ToolCall.model_validate(
-            {
-                "id": call_id,
-                "name": name,
-                "args_json": args_json,
-                "display_text": display,
-                "execution": execution,
-                "status": status,
-                "approval": approval,
-            }
-        ),
-    )
-
-
 def _result_part(event: ToolEndEvent) -> ContentPart:
     return ContentPart(
         type="tool_result",
@@ -187,34 +162,27 @@ def _opened_call(
     event: ToolStartEvent | QuestionEvent | ApprovalRequiredEvent | TaskQueuedEvent,
 ) -> ContentPart:
     """The ``tool_call`` part an event adds, in the state it starts in."""
+    status: ToolCallStatus
     if isinstance(event, ToolStartEvent):
         # A client tool waits for the client; the server's own tools run now.
-        status: ToolCallStatus = "pending" if event.execution == "client" else "running"
-        return _call_part(
-            event.id, event.tool, event.args_json, event.display_text, event.execution, status
-        )
-    if isinstance(event, QuestionEvent):
-        return _call_part(
-            event.tool_call_id,
-            event.tool,
-            event.args_json,
-            event.display_text,
-            "question",
-            "pending",
-        )
-    if isinstance(event, ApprovalRequiredEvent):
-        return _call_part(
-            event.tool_call_id,
-            event.tool,
-            event.args_json,
-            event.display_text,
-            event.execution,
-            "awaiting_approval",
-            approval=True,
-        )
-    return _call_part(
-        event.tool_call_id, event.tool, event.args_json, event.display_text, "task", "queued"
-    )
+        status = "pending" if event.execution == "client" else "running"
+        call_id, execution = event.id, event.execution
+    elif isinstance(event, QuestionEvent):
+        call_id, execution, status = event.tool_call_id, "question", "pending"
+    elif isinstance(event, ApprovalRequiredEvent):
+        call_id, execution, status = event.tool_call_id, event.execution, "awaiting_approval"
+    else:
+        call_id, execution, status = event.tool_call_id, "task", "queued"
+    call = {
+        "id": call_id,
+        "name": event.tool,
+        "args_json": event.args_json,
+        "display_text": event.display_text,
+        "execution": execution,
+        "status": status,
+        "approval": True if isinstance(event, ApprovalRequiredEvent) else None,
+    }
+    return ContentPart(type="tool_call", tool_call=ToolCall.model_validate(call))
 
 
 _END_STATUS: dict[str, ToolCallStatus] = {"success": "complete", "error": "error"}

@@ -10,7 +10,8 @@ and put back at the head of the same assistant turn, unchanged.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from shared.errors import (
     ProviderError,
 )
 from shared.llm.base import (
+    CUT_OFF,
     ChatMessage,
     Finish,
     ModelEvent,
@@ -31,6 +33,10 @@ from shared.llm.base import (
     TextDelta,
     ToolCallRequest,
     bounded_state,
+    client_options,
+    lines_of,
+    merged_turns,
+    relay,
     sse_json,
     status_error,
     transport_error,
@@ -95,27 +101,11 @@ def _content(message: ChatMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def wire_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Messages API turns: ``tool`` turns become user turns, and turns of the same role
-    in a row are merged (so a step's results share one user turn, ahead of any text)."""
-    wire: list[dict[str, Any]] = []
-    for message in messages:
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks = _content(message)
-        if not blocks:
-            continue
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].extend(blocks)
-        else:
-            wire.append({"role": role, "content": blocks})
-    return wire
-
-
 def _wire_request(model: str, max_tokens: int, request: ModelRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
-        "messages": wire_messages(list(request.messages)),
+        "messages": merged_turns(request.messages, _content, assistant="assistant", key="content"),
         "stream": True,
     }
     if request.system:
@@ -126,6 +116,10 @@ def _wire_request(model: str, max_tokens: int, request: ModelRequest) -> dict[st
             for t in request.tools
         ]
     return body
+
+
+# What the SDK and its transport raise (``translate_error`` makes them ours).
+_FAILURES = (anthropic.AnthropicError, httpx2.HTTPError)
 
 
 def translate_error(exc: Exception) -> ProviderError:
@@ -170,15 +164,15 @@ class _StreamState:
         self.input_tokens = 0
         self.output_tokens = 0
 
-    def feed(self, line: str) -> TextDelta | None:
+    def feed(self, line: str) -> tuple[TextDelta, ...]:
         event = sse_json(line)  # "event:" lines say what the data says: skipped
         if event is None:
-            return None
+            return ()
         kind = event.get("type")
         if kind == "content_block_delta":  # the hot path: one per token
             delta = event["delta"]
             if delta.get("type") == "text_delta":
-                return TextDelta(delta["text"]) if delta["text"] else None
+                return (TextDelta(delta["text"]),) if delta["text"] else ()
             block = self.blocks.get(event["index"])
             if block is None:
                 pass
@@ -201,7 +195,7 @@ class _StreamState:
             self.stopped = True
         elif kind == "error":
             raise _stream_error(event.get("error") or {})
-        return None
+        return ()
 
     def _count(self, usage: dict[str, Any]) -> None:
         # message_delta's counts are cumulative; input may also count cache reads.
@@ -237,6 +231,13 @@ class _StreamState:
             kept.append(whole)
         return json.dumps(kept) if kept else ""
 
+    def ending(self) -> Iterator[ModelEvent]:
+        if self.stop is None or not self.stopped:
+            raise IncompleteResponse(CUT_OFF)
+        yield from self.calls()
+        usage = Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+        yield Finish(self.stop, usage, bounded_state("anthropic", self.opaque()))
+
 
 class AnthropicProvider:
     """Streams Anthropic Messages, assembling ``tool_use`` input into whole calls."""
@@ -254,41 +255,24 @@ class AnthropicProvider:
     def connect(
         cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
     ) -> AnthropicProvider:
-        client = AsyncAnthropic(
-            # A local fake may need no key; the SDK would otherwise hunt for credentials.
-            api_key=api_key or "no-key",
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=httpx2.Timeout(120.0, connect=10.0),
-        )
+        client = AsyncAnthropic(**client_options(api_key, base_url, max_retries))
         return cls(client, model)
 
     @property
     def label(self) -> str:
         return self._model
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # As in the OpenAI adapter, the SDK builds the request, authenticates, retries
         # and raises on an error status, but we read the SSE lines ourselves: the SDK's
         # typed stream (an event object per token, then our translation) measured
         # ~18 µs of CPU a token against ~5 µs this way, and the whole rest of our
         # per-token path is ~10 µs (bench/provider_overhead.py, stream_overhead.py).
-        state = _StreamState()
-        body = _wire_request(self._model, self._max_tokens, request)
-        try:
-            async with self._client.messages.with_streaming_response.create(**body) as response:
-                async for line in response.iter_lines():
-                    delta = state.feed(line)
-                    if delta is not None:
-                        yield delta
-        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-            raise translate_error(exc) from exc
-        if state.stop is None or not state.stopped:
-            raise IncompleteResponse("The model's reply was cut off before it finished.")
-        for call in state.calls():
-            yield call
-        usage = Usage(input_tokens=state.input_tokens, output_tokens=state.output_tokens)
-        yield Finish(state.stop, usage, bounded_state("anthropic", state.opaque()))
+        def opened() -> AbstractAsyncContextManager[AsyncIterator[str]]:
+            body = _wire_request(self._model, self._max_tokens, request)
+            return lines_of(self._client.messages.with_streaming_response.create(**body))
+
+        return relay(opened, _StreamState(), _FAILURES, translate_error)
 
     async def aclose(self) -> None:
         await self._client.close()

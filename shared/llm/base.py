@@ -20,9 +20,19 @@ import base64
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterator,
+    Sequence,
+)
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
+
+import httpx2
 
 from shared.errors import (
     ContentFiltered,
@@ -37,6 +47,25 @@ from shared.schemas.documents import ModelFinishReason, Usage
 log = logging.getLogger(__name__)
 
 MALFORMED = "The model provider sent a malformed stream."
+CUT_OFF = "The model's reply was cut off before it finished."
+
+# What every adapter asks of its SDK's client: a reply may take two minutes to finish,
+# a connection ten seconds to open; a local fake may need no key (the SDKs insist on one,
+# and Anthropic's would otherwise hunt for credentials of its own).
+READ_TIMEOUT_SECONDS = 120.0
+CONNECT_TIMEOUT_SECONDS = 10.0
+NO_KEY = "no-key"
+
+
+def client_options(api_key: str | None, base_url: str | None, max_retries: int) -> dict[str, Any]:
+    """The options the OpenAI and Anthropic clients are made with (one generator made
+    both SDKs, so they take the same ones)."""
+    return {
+        "api_key": api_key or NO_KEY,
+        "base_url": base_url,
+        "max_retries": max_retries,
+        "timeout": httpx2.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
+    }
 
 
 def status_error(status: object, detail: str) -> ProviderError:
@@ -174,6 +203,32 @@ class ChatMessage:
         return None
 
 
+def merged_turns(
+    messages: Sequence[ChatMessage],
+    content: Callable[[ChatMessage], list[dict[str, Any]]],
+    *,
+    assistant: str,
+    key: str,
+) -> list[dict[str, Any]]:
+    """Turns as Anthropic's Messages API and Gemini want them: ``tool`` turns become user
+    turns and turns of the same role in a row are merged (so a step's results share one
+    user turn, ahead of any text); a turn with no ``content`` is left out.
+
+    ``assistant`` is the wire's name for the model's role, ``key`` for a turn's content.
+    """
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role = assistant if message.role == "assistant" else "user"
+        parts = content(message)
+        if not parts:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1][key].extend(parts)
+        else:
+            turns.append({"role": role, key: parts})
+    return turns
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     system: str
@@ -201,6 +256,68 @@ class Finish:
 
 
 ModelEvent = TextDelta | ToolCallRequest | Finish
+
+W = TypeVar("W", contravariant=True)
+
+
+class WireState(Protocol[W]):
+    """What an adapter has read so far of one streamed reply, fed one item of its wire
+    format at a time (an SSE line, a chunk)."""
+
+    def feed(self, item: W) -> Sequence[TextDelta]:
+        """The text this item adds (the hot path: one call per token).
+
+        Raises:
+            ProviderError: the item is malformed, or says the provider failed.
+        """
+        ...
+
+    def ending(self) -> Iterator[ModelEvent]:
+        """Once the stream is over: the tool calls, whole, then the one ``Finish``.
+
+        Raises:
+            IncompleteResponse: the stream ended before the reply finished.
+        """
+        ...
+
+
+class RawResponse(Protocol):
+    """An SDK's raw streaming response (OpenAI's and Anthropic's ``with_streaming_response``)."""
+
+    def iter_lines(self) -> AsyncIterator[str]: ...
+
+
+@asynccontextmanager
+async def lines_of(
+    reply: AbstractAsyncContextManager[RawResponse],
+) -> AsyncIterator[AsyncIterator[str]]:
+    """The SSE lines of a raw streaming response, for ``relay`` (closed with it)."""
+    async with reply as response:
+        yield response.iter_lines()
+
+
+async def relay(
+    opened: Callable[[], AbstractAsyncContextManager[AsyncIterable[Any]]],
+    state: WireState[Any],
+    failures: tuple[type[Exception], ...],
+    translate: Callable[[Exception], ProviderError],
+) -> AsyncGenerator[ModelEvent, None]:
+    """The events of one streamed reply: each item ``opened()`` gives is fed to ``state``
+    and its text passed on, then ``state``'s ending. An SDK exception (``failures``)
+    becomes ours through ``translate``.
+
+    Every adapter's ``stream`` returns this generator itself, so a token passes through
+    one generator and one ``feed`` call, as when each adapter wrote its own loop.
+    """
+    try:
+        async with opened() as items:
+            async for item in items:
+                for delta in state.feed(item):
+                    yield delta
+    except failures as exc:
+        raise translate(exc) from exc
+    for event in state.ending():
+        yield event
 
 
 def finished(finish: Finish | None, what: str = "The model's reply") -> Finish:

@@ -10,7 +10,8 @@ state; thought summaries are never shown as the reply.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -22,7 +23,10 @@ from shared.errors import (
     ProviderError,
 )
 from shared.llm.base import (
+    CUT_OFF,
     MALFORMED,
+    NO_KEY,
+    READ_TIMEOUT_SECONDS,
     ChatMessage,
     Finish,
     ModelEvent,
@@ -31,6 +35,8 @@ from shared.llm.base import (
     TextDelta,
     ToolCallRequest,
     bounded_state,
+    merged_turns,
+    relay,
     status_error,
     transport_error,
     unforeseen_error,
@@ -91,24 +97,10 @@ def _parts(message: ChatMessage) -> list[dict[str, Any]]:
     return parts
 
 
-def wire_contents(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Gemini contents: ``tool`` turns become user turns, and turns of the same role in
-    a row are merged (a step's responses share one turn, ahead of any text)."""
-    contents: list[dict[str, Any]] = []
-    for message in messages:
-        role = "model" if message.role == "assistant" else "user"
-        parts = _parts(message)
-        if not parts:
-            continue
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
-    return contents
-
-
 def _wire_request(request: ModelRequest) -> dict[str, Any]:
-    body: dict[str, Any] = {"contents": wire_contents(list(request.messages))}
+    body: dict[str, Any] = {
+        "contents": merged_turns(request.messages, _parts, assistant="model", key="parts")
+    }
     if request.system:
         body["systemInstruction"] = {"parts": [{"text": request.system}]}
     if request.tools:
@@ -120,17 +112,31 @@ def _wire_request(request: ModelRequest) -> dict[str, Any]:
     return body
 
 
+# What the SDK and its transport raise, and a chunk that is not JSON (``translate_error``
+# makes them ours).
+_FAILURES = (
+    errors.APIError,
+    httpx2.HTTPError,
+    errors.UnknownApiResponseError,
+    json.JSONDecodeError,
+)
+
+
 def translate_error(exc: Exception) -> ProviderError:
-    """Our exception for a ``google.genai`` or ``httpx2`` one (the SDK's transport)."""
+    """Our exception for a ``google.genai`` or ``httpx2`` one (the SDK's transport), or
+    for a chunk that could not be read."""
     if isinstance(exc, errors.APIError):
         return status_error(exc.code, f"{exc.code} {exc.status}: {exc.message}")
     if isinstance(exc, httpx2.TransportError):
         return transport_error(exc)
+    if isinstance(exc, (errors.UnknownApiResponseError, json.JSONDecodeError)):
+        return ProviderError(MALFORMED, detail=repr(exc))
     return unforeseen_error(exc)
 
 
 class _StreamState:
-    """What a ``streamGenerateContent`` stream has said so far (fed one chunk at a time)."""
+    """What a ``streamGenerateContent`` stream has said so far (fed one chunk at a time:
+    its JSON body, read here)."""
 
     def __init__(self) -> None:
         self.calls: list[ToolCallRequest] = []
@@ -139,7 +145,8 @@ class _StreamState:
         self.finish: str | None = None
         self.usage = Usage()
 
-    def feed(self, chunk: dict[str, Any]) -> list[TextDelta]:
+    def feed(self, item: Any) -> list[TextDelta]:
+        chunk: dict[str, Any] = json.loads(item.body) if item.body else {}
         texts: list[TextDelta] = []
         candidates = chunk.get("candidates") or ()
         for candidate in candidates[:1]:
@@ -190,6 +197,13 @@ class _StreamState:
             return ""
         return json.dumps({"text": self.text_signature, "calls": self.call_signatures})
 
+    def ending(self) -> Iterator[ModelEvent]:
+        if self.finish is None:
+            raise IncompleteResponse(CUT_OFF)
+        reason = self.reason()
+        yield from self.calls
+        yield Finish(reason, self.usage, bounded_state("google", self.opaque()))
+
 
 class GeminiProvider:
     """Streams the Gemini API's ``streamGenerateContent``, with whole function calls."""
@@ -209,40 +223,29 @@ class GeminiProvider:
         retries = types.HttpRetryOptions(
             attempts=max_retries + 1, initial_delay=0.5, max_delay=8.0, jitter=0.25
         )
-        options = types.HttpOptions(base_url=base_url, timeout=120_000, retry_options=retries)
-        # A local fake may need no key; the SDK insists on one.
-        client = genai.Client(api_key=api_key or "no-key", http_options=options)
+        timeout = round(READ_TIMEOUT_SECONDS * 1000)  # in ms
+        options = types.HttpOptions(base_url=base_url, timeout=timeout, retry_options=retries)
+        client = genai.Client(api_key=api_key or NO_KEY, http_options=options)
         return cls(client, model)
 
     @property
     def label(self) -> str:
         return self._model
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # The SDK builds the URL (base URL, API version), authenticates, retries and
         # raises on an error status or an error chunk; but its public streaming call
         # turns each chunk into a typed GenerateContentResponse, ~100 µs a token, several
         # times our whole per-token path (bench/provider_overhead.py). So we call the
         # client's own streamed request, one layer down, and read the JSON ourselves.
         # It is not public API: the pinned version is covered by the conformance suite.
-        state = _StreamState()
-        path = f"models/{self._model}:streamGenerateContent?alt=sse"
-        api = self._client.aio._api_client
-        try:
-            response = await api.async_request_streamed("post", path, _wire_request(request))
-            async for chunk in response:
-                for delta in state.feed(json.loads(chunk.body) if chunk.body else {}):
-                    yield delta
-        except (errors.APIError, httpx2.HTTPError) as exc:
-            raise translate_error(exc) from exc
-        except (errors.UnknownApiResponseError, json.JSONDecodeError) as exc:
-            raise ProviderError(MALFORMED, detail=repr(exc)) from exc
-        if state.finish is None:
-            raise IncompleteResponse("The model's reply was cut off before it finished.")
-        reason = state.reason()
-        for call in state.calls:
-            yield call
-        yield Finish(reason, state.usage, bounded_state("google", state.opaque()))
+        @asynccontextmanager
+        async def opened() -> AsyncIterator[Any]:
+            path = f"models/{self._model}:streamGenerateContent?alt=sse"
+            api = self._client.aio._api_client
+            yield await api.async_request_streamed("post", path, _wire_request(request))
+
+        return relay(opened, _StreamState(), _FAILURES, translate_error)
 
     async def aclose(self) -> None:
         await self._client.aio.aclose()

@@ -6,7 +6,8 @@ point at any OpenAI-compatible server.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from shared.errors import (
     ProviderError,
 )
 from shared.llm.base import (
+    CUT_OFF,
     ChatMessage,
     Finish,
     ModelEvent,
@@ -26,6 +28,9 @@ from shared.llm.base import (
     ProviderName,
     TextDelta,
     ToolCallRequest,
+    client_options,
+    lines_of,
+    relay,
     sse_json,
     status_error,
     transport_error,
@@ -93,6 +98,10 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
     return body
 
 
+# What the SDK and its transport raise (``translate_error`` makes them ours).
+_FAILURES = (openai.OpenAIError, httpx2.HTTPError)
+
+
 def translate_error(exc: Exception) -> ProviderError:
     """Our exception for an ``openai`` or ``httpx2`` one (the SDK's transport)."""
     if isinstance(exc, openai.APIStatusError):  # RateLimitError (429) included
@@ -149,6 +158,16 @@ class _StreamState:
                 self.finish = _FINISH_REASONS.get(reason, "stop")
         return texts
 
+    def ending(self) -> Iterator[ModelEvent]:
+        if self.finish is None:
+            raise IncompleteResponse(CUT_OFF)
+        for index in sorted(self.calls):
+            buffer = self.calls[index]
+            yield ToolCallRequest(
+                buffer.id or f"call_{index}", buffer.name, "".join(buffer.arguments)
+            )
+        yield Finish(self.finish, self.usage)
+
 
 class OpenAIProvider:
     """Streams Chat Completions, assembling tool-call fragments into whole calls.
@@ -167,43 +186,23 @@ class OpenAIProvider:
     def connect(
         cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
     ) -> OpenAIProvider:
-        client = AsyncOpenAI(
-            # A local OpenAI-compatible server may need no key; the SDK insists on one.
-            api_key=api_key or "no-key",
-            base_url=base_url,
-            max_retries=max_retries,
-            timeout=httpx2.Timeout(120.0, connect=10.0),
-        )
+        client = AsyncOpenAI(**client_options(api_key, base_url, max_retries))
         return cls(client, model)
 
     @property
     def label(self) -> str:
         return self._model
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # The SDK still builds the request, authenticates, retries and raises on an
         # error status; we read the SSE lines ourselves because building a typed
         # ChatCompletionChunk per token costs ~200 µs, which caps one process at a
         # few thousand tokens a second (see bench/stream_overhead.py).
-        state = _StreamState()
-        body = _wire_request(self._model, request)
-        try:
-            async with self._client.chat.completions.with_streaming_response.create(
-                **body
-            ) as response:
-                async for line in response.iter_lines():
-                    for event in state.feed(line):
-                        yield event
-        except (openai.OpenAIError, httpx2.HTTPError) as exc:
-            raise translate_error(exc) from exc
-        if state.finish is None:
-            raise IncompleteResponse("The model's reply was cut off before it finished.")
-        for index in sorted(state.calls):
-            buffer = state.calls[index]
-            yield ToolCallRequest(
-                buffer.id or f"call_{index}", buffer.name, "".join(buffer.arguments)
-            )
-        yield Finish(state.finish, state.usage)
+        def opened() -> AbstractAsyncContextManager[AsyncIterator[str]]:
+            body = _wire_request(self._model, request)
+            return lines_of(self._client.chat.completions.with_streaming_response.create(**body))
+
+        return relay(opened, _StreamState(), _FAILURES, translate_error)
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -102,7 +102,8 @@ class TaskPort(Protocol):
     async def admit_run(
         self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
     ) -> None:
-        """Take one of the user's run slots (``Agent.admit`` is the one caller).
+        """Take one of the user's run slots, and check today's tokens (``RunService.admit``
+        is the one caller).
 
         Raises:
             SlotsTaken: every slot is taken; with ``wait`` the run is recorded as

@@ -128,6 +128,7 @@ class ConversationStore(Protocol):
 
     Every change goes through ``create`` or ``mutate``, which are atomic: two
     concurrent mutations of one conversation both land, one after the other.
+    The adapters subclass this Protocol for its one written method, ``mutate``.
     """
 
     async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
@@ -167,7 +168,10 @@ class ConversationStore(Protocol):
                 ``reserve``, would grow into the room kept for closing).
             StoreError: the store failed.
         """
-        ...
+        conversation, _ = await self.apply(
+            user_id, conversation_id, lambda c: (change(c), None), reserve=reserve
+        )
+        return conversation
 
     async def apply(
         self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
@@ -235,19 +239,22 @@ granted): ``TaskLedgerStore.apply``."""
 
 
 class TaskLedgerStore(Protocol):
-    """Each user's task ledger at ``/{userId}/server`` (server-only)."""
+    """Each user's task ledger at ``/{userId}/server`` (server-only). The adapters
+    subclass this Protocol for its one written method, ``mutate``."""
 
     async def get(self, user_id: str) -> TaskLedger:
         """The ledger (empty if the user never had a task)."""
         ...
 
     async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
-        """Atomically apply ``change`` (pure, may run more than once) and write the result.
+        """Atomically apply ``change`` (pure, may run more than once) and write the result
+        (``apply`` with a change that decides nothing).
 
         Raises:
             StoreError: the store failed.
         """
-        ...
+        ledger, _ = await self.apply(user_id, lambda led: (change(led), None))
+        return ledger
 
     async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
         """``mutate`` with a change that also decides something: the ledger as written,

@@ -14,14 +14,14 @@ from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, Lesso
 from shared.schemas.server import TaskLedger
 from shared.store.base import (
     NO_LESSON,
+    ConversationStore,
     Decision,
     KeptVersion,
-    LedgerChange,
     LedgerDecision,
-    Mutation,
     R,
     RunProbe,
     RunView,
+    TaskLedgerStore,
     changed,
     kept_out,
     next_version,
@@ -31,7 +31,7 @@ from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Sizes, apply, diff
 
 
-class InMemoryConversationStore:
+class InMemoryConversationStore(ConversationStore):
     """Conversations in a dict, one lock per store, written by the same patches as
     Firestore (``shared/store/patch.py``).
 
@@ -64,14 +64,6 @@ class InMemoryConversationStore:
             document = conversation.to_firestore()
             check_size(Sizes.of(document).total, CLOSING_RESERVE)
             self._store(key, document, set(document))
-
-    async def mutate(
-        self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
-    ) -> Conversation:
-        conversation, _ = await self.apply(
-            user_id, conversation_id, lambda c: (change(c), None), reserve=reserve
-        )
-        return conversation
 
     async def apply(
         self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
@@ -145,7 +137,7 @@ def _view(document: dict[str, Any] | None) -> RunView | None:
     )
 
 
-class InMemoryTaskLedgerStore:
+class InMemoryTaskLedgerStore(TaskLedgerStore):
     """Task ledgers in a dict, one lock per store."""
 
     def __init__(self) -> None:
@@ -155,10 +147,6 @@ class InMemoryTaskLedgerStore:
     async def get(self, user_id: str) -> TaskLedger:
         document = self._documents.get(user_id)
         return TaskLedger() if document is None else TaskLedger.model_validate(document)
-
-    async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
-        ledger, _ = await self.apply(user_id, lambda led: (change(led), None))
-        return ledger
 
     async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
         async with self._lock:

@@ -165,13 +165,7 @@ class TaskScheduler:
     async def admit_run(
         self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
     ) -> None:
-        """Take one of the user's run slots (and check today's tokens).
-
-        Raises:
-            SlotsTaken: every slot is taken; with ``wait`` the run is recorded as
-                waiting for one, otherwise nothing was written.
-            RateLimited: today's tokens are spent; nothing was written.
-        """
+        """``TaskPort.admit_run``: the ledger's ``admit_run`` decides (slots and tokens)."""
         now = self.clock.now()
         refused = await self._apply(
             user_id,
@@ -181,11 +175,7 @@ class TaskScheduler:
             raise refused
 
     async def admit_upload(self, user_id: str) -> None:
-        """Count one upload session against the user's daily allowance.
-
-        Raises:
-            RateLimited: today's uploads are used up; nothing was written.
-        """
+        """``TaskPort.admit_upload``: the ledger's ``admit_upload`` decides."""
         now = self.clock.now()
         await self._apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
 

@@ -135,15 +135,15 @@ def get_editor_selection_tool() -> Tool[EditorSelectionArgs]:
     )
 
 
+def _lesson_id(description: str) -> Any:
+    """A ``lessonId`` argument (camelCase, as clients and prompts name it)."""
+    return Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]+$", description=description)
+
+
 class DeleteLessonArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    lessonId: str = Field(  # noqa: N815 (camelCase, as clients and prompts name it)
-        min_length=1,
-        max_length=128,
-        pattern=r"^[A-Za-z0-9_-]+$",
-        description="The id of the lesson to delete.",
-    )
+    lessonId: str = _lesson_id("The id of the lesson to delete.")  # noqa: N815
 
 
 def delete_lesson_tool(lessons: LessonStore) -> Tool[DeleteLessonArgs]:
@@ -172,11 +172,8 @@ def delete_lesson_tool(lessons: LessonStore) -> Tool[DeleteLessonArgs]:
 class RestoreLessonArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    lessonId: str = Field(  # noqa: N815 (camelCase, as clients and prompts name it)
-        min_length=1,
-        max_length=128,
-        pattern=r"^[A-Za-z0-9_-]+$",
-        description="The id of the lesson to restore (also one that was deleted).",
+    lessonId: str = _lesson_id(  # noqa: N815
+        "The id of the lesson to restore (also one that was deleted)."
     )
     version: int = Field(
         ge=1,

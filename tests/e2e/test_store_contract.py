@@ -8,8 +8,11 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from google.cloud.firestore_v1.document import DocumentReference
+from google.cloud.firestore_v1.watch import Watch
 
 from shared.agent.runs import new_run, put_message
 from shared.errors import (
@@ -331,6 +334,44 @@ async def test_store_two_watchers_share_the_conversation_and_one_may_leave(
     # Watching again after everyone left starts from the current state.
     async with contextlib.aclosing(store.watch(uid, created.id)) as third:
         assert [m.id for m in (await _until(third, 2)).messages] == ["msg_1", "msg_2"]
+
+
+async def test_store_listener_that_ends_by_itself_fails_its_followers(
+    emulators: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Firestore ends a listener on an error it will not recover from (here its stream
+    is cancelled under it): the store notices, its followers fail with ``StoreError``
+    (so a resume stream ends and the client reconnects), and the next follower starts a
+    new listener. Only the Firestore adapter has listeners of its own."""
+    watches: list[Watch] = []
+    real = DocumentReference.on_snapshot
+
+    def recorded(self: DocumentReference, callback: Any) -> Watch:
+        watch = real(self, callback)
+        watches.append(watch)
+        return watch
+
+    monkeypatch.setattr(DocumentReference, "on_snapshot", recorded)
+    stores = connect(PROJECT)
+    store = stores.conversations
+    store.listeners._check_seconds = 0.2  # instead of every 5 s
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation()
+    await store.create(uid, created)
+    try:
+        async with contextlib.aclosing(store.watch(uid, created.id)) as first:
+            assert await asyncio.wait_for(anext(first), 10) is not None
+            assert watches[0].is_active
+            rpc = watches[0]._rpc
+            assert rpc is not None
+            rpc.close()  # the stream ends; the SDK closes the listener on its own thread
+            with pytest.raises(StoreError, match="reconnect"):
+                await asyncio.wait_for(anext(first), 10)
+        async with contextlib.aclosing(store.watch(uid, created.id)) as second:
+            assert await asyncio.wait_for(anext(second), 10) is not None
+        assert len(watches) == 2
+    finally:
+        stores.close()
 
 
 async def test_store_watch_of_a_missing_conversation_says_none(store: ConversationStore) -> None:

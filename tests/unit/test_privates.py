@@ -28,9 +28,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("shared/store/", "_rpc_metadata"): FIRESTORE_BATCH + " (the request's metadata)",
     ("shared/store/", "_document_path"): FIRESTORE_BATCH + " (each write's document)",
     ("shared/llm/", "_api_client"): "README, Departures: the Gemini adapter's streamed request",
-    # TODO(seams-store): the Firestore listener's ``Watch._closed`` is not among the
-    # README's departures: justify it there, or tell a closed listener another way.
-    ("shared/store/", "_closed"): "Firestore Watch: has the listener closed itself?",
 }
 
 

@@ -14,7 +14,7 @@ from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 
 from shared.errors import NotFound, StoreError
 from shared.schemas.documents import ArchiveSegment, Conversation
-from shared.store.base import Decision, Mutation, R, RunProbe, RunView, reserved
+from shared.store.base import ConversationStore, Decision, R, RunProbe, RunView, reserved
 from shared.store.firestore.batcher import WriteBatcher
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
 from shared.store.limits import CLOSING_RESERVE, check_size
@@ -38,7 +38,7 @@ class _Version:
     update_time: datetime
 
 
-class FirestoreConversationStore:
+class FirestoreConversationStore(ConversationStore):
     """Conversations at ``/{userId}/client/conversations/{conversationId}``.
 
     Mutations are compare-and-set: the change is applied to the latest version we
@@ -107,14 +107,6 @@ class FirestoreConversationStore:
         self._remember(
             (user_id, conversation.id), _Version(conversation, sizes, result.update_time)
         )
-
-    async def mutate(
-        self, user_id: str, conversation_id: str, change: Mutation, reserve: int = 0
-    ) -> Conversation:
-        conversation, _ = await self.apply(
-            user_id, conversation_id, lambda c: (change(c), None), reserve=reserve
-        )
-        return conversation
 
     async def apply(
         self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
@@ -231,8 +223,10 @@ class FirestoreConversationStore:
         async def stop() -> None:
             await asyncio.to_thread(watch.unsubscribe)
 
-        # The listener closes itself on an error it cannot recover from.
-        return Listening(stop, lambda: bool(getattr(watch, "_closed", False)))
+        # The listener stops on an error it cannot recover from (its stream ends, and
+        # the SDK then closes it): ``is_active``, public, is false from the moment its
+        # stream stops being read, through the close and after it.
+        return Listening(stop, lambda: not watch.is_active)
 
     def close(self) -> None:
         if self._listener is not None:

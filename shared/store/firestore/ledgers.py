@@ -11,14 +11,14 @@ from google.cloud.firestore import AsyncClient
 
 from shared.errors import StoreError
 from shared.schemas.server import TaskLedger
-from shared.store.base import LedgerChange, LedgerDecision, R
+from shared.store.base import LedgerDecision, R, TaskLedgerStore
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
 
 # Task ledgers whose latest version this process remembers.
 _LEDGERS_KEPT = 4096
 
 
-class FirestoreTaskLedgerStore:
+class FirestoreTaskLedgerStore(TaskLedgerStore):
     """Task ledgers at ``/{userId}/server``, changed by compare-and-set like conversations.
 
     The version each write produces is remembered (a few thousand small documents at
@@ -44,10 +44,6 @@ class FirestoreTaskLedgerStore:
         with unavailable("Firestore read"):
             snapshot = await self._ref(user_id).get()
         return TaskLedger.model_validate(snapshot.to_dict()) if snapshot.exists else TaskLedger()
-
-    async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
-        ledger, _ = await self.apply(user_id, lambda led: (change(led), None))
-        return ledger
 
     async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
         for attempt in range(MAX_ATTEMPTS):
