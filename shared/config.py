@@ -138,6 +138,13 @@ class Settings:
     lesson_versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT
     offline_token_delay_ms: int = 15
     check_revoked: bool = False
+    # Families (DESIGN §8): the web app's origin (invite links are {app_url}/join?token=…),
+    # the members a family may hold, and the invite links a user may ask for and the
+    # joins they may try in an hour (429 past either: tokens cannot be guessed by trying).
+    app_url: str = "http://127.0.0.1:5173"
+    family_max_members: int = 10
+    family_invites_per_hour: int = 20
+    family_joins_per_hour: int = 10
 
     # Cloud Tasks (DESIGN §6).
     tasks_per_user: int = 3
@@ -223,6 +230,14 @@ class Settings:
                 env, "SPARK_OFFLINE_TOKEN_DELAY_MS", d.offline_token_delay_ms, minimum=0
             ),
             check_revoked=_bool(env, "SPARK_CHECK_REVOKED"),
+            app_url=(_str(env, "SPARK_APP_URL") or d.app_url).rstrip("/"),
+            family_max_members=_int(
+                env, "SPARK_FAMILY_MAX_MEMBERS", d.family_max_members, minimum=2
+            ),
+            family_invites_per_hour=_int(
+                env, "SPARK_FAMILY_INVITES_PER_HOUR", d.family_invites_per_hour
+            ),
+            family_joins_per_hour=_int(env, "SPARK_FAMILY_JOINS_PER_HOUR", d.family_joins_per_hour),
             tasks_per_user=_int(env, "SPARK_TASKS_PER_USER", d.tasks_per_user),
             task_max_attempts=_int(env, "SPARK_TASK_MAX_ATTEMPTS", d.task_max_attempts),
             task_retry_base_ms=_int(
@@ -311,6 +326,11 @@ class Settings:
             raise ConfigurationError(
                 "Cloud Tasks needs CLOUD_TASKS_SERVICE_ACCOUNT and an https SPARK_TASKS_URL "
                 "(the tasks function's URL) in production."
+            )
+        if not self.app_url.startswith("https://"):
+            raise ConfigurationError(
+                "SPARK_APP_URL must be the web app's https origin in production (invite "
+                f"links point there), not {self.app_url!r}."
             )
         if self.provider_key is None:
             raise ConfigurationError(
