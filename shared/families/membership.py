@@ -49,7 +49,7 @@ from shared.errors import (
     TooManyInvites,
 )
 from shared.schemas.documents import FamilyMember, FamilyRole
-from shared.schemas.server import Family, Invite, Membership
+from shared.schemas.server import Family, Invite, InviteStatus, Membership
 from shared.store.base import Household
 
 # Invite links a family may have working at once, and invites it keeps in all (ended
@@ -60,7 +60,6 @@ MAX_OPEN_INVITES = 20
 MAX_KEPT_INVITES = 50
 HOUR = timedelta(hours=1)
 
-InviteStatus = Literal["active", "expired", "used_up", "revoked"]
 Allowance = Literal["invites", "joins"]
 
 NOT_YOURS = (
@@ -76,17 +75,6 @@ class Person:
 
     user_id: str
     display_name: str
-
-
-def status_of(invite: Invite, now: datetime) -> InviteStatus:
-    """Whether the invite still lets anyone join, and if not, why not."""
-    if invite.revoked_at is not None:
-        return "revoked"
-    if invite.uses >= invite.max_uses:
-        return "used_up"
-    if invite.expires_at <= now:
-        return "expired"
-    return "active"
 
 
 def member_of(family: Family | None, caller: str) -> tuple[Family, FamilyMember]:
@@ -155,13 +143,13 @@ def add_invite(
     """
     family = parent_of(household.family, caller)
     kept = dict(household.invites)
-    if sum(1 for i in kept.values() if status_of(i, now) == "active") >= MAX_OPEN_INVITES:
+    if sum(1 for i in kept.values() if i.status(now) == "active") >= MAX_OPEN_INVITES:
         raise TooManyInvites(
             f"Your family already has {MAX_OPEN_INVITES} invite links that still work. "
             "Revoke one you no longer need, then try again."
         )
     ended = sorted(
-        (i for i in kept.values() if status_of(i, now) != "active"), key=lambda i: i.created_at
+        (i for i in kept.values() if i.status(now) != "active"), key=lambda i: i.created_at
     )
     while len(kept) >= MAX_KEPT_INVITES and ended:
         del kept[ended.pop(0).id]
@@ -220,7 +208,7 @@ def join(
         )
     if family.member(person.user_id) is not None:
         return household, family
-    status = status_of(invite, now)
+    status = invite.status(now)
     if status != "active":
         error, why = _GONE[status]
         raise error(f"{why} {ASK_FOR_A_NEW_LINK}")

@@ -24,7 +24,7 @@ from shared.families import membership
 from shared.families.membership import NOT_YOURS, Allowance, Person
 from shared.ids import IdGenerator
 from shared.schemas.documents import FamilyRole
-from shared.schemas.server import Family, Invite
+from shared.schemas.server import Family, Invite, InviteStatus
 from shared.store.base import FamilyStore, Reads
 
 TOKEN_BYTES = 32
@@ -45,6 +45,14 @@ class FamilyPolicy:
     max_members: int = 10
     invites_per_hour: int = 20
     joins_per_hour: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ListedInvite:
+    """An invite and whether it still works."""
+
+    invite: Invite
+    status: InviteStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +184,7 @@ class Families:
         _, made = await self._store.apply(Reads(family_id=family_id, all_invites=True), change)
         return NewInvite(made, token, f"{self._policy.app_url}/join?token={token}")
 
-    async def invites(self, user_id: str, family_id: str) -> list[Invite]:
+    async def invites(self, user_id: str, family_id: str) -> list[ListedInvite]:
         """The family's invites, newest first (parents only).
 
         Raises:
@@ -184,7 +192,9 @@ class Families:
         """
         household = await self._store.read(Reads(family_id=_family_id(family_id), all_invites=True))
         membership.parent_of(household.family, user_id)
-        return sorted(household.invites.values(), key=lambda i: i.created_at, reverse=True)
+        newest = sorted(household.invites.values(), key=lambda i: i.created_at, reverse=True)
+        now = self._clock.now()
+        return [ListedInvite(invite, invite.status(now)) for invite in newest]
 
     async def revoke(self, user_id: str, family_id: str, invite_id: str) -> Invite:
         """The invite stops working at once (parents only).

@@ -16,6 +16,7 @@ only the mirror written into their own subtree (``FamilyMirror``)::
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
@@ -138,6 +139,10 @@ class Family(Document):
         )
 
 
+InviteStatus = Literal["active", "expired", "used_up", "revoked"]
+"""Whether an invite still lets anyone join (``active``), and if not, why not."""
+
+
 class Invite(Document):
     """``/families/{familyId}/invites/{inviteId}``: a link that lets up to ``max_uses``
     people join as ``role`` until ``expires_at``. The token itself is never stored: only
@@ -154,6 +159,17 @@ class Invite(Document):
     token_hash: str
     revoked_at: Timestamp | None = None
     used_by: list[str] = Field(default_factory=list)  # who joined with it, in order
+
+    def status(self, now: datetime) -> InviteStatus:
+        """``active`` until it is revoked, used ``max_uses`` times or past ``expires_at``
+        (the first of these that holds is the reason given)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.uses >= self.max_uses:
+            return "used_up"
+        if self.expires_at <= now:
+            return "expired"
+        return "active"
 
 
 class InviteToken(Document):

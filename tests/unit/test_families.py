@@ -29,7 +29,7 @@ from shared.errors import (
     TooManyInvites,
 )
 from shared.families.audit import family_violations
-from shared.families.membership import MAX_KEPT_INVITES, MAX_OPEN_INVITES, status_of
+from shared.families.membership import MAX_KEPT_INVITES, MAX_OPEN_INVITES
 from shared.families.service import Families, FamilyPolicy, display_name_of, token_hash
 from shared.ids import SequentialIds
 from shared.schemas.server import Family
@@ -172,7 +172,7 @@ async def test_join_adds_the_member_with_the_invites_role_and_mirrors_everyone(
         assert mirror["myRole"] == role
         assert [m["userId"] for m in mirror["members"]] == ["mum", "dad", "kid"]
     assert world.mirror(STRANGER) is None
-    invites = await world.families.invites(MUM.uid, family.id)
+    invites = [listed.invite for listed in await world.families.invites(MUM.uid, family.id)]
     assert {(i.id, i.uses, tuple(i.used_by)) for i in invites} == {
         (made.invite.id, 1, ("dad",)),
         (kid_link.invite.id, 1, ("kid",)),
@@ -186,8 +186,8 @@ async def test_a_retried_join_of_a_member_is_the_family_and_uses_nothing(world: 
     first = await world.families.join(KID, made.token)
     again = await world.families.join(KID, made.token)  # its answer was lost: ask again
     assert again == first
-    (invite,) = await world.families.invites(MUM.uid, family.id)
-    assert invite.uses == 1
+    (listed,) = await world.families.invites(MUM.uid, family.id)
+    assert (listed.invite.uses, listed.status) == (1, "used_up")
 
 
 @pytest.mark.parametrize(
@@ -254,7 +254,7 @@ async def test_five_racing_for_the_last_use_one_joins(world: World) -> None:
 
 async def test_dependents_and_outsiders_can_do_none_of_the_parents_things(world: World) -> None:
     family, parent_link, _ = await world.household()
-    invite_id = (await world.families.invites(MUM.uid, family.id))[0].id
+    invite_id = (await world.families.invites(MUM.uid, family.id))[0].invite.id
     before = dict(world.store.documents)
     attempts = {
         "invite": lambda u: world.families.invite(u.uid, family.id, "parent"),
@@ -359,12 +359,14 @@ async def test_parents_list_and_revoke_invites_and_a_revoked_link_stops_at_once(
     world: World,
 ) -> None:
     family, parent_link, dependent_link = await world.household()
-    invites = await world.families.invites(DAD.uid, family.id)
+    invites = [listed.invite for listed in await world.families.invites(DAD.uid, family.id)]
     assert len(invites) == 4
     assert invites == sorted(invites, key=lambda i: i.created_at, reverse=True)
     target = next(i for i in invites if i.token_hash == token_hash(dependent_link))
     revoked = await world.families.revoke(DAD.uid, family.id, target.id)
-    assert status_of(revoked, world.clock.now()) == "revoked"
+    assert revoked.status(world.clock.now()) == "revoked"
+    listed = await world.families.invites(MUM.uid, family.id)
+    assert {(x.invite.id, x.status) for x in listed} >= {(target.id, "revoked")}
     assert await world.families.revoke(MUM.uid, family.id, target.id) == revoked  # again: same
     with pytest.raises(InviteRevoked):
         await world.families.join(STRANGER, dependent_link)
