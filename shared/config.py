@@ -230,7 +230,7 @@ class Settings:
                 env, "SPARK_OFFLINE_TOKEN_DELAY_MS", d.offline_token_delay_ms, minimum=0
             ),
             check_revoked=_bool(env, "SPARK_CHECK_REVOKED"),
-            app_url=(_str(env, "SPARK_APP_URL") or d.app_url).rstrip("/"),
+            app_url=_str(env, "SPARK_APP_URL") or d.app_url,
             family_max_members=_int(
                 env, "SPARK_FAMILY_MAX_MEMBERS", d.family_max_members, minimum=2
             ),

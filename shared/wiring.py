@@ -157,7 +157,7 @@ def task_policy_of(settings: Settings) -> TaskPolicy:
 
 def family_policy_of(settings: Settings) -> FamilyPolicy:
     return FamilyPolicy(
-        app_url=settings.app_url,
+        app_url=settings.app_url.rstrip("/"),
         max_members=settings.family_max_members,
         invites_per_hour=settings.family_invites_per_hour,
         joins_per_hour=settings.family_joins_per_hour,

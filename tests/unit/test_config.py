@@ -9,6 +9,7 @@ import pytest
 
 from shared.config import Settings
 from shared.errors import ConfigurationError
+from shared.wiring import family_policy_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,7 +79,7 @@ def test_settings_read_the_family_limits_and_the_app_url() -> None:
     settings = Settings.from_env(
         {"SPARK_APP_URL": "https://spark.example/", "SPARK_FAMILY_MAX_MEMBERS": "4"}
     )
-    assert settings.app_url == "https://spark.example"
+    assert family_policy_of(settings).app_url == "https://spark.example"  # links add /join
     assert (settings.family_max_members, settings.family_joins_per_hour) == (4, 10)
     with pytest.raises(ConfigurationError, match="SPARK_FAMILY_MAX_MEMBERS"):
         Settings.from_env({"SPARK_FAMILY_MAX_MEMBERS": "1"})
