@@ -155,7 +155,8 @@ def add_invite(
         del kept[ended.pop(0).id]
     made = invite.model_copy(update={"family_id": family.id})
     kept[made.id] = made
-    return replace(household, invites=kept), made
+    listed = family.model_copy(update={"invite_ids": list(kept)})
+    return replace(household, family=listed, invites=kept), made
 
 
 def revoke(

@@ -116,6 +116,9 @@ class Family(Document):
     members: list[FamilyMember]  # in the order they joined
     created_at: Timestamp
     updated_at: Timestamp
+    # The invites it keeps (``invites/{id}``), so a change that needs them all reads
+    # them by id: a query in a transaction locks a range (the emulator's locks it wide).
+    invite_ids: list[str] = Field(default_factory=list)
 
     def member(self, user_id: str) -> FamilyMember | None:
         """The member with this user id, if they belong to the family."""

@@ -368,8 +368,8 @@ class Reads:
 
     ``token_hash`` finds the family and the invite through the token's index
     (``/inviteTokens/{hash}``) instead of ``family_id`` and ``invite_id``; ``all_invites``
-    reads every invite of the family; ``users`` are the users whose ``Membership`` the
-    change judges or changes.
+    reads every invite of the family (those its ``invite_ids`` name); ``users`` are the
+    users whose ``Membership`` the change judges or changes.
     """
 
     family_id: str | None = None

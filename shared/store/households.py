@@ -6,7 +6,8 @@ looks afterwards. From the two households, ``plan`` derives every write:
 
 * the family: written when it changed, deleted when it is gone;
 * each member's mirror (``/{uid}/client/family/current``): rewritten for every member
-  whenever the family changed, deleted for each one no longer in it;
+  whose view of the family changed (all of them when a member, a role, the name or
+  ``updatedAt`` changed; none for a new invite), deleted for each one no longer in it;
 * invites: each new or changed one written, and a new one's token index with it; one
   dropped from the household deleted, with its token index;
 * memberships: each one that changed written whole (it was read in the transaction).
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from shared.schemas.documents import FamilyMirror
 from shared.schemas.server import Family, InviteToken
 from shared.store.base import Household
 
@@ -76,15 +78,22 @@ def _family(before: Family | None, after: Family | None) -> Iterator[Write]:
     if after is not None:
         yield Write(family_path(after.id), after.to_firestore())
         for member in after.members:
-            yield Write(
-                mirror_path(member.user_id), after.mirror_for(member.user_id).to_firestore()
-            )
+            mirror = after.mirror_for(member.user_id)
+            if _seen(before, member.user_id) != mirror:
+                yield Write(mirror_path(member.user_id), mirror.to_firestore())
     elif before is not None:
         yield Write(family_path(before.id), None)
     staying = {m.user_id for m in after.members} if after is not None else set()
     for member in before.members if before is not None else []:
         if member.user_id not in staying:
             yield Write(mirror_path(member.user_id), None)
+
+
+def _seen(family: Family | None, user_id: str) -> FamilyMirror | None:
+    """What ``user_id``'s mirror showed of ``family`` (``None``: not a member then)."""
+    if family is None or family.member(user_id) is None:
+        return None
+    return family.mirror_for(user_id)
 
 
 def _invites(before: Household, after: Household) -> Iterator[Write]:

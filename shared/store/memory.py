@@ -33,7 +33,6 @@ from shared.store.households import (
     Path,
     family_path,
     invite_path,
-    invites_path,
     membership_path,
     plan,
     token_path,
@@ -276,16 +275,11 @@ class InMemoryFamilyStore:
         if family_id is None:
             return Household(memberships=memberships)
         stored = self._get(family_path(family_id))
-        invites: dict[str, Invite] = {}
-        if reads.all_invites:
-            prefix = invites_path(family_id)
-            for path in self.documents:
-                if path[:-1] == prefix:
-                    invites[path[-1]] = Invite.model_validate(self._get(path))
-        if invite_id is not None and (found := self._get(invite_path(family_id, invite_id))):
-            invites[invite_id] = Invite.model_validate(found)
-        return Household(
-            family=None if stored is None else Family.model_validate(stored),
-            invites=invites,
-            memberships=memberships,
-        )
+        family = None if stored is None else Family.model_validate(stored)
+        wanted = [*(family.invite_ids if family and reads.all_invites else []), invite_id]
+        invites = {
+            iid: Invite.model_validate(found)
+            for iid in wanted
+            if iid is not None and (found := self._get(invite_path(family_id, iid)))
+        }
+        return Household(family=family, invites=invites, memberships=memberships)

@@ -663,8 +663,8 @@ async def test_family_store_writes_the_family_its_mirrors_and_memberships_togeth
     family = await founded(store, parent)
     hashed = await invited(store, family, parent, uses=2)
     found = await store.read(Reads(token_hash=hashed, users=(child.user_id,)))
-    assert found.family == family
     (invite,) = found.invites.values()
+    assert found.family == family.model_copy(update={"invite_ids": [invite.id]})
     assert raw(("inviteTokens", hashed)) == {"familyId": family.id, "inviteId": invite.id}
     change = partial(membership.join, person=child, now=NOW, max_members=10)
     written, joined = await store.apply(Reads(token_hash=hashed, users=(child.user_id,)), change)
@@ -771,7 +771,7 @@ async def test_family_store_five_racing_for_one_use_one_joins(families: FamilySt
 async def test_family_store_concurrent_attempts_all_count(families: FamilyStores) -> None:
     """Three instances count attempts against one user's allowance at once: none is lost.
     (Three, not five: on the emulator, transactions contending for one document wait
-    ~2 s for its lock timeout each round; five took 10–57 s here.)"""
+    ~2 s for its lock timeout each round; three took ~2 s here, five 4–9 s.)"""
     store = families.store
     uid = f"u{secrets.token_hex(4)}"
     instances = [store, *families.others[:2]]

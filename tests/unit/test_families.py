@@ -29,14 +29,16 @@ from shared.errors import (
     TooManyInvites,
 )
 from shared.families.audit import family_violations
-from shared.families.membership import MAX_KEPT_INVITES, MAX_OPEN_INVITES
+from shared.families.membership import MAX_KEPT_INVITES, MAX_OPEN_INVITES, add_invite
 from shared.families.service import Families, FamilyPolicy, display_name_of, token_hash
 from shared.ids import SequentialIds
-from shared.schemas.server import Family
+from shared.schemas.server import Family, Invite
+from shared.store.base import Reads
 from shared.store.households import (
     family_path,
     membership_path,
     mirror_path,
+    plan,
     token_path,
 )
 from shared.store.memory import InMemoryFamilyStore
@@ -443,3 +445,27 @@ async def test_the_audit_finds_a_mirror_that_disagrees(world: World) -> None:
         "kid: the mirror does not match family " + family.id,
         f"stranger: not a member, but their mirror shows family {family.id}",
     ]
+
+
+async def test_a_new_invite_writes_the_family_invite_and_token_but_no_mirror(
+    world: World,
+) -> None:
+    family = await world.families.create(MUM, "The Smiths")
+    before = await world.store.read(Reads(family_id=family.id, all_invites=True))
+    invite = Invite(
+        id="inv_x",
+        family_id=family.id,
+        role="dependent",
+        max_uses=1,
+        expires_at=world.clock.now() + timedelta(hours=1),
+        created_at=world.clock.now(),
+        created_by=MUM.uid,
+        token_hash="ab" * 32,
+    )
+    after, _ = add_invite(before, caller=MUM.uid, invite=invite, now=world.clock.now())
+    assert [w.path for w in plan(before, after)] == [
+        family_path(family.id),
+        ("families", family.id, "invites", "inv_x"),
+        token_path("ab" * 32),
+    ]
+    assert after.family is not None and after.family.invite_ids == ["inv_x"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -10,26 +12,32 @@ from google.cloud.firestore import AsyncClient, AsyncTransaction, async_transact
 from shared.errors import StoreError
 from shared.schemas.server import Family, Invite, Membership
 from shared.store.base import FamilyChange, Household, R, Reads
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
+from shared.store.firestore.common import unavailable
 from shared.store.households import (
     Path,
     family_path,
     invite_path,
-    invites_path,
     membership_path,
     plan,
     token_path,
 )
 
-# Attempts the client library makes of one transaction when its commit is aborted by a
-# competing one (our own loop adds more for aborts while reading, which it does not
-# retry). Server client libraries lock what a transaction reads. On the emulator,
-# transactions that read one document and then write it wait for its lock timeout
-# (~2 s) and most are aborted, every round: five people redeeming one link at once took
-# 2–5 s there, five attempts against one user's allowance 10–57 s. Firestore itself
-# (pessimistic mode, the default) delays or fails one of the contenders ("Data contention
-# in transactions" in its documentation); that cost is not measured here.
-_COMMIT_ATTEMPTS = 10
+# A transaction that loses a race is run again here, after a random wait, never at
+# once by the client library (``max_attempts=1``): on the emulator, transactions that
+# read one document and then write it wait for its lock timeout (~2 s) and are often
+# all aborted together; retried at once they met again in lockstep, round after round
+# (five joins for one link went a minute and more without a winner on a loaded
+# machine). Spread out, one wins most rounds: five joins for one link took 0.5–5 s
+# there, five counts against one user's allowance 4–9 s. Firestore itself (pessimistic mode, the default)
+# delays or fails one of the contenders instead ("Data contention in transactions" in
+# its documentation); that cost is not measured here.
+_ATTEMPTS = 25
+
+
+async def _back_off(attempt: int) -> None:
+    """Full jitter over a window that doubles from 0.1 s up to 2 s (the emulator's lock
+    timeout: transactions retried within it would meet again)."""
+    await asyncio.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
 
 
 class FirestoreFamilyStore:
@@ -56,12 +64,10 @@ class FirestoreFamilyStore:
     ) -> tuple[Household, R]:
         """The transaction, retried while competing ones abort it: during its reads
         (which the client library does not retry) or at each of its commits."""
-        for attempt in range(MAX_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
             if attempt > 0:
-                await back_off(attempt)
-            transaction = self._client.transaction(
-                max_attempts=_COMMIT_ATTEMPTS, read_only=read_only
-            )
+                await _back_off(attempt)
+            transaction = self._client.transaction(max_attempts=1, read_only=read_only)
             with unavailable("Firestore transaction"):
                 try:
                     done: tuple[Household, R] = await _transact(transaction, self, reads, change)
@@ -70,7 +76,7 @@ class FirestoreFamilyStore:
                 except ValueError as exc:
                     if not isinstance(exc.__cause__, gexc.Aborted):
                         raise
-                    continue  # the client library gave up after _COMMIT_ATTEMPTS commits
+                    continue  # its commit was aborted (the client library tries once)
                 return done
         raise StoreError("Your family is changing too fast to save; please try again.")
 
@@ -88,23 +94,17 @@ class FirestoreFamilyStore:
         if family_id is None:
             return Household(memberships=memberships)
         stored = await self._get(transaction, family_path(family_id))
+        family = None if stored is None else Family.model_validate(stored)
+        wanted = [*(family.invite_ids if family and reads.all_invites else []), invite_id]
+        refs = [self._ref(invite_path(family_id, i)) for i in dict.fromkeys(wanted) if i]
         invites: dict[str, Invite] = {}
-        if reads.all_invites:
-            collection = self._client.collection(*invites_path(family_id))
-            # The async collection's stream is annotated with the sync Transaction; it
-            # runs in the async one it is given.
-            invited = collection.stream(transaction=transaction)  # type: ignore[arg-type]
-            async for snapshot in invited:
-                invites[snapshot.id] = Invite.model_validate(snapshot.to_dict())
-        if invite_id is not None and (
-            found := await self._get(transaction, invite_path(family_id, invite_id))
-        ):
-            invites[invite_id] = Invite.model_validate(found)
-        return Household(
-            family=None if stored is None else Family.model_validate(stored),
-            invites=invites,
-            memberships=memberships,
-        )
+        if refs:
+            # The client's own get_all: AsyncTransaction.get_all awaits it, which fails
+            # (google-cloud-firestore 2.34.1: "async_generator can't be used in 'await'").
+            async for snapshot in self._client.get_all(refs, transaction=transaction):
+                if snapshot.exists:
+                    invites[snapshot.id] = Invite.model_validate(snapshot.to_dict())
+        return Household(family=family, invites=invites, memberships=memberships)
 
     async def _get(self, transaction: AsyncTransaction, path: Path) -> dict[str, Any] | None:
         snapshot = await self._ref(path).get(transaction=transaction)
