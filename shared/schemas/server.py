@@ -117,7 +117,9 @@ class Family(Document):
     created_at: Timestamp
     updated_at: Timestamp
     # The invites it keeps (``invites/{id}``), so a change that needs them all reads
-    # them by id: a query in a transaction locks a range (the emulator's locks it wide).
+    # them by id, not by a query: on the emulator, a transaction that had queried one
+    # family's invites held up the commit of another family's invite for the whole lock
+    # timeout (2 s) and aborted it.
     invite_ids: list[str] = Field(default_factory=list)
 
     def member(self, user_id: str) -> FamilyMember | None:
