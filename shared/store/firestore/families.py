@@ -28,9 +28,9 @@ from shared.store.households import (
 # all aborted together; retried at once they met again in lockstep, round after round
 # (five joins for one link went a minute and more without a winner on a loaded
 # machine). Spread out, one wins most rounds: five joins for one link took 0.5–5 s
-# there, five counts against one user's allowance 4–9 s. Firestore itself (pessimistic mode, the default)
-# delays or fails one of the contenders instead ("Data contention in transactions" in
-# its documentation); that cost is not measured here.
+# there, five counts against one user's allowance 4–9 s. Firestore itself (pessimistic
+# mode, the default) delays or fails one of the contenders instead ("Data contention
+# in transactions" in its documentation); that cost is not measured here.
 _ATTEMPTS = 25
 
 
