@@ -67,7 +67,7 @@ package: .venv/.synced
 unit: .venv/.synced
 	$(PY) -m pytest tests/unit
 
-## Regenerate schemas/firestore.schema.json after changing shared/schemas/documents.py.
+## Regenerate schemas/*.json (the documents clients read, the OpenAPI document) after changing shared/schemas/.
 schemas: .venv/.synced
 	$(PY) -m shared.schemas.export
 

@@ -294,6 +294,22 @@ class Settings:
         default=False,
         meaning="also ask Firebase Auth whether the token was revoked",
     )
+    app_url: str = setting(
+        "SPARK_APP_URL",
+        "http://127.0.0.1:5173",
+        "the web app's origin: invite links are {app_url}/join?token=…",
+    )
+    family_max_members: int = setting(
+        "SPARK_FAMILY_MAX_MEMBERS", 10, "the members a family may hold", minimum=2
+    )
+    family_invites_per_hour: int = setting(
+        "SPARK_FAMILY_INVITES_PER_HOUR", 20, "invite links a user may ask for in an hour"
+    )
+    family_joins_per_hour: int = setting(
+        "SPARK_FAMILY_JOINS_PER_HOUR",
+        10,
+        "joins a user may try in an hour (tokens cannot be guessed by trying)",
+    )
 
     # Cloud Tasks (DESIGN §6).
     tasks_per_user: int = setting("SPARK_TASKS_PER_USER", 3, "tasks running at once per user")
@@ -389,6 +405,11 @@ class Settings:
             raise ConfigurationError(
                 "Cloud Tasks needs CLOUD_TASKS_SERVICE_ACCOUNT and an https SPARK_TASKS_URL "
                 "(the tasks function's URL) in production."
+            )
+        if not self.app_url.startswith("https://"):
+            raise ConfigurationError(
+                "SPARK_APP_URL must be the web app's https origin in production (invite "
+                f"links point there), not {self.app_url!r}."
             )
         if self.provider_key is None:
             raise ConfigurationError(

@@ -9,13 +9,26 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   │   ├── TokenExpired        401 token_expired
     │   │   └── TokenRevoked        401 token_revoked
     │   ├── Forbidden               403 forbidden             (authenticated, not allowed)
+    │   │   └── ParentOnly          403 parent_only           (a family's parents only)
     │   ├── NotFound                404 not_found
+    │   │   ├── NoFamily            404 no_family             (the caller is in no family)
+    │   │   ├── FamilyNotFound      404 family_not_found      (not the caller's: never 403)
+    │   │   ├── MemberNotFound      404 member_not_found      (not in the caller's family)
+    │   │   └── InviteNotFound      404 invite_not_found      (unknown or forged token)
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── NotAcceptable           406 not_acceptable
     │   ├── RunInProgress           409 run_in_progress
     │   ├── NoActiveRun             409 no_active_run         (nothing to stop)
     │   ├── AlreadyAnswered         409 already_answered      (that result exists already)
     │   ├── VersionConflict         409 version_conflict      (the document changed meanwhile)
+    │   ├── AlreadyInFamily         409 already_in_family     (one family per user)
+    │   ├── FamilyFull              409 family_full           (SPARK_FAMILY_MAX_MEMBERS)
+    │   ├── LastParent              409 last_parent           (a family keeps a parent)
+    │   ├── TooManyInvites          409 too_many_invites      (open links per family)
+    │   ├── InviteGone              410 invite_gone           (the link worked once)
+    │   │   ├── InviteExpired       410 invite_expired
+    │   │   ├── InviteUsedUp        410 invite_used_up
+    │   │   └── InviteRevoked       410 invite_revoked
     │   ├── RateLimited             429 rate_limited          (a per-user limit; Retry-After)
     │   │   └── SlotsTaken          429 rate_limited          (all run slots taken: runs wait)
     │   ├── PayloadTooLarge         413 payload_too_large
@@ -96,9 +109,41 @@ class Forbidden(RequestError):
     code = "forbidden"
 
 
+class ParentOnly(Forbidden):
+    """Only a parent of the family may do this (invite, revoke, change roles, remove)."""
+
+    code = "parent_only"
+
+
 class NotFound(RequestError):
     status = 404
     code = "not_found"
+
+
+class NoFamily(NotFound):
+    """The caller belongs to no family."""
+
+    code = "no_family"
+
+
+class FamilyNotFound(NotFound):
+    """No family with this id is the caller's: whether it exists is not said (no
+    enumeration), so it is never 403."""
+
+    code = "family_not_found"
+
+
+class MemberNotFound(NotFound):
+    """The user named is not a member of the caller's family."""
+
+    code = "member_not_found"
+
+
+class InviteNotFound(NotFound):
+    """No invite has this token (unknown or forged), or the caller's family has no
+    invite with this id."""
+
+    code = "invite_not_found"
 
 
 class MethodNotAllowed(RequestError):
@@ -148,6 +193,53 @@ class VersionConflict(RequestError):
     def __init__(self, message: str, current: int | None = None) -> None:
         super().__init__(message)
         self.current = current
+
+
+class AlreadyInFamily(RequestError):
+    """One family per user: the caller already belongs to one."""
+
+    status = 409
+    code = "already_in_family"
+
+
+class FamilyFull(RequestError):
+    """The family has as many members as it may (``SPARK_FAMILY_MAX_MEMBERS``)."""
+
+    status = 409
+    code = "family_full"
+
+
+class LastParent(RequestError):
+    """The change would leave a family with members but no parent."""
+
+    status = 409
+    code = "last_parent"
+
+
+class TooManyInvites(RequestError):
+    """The family has as many open invite links as it may keep."""
+
+    status = 409
+    code = "too_many_invites"
+
+
+class InviteGone(RequestError):
+    """The invite existed but can no longer be used; a new link is needed."""
+
+    status = 410
+    code = "invite_gone"
+
+
+class InviteExpired(InviteGone):
+    code = "invite_expired"
+
+
+class InviteUsedUp(InviteGone):
+    code = "invite_used_up"
+
+
+class InviteRevoked(InviteGone):
+    code = "invite_revoked"
 
 
 class RateLimited(RequestError):

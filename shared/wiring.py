@@ -21,12 +21,14 @@ from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
+from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
-from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
+from shared.store.base import ConversationStore, FamilyStore, LessonStore, TaskLedgerStore
 from shared.store.files import FileStore, InMemoryFileStore
+from shared.store.memory import InMemoryFamilyStore
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -158,6 +160,15 @@ def task_policy_of(settings: Settings) -> TaskPolicy:
     )
 
 
+def family_policy_of(settings: Settings) -> FamilyPolicy:
+    return FamilyPolicy(
+        app_url=settings.app_url.rstrip("/"),
+        max_members=settings.family_max_members,
+        invites_per_hour=settings.family_invites_per_hour,
+        joins_per_hour=settings.family_joins_per_hour,
+    )
+
+
 def assemble(
     settings: Settings,
     store: ConversationStore,
@@ -170,9 +181,10 @@ def assemble(
     tools: ToolRegistry | None = None,
     system_prompt: str | None = None,
     files: FileStore | None = None,
+    families: FamilyStore | None = None,
 ) -> Components:
-    """The agent on the given adapters (real ones here, fakes in tests); ``files``
-    defaults to an empty in-memory store."""
+    """The agent on the given adapters (real ones here, fakes in tests); ``files`` and
+    ``families`` default to empty in-memory stores."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -215,6 +227,12 @@ def assemble(
         clock,
         background,
         settings.keepalive_seconds,
+        Families(
+            families if families is not None else InMemoryFamilyStore(),
+            clock,
+            ids,
+            family_policy_of(settings),
+        ),
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -238,6 +256,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         build_provider(settings, clock),
         clock,
         files=files,
+        families=stores.families,
     )
     return components, stores
 

@@ -32,6 +32,7 @@ locals {
       SPARK_TASKS_URL             = local.tasks_url
       CLOUD_TASKS_SERVICE_ACCOUNT = google_service_account.task_invoker.email
       SPARK_UPLOADS_BUCKET        = google_storage_bucket.uploads.name
+      SPARK_APP_URL               = var.app_url != "" ? var.app_url : "https://${var.project_id}.web.app"
     },
     { for name, value in var.limits : name => tostring(value) },
   )

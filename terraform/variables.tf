@@ -134,6 +134,9 @@ variable "limits" {
     SPARK_TASK_MAX_ATTEMPTS                = optional(number, 3)
     SPARK_TASK_RETRY_BASE_MS               = optional(number, 2000)
     SPARK_TASK_LEASE_SECONDS               = optional(number, 120)
+    SPARK_FAMILY_MAX_MEMBERS               = optional(number, 10)
+    SPARK_FAMILY_INVITES_PER_HOUR          = optional(number, 20)
+    SPARK_FAMILY_JOINS_PER_HOUR            = optional(number, 10)
   })
   default = {}
   validation {
@@ -149,9 +152,20 @@ variable "limits" {
         SPARK_ATTACHMENT_IMAGE_BYTES = 0
         SPARK_ATTACHMENT_TEXT_CHARS  = 0
         SPARK_QUEUED_MESSAGE_BYTES   = 65536
+        SPARK_FAMILY_MAX_MEMBERS     = 2
       }, name, 1)
     ])
-    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES)."
+    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES; 2 for SPARK_FAMILY_MAX_MEMBERS)."
+  }
+}
+
+variable "app_url" {
+  description = "SPARK_APP_URL: the web app's https origin, where invite links point ({app_url}/join?token=...). Empty means the project's Firebase Hosting site, https://<project_id>.web.app."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.app_url == "" || can(regex("^https://[^\\s/?#]+(/[^\\s?#]*[^\\s?#/])?$", var.app_url))
+    error_message = "app_url must be an https origin (or path) without a trailing slash, query or fragment, such as https://spark.example.com; or empty for https://<project_id>.web.app."
   }
 }
 

@@ -29,6 +29,7 @@ from typing import Any
 from google.cloud import firestore
 
 from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
+from shared.auth.base import SERVER_COLLECTIONS
 from shared.config import Settings
 
 # How often ``--wait`` reads the users' documents again.
@@ -54,8 +55,9 @@ def read_user(db: firestore.Client, user_id: str) -> UserDocuments:
 
 
 def all_users(db: firestore.Client) -> list[str]:
-    """Every user id with documents (each user is a top-level collection)."""
-    return sorted(c.id for c in db.collections())
+    """Every user id with documents (each user is a top-level collection; the family
+    system's own collections are not users)."""
+    return sorted(c.id for c in db.collections() if c.id not in SERVER_COLLECTIONS)
 
 
 def _settled_check(documents: UserDocuments, settings: Settings) -> list[Violation]:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match, Route
 
 from shared.agent.facade import Agent
 from shared.agent.people import Resumed
@@ -20,11 +21,20 @@ from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
+    CreateFamilyRequest,
+    FamilyInfo,
+    FamilyResponse,
+    InviteInfo,
+    InviteRequest,
+    InviteResponse,
+    InvitesResponse,
+    JoinRequest,
     KeptVersionInfo,
     LessonVersionsResponse,
     RestoreRequest,
     RestoreResponse,
     ResumeResponse,
+    RoleRequest,
     SendMessageRequest,
     StopResponse,
     ToolResultRequest,
@@ -32,12 +42,15 @@ from shared.schemas.api import (
     UploadResponse,
 )
 from shared.schemas.openapi import render as render_openapi
+from shared.schemas.server import Family
 from spark_http.requests import Body, bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Request, str], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
+FAMILIES = "/api/spark/families"
 
 
 @functools.cache
@@ -82,12 +95,52 @@ class ApiApp:
             "health": {"GET": self.health},
             "openapi": {"GET": self.openapi},
         }
+        # Newer route families are matched by Starlette's routes (path parameters), and
+        # dispatched here, so that every answer, 404 and 405 included, is our JSON.
+        family = f"{FAMILIES}/{{family_id}}"
+        self._routes_with_params: list[tuple[Route, Endpoint]] = [
+            (Route(path, endpoint, methods=[method]), endpoint)
+            for path, method, endpoint in (
+                (FAMILIES, "POST", self.create_family),
+                (f"{FAMILIES}/current", "GET", self.current_family),
+                (f"{FAMILIES}/join", "POST", self.join_family),
+                (f"{family}/invites", "POST", self.create_invite),
+                (f"{family}/invites", "GET", self.list_invites),
+                (f"{family}/invites/{{invite_id}}", "DELETE", self.revoke_invite),
+                (f"{family}/members/{{member_id}}", "PATCH", self.set_role),
+                (f"{family}/members/{{member_id}}", "DELETE", self.remove_member),
+            )
+        ]
 
     async def __call__(self, request: Request) -> Response:
         return await guarded(self._dispatch, request)
 
+    def _with_params(self, request: Request, path: str) -> tuple[Endpoint, Request] | None:
+        """The endpoint of a route with path parameters that ``path`` names, and the
+        request with its ``path_params``; ``None`` if no such route has this path.
+
+        Raises:
+            MethodNotAllowed: the path is one of them, the method is not.
+        """
+        scope = {**request.scope, "path": path}
+        allowed: list[str] = []
+        for route, endpoint in self._routes_with_params:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                return endpoint, Request({**scope, **child}, request.receive)
+            if match is Match.PARTIAL:
+                allowed += sorted(route.methods or ())
+        if allowed:
+            raise MethodNotAllowed(
+                f"Use {' or '.join(allowed)} on {request.url.path}.", tuple(allowed)
+            )
+        return None
+
     async def _dispatch(self, request: Request) -> Response:
         path = request.url.path.rstrip("/") or "/"
+        if found := self._with_params(request, path):
+            endpoint, routed = found
+            return await endpoint(routed)
         conversation_id = ""
         if path == "/api/spark/agent/messages":
             route = "messages"
@@ -259,6 +312,74 @@ class ApiApp:
         )
         return JSONResponse(answer.model_dump(by_alias=True))
 
+    # -- families (DESIGN §8) ----------------------------------------------------------
+
+    async def create_family(self, request: Request) -> Response:
+        """``POST /api/spark/families``: a new family, with the caller as its parent."""
+        user, body = await self._read(request, CreateFamilyRequest)
+        family = await self._agent.families.create(user, body.name, body.display_name)
+        return _family(family, status=201)
+
+    async def current_family(self, request: Request) -> Response:
+        """``GET /api/spark/families/current``: the caller's family (404 ``no_family``)."""
+        user = await self._authenticate(request)
+        return _family(await self._agent.families.current(user.uid))
+
+    async def join_family(self, request: Request) -> Response:
+        """``POST /api/spark/families/join``: join with an invite link's token."""
+        user, body = await self._read(request, JoinRequest)
+        return _family(await self._agent.families.join(user, body.token, body.display_name))
+
+    async def create_invite(self, request: Request) -> Response:
+        """``POST .../families/{id}/invites``: a new link; its token is shown only here."""
+        user, body = await self._read(request, InviteRequest)
+        made = await self._agent.families.invite(
+            user.uid,
+            request.path_params["family_id"],
+            body.role,
+            max_uses=body.max_uses,
+            expires_in_hours=body.expires_in_hours,
+        )
+        answer = InviteResponse(
+            invite=InviteInfo.of(made.invite, "active"), token=made.token, link=made.link
+        )
+        # The token is a secret shown once: no cache may keep it.
+        return JSONResponse(
+            answer.model_dump(by_alias=True, mode="json"),
+            status_code=201,
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def list_invites(self, request: Request) -> Response:
+        """``GET .../families/{id}/invites``: the family's invites, newest first."""
+        user = await self._authenticate(request)
+        listed = await self._agent.families.invites(user.uid, request.path_params["family_id"])
+        answer = InvitesResponse(invites=[InviteInfo.of(i.invite, i.status) for i in listed])
+        return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+    async def revoke_invite(self, request: Request) -> Response:
+        """``DELETE .../families/{id}/invites/{inviteId}``: the link stops working at once."""
+        user = await self._authenticate(request)
+        params = request.path_params
+        await self._agent.families.revoke(user.uid, params["family_id"], params["invite_id"])
+        return Response(status_code=204)
+
+    async def set_role(self, request: Request) -> Response:
+        """``PATCH .../families/{id}/members/{uid}``: a member's new role."""
+        user, body = await self._read(request, RoleRequest)
+        params = request.path_params
+        family = await self._agent.families.set_role(
+            user.uid, params["family_id"], params["member_id"], body.role
+        )
+        return _family(family)
+
+    async def remove_member(self, request: Request) -> Response:
+        """``DELETE .../families/{id}/members/{uid}``: leave (oneself) or remove (parents)."""
+        user = await self._authenticate(request)
+        params = request.path_params
+        await self._agent.families.remove(user.uid, params["family_id"], params["member_id"])
+        return Response(status_code=204)
+
     def _resumed(self, resumed: Resumed) -> Response:
         """The follow-up's stream, or 202 saying what happened."""
         run = resumed.run
@@ -270,3 +391,8 @@ class ApiApp:
     async def drain(self) -> None:
         """Wait for runs still going (their clients may have left)."""
         await self._agent.drain()
+
+
+def _family(family: Family, status: int = 200) -> Response:
+    answer = FamilyResponse(family=FamilyInfo.of(family))
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"), status_code=status)

@@ -3,8 +3,8 @@
 The ``api`` function and the ``tasks`` function call only these verbs; each hands its
 work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
-streams, ``lessons.versions`` keeps lessons' versions), all built in
-``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
+streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families),
+all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
 
@@ -22,6 +22,7 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
+from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
 from shared.store.base import LessonStore
@@ -40,6 +41,7 @@ class Agent:
         clock: Clock,
         background: Background,
         keepalive: float,
+        families: Families,
     ) -> None:
         self._runs = runs
         self._people = people
@@ -49,6 +51,7 @@ class Agent:
         self._clock = clock
         self._background = background
         self._keepalive = keepalive
+        self._families = families
 
     # -- the api function ----------------------------------------------------------------
 
@@ -161,6 +164,11 @@ class Agent:
         """A kept version becomes the lesson's next one (``versions.restore``)."""
         now = self._clock.now()
         return await versions.restore(self._lessons, user_id, lesson_id, version, now)
+
+    @property
+    def families(self) -> Families:
+        """The family verbs (``Families``): create, invite, join, change roles, leave."""
+        return self._families
 
     # -- the tasks function --------------------------------------------------------------
 

@@ -8,8 +8,11 @@ from typing import Protocol
 
 from shared.errors import Unauthenticated
 
-# A uid becomes a Firestore path segment: no slashes, not "." / "..", not __reserved__.
-_UID = re.compile(r"^(?!\.\.?$)(?!__.*__$)[^/]{1,128}$")
+# A uid becomes a Firestore path segment: no slashes, not "." / "..", not __reserved__,
+# and not one of the server's own top-level collections (``SERVER_COLLECTIONS``).
+_UID = re.compile(r"^(?!\.\.?$)(?!__.*__$)(?!(?:families|inviteTokens)$)[^/]{1,128}$")
+SERVER_COLLECTIONS = ("families", "inviteTokens")
+"""Top-level collections that are not a user's: the family system's truth (§8)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ RunStatus = Literal["queued", "streaming", "stopping"]
 """``queued``: opened, waiting for a Cloud Task to produce it (a ``202`` send or a queued
 message). ``streaming``: an instance is producing it. ``stopping``: the owner asked it to
 stop; its producer ends it within about a second."""
+FamilyRole = Literal["parent", "dependent"]
 ModelFinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 """Why the model ended a step, as every provider's adapter reports it."""
 FinishReason = Literal[ModelFinishReason, "stopped", "error"]
@@ -61,7 +62,7 @@ class Author(Document):
 
     user_id: str
     display_name: str | None = None
-    role: Literal["parent", "dependent"] | None = None
+    role: FamilyRole | None = None
 
 
 class FileRef(Document):
@@ -337,3 +338,27 @@ class LessonVersion(Lesson):
         document = self.to_firestore()
         document.pop("characters", None)
         return Lesson.model_validate(document)
+
+
+class FamilyMember(Document):
+    """One member of a family, as every member sees them (DESIGN §8)."""
+
+    user_id: str
+    display_name: str = Field(min_length=1, max_length=80)
+    role: FamilyRole
+    joined_at: Timestamp
+
+
+class FamilyMirror(Document):
+    """``/{userId}/client/family/current``: the user's family as they may read it.
+
+    The truth is server-only (``/families/{familyId}``); every change to the family
+    rewrites each member's mirror in the same transaction, and a member who leaves (or
+    is removed, or whose family ends) loses theirs in it too.
+    """
+
+    family_id: str
+    name: str = Field(min_length=1, max_length=80)
+    my_role: FamilyRole
+    members: list[FamilyMember]
+    updated_at: Timestamp

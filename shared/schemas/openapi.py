@@ -13,15 +13,23 @@ from pydantic import BaseModel
 from shared.schemas.api import (
     CONVERSATION_ID_PATTERN,
     EVENT_ID_PATTERN,
+    FAMILY_ID_PATTERN,
     LESSON_ID_PATTERN,
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
+    CreateFamilyRequest,
     ErrorBody,
+    FamilyResponse,
+    InviteRequest,
+    InviteResponse,
+    InvitesResponse,
+    JoinRequest,
     LessonVersionsResponse,
     RestoreRequest,
     RestoreResponse,
     ResumeResponse,
+    RoleRequest,
     SendMessageRequest,
     StopResponse,
     ToolResultRequest,
@@ -45,6 +53,13 @@ _MODELS: tuple[type[BaseModel], ...] = (
     LessonVersionsResponse,
     RestoreRequest,
     RestoreResponse,
+    CreateFamilyRequest,
+    JoinRequest,
+    InviteRequest,
+    RoleRequest,
+    FamilyResponse,
+    InviteResponse,
+    InvitesResponse,
     ErrorBody,
 )
 
@@ -117,6 +132,108 @@ def _resumed(summary: str, body: type[BaseModel]) -> dict[str, Any]:
     operation = _post(summary, body, ok)
     operation["post"]["parameters"] = [_CONVERSATION]
     return operation
+
+
+FAMILIES = "/api/spark/families"
+_FAMILY_ERRORS = (400, 401, 403, 404, 405, 409, 410, 413, 415, 429, 500, 503)
+
+
+def _id(name: str, pattern: str = FAMILY_ID_PATTERN) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": pattern},
+    }
+
+
+def _operation(
+    summary: str,
+    ok: tuple[int, str, type[BaseModel] | None],
+    body: type[BaseModel] | None = None,
+    parameters: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
+    status, description, answer = ok
+    response: dict[str, Any] = {"description": description}
+    if answer is not None:
+        response["content"] = _json(answer)
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "security": [{"bearer": []}],
+        "responses": {str(status): response, **_errors(*_FAMILY_ERRORS)},
+    }
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": _json(body)}
+    if parameters:
+        operation["parameters"] = list(parameters)
+    return operation
+
+
+def _family_paths() -> dict[str, Any]:
+    """DESIGN §8, the membership half: errors are 403 ``parent_only``, 404
+    (``no_family``, ``family_not_found`` for a family that is not the caller's: never
+    403, ``member_not_found``, ``invite_not_found``), 409 (``already_in_family``,
+    ``family_full``, ``last_parent``, ``too_many_invites``), 410 (``invite_expired``,
+    ``invite_used_up``, ``invite_revoked``) and 429 with Retry-After."""
+    family = _id("familyId")
+    member = _id("userId", r"^[^/]{1,128}$")
+    invite = _id("inviteId")
+    changed = (200, "The family after the change.", FamilyResponse)
+    return {
+        FAMILIES: {
+            "post": _operation(
+                "Create a family; the caller becomes its parent (one family per user).",
+                (201, "Created.", FamilyResponse),
+                CreateFamilyRequest,
+            )
+        },
+        FAMILIES + "/current": {
+            "get": _operation(
+                "The caller's family (404 no_family).", (200, "The family.", FamilyResponse)
+            )
+        },
+        FAMILIES + "/join": {
+            "post": _operation(
+                "Join the family of an invite link, with the invite's role.",
+                (200, "Joined (or already a member).", FamilyResponse),
+                JoinRequest,
+            )
+        },
+        FAMILIES + "/{familyId}/invites": {
+            "post": _operation(
+                "A new invite link (parents only). Its token is shown only in this answer.",
+                (201, "Created.", InviteResponse),
+                InviteRequest,
+                (family,),
+            ),
+            "get": _operation(
+                "The family's invites, newest first, without their tokens (parents only).",
+                (200, "The invites.", InvitesResponse),
+                parameters=(family,),
+            ),
+        },
+        FAMILIES + "/{familyId}/invites/{inviteId}": {
+            "delete": _operation(
+                "Revoke an invite: its link stops working at once (parents only).",
+                (204, "Revoked.", None),
+                parameters=(family, invite),
+            )
+        },
+        FAMILIES + "/{familyId}/members/{userId}": {
+            "patch": _operation(
+                "Change a member's role (parents only; 409 last_parent).",
+                changed,
+                RoleRequest,
+                (family, member),
+            ),
+            "delete": _operation(
+                "Leave the family (userId is the caller) or remove a member (parents only); "
+                "the last member leaving ends the family.",
+                (204, "Gone from the family.", None),
+                parameters=(family, member),
+            ),
+        },
+    }
 
 
 def openapi() -> dict[str, Any]:
@@ -220,6 +337,7 @@ def openapi() -> dict[str, Any]:
             ),
             LESSONS + "/versions": lesson_versions,
             LESSONS + "/restore": restore,
+            **_family_paths(),
             PREFIX + "/openapi.json": {
                 "get": {
                     "summary": "This document.",

@@ -1,16 +1,34 @@
-"""Server-only documents (rules deny clients): the per-user task ledger.
+"""Server-only documents (rules deny clients): the per-user task ledger, and the
+families with their invites.
 
 ``/{userId}/server`` holds every task of one user, so admitting a task against the
 per-user limit and releasing its slot are single-document compare-and-set writes.
+
+A family's truth is ``/families/{familyId}``, its invites beside it; each member reads
+only the mirror written into their own subtree (``FamilyMirror``)::
+
+    /families/{familyId}                     Family
+    /families/{familyId}/invites/{inviteId}  Invite (the token only as its SHA-256)
+    /inviteTokens/{sha256 of the token}      InviteToken: which invite a token opens
+    /{userId}/server/family/membership       Membership: the user's family, allowances
+    /{userId}/client/family/current          FamilyMirror (client-readable)
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
 
-from shared.schemas.documents import Document, TaskStatus, Timestamp
+from shared.schemas.documents import (
+    Document,
+    FamilyMember,
+    FamilyMirror,
+    FamilyRole,
+    TaskStatus,
+    Timestamp,
+)
 
 
 class TaskRecord(Document):
@@ -86,3 +104,93 @@ class TaskLedger(Document):
     runs: dict[str, RunSlot] = Field(default_factory=dict)  # by conversation id
     waiting: dict[str, WaitingRun] = Field(default_factory=dict)  # by conversation id
     usage: DailyUsage | None = None
+
+
+class Family(Document):
+    """``/families/{familyId}``: the family as it is. Only the functions read it; every
+    change is one transaction that also writes each member's ``FamilyMirror`` and the
+    ``Membership`` of whoever joins or leaves."""
+
+    id: str
+    name: str = Field(min_length=1, max_length=80)
+    members: list[FamilyMember]  # in the order they joined
+    created_at: Timestamp
+    updated_at: Timestamp
+    # The invites it keeps (``invites/{id}``), so a change that needs them all reads
+    # them by id, not by a query: on the emulator, a transaction that had queried one
+    # family's invites held up the commit of another family's invite for the whole lock
+    # timeout (2 s) and aborted it.
+    invite_ids: list[str] = Field(default_factory=list)
+
+    def member(self, user_id: str) -> FamilyMember | None:
+        """The member with this user id, if they belong to the family."""
+        return next((m for m in self.members if m.user_id == user_id), None)
+
+    @property
+    def parents(self) -> list[FamilyMember]:
+        return [m for m in self.members if m.role == "parent"]
+
+    def mirror_for(self, user_id: str) -> FamilyMirror:
+        """What member ``user_id`` reads at ``/{userId}/client/family/current``."""
+        me = self.member(user_id)
+        if me is None:
+            raise ValueError(f"{user_id} is not a member of family {self.id}")
+        return FamilyMirror(
+            family_id=self.id,
+            name=self.name,
+            my_role=me.role,
+            members=list(self.members),
+            updated_at=self.updated_at,
+        )
+
+
+InviteStatus = Literal["active", "expired", "used_up", "revoked"]
+"""Whether an invite still lets anyone join (``active``), and if not, why not."""
+
+
+class Invite(Document):
+    """``/families/{familyId}/invites/{inviteId}``: a link that lets up to ``max_uses``
+    people join as ``role`` until ``expires_at``. The token itself is never stored: only
+    its SHA-256 (``token_hash``, the id of its ``InviteToken``)."""
+
+    id: str
+    family_id: str
+    role: FamilyRole
+    max_uses: int = Field(ge=1)
+    uses: int = Field(default=0, ge=0)
+    expires_at: Timestamp
+    created_at: Timestamp
+    created_by: str
+    token_hash: str
+    revoked_at: Timestamp | None = None
+    used_by: list[str] = Field(default_factory=list)  # who joined with it, in order
+
+    def status(self, now: datetime) -> InviteStatus:
+        """``active`` until it is revoked, used ``max_uses`` times or past ``expires_at``
+        (the first of these that holds is the reason given)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.uses >= self.max_uses:
+            return "used_up"
+        if self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+class InviteToken(Document):
+    """``/inviteTokens/{sha256 of the token}``: which invite a token opens, so a join
+    finds it by the token alone (in the same transaction that redeems it)."""
+
+    family_id: str
+    invite_id: str
+
+
+class Membership(Document):
+    """``/{userId}/server/family/membership``: the family the user belongs to (one at
+    most, checked in the transaction that adds them), and when they last asked for
+    invite links and tried to join (each list holds the last hour's, for the hourly
+    allowances)."""
+
+    family_id: str | None = None
+    invites_asked: list[Timestamp] = Field(default_factory=list)
+    joins_tried: list[Timestamp] = Field(default_factory=list)

@@ -11,20 +11,31 @@ from typing import Any
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, LessonVersion
-from shared.schemas.server import TaskLedger
+from shared.schemas.server import Family, Invite, Membership, TaskLedger
 from shared.store.base import (
     NO_LESSON,
     ConversationStore,
     Decision,
+    FamilyChange,
+    Household,
     KeptVersion,
     LedgerDecision,
     R,
+    Reads,
     RunProbe,
     RunView,
     TaskLedgerStore,
     changed,
     kept_out,
     next_version,
+)
+from shared.store.households import (
+    Path,
+    family_path,
+    invite_path,
+    membership_path,
+    plan,
+    token_path,
 )
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
@@ -211,3 +222,52 @@ class InMemoryLessonStore:
     async def version(self, user_id: str, lesson_id: str, version: int) -> LessonVersion | None:
         document = self._versions.get((user_id, lesson_id), {}).get(version)
         return None if document is None else LessonVersion.model_validate(document)
+
+
+class InMemoryFamilyStore:
+    """Families and what hangs on them, as documents by path (``documents``, which
+    tests read as they would Firestore); one lock makes each change a transaction."""
+
+    def __init__(self) -> None:
+        self.documents: dict[Path, dict[str, Any]] = {}
+        self._lock = asyncio.Lock()
+
+    async def read(self, reads: Reads) -> Household:
+        async with self._lock:
+            return self._read(reads)
+
+    async def apply(self, reads: Reads, change: FamilyChange[R]) -> tuple[Household, R]:
+        async with self._lock:
+            before = self._read(reads)
+            after, decided = change(before)
+            for write in plan(before, after):
+                if write.document is None:
+                    self.documents.pop(write.path, None)
+                else:
+                    self.documents[write.path] = copy.deepcopy(write.document)
+            return after, decided
+
+    def _get(self, path: Path) -> dict[str, Any] | None:
+        document = self.documents.get(path)
+        return None if document is None else copy.deepcopy(document)
+
+    def _read(self, reads: Reads) -> Household:
+        family_id, invite_id = reads.family_id, reads.invite_id
+        if reads.token_hash is not None:
+            token = self._get(token_path(reads.token_hash))
+            family_id, invite_id = (token["familyId"], token["inviteId"]) if token else (None, None)
+        memberships = {
+            uid: Membership.model_validate(self._get(membership_path(uid)) or {})
+            for uid in reads.users
+        }
+        if family_id is None:
+            return Household(memberships=memberships)
+        stored = self._get(family_path(family_id))
+        family = None if stored is None else Family.model_validate(stored)
+        wanted = [*(family.invite_ids if family and reads.all_invites else []), invite_id]
+        invites = {
+            iid: Invite.model_validate(found)
+            for iid in wanted
+            if iid is not None and (found := self._get(invite_path(family_id, iid)))
+        }
+        return Household(family=family, invites=invites, memberships=memberships)

@@ -137,3 +137,63 @@ def test_rules_owner_reads_a_lessons_kept_versions_and_nobody_writes_them(
     body = {"fields": {"body": {"stringValue": "<lesson><p>forged</p></lesson>"}}}
     assert httpx.patch(rest(path), json=body, headers=as_user(uid)).status_code == 403
     assert httpx.delete(rest(path), headers=as_user(uid)).status_code == 403
+
+
+@pytest.fixture
+def family_docs(db: firestore.Client) -> tuple[str, str, str]:
+    """A family of two (its truth, an invite, the token index, each member's membership
+    and mirror), written as the functions write them."""
+    mum, kid = f"mum-{secrets.token_hex(4)}", f"kid-{secrets.token_hex(4)}"
+    family_id, hashed = f"fam_{secrets.token_hex(4)}", secrets.token_hex(32)
+    members = [{"userId": mum, "role": "parent"}, {"userId": kid, "role": "dependent"}]
+    db.document("families", family_id).set({"id": family_id, "members": members})
+    db.document("families", family_id, "invites", "inv_1").set({"tokenHash": hashed})
+    db.document("inviteTokens", hashed).set({"familyId": family_id, "inviteId": "inv_1"})
+    for uid, role in ((mum, "parent"), (kid, "dependent")):
+        db.document(uid, "client", "family", "current").set(
+            {"familyId": family_id, "myRole": role, "members": members}
+        )
+        db.document(uid, "server", "family", "membership").set({"familyId": family_id})
+    return mum, kid, family_id
+
+
+def test_rules_each_member_reads_only_their_own_family_mirror(
+    family_docs: tuple[str, str, str],
+) -> None:
+    mum, kid, family_id = family_docs
+    for uid in (mum, kid):
+        own = httpx.get(rest(f"{uid}/client/family/current"), headers=as_user(uid))
+        assert own.status_code == 200
+        assert own.json()["fields"]["familyId"]["stringValue"] == family_id
+    # Not another member's, not an outsider's, not anonymously.
+    for reader, owner in ((mum, kid), (kid, mum), ("outsider", mum), (None, kid)):
+        other = httpx.get(rest(f"{owner}/client/family/current"), headers=as_user(reader))
+        assert other.status_code == 403, (reader, owner)
+
+
+@pytest.mark.parametrize("reader", ["mum", "kid", "outsider", "families", None])
+def test_rules_the_family_truth_invites_and_tokens_are_server_only(
+    family_docs: tuple[str, str, str], reader: str | None
+) -> None:
+    """Nobody reads /families/**, /inviteTokens/** or anyone's membership: not its
+    members, not a user whose uid happens to be "families"."""
+    mum, kid, family_id = family_docs
+    who = {"mum": mum, "kid": kid}.get(reader or "", reader)
+    for path in (
+        f"families/{family_id}",
+        f"families/{family_id}/invites/inv_1",
+        f"families/{family_id}/invites",
+        "families",
+        "inviteTokens",
+        f"{mum}/server/family/membership",
+        f"{kid}/server/family/membership",
+    ):
+        assert httpx.get(rest(path), headers=as_user(who)).status_code == 403, (who, path)
+    body = {"fields": {"name": {"stringValue": "hijacked"}}}
+    assert (
+        httpx.patch(rest(f"families/{family_id}"), json=body, headers=as_user(who)).status_code
+        == 403
+    )
+    mirror = rest(f"{mum}/client/family/current")
+    assert httpx.patch(mirror, json=body, headers=as_user(who)).status_code == 403
+    assert httpx.delete(mirror, headers=as_user(who)).status_code == 403

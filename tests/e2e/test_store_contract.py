@@ -6,29 +6,53 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
+from google.cloud import firestore
 from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.watch import Watch
 
 from shared.agent.runs import new_run, put_message
 from shared.errors import (
     ConversationTooLarge,
+    InviteUsedUp,
+    LastParent,
     NotFound,
     RunInProgress,
     StoreError,
     VersionConflict,
 )
-from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Lesson, Message
-from shared.schemas.server import TaskLedger
-from shared.store.base import ConversationStore, LessonStore, RunView, TaskLedgerStore
+from shared.families import membership
+from shared.families.audit import family_violations
+from shared.families.membership import Person
+from shared.schemas.documents import (
+    ArchiveSegment,
+    ContentPart,
+    Conversation,
+    FamilyMirror,
+    Lesson,
+    Message,
+)
+from shared.schemas.server import Family, Invite, TaskLedger
+from shared.store.base import (
+    ConversationStore,
+    FamilyStore,
+    Household,
+    LessonStore,
+    Reads,
+    RunView,
+    TaskLedgerStore,
+)
 from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
 from shared.store.limits import CLOSING_RESERVE, MAX_DOCUMENT_BYTES
 from shared.store.memory import (
     InMemoryConversationStore,
+    InMemoryFamilyStore,
     InMemoryLessonStore,
     InMemoryTaskLedgerStore,
 )
@@ -607,3 +631,201 @@ async def test_lesson_store_delete_keeps_the_lesson_as_its_last_version(
     assert [k.version for k in await keeping_three.versions(uid, "les_1")] == [2, 1]
     kept = await keeping_three.version(uid, "les_1", 2)
     assert kept is not None and kept.as_lesson() == numbered(2)
+
+
+# -- FamilyStore ---------------------------------------------------------------------------
+
+
+@dataclass
+class FamilyStores:
+    """A family store and four more instances of it (other processes on Firestore: each
+    its own client; the same store for the fake), and a reader of raw documents."""
+
+    store: FamilyStore
+    others: list[FamilyStore]
+    raw: Callable[[tuple[str, ...]], dict[str, Any] | None]
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def families(
+    request: pytest.FixtureRequest, emulators: object
+) -> AsyncIterator[FamilyStores]:
+    if request.param == "memory":
+        memory = InMemoryFamilyStore()
+        yield FamilyStores(memory, [memory] * 4, lambda path: memory.documents.get(path))
+        return
+    connections = [connect(PROJECT) for _ in range(5)]
+    sync = firestore.Client(project=PROJECT)
+
+    def raw(path: tuple[str, ...]) -> dict[str, Any] | None:
+        return sync.document(*path).get().to_dict()
+
+    yield FamilyStores(connections[0].families, [c.families for c in connections[1:]], raw)
+    for connection in connections:
+        connection.close()
+    sync.close()
+
+
+def person(name: str) -> Person:
+    return Person(f"{name}-{secrets.token_hex(4)}", name.title())
+
+
+async def founded(store: FamilyStore, parent: Person) -> Family:
+    family_id = f"fam_{secrets.token_hex(6)}"
+    change = partial(membership.create, family_id=family_id, name="Tides", creator=parent, now=NOW)
+    _, family = await store.apply(Reads(family_id=family_id, users=(parent.user_id,)), change)
+    return family
+
+
+async def invited(store: FamilyStore, family: Family, parent: Person, uses: int) -> str:
+    """A new invite's token hash (the token itself plays no part in the store)."""
+    hashed = secrets.token_hex(32)
+    invite = Invite(
+        id=f"inv_{secrets.token_hex(4)}",
+        family_id=family.id,
+        role="dependent",
+        max_uses=uses,
+        expires_at=NOW + timedelta(hours=1),
+        created_at=NOW,
+        created_by=parent.user_id,
+        token_hash=hashed,
+    )
+    change = partial(membership.add_invite, caller=parent.user_id, invite=invite, now=NOW)
+    await store.apply(Reads(family_id=family.id, all_invites=True), change)
+    return hashed
+
+
+async def test_family_store_writes_the_family_its_mirrors_and_memberships_together(
+    families: FamilyStores,
+) -> None:
+    store, raw = families.store, families.raw
+    parent, child = person("mum"), person("sam")
+    family = await founded(store, parent)
+    hashed = await invited(store, family, parent, uses=2)
+    found = await store.read(Reads(token_hash=hashed, users=(child.user_id,)))
+    (invite,) = found.invites.values()
+    assert found.family == family.model_copy(update={"invite_ids": [invite.id]})
+    assert raw(("inviteTokens", hashed)) == {"familyId": family.id, "inviteId": invite.id}
+    change = partial(membership.join, person=child, now=NOW, max_members=10)
+    written, joined = await store.apply(Reads(token_hash=hashed, users=(child.user_id,)), change)
+    assert written.family == joined
+    again = await store.read(
+        Reads(family_id=family.id, invite_id=invite.id, users=(child.user_id,))
+    )
+    assert again.family == joined and again.invites[invite.id].uses == 1
+    assert again.memberships[child.user_id].family_id == family.id
+    for member in (parent, child):
+        mirror = raw((member.user_id, "client", "family", "current"))
+        assert mirror is not None
+        assert FamilyMirror.model_validate(mirror) == joined.mirror_for(member.user_id)
+    # Reading something that does not exist is an empty household.
+    nothing = await store.read(Reads(token_hash="0" * 64, users=("nobody",)))
+    assert nothing.family is None and not nothing.invites
+    assert nothing.memberships["nobody"].family_id is None
+
+
+async def test_family_store_a_refused_change_writes_nothing(families: FamilyStores) -> None:
+    store, raw = families.store, families.raw
+    parent = person("mum")
+    family = await founded(store, parent)
+    before = raw(("families", family.id))
+
+    def refuse(household: Household) -> tuple[Household, None]:
+        assert household.family is not None
+        renamed = household.family.model_copy(update={"name": "Renamed"})
+        changed = membership.remove(
+            Household(family=renamed), caller=parent.user_id, target=parent.user_id, now=NOW
+        )
+        raise LastParent(f"refused after deciding {changed[1]}")
+
+    with pytest.raises(LastParent):
+        await store.apply(Reads(family_id=family.id, users=(parent.user_id,)), refuse)
+    assert raw(("families", family.id)) == before
+    assert raw((parent.user_id, "client", "family", "current")) is not None
+
+
+async def test_family_store_the_last_member_leaving_deletes_everything_of_the_family(
+    families: FamilyStores,
+) -> None:
+    store, raw = families.store, families.raw
+    parent = person("mum")
+    family = await founded(store, parent)
+    hashes = [await invited(store, family, parent, uses=1) for _ in range(3)]
+    everything = await store.read(Reads(family_id=family.id, all_invites=True))
+    assert len(everything.invites) == 3
+    change = partial(membership.remove, caller=parent.user_id, target=parent.user_id, now=NOW)
+    reads = Reads(family_id=family.id, all_invites=True, users=(parent.user_id,))
+    _, left = await store.apply(reads, change)
+    assert left is None
+    assert raw(("families", family.id)) is None
+    assert raw((parent.user_id, "client", "family", "current")) is None
+    for hashed in hashes:
+        assert raw(("inviteTokens", hashed)) is None
+    for invite_id in everything.invites:
+        assert raw(("families", family.id, "invites", invite_id)) is None
+    membership_doc = raw((parent.user_id, "server", "family", "membership")) or {}
+    assert "familyId" not in membership_doc
+
+
+async def test_family_store_five_racing_for_one_use_one_joins(families: FamilyStores) -> None:
+    """Five instances redeem a single-use link at once: exactly one joins, the others are
+    told it is used up, and the family, invite and mirrors agree."""
+    store, raw = families.store, families.raw
+    parent = person("mum")
+    family = await founded(store, parent)
+    hashed = await invited(store, family, parent, uses=1)
+    racers = [person(f"racer{n}") for n in range(5)]
+    instances = [store, *families.others]
+
+    async def join(instance: FamilyStore, racer: Person) -> Family:
+        change = partial(membership.join, person=racer, now=NOW, max_members=10)
+        _, joined = await instance.apply(Reads(token_hash=hashed, users=(racer.user_id,)), change)
+        return joined
+
+    results = await asyncio.gather(
+        *(join(i, r) for i, r in zip(instances, racers, strict=True)), return_exceptions=True
+    )
+    assert sum(isinstance(r, Family) for r in results) == 1, results
+    assert all(isinstance(r, (Family, InviteUsedUp)) for r in results), results
+    final = await store.read(Reads(token_hash=hashed))
+    assert final.family is not None and len(final.family.members) == 2
+    (invite,) = final.invites.values()
+    assert invite.uses == 1 and len(invite.used_by) == 1
+    winner = invite.used_by[0]
+    for racer in racers:
+        mirror = raw((racer.user_id, "client", "family", "current"))
+        assert (mirror is not None) is (racer.user_id == winner)
+    assert (
+        family_violations(
+            raw(("families", family.id)),
+            {p.user_id: raw((p.user_id, "client", "family", "current")) for p in [parent, *racers]},
+            {
+                p.user_id: raw((p.user_id, "server", "family", "membership"))
+                for p in [parent, *racers]
+            },
+        )
+        == []
+    )
+
+
+async def test_family_store_concurrent_attempts_all_count(families: FamilyStores) -> None:
+    """Three instances count attempts against one user's allowance at once: none is lost.
+    (Three, not five: on the emulator, transactions contending for one document wait
+    ~2 s for its lock timeout each round; three took ~2 s here, five 4–9 s.)"""
+    store = families.store
+    uid = f"u{secrets.token_hex(4)}"
+    instances = [store, *families.others[:2]]
+
+    async def attempt(instance: FamilyStore, n: int) -> None:
+        change = partial(
+            membership.attempt,
+            user_id=uid,
+            allowance="joins",
+            now=NOW + timedelta(seconds=n),
+            limit=10,
+        )
+        await instance.apply(Reads(users=(uid,)), change)
+
+    await asyncio.gather(*(attempt(i, n) for n, i in enumerate(instances)))
+    counted = (await store.read(Reads(users=(uid,)))).memberships[uid]
+    assert len(counted.joins_tried) == 3

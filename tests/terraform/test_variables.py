@@ -28,6 +28,7 @@ GOOD: dict[str, list[Any]] = {
     "queue": [{"max_attempts": 1, "min_backoff_seconds": 0.1, "max_backoff_seconds": 0.1}],
     "uploads_retention_days": [1, 3650],
     "labels": [{}, {"team": "learning", "cost-centre": "k12"}],
+    "app_url": ["", "https://spark.example.com", "https://example.com/spark"],
 }
 
 BAD: dict[str, list[Any]] = {
@@ -63,6 +64,13 @@ BAD: dict[str, list[Any]] = {
     ],
     "uploads_retention_days": [0, 1.5, 3651],
     "labels": [{"App": "x"}, {"app": "Spark Agent"}, {"1app": "x"}],
+    "app_url": [
+        "http://spark.example.com",
+        "https://spark.example.com/",
+        "https://spark.example.com/?x=1",
+        "spark.example.com",
+        "https://",
+    ],
 }
 
 

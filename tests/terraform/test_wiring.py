@@ -129,6 +129,7 @@ def test_local_only_variables_are_refused_in_production() -> None:
         "OPENAI_API_KEY": "sk-test",
         "SPARK_TASKS_URL": "https://spark-tasks-1.europe-west2.run.app",
         "CLOUD_TASKS_SERVICE_ACCOUNT": "invoker@p.iam.gserviceaccount.com",
+        "SPARK_APP_URL": "https://p.web.app",
     }
     Settings.from_env(production)
     for name in set(LOCAL_ONLY) - {"SPARK_OFFLINE_TOKEN_DELAY_MS"}:

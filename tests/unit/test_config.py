@@ -11,6 +11,7 @@ import pytest
 
 from shared.config import SETTINGS, Setting, Settings
 from shared.errors import ConfigurationError
+from shared.wiring import family_policy_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,9 +65,26 @@ def production_env(**overrides: str | None) -> dict[str, str]:
         "OPENAI_API_KEY": "k",
         "CLOUD_TASKS_SERVICE_ACCOUNT": "spark-tasks@demo-spark.iam.gserviceaccount.com",
         "SPARK_TASKS_URL": "https://europe-west2-demo-spark.cloudfunctions.net/tasks",
+        "SPARK_APP_URL": "https://demo-spark.web.app",
         **overrides,
     }
     return {k: v for k, v in env.items() if v is not None}
+
+
+@pytest.mark.parametrize("url", [None, "http://demo-spark.web.app"])
+def test_settings_refuse_production_without_an_https_app_url(url: str | None) -> None:
+    with pytest.raises(ConfigurationError, match="SPARK_APP_URL"):
+        Settings.from_env(production_env(SPARK_APP_URL=url))
+
+
+def test_settings_read_the_family_limits_and_the_app_url() -> None:
+    settings = Settings.from_env(
+        {"SPARK_APP_URL": "https://spark.example/", "SPARK_FAMILY_MAX_MEMBERS": "4"}
+    )
+    assert family_policy_of(settings).app_url == "https://spark.example"  # links add /join
+    assert (settings.family_max_members, settings.family_joins_per_hour) == (4, 10)
+    with pytest.raises(ConfigurationError, match="SPARK_FAMILY_MAX_MEMBERS"):
+        Settings.from_env({"SPARK_FAMILY_MAX_MEMBERS": "1"})
 
 
 def test_settings_accept_a_complete_production_config() -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -7,7 +8,7 @@ from pydantic import ValidationError
 
 from shared.schemas.api import SendMessageRequest
 from shared.schemas.documents import ContentPart, Conversation, Message
-from shared.schemas.export import SCHEMA_PATH, render
+from shared.schemas.export import DOCUMENTS, FAMILY_SCHEMA_PATH, SCHEMA_PATH, render
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -16,6 +17,14 @@ def test_schema_file_is_current() -> None:
     assert SCHEMA_PATH.read_text(encoding="utf-8") == render(), (
         "schemas/firestore.schema.json is stale: run `make schemas`"
     )
+    for path in DOCUMENTS:
+        assert path.read_text(encoding="utf-8") == render(path), f"{path.name} is stale"
+
+
+def test_family_mirror_schema_describes_the_mirror() -> None:
+    schema = json.loads(FAMILY_SCHEMA_PATH.read_text(encoding="utf-8"))
+    assert set(schema["required"]) == {"familyId", "name", "myRole", "members", "updatedAt"}
+    assert "/{userId}/client/family/current" in schema["$comment"]
 
 
 def test_conversation_round_trips_as_camel_case() -> None:
@@ -71,3 +80,7 @@ def test_openapi_document_is_current_and_served() -> None:
     document = openapi()
     assert document["openapi"] == "3.1.0"
     assert "/api/spark/agent/conversations/{conversationId}/answers" in document["paths"]
+    assert set(document["paths"]["/api/spark/families/{familyId}/members/{userId}"]) == {
+        "patch",
+        "delete",
+    }

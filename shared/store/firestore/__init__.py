@@ -1,5 +1,5 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
-task ledgers and lessons, all on one client per process (``connect``)."""
+task ledgers, lessons and families, all on one client per process (``connect``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from google.cloud.firestore import AsyncClient, Client
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.store.firestore.conversations import FirestoreConversationStore
+from shared.store.firestore.families import FirestoreFamilyStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
 
 __all__ = [
     "FirestoreConversationStore",
+    "FirestoreFamilyStore",
     "FirestoreLessonStore",
     "FirestoreStores",
     "FirestoreTaskLedgerStore",
@@ -30,6 +32,7 @@ class FirestoreStores:
     conversations: FirestoreConversationStore
     ledgers: FirestoreTaskLedgerStore
     lessons: FirestoreLessonStore
+    families: FirestoreFamilyStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -46,4 +49,5 @@ def connect(
         FirestoreConversationStore(client, lambda: Client(project=project_id)),
         FirestoreTaskLedgerStore(client),
         FirestoreLessonStore(client, lesson_versions_kept),
+        FirestoreFamilyStore(client),
     )

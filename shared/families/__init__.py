@@ -1,0 +1,1 @@
+"""Families (DESIGN §8): who belongs to which family, invites, roles."""

@@ -1,0 +1,89 @@
+"""The invariant of a family's stored state, checked on the documents alone (pure):
+every member has exactly one mirror, and it matches the family; nobody else's mirror
+names the family; each member's ``Membership`` points at it, and nobody else's does.
+
+Each user has one mirror path (``/{uid}/client/family/current``), so "exactly one"
+means it exists; "matches" means it is what ``Family.mirror_for`` makes of the family,
+field for field. ``shared/audit.py`` (the invariant checker of users' state, on
+another branch) is where this is meant to be called from; until then the end-to-end
+tests call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from shared.schemas.documents import FamilyMirror
+from shared.schemas.server import Family, Membership
+
+Stored = Mapping[str, Any]
+
+
+def family_violations(
+    family_doc: Stored | None,
+    mirrors: Mapping[str, Stored | None],
+    memberships: Mapping[str, Stored | None] | None = None,
+    *,
+    family_id: str | None = None,
+) -> list[str]:
+    """What is wrong with one family's documents.
+
+    Args:
+        family_doc: ``/families/{familyId}`` as stored (``None``: there is none, e.g.
+            after its last member left; then ``family_id`` names it).
+        mirrors: ``/{uid}/client/family/current`` of every member, and of anyone else
+            worth checking (a former member), by user id; ``None`` where there is none.
+        memberships: likewise ``/{uid}/server/family/membership``, if they were read.
+        family_id: the family's id when ``family_doc`` is ``None``.
+    """
+    try:
+        family = None if family_doc is None else Family.model_validate(family_doc)
+    except ValidationError as exc:
+        return [f"the family document is not valid: {exc.error_count()} errors"]
+    fid = family.id if family is not None else family_id
+    found = [] if family is None else _family_shape(family)
+    members = set() if family is None else {m.user_id for m in family.members}
+    for uid, stored in mirrors.items():
+        found += _mirror(family, fid, uid, stored, is_member=uid in members)
+    for uid in sorted(members - set(mirrors)):
+        found.append(f"{uid}: a member whose mirror was not checked")
+    for uid, stored in (memberships or {}).items():
+        pointer = Membership.model_validate(stored or {}).family_id
+        if uid in members and pointer != fid:
+            found.append(f"{uid}: a member whose membership names {pointer!r}, not {fid}")
+        elif uid not in members and pointer == fid:
+            found.append(f"{uid}: not a member, but their membership names {fid}")
+    return found
+
+
+def _family_shape(family: Family) -> list[str]:
+    found = []
+    ids = [m.user_id for m in family.members]
+    if len(set(ids)) != len(ids):
+        found.append(f"family {family.id}: a member is listed twice")
+    if not family.members:
+        found.append(f"family {family.id}: no members left, yet the family remains")
+    elif not family.parents:
+        found.append(f"family {family.id}: members but no parent")
+    return found
+
+
+def _mirror(
+    family: Family | None, fid: str | None, uid: str, stored: Stored | None, *, is_member: bool
+) -> list[str]:
+    if not is_member:
+        names = stored is not None and stored.get("familyId") == fid
+        return [f"{uid}: not a member, but their mirror shows family {fid}"] if names else []
+    assert family is not None  # only a family has members
+    if stored is None:
+        return [f"{uid}: a member of {family.id} without a mirror"]
+    try:
+        mirror = FamilyMirror.model_validate(stored)
+    except ValidationError:
+        return [f"{uid}: the mirror is not a valid family document"]
+    if mirror != family.mirror_for(uid):
+        return [f"{uid}: the mirror does not match family {family.id}"]
+    return []

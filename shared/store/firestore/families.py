@@ -1,0 +1,139 @@
+"""Families on Firestore: every change is one Firestore transaction."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from google.api_core import exceptions as gexc
+from google.cloud.firestore import AsyncClient, AsyncTransaction, async_transactional
+
+from shared.errors import StoreError
+from shared.schemas.server import Family, Invite, Membership
+from shared.store.base import FamilyChange, Household, R, Reads
+from shared.store.firestore.common import unavailable
+from shared.store.households import (
+    Path,
+    family_path,
+    invite_path,
+    membership_path,
+    plan,
+    token_path,
+)
+
+# A transaction that loses a race is run again here, after a random wait, never at
+# once by the client library (``max_attempts=1``): on the emulator, transactions that
+# read one document and then write it wait for its lock timeout (~2 s) and are often
+# all aborted together; retried at once they met again in lockstep, round after round
+# (five joins for one link went a minute and more without a winner on a loaded
+# machine). Spread out, one wins most rounds: five joins for one link took 0.5–5 s
+# there, five counts against one user's allowance 4–9 s. Firestore itself (pessimistic
+# mode, the default) delays or fails one of the contenders instead ("Data contention
+# in transactions" in its documentation); that cost is not measured here.
+_ATTEMPTS = 25
+
+
+async def _back_off(attempt: int) -> None:
+    """Full jitter over a window that doubles from 0.1 s up to 2 s (the emulator's lock
+    timeout: transactions retried within it would meet again)."""
+    await asyncio.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
+
+
+class FirestoreFamilyStore:
+    """``FamilyStore`` on Firestore: ``apply`` reads what it is asked for in a
+    transaction, runs the pure change and writes ``households.plan``'s documents in
+    the same transaction, so a join's check of the invite, its use and every mirror
+    land together or not at all."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    def _ref(self, path: Path) -> Any:
+        return self._client.document(*path)
+
+    async def read(self, reads: Reads) -> Household:
+        household, _ = await self._run(reads, _unchanged, read_only=True)
+        return household
+
+    async def apply(self, reads: Reads, change: FamilyChange[R]) -> tuple[Household, R]:
+        return await self._run(reads, change, read_only=False)
+
+    async def _run(
+        self, reads: Reads, change: FamilyChange[R], *, read_only: bool
+    ) -> tuple[Household, R]:
+        """The transaction, retried while competing ones abort it: during its reads
+        (which the client library does not retry) or at each of its commits."""
+        for attempt in range(_ATTEMPTS):
+            if attempt > 0:
+                await _back_off(attempt)
+            transaction = self._client.transaction(max_attempts=1, read_only=read_only)
+            with unavailable("Firestore transaction"):
+                try:
+                    done: tuple[Household, R] = await _transact(transaction, self, reads, change)
+                except gexc.Aborted:
+                    continue
+                except ValueError as exc:
+                    if not isinstance(exc.__cause__, gexc.Aborted):
+                        raise
+                    continue  # its commit was aborted (the client library tries once)
+                return done
+        raise StoreError("Your family is changing too fast to save; please try again.")
+
+    async def household(self, transaction: AsyncTransaction, reads: Reads) -> Household:
+        """What ``reads`` names, read in ``transaction``."""
+        family_id, invite_id = reads.family_id, reads.invite_id
+        if reads.token_hash is not None:
+            token = await self._get(transaction, token_path(reads.token_hash))
+            family_id = token["familyId"] if token else None
+            invite_id = token["inviteId"] if token else None
+        memberships = {
+            uid: Membership.model_validate(await self._get(transaction, membership_path(uid)) or {})
+            for uid in reads.users
+        }
+        if family_id is None:
+            return Household(memberships=memberships)
+        stored = await self._get(transaction, family_path(family_id))
+        family = None if stored is None else Family.model_validate(stored)
+        wanted = [*(family.invite_ids if family and reads.all_invites else []), invite_id]
+        refs = [self._ref(invite_path(family_id, i)) for i in dict.fromkeys(wanted) if i]
+        invites: dict[str, Invite] = {}
+        if refs:
+            # The client's own get_all: AsyncTransaction.get_all awaits it, which fails
+            # (google-cloud-firestore 2.34.1: "async_generator can't be used in 'await'").
+            async for snapshot in self._client.get_all(refs, transaction=transaction):
+                if snapshot.exists:
+                    invites[snapshot.id] = Invite.model_validate(snapshot.to_dict())
+        return Household(family=family, invites=invites, memberships=memberships)
+
+    async def _get(self, transaction: AsyncTransaction, path: Path) -> dict[str, Any] | None:
+        snapshot = await self._ref(path).get(transaction=transaction)
+        document: dict[str, Any] | None = snapshot.to_dict() if snapshot.exists else None
+        return document
+
+    def write(self, transaction: AsyncTransaction, before: Household, after: Household) -> None:
+        """``households.plan``'s writes, added to ``transaction``."""
+        for write in plan(before, after):
+            if write.document is None:
+                transaction.delete(self._ref(write.path))
+            else:
+                transaction.set(self._ref(write.path), write.document)
+
+
+def _unchanged(household: Household) -> tuple[Household, None]:
+    return household, None
+
+
+@async_transactional
+async def _transact(
+    transaction: AsyncTransaction,
+    store: FirestoreFamilyStore,
+    reads: Reads,
+    change: FamilyChange[Any],
+) -> tuple[Household, Any]:
+    """Read, decide, write: one attempt of one transaction (the client library runs it
+    again, reading afresh, when its commit is aborted)."""
+    before = await store.household(transaction, reads)
+    after, decided = change(before)
+    store.write(transaction, before, after)
+    return after, decided

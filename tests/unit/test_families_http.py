@@ -1,0 +1,182 @@
+"""The family routes through the real functions-framework app, on fakes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from spark_http.app import ApiApp
+
+from shared.auth.base import StaticTokenVerifier, User
+from shared.llm.scripted import ScriptedProvider
+from tests.unit.helpers import make_service, serving
+
+USERS = {
+    "mum": User(uid="mum", name="Mum"),
+    "sam": User(uid="sam", email="sam@example.com"),
+    "eve": User(uid="eve", name="Eve"),
+}
+FAMILIES = "/api/spark/families"
+
+
+def auth(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {name}-token"}
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    harness = make_service(ScriptedProvider([]), family_joins_per_hour=3)
+    verifier = StaticTokenVerifier({f"{k}-token": v for k, v in USERS.items()})
+    async with serving(ApiApp(harness.agent, verifier, harness.settings)) as client:
+        yield client
+
+
+async def test_http_create_invite_join_change_role_and_leave(client: httpx.AsyncClient) -> None:
+    created = await client.post(FAMILIES, headers=auth("mum"), json={"name": "The Smiths"})
+    assert created.status_code == 201, created.text
+    family = created.json()["family"]
+    assert family["name"] == "The Smiths"
+    assert [(m["userId"], m["displayName"], m["role"]) for m in family["members"]] == [
+        ("mum", "Mum", "parent")
+    ]
+    assert set(family) == {"id", "name", "members", "createdAt"}
+    invites = f"{FAMILIES}/{family['id']}/invites"
+    made = await client.post(invites, headers=auth("mum"), json={"role": "dependent"})
+    assert made.status_code == 201, made.text
+    assert made.headers["cache-control"] == "no-store"
+    body = made.json()
+    assert body["link"] == f"http://127.0.0.1:5173/join?token={body['token']}"
+    assert {k: body["invite"][k] for k in ("role", "maxUses", "uses", "status")} == {
+        "role": "dependent",
+        "maxUses": 1,
+        "uses": 0,
+        "status": "active",
+    }
+    joined = await client.post(
+        f"{FAMILIES}/join", headers=auth("sam"), json={"token": body["token"]}
+    )
+    assert joined.status_code == 200, joined.text
+    members = joined.json()["family"]["members"]
+    assert [(m["userId"], m["displayName"], m["role"]) for m in members][1] == (
+        "sam",
+        "sam",
+        "dependent",
+    )
+    listed = await client.get(invites, headers=auth("mum"))
+    assert listed.status_code == 200
+    assert [(i["uses"], i["status"]) for i in listed.json()["invites"]] == [(1, "used_up")]
+    assert "token" not in listed.text and body["token"] not in listed.text
+    promoted = await client.patch(
+        f"{FAMILIES}/{family['id']}/members/sam", headers=auth("mum"), json={"role": "parent"}
+    )
+    assert promoted.status_code == 200
+    assert promoted.json()["family"]["members"][1]["role"] == "parent"
+    current = await client.get(f"{FAMILIES}/current", headers=auth("sam"))
+    assert current.json() == promoted.json()
+    left = await client.delete(f"{FAMILIES}/{family['id']}/members/sam", headers=auth("sam"))
+    assert left.status_code == 204 and left.content == b""
+    gone = await client.get(f"{FAMILIES}/current", headers=auth("sam"))
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "no_family"
+
+
+async def test_http_refusals_are_json_with_their_codes(client: httpx.AsyncClient) -> None:
+    family = (await client.post(FAMILIES, headers=auth("mum"), json={"name": "A"})).json()["family"]
+    invites = f"{FAMILIES}/{family['id']}/invites"
+    cases = [
+        (client.post(FAMILIES, headers=auth("mum"), json={"name": "B"}), 409, "already_in_family"),
+        (
+            client.post(invites, headers=auth("eve"), json={"role": "parent"}),
+            404,
+            "family_not_found",
+        ),
+        (client.get(invites, headers=auth("eve")), 404, "family_not_found"),
+        (
+            client.delete(f"{invites}/inv_x", headers=auth("mum")),
+            404,
+            "invite_not_found",
+        ),
+        (
+            client.post(f"{FAMILIES}/join", headers=auth("eve"), json={"token": "forged"}),
+            404,
+            "invite_not_found",
+        ),
+        (
+            client.patch(
+                f"{FAMILIES}/{family['id']}/members/mum",
+                headers=auth("mum"),
+                json={"role": "dependent"},
+            ),
+            409,
+            "last_parent",
+        ),
+        (client.get(f"{FAMILIES}/current", headers=auth("eve")), 404, "no_family"),
+        (client.post(FAMILIES, json={"name": "A"}), 401, "unauthenticated"),
+    ]
+    for call, status, code in cases:
+        response = await call
+        assert (response.status_code, response.json()["error"]["code"]) == (status, code)
+        assert response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"name": ""},
+        {"name": "   "},
+        {"name": "x" * 81},
+        {"name": "A", "colour": "red"},
+        {"name": "A\u0000B"},
+        {"name": 5},
+        {"name": "A", "displayName": ""},
+    ],
+)
+async def test_http_bad_family_bodies_are_400(client: httpx.AsyncClient, body: object) -> None:
+    response = await client.post(FAMILIES, headers=auth("mum"), json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert (await client.get(f"{FAMILIES}/current", headers=auth("mum"))).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"role": "owner"},
+        {"role": "parent", "maxUses": 0},
+        {"role": "parent", "maxUses": 11},
+        {"role": "parent", "expiresInHours": 0},
+        {"role": "parent", "expiresInHours": 169},
+        {"role": "parent", "maxUses": "2"},
+        {"role": "parent", "token": "mine"},
+    ],
+)
+async def test_http_bad_invite_bodies_are_400(client: httpx.AsyncClient, body: object) -> None:
+    family = (await client.post(FAMILIES, headers=auth("mum"), json={"name": "A"})).json()["family"]
+    response = await client.post(
+        f"{FAMILIES}/{family['id']}/invites", headers=auth("mum"), json=body
+    )
+    assert response.status_code == 400, response.text
+    listed = await client.get(f"{FAMILIES}/{family['id']}/invites", headers=auth("mum"))
+    assert listed.json() == {"invites": []}
+
+
+async def test_http_wrong_methods_are_405_with_allow(client: httpx.AsyncClient) -> None:
+    response = await client.get(f"{FAMILIES}/join", headers=auth("mum"))
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    response = await client.put(f"{FAMILIES}/fam_1/members/sam", headers=auth("mum"))
+    assert response.status_code == 405 and response.headers["allow"] == "PATCH, DELETE"
+    response = await client.get(f"{FAMILIES}/fam_1/nothing", headers=auth("mum"))
+    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+
+
+async def test_http_joins_past_the_hourly_allowance_are_429_with_retry_after(
+    client: httpx.AsyncClient,
+) -> None:
+    for _ in range(3):
+        response = await client.post(f"{FAMILIES}/join", headers=auth("eve"), json={"token": "x"})
+        assert response.status_code == 404
+    response = await client.post(f"{FAMILIES}/join", headers=auth("eve"), json={"token": "x"})
+    assert response.status_code == 429
+    assert response.json()["error"]["code"] == "rate_limited"
+    assert 3500 <= int(response.headers["retry-after"]) <= 3600
