@@ -49,6 +49,8 @@ Kind = Literal[
     "stuck_queue",
     "oversize",
     "over_run_limit",
+    # A family's members each read one mirror that matches it (shared/families/audit.py).
+    "family_mirror",
     # Seen by the stateful test, which watches calls and deliveries (documents cannot
     # say): a model call that began once the user's tokens for the day were spent, and
     # a task delivery acknowledged while its attempt had not started (it was dropped).

@@ -31,6 +31,8 @@ from google.cloud import firestore
 from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
 from shared.auth.base import SERVER_COLLECTIONS
 from shared.config import Settings
+from shared.families.audit import family_violations
+from shared.store.households import family_path, membership_path, mirror_path
 
 # How often ``--wait`` reads the users' documents again.
 POLL_SECONDS = 0.25
@@ -52,6 +54,34 @@ def read_user(db: firestore.Client, user_id: str) -> UserDocuments:
         conversations,
         archives,
     )
+
+
+def _stored(db: firestore.Client, path: tuple[str, ...]) -> dict[str, Any] | None:
+    snapshot = db.document(*path).get()
+    return snapshot.to_dict() if snapshot.exists else None
+
+
+def family_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violation]:
+    """Every family the users are in (by their membership or their mirror): each member
+    has exactly one mirror and it matches the family, and each membership points at it
+    (``shared/families/audit.py``)."""
+    found: list[Violation] = []
+    families: dict[str, set[str]] = {}
+    for uid in user_ids:
+        for document in (_stored(db, membership_path(uid)), _stored(db, mirror_path(uid))):
+            family_id = (document or {}).get("familyId")
+            if family_id:
+                families.setdefault(family_id, set()).add(uid)
+    for family_id, seen in sorted(families.items()):
+        family = _stored(db, family_path(family_id))
+        members = {m.get("userId") for m in (family or {}).get("members", [])} - {None}
+        people = sorted(seen | {str(m) for m in members})
+        mirrors = {uid: _stored(db, mirror_path(uid)) for uid in people}
+        memberships = {uid: _stored(db, membership_path(uid)) for uid in people}
+        path = "/" + "/".join(family_path(family_id))
+        for detail in family_violations(family, mirrors, memberships, family_id=family_id):
+            found.append(Violation("family_mirror", people[0], path, detail))
+    return found
 
 
 def all_users(db: firestore.Client) -> list[str]:
@@ -98,8 +128,10 @@ def settle_and_audit(
     """Wait up to ``timeout`` seconds for the users to settle, then check every invariant
     (the settled ones included); what is still going on at the end is a violation too."""
     settings = settings or Settings.from_env()
-    documents, unsettled = settle(db_client, sorted(set(user_ids)), timeout, settings)
-    return unsettled + [v for d in documents for v in _settled_check(d, settings)]
+    users = sorted(set(user_ids))
+    documents, unsettled = settle(db_client, users, timeout, settings)
+    checked = [v for d in documents for v in _settled_check(d, settings)]
+    return unsettled + checked + family_check(db_client, users)
 
 
 def check_now(
@@ -108,7 +140,9 @@ def check_now(
     """The invariants that hold at any moment, and the leases, as the users are now."""
     now = datetime.now(UTC)
     check = Audit.of(settings, now=now)
-    return [v for uid in sorted(set(user_ids)) for v in audit(read_user(db_client, uid), check)]
+    users = sorted(set(user_ids))
+    found = [v for uid in users for v in audit(read_user(db_client, uid), check)]
+    return found + family_check(db_client, users)
 
 
 def report(violations: Sequence[Violation], users: int, out: Any = None) -> None:

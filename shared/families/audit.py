@@ -4,9 +4,8 @@ names the family; each member's ``Membership`` points at it, and nobody else's d
 
 Each user has one mirror path (``/{uid}/client/family/current``), so "exactly one"
 means it exists; "matches" means it is what ``Family.mirror_for`` makes of the family,
-field for field. ``shared/audit.py`` (the invariant checker of users' state, on
-another branch) is where this is meant to be called from; until then the end-to-end
-tests call it.
+field for field. ``tools/audit.py`` calls it for every family its users are in (so
+every end-to-end test checks it), as do the family tests after each step.
 """
 
 from __future__ import annotations
