@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -170,6 +170,8 @@ async def test_store_probe_reads_the_active_run(store: ConversationStore) -> Non
     await store.mutate(uid, created.id, lambda c: c.model_copy(update={"active_run": run}))
     probe = await store.probe(uid, created.id)
     assert (probe.run_id, probe.status) == ("run_9", "streaming")
+    assert probe.lease_expires_at == NOW  # the lease, so a send can tell a dead run
+    assert not probe.live(NOW) and probe.live(NOW - timedelta(minutes=1))
     with pytest.raises(NotFound):
         await store.probe(uid, "conv_missing")
 
