@@ -10,6 +10,7 @@ from starlette.requests import Request
 
 from shared.auth.base import bearer
 from shared.errors import PayloadTooLarge, RequestError, Unauthenticated, UnsupportedMediaType
+from spark_http.problems import invalid_body
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -40,14 +41,6 @@ async def read_bounded(request: Request, limit: int) -> bytes:
             raise PayloadTooLarge(f"The request body must be at most {limit} bytes.")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _describe(error: ValidationError) -> str:
-    problems = []
-    for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "body"
-        problems.append(f"{where}: {item['msg']}")
-    return "Invalid request body: " + "; ".join(problems)
 
 
 async def read_json(request: Request, model: type[Body], limit: int) -> Body:
@@ -114,4 +107,4 @@ def parse_json(raw: bytes, model: type[Body]) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise RequestError(_describe(exc)) from None
+        raise invalid_body(model, exc) from None

@@ -9,8 +9,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, RateLimited, SparkError
-from shared.schemas.api import ErrorBody, ErrorDetail
+from shared.errors import (
+    INTERNAL_MESSAGE,
+    InvalidBody,
+    MethodNotAllowed,
+    RateLimited,
+    SparkError,
+)
+from shared.schemas.api import ErrorBody, ErrorDetail, Problem
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +35,15 @@ def request_id(request: Request) -> str:
 
 
 def error_response(exc: SparkError, request_id: str | None = None) -> JSONResponse:
-    """``{"error": {"code", "message", "requestId"}}`` with the error's own status. The
+    """``{"error": {"code", "message", "requestId", "details"?}}`` with the error's own
+    status (``details`` for a body that did not validate). The
     message is ours; what an SDK said (``detail``) goes to the log under the request id."""
     if exc.status >= 500 or exc.detail:
         log.warning("request %s failed: %s: %s (%s)", request_id, exc.code, exc.message, exc.detail)
-    detail = ErrorDetail(code=exc.code, message=exc.message, request_id=request_id)
+    problems = [Problem(**item) for item in exc.details] if isinstance(exc, InvalidBody) else None
+    detail = ErrorDetail(
+        code=exc.code, message=exc.message, request_id=request_id, details=problems
+    )
     body = ErrorBody(error=detail)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     if isinstance(exc, RateLimited):

@@ -169,3 +169,122 @@ def test_too_many_tasks_waiting_asks_to_wait_until_the_soonest_running_lease_end
     assert "2 background tasks" in refused.value.message
     assert "the most allowed at once" in refused.value.message
     assert refused.value.retry_after == 21
+
+
+@pytest.mark.leaves_steps("refused before any model call")
+@pytest.mark.parametrize(
+    ("path", "body", "message", "field"),
+    [
+        (URL, {"text": "   "}, "text must not be blank", "text"),
+        (URL, {}, "text is required", "text"),
+        (
+            URL,
+            {"text": "hi", "conversationId": "no spaces"},
+            "conversationId must be 1 to 64 letters, digits, '-' or '_'",
+            "conversationId",
+        ),
+        (
+            URL,
+            {"text": "hi", "whenBusy": "wait"},
+            "whenBusy must be 'reject' or 'queue'",
+            "whenBusy",
+        ),
+        (
+            URL,
+            {"text": "hi", "colour": "red"},
+            "colour is not a field of this request; the fields here are conversationId, "
+            "text, documentId, attachments and whenBusy",
+            "colour",
+        ),
+        (
+            URL,
+            {"text": "hi", "attachments": [{"storagePath": "a", "contentType": "image/png"}]},
+            "attachments[0].sizeBytes is required",
+            "attachments[0].sizeBytes",
+        ),
+        (URL, {"text": "é" * 16385}, "text must be at most 32 KiB (32,768 bytes of UTF-8)", "text"),
+        (
+            "/api/spark/agent/conversations/conv_1/answers",
+            {"toolCallId": "call_1", "answers": {"x": "A"}},
+            "the key 'x' of answers must be a question's number: one digit, from 0",
+            "the key 'x' of answers",
+        ),
+        (
+            "/api/spark/agent/conversations/conv_1/approvals",
+            {"toolCallId": "call_1", "approved": "yes"},
+            "approved must be true or false",
+            "approved",
+        ),
+        (
+            "/api/spark/lessons/lesson_1/restore",
+            {"version": 0},
+            "version must be at least 1",
+            "version",
+        ),
+    ],
+)
+async def test_an_invalid_body_is_told_in_plain_words_with_the_validators_in_details(
+    path: str, body: dict[str, object], message: str, field: str
+) -> None:
+    fakes = Fakes()
+    service = make_service(ScriptedProvider([Step.reply("Hi")]), fakes=fakes)
+    async with serving(api_of(service)) as client:
+        refused = await client.post(path, headers=AUTH, json=body)
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["message"] == f"The request body is not valid: {message}."
+    # Plain words in the message; the validator's own in details, field by field.
+    assert "pattern" not in error["message"] and "Input should" not in error["message"]
+    assert field in [d["field"] for d in error["details"]]
+    assert all(d["type"] and d["detail"] for d in error["details"])
+    assert fakes.store.writes == {} and fakes.ledger.writes == 0
+
+
+def _json_values() -> object:
+    from hypothesis import strategies as st
+
+    leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+        max_leaves=8,
+    )
+
+
+def test_every_invalid_body_of_every_request_is_worded_by_us() -> None:
+    """Whatever a client sends, the message is ours: no validator's phrasing in it."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from pydantic import BaseModel, ValidationError
+    from spark_http.problems import invalid_body
+
+    from shared.schemas import api
+
+    models: list[type[BaseModel]] = [
+        api.SendMessageRequest,
+        api.AttachmentRef,
+        api.UploadRequest,
+        api.AnswersRequest,
+        api.ApprovalRequest,
+        api.ToolResultRequest,
+        api.RestoreRequest,
+    ]
+    names = sorted({i.alias or n for m in models for n, i in m.model_fields.items()})
+
+    @settings(max_examples=400, deadline=None)
+    @given(
+        st.sampled_from(models),
+        st.dictionaries(st.sampled_from(names) | st.text(max_size=5), _json_values(), max_size=5),  # type: ignore[arg-type]
+    )
+    def check(model: type[BaseModel], body: dict[str, object]) -> None:
+        try:
+            model.model_validate(body)
+        except ValidationError as exc:
+            error = invalid_body(model, exc)
+            assert error.message.startswith("The request body is not valid: ")
+            for pydantic_words in ("should", "Input", "pattern", "constrained", "[key]", "Value"):
+                assert pydantic_words not in error.message, error.message
+            assert error.details and all(d["field"] for d in error.details)
+
+    check()
