@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import Request
@@ -17,6 +18,7 @@ from shared.errors import (
     SparkError,
 )
 from shared.schemas.api import ErrorBody, ErrorDetail, Problem
+from spark_http.logs import access
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +68,19 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 async def guarded(handler: Handler, request: Request) -> Response:
     """``handler``'s response, or the JSON error for what it raised (the one edge wrapper
-    of both functions: nothing unforeseen leaks its details to a caller)."""
+    of both functions: nothing unforeseen leaks its details to a caller), logged as it
+    ends (``logs.access``)."""
+    started, rid = time.monotonic(), request_id(request)
     try:
-        return await handler(request)
+        response = await handler(request)
     except SparkError as exc:
-        return error_response(exc, request_id(request))
+        response = error_response(exc, rid)
     except Exception:
-        rid = request_id(request)
         log.exception(
             "unhandled error on %s %s",
             request.method,
             request.url.path,
             extra={"requestId": rid, "trace": rid},
         )
-        return error_response(SparkError(INTERNAL_MESSAGE), rid)
+        response = error_response(SparkError(INTERNAL_MESSAGE), rid)
+    return access(request, response, rid, started)
