@@ -1,11 +1,17 @@
-# Spark AI Agent backend. `make dev` runs the local stack; `make test` checks everything.
+# Spark AI Agent backend. `make dev` runs the local stack; `make test` checks everything;
+# `make help` lists every target. Each target's line ends with `## what it does`, which
+# `make help` prints (a test checks that every target has one).
 SHELL := /bin/bash
+.DEFAULT_GOAL := help
 UV_VERSION := 0.13.9
 UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: setup dev test lint typecheck checkov package unit schemas bench clean
+.PHONY: help setup dev dev-reset test lint typecheck checkov package unit schemas bench clean
+
+help: ## List the targets, one line each
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)$$/  make \1\t\2/' | expand -t 20
 
 .tools/bin/uv:
 	python3 -m venv .tools
@@ -35,44 +41,48 @@ node_modules/.installed: package.json package-lock.json
 ## Install everything the project needs (Python from uv.lock, firebase-tools from
 ## package-lock.json, the Cloud Tasks emulator from tools/tasks_emulator/requirements.txt,
 ## checkov from tools/checkov/requirements.txt).
-setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed
+setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed ## Install everything: Python (uv.lock), firebase-tools, the Tasks emulator, checkov
 
 ## Run the whole local stack: Firestore, Auth and Cloud Tasks emulators, the api function on
 ## :8080 (PORT overrides) and the tasks function on :8081.
-dev: setup
+dev: setup ## Run the local stack (emulators, api on :8080, tasks on :8081); Ctrl-C stops it
 	$(PY) -m tools.stack dev
 
+## Forget the local data `make dev` keeps between runs (.stack/data/): the next run
+## starts with empty emulators and a new test user.
+dev-reset: .venv/.synced ## Forget the data make dev keeps between runs (.stack/data/)
+	$(PY) -m tools.stack reset
+
 ## Lint, type-check, scan the Terraform, then run every test against freshly started emulators.
-test: setup lint typecheck checkov
+test: setup lint typecheck checkov ## Lint, type-check, scan Terraform, then every test on fresh emulators
 	$(PY) -m tools.stack run -- $(PY) -m pytest
 
-lint: .venv/.synced
+lint: .venv/.synced ## ruff: lint and format check
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
-typecheck: .venv/.synced
+typecheck: .venv/.synced ## mypy --strict
 	.venv/bin/mypy
 
 ## Static checks of terraform/ (no network: --skip-download). Every skip is justified
 ## inline, and tests/terraform checks that it is.
-checkov: .tools/checkov/.installed
+checkov: .tools/checkov/.installed ## Static checks of terraform/ (checkov, offline)
 	$(CHECKOV) --directory terraform --framework terraform --skip-download --compact --quiet
 
 ## The functions' source archive for Terraform, dist/functions.zip: the same bytes for the
 ## same commit.
-package: .venv/.synced
+package: .venv/.synced ## Build dist/functions.zip, the functions' reproducible source archive
 	$(PY) -m tools.package dist/functions.zip
 
 ## Unit tests only (no emulators).
-unit: .venv/.synced
+unit: .venv/.synced ## Unit tests only (no emulators)
 	$(PY) -m pytest tests/unit
 
-## Regenerate schemas/*.json (the documents clients read, the OpenAPI document) after changing shared/schemas/.
-schemas: .venv/.synced
+schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, OpenAPI)
 	$(PY) -m shared.schemas.export
 
 ## Benchmarks (not part of `make test`).
-bench: setup
+bench: setup ## Benchmarks (not part of make test)
 	$(PY) bench/provider_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
@@ -80,5 +90,5 @@ bench: setup
 	$(PY) bench/conversation_cost.py
 	$(PY) bench/attachments.py
 
-clean:
+clean: ## Remove .venv, .tools, node_modules and .stack (the kept local data too)
 	rm -rf .venv .tools node_modules .stack

@@ -12,10 +12,12 @@ limits: in that package the two packages would import each other.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Literal
 
 MAX_ATTACHMENTS = 10
-MAX_BYTES = 25 * 1024 * 1024
+# 25 MB as people read it (MB = 1,000,000 bytes), which is what every message says.
+MAX_BYTES = 25_000_000
 MAX_PATH_CHARS = 1024
 MAX_NAME_CHARS = 255
 """The longest file name a client may ask to upload (the server shortens it further)."""
@@ -65,3 +67,21 @@ def path_problem(user_id: str, path: str) -> str | None:
 def file_name(path: str) -> str:
     """The last part of ``path``: what users call the file."""
     return path.rsplit("/", 1)[-1]
+
+
+def size_text(size: int) -> str:
+    """``size`` bytes as people read it: ``48.2 KB``, ``30 MB`` (a KB is 1,000 bytes and
+    an MB 1,000,000, as file managers and phones count them)."""
+    if size < 1000:
+        return f"{size} byte{'' if size == 1 else 's'}"
+    value, unit = (size / 1000, "KB") if size < 1_000_000 else (size / 1_000_000, "MB")
+    return f"{value:.1f}".removesuffix(".0") + f" {unit}"
+
+
+def display_name(name: str) -> str | None:
+    """The name a user gave a file, kept to show it (the storage path has a safe form of
+    it): NFC, on one line (control characters and line breaks become spaces), trimmed,
+    at most ``MAX_NAME_CHARS``; ``None`` when nothing is left."""
+    text = unicodedata.normalize("NFC", name)
+    kept = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+    return " ".join(kept.split())[:MAX_NAME_CHARS] or None

@@ -20,16 +20,36 @@ Provider = Literal["openai", "anthropic", "google"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 
 
+# OpenAI's fine-tuned models are named ``ft:<base>:<org>::<id>``: a bare name with colons.
+_FINE_TUNE = "ft"
+
+
 def parse_model(spec: str) -> tuple[Provider, str]:
     """``SPARK_MODEL`` as (provider, model): ``anthropic:claude-sonnet-4-5`` names its
-    provider; a bare name (``gpt-4o-mini``, or a fine-tune's ``ft:…``) is OpenAI's."""
+    provider; a bare name (``gpt-4o-mini``, or a fine-tune's ``ft:…``) is OpenAI's.
+
+    Raises:
+        ConfigurationError: a prefix that names no provider (``antropic:…``,
+            ``mistral:large``), which would otherwise go to OpenAI as a model's name;
+            or a provider with no model after it.
+    """
     prefix, colon, model = spec.partition(":")
+    if not colon:
+        return "openai", spec
+    named = prefix.strip().lower()
     for provider in PROVIDERS:
-        if colon and prefix.strip().lower() == provider:
+        if named == provider:
             if not model.strip():
                 raise ConfigurationError(f"SPARK_MODEL={spec!r} names no model after the colon")
             return provider, model.strip()
-    return "openai", spec
+    if named == _FINE_TUNE:
+        return "openai", spec
+    valid = ", ".join(f"{p}:" for p in PROVIDERS)
+    raise ConfigurationError(
+        f"SPARK_MODEL={spec!r} names no provider we know ({prefix!r}); write the model as "
+        f"provider:model with one of {valid} (a bare name such as {DEFAULT_MODEL} is "
+        "OpenAI's; a model whose own name has a colon is written openai:name)."
+    )
 
 
 Kind = Literal["int", "bool", "str", "raw"]

@@ -5,6 +5,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
 
     SparkError                      500 internal
     ├── RequestError                400 invalid_request       (the caller can fix it)
+    │   ├── InvalidBody             400 invalid_request       (each field's problem in details)
     │   ├── Unauthenticated         401 unauthenticated
     │   │   ├── TokenExpired        401 token_expired
     │   │   └── TokenRevoked        401 token_revoked
@@ -59,6 +60,8 @@ in ``detail``, which only the log sees.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 INTERNAL_MESSAGE = "Something went wrong on our side; please try again."
 """What the user is told about a failure we did not foresee."""
 
@@ -85,6 +88,16 @@ class RequestError(SparkError):
 
     status = 400
     code = "invalid_request"
+
+
+class InvalidBody(RequestError):
+    """A request body that does not validate. ``message`` names each field and what it
+    may be, in plain words; ``details`` lists each problem as the validator put it
+    (``field``, ``type``, ``detail``), for client code."""
+
+    def __init__(self, message: str, details: Sequence[Mapping[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.details = [dict(item) for item in details]
 
 
 class Unauthenticated(RequestError):

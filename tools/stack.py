@@ -6,6 +6,8 @@ emulators, and the
     SPARK_DEV_FAKE=1 SPARK_MODEL=anthropic:fake-model python -m tools.stack dev
                                          # ...with the chosen provider's local fake
     python -m tools.stack run -- CMD...  # free ports, runs CMD with the stack's env, stops
+    python -m tools.stack token          # a fresh ID token for make dev's test user
+    python -m tools.stack reset          # forget the data make dev keeps (make dev-reset)
 
 Everything started here runs in its own process group and is killed with it (the
 Firestore launcher's java child included), whatever way the command ends.
@@ -27,10 +29,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
+
+from tools.keep import Keep
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "demo-spark"
@@ -126,11 +130,13 @@ class Stack:
         self.stop()
         sys.exit(f"{name} {why}. Its log ends:\n{log}")
 
-    def stop(self) -> None:
-        for _, process in reversed(self.processes):
+    def stop(self, names: Collection[str] | None = None) -> None:
+        """Stop every process (or those ``names``), newest first, with their groups."""
+        chosen = [(n, p) for n, p in self.processes if names is None or n in names]
+        for _, process in reversed(chosen):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-        for _, process in reversed(self.processes):
+        for _, process in reversed(chosen):
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -140,10 +146,13 @@ class Stack:
             # The group may outlive its leader (java under the launcher script).
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-        self.processes.clear()
+        self.processes = [(n, p) for n, p in self.processes if (n, p) not in chosen]
 
 
-def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port: int) -> None:
+def start_emulators(
+    stack: Stack, firestore_port: int, auth_port: int, hub_port: int, keep: Keep | None = None
+) -> None:
+    """Firestore's and Auth's emulators; with ``keep``, from the data it kept."""
     firestore = f"127.0.0.1:{firestore_port}"
     auth = f"127.0.0.1:{auth_port}"
     stack.spawn(
@@ -153,6 +162,7 @@ def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port:
             "--host=127.0.0.1",
             f"--port={firestore_port}",
             f"--rules={FIRESTORE_RULES}",
+            *(keep.firestore_flags() if keep else []),
         ],
     )
     config = {
@@ -181,6 +191,7 @@ def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port:
             PROJECT,
             "--config",
             str(config_path),
+            *(keep.auth_flags() if keep else []),
         ],
         env={"NO_UPDATE_NOTIFIER": "1", "FIREBASE_CLI_DISABLE_UPDATE_CHECK": "1"},
     )
@@ -195,7 +206,7 @@ def start_emulators(stack: Stack, firestore_port: int, auth_port: int, hub_port:
     )
 
 
-def _tcp_ok(host: str, port: int) -> bool:
+def tcp_ok(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
             return True
@@ -203,9 +214,10 @@ def _tcp_ok(host: str, port: int) -> bool:
         return False
 
 
-def start_storage_emulator(stack: Stack, port: int) -> None:
+def start_storage_emulator(stack: Stack, port: int, keep: Keep | None = None) -> None:
     """A Cloud Storage emulator (``gcp-storage-emulator``, from uv.lock) speaking the GCS
-    JSON API on loopback, in memory, with the project's default bucket.
+    JSON API on loopback, with the project's default bucket: in memory, or with
+    ``keep`` in files that outlive it.
 
     Not firebase-tools' Storage emulator: that one needs a rules runtime (a Java jar)
     that it downloads on first start from outside the package registries, so it cannot
@@ -222,8 +234,9 @@ def start_storage_emulator(stack: Stack, port: int) -> None:
             "--host=127.0.0.1",
             f"--port={port}",
             f"--default-bucket={PROJECT}.appspot.com",
-            "--in-memory",
+            *([] if keep else ["--in-memory"]),
         ],
+        env=keep.storage_env() if keep else None,
     )
     stack.wait_ready("storage", f"http://127.0.0.1:{port}/storage/v1/b", timeout=30)
     stack.env["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{port}"
@@ -248,7 +261,7 @@ def start_tasks_emulator(stack: Stack, port: int) -> None:
     )
     process = dict(stack.processes)["tasks-emulator"]
     deadline = time.monotonic() + 30
-    while not _tcp_ok("127.0.0.1", port):
+    while not tcp_ok("127.0.0.1", port):
         if process.poll() is not None or time.monotonic() > deadline:
             stack.fail("tasks-emulator", "did not start")
         time.sleep(0.1)
@@ -333,9 +346,10 @@ def start_functions(
         for n, backend in enumerate(backends, 1):
             _start_function(stack, target, backend, full, name=f"{target}-{n}")
         proxy = [sys.executable, "-m", "tools.proxy", f"--port={port}"]
-        stack.spawn(target, proxy + [f"--backend=127.0.0.1:{b}" for b in backends])
+        # Named apart from its processes' logs (api-1, api-2): it logs nothing itself.
+        stack.spawn(f"{target}-proxy", proxy + [f"--backend=127.0.0.1:{b}" for b in backends])
         urls.append(f"http://127.0.0.1:{port}")
-        stack.wait_ready(target, f"{urls[-1]}/healthz", timeout=30)
+        stack.wait_ready(f"{target}-proxy", f"{urls[-1]}/healthz", timeout=30)
     return urls[0], urls[1]
 
 
@@ -364,13 +378,13 @@ def sign_up(auth_host: str, email: str, password: str) -> Account:
 
 
 @contextlib.contextmanager
-def running(log_dir: Path, ports: dict[str, int]) -> Iterator[Stack]:
+def running(log_dir: Path, ports: dict[str, int], keep: Keep | None = None) -> Iterator[Stack]:
     stack = Stack(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        start_emulators(stack, ports["firestore"], ports["auth"], ports["hub"])
-        start_storage_emulator(stack, ports["storage"])
+        start_emulators(stack, ports["firestore"], ports["auth"], ports["hub"], keep)
+        start_storage_emulator(stack, ports["storage"], keep)
         start_tasks_emulator(stack, ports["tasks_emulator"])
         yield stack
     finally:
@@ -384,94 +398,6 @@ def firebase_ports() -> dict[str, int]:
     return {**ports, "tasks_emulator": DEV_TASKS_EMULATOR_PORT, "storage": DEV_STORAGE_PORT}
 
 
-def start_fake(stack: Stack, spark_model: str) -> tuple[dict[str, str], str]:
-    """Start the local fake of the provider ``spark_model`` chooses; returns the
-    environment that points the functions at it, and what to call it."""
-    from shared.config import parse_model
-
-    provider, model = parse_model(spark_model)
-    module, prefix, path = FAKES[provider]
-    port = free_port()
-    stack.spawn("fake-model", [sys.executable, "-m", module, f"--port={port}"])
-    process = dict(stack.processes)["fake-model"]
-    deadline = time.monotonic() + 30
-    while not _tcp_ok("127.0.0.1", port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            stack.fail("fake-model", "did not start")
-        time.sleep(0.1)
-    env = {
-        "SPARK_MODEL": f"{provider}:{model}",
-        f"{prefix}_API_KEY": "local-fake",
-        f"{prefix}_BASE_URL": f"http://127.0.0.1:{port}{path}",
-    }
-    return env, f"the local {provider} fake ({module}, port {port})"
-
-
-def describe_model() -> str:
-    """Where replies come from when no fake is started."""
-    from shared.config import KEY_VARIABLE, Settings
-
-    settings = Settings.from_env()
-    if settings.offline_model:
-        return f"the offline model (no {KEY_VARIABLE[settings.provider]} set)"
-    return f"{settings.provider}:{settings.model}"
-
-
-def dev() -> int:
-    # A shell may start us with SIGINT ignored (e.g. `make dev &`); Ctrl-C must still stop us.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    ports = firebase_ports()
-    api_port = int(os.environ.get("PORT", "8080"))
-    with running(STATE_DIR / "dev", ports) as stack:
-        fake_env: dict[str, str] = {}
-        model = describe_model()
-        if os.environ.get("SPARK_DEV_FAKE", "").strip() in ("1", "true", "yes"):
-            spark_model = os.environ.get("SPARK_MODEL") or "openai:fake-model"
-            fake_env, model = start_fake(stack, spark_model)
-        start_functions(stack, api_port, DEV_TASKS_PORT, fake_env)
-        token = sign_up(
-            stack.env["FIREBASE_AUTH_EMULATOR_HOST"], "teacher@example.com", "spark-local"
-        ).token
-        print(
-            f"""
-Spark AI Agent local stack is running (logs in {stack.log_dir}):
-  api        http://127.0.0.1:{api_port}   replies from {model}
-  tasks      http://127.0.0.1:{DEV_TASKS_PORT}   (called by the Cloud Tasks emulator only)
-             (two processes of each behind a round-robin proxy, as production runs
-             several instances; logs api-1, api-2, tasks-1, tasks-2)
-  Firestore  {stack.env["FIRESTORE_EMULATOR_HOST"]}   (emulator, rules from firestore.rules)
-  Auth       {stack.env["FIREBASE_AUTH_EMULATOR_HOST"]}   (emulator; test user teacher@example.com)
-  Storage    {stack.env["STORAGE_EMULATOR_HOST"]}   (Cloud Storage emulator, {PROJECT}.appspot.com)
-  Tasks      {stack.env["CLOUD_TASKS_EMULATOR_HOST"]}   (Cloud Tasks emulator, queue {TASKS_QUEUE})
-
-A fresh ID token for the test user (valid for an hour):
-  .venv/bin/python -m tools.stack token
-
-Try it:
-  TOKEN=$(.venv/bin/python -m tools.stack token)
-  curl -N -H "Accept: text/event-stream" -H "Authorization: Bearer $TOKEN" \\
-    -d '{{"text":"hello"}}' http://127.0.0.1:{api_port}/api/spark/agent/messages
-
-Without "Accept: text/event-stream" the api answers 202 at once and a Cloud Task
-(through the emulator and the tasks function) writes the reply into Firestore.
-
-This token works now:
-  {token}
-
-Press Ctrl-C to stop everything.""",
-            flush=True,
-        )
-        try:
-            while all(p.poll() is None for _, p in stack.processes):
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            print("\nStopping…")
-            return 0
-        dead = [name for name, p in stack.processes if p.poll() is not None]
-        print(f"{', '.join(dead)} stopped unexpectedly; see the logs in {stack.log_dir}")
-        return 1
-
-
 def run(command: list[str]) -> int:
     if not command:
         sys.exit("usage: python -m tools.stack run -- COMMAND...")
@@ -483,25 +409,19 @@ def run(command: list[str]) -> int:
         return subprocess.run(command, env=env, check=False).returncode
 
 
-def token() -> int:
-    auth = f"127.0.0.1:{firebase_ports()['auth']}"
-    print(sign_up(auth, "teacher@example.com", "spark-local").token)
-    return 0
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("mode", choices=["dev", "run", "token"])
+    parser.add_argument("mode", choices=["dev", "run", "token", "reset"])
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if args.mode == "dev":
-        sys.exit(dev())
-    if args.mode == "token":
-        sys.exit(token())
-    sys.exit(run(command))
+    if args.mode == "run":
+        sys.exit(run(command))
+    from tools import dev  # make dev's own parts: for a person, not for tests
+
+    sys.exit({"dev": dev.dev, "token": dev.token, "reset": dev.reset}[args.mode]())
 
 
 if __name__ == "__main__":

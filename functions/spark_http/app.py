@@ -203,7 +203,7 @@ class ApiApp:
             ack = AckResponse(
                 conversation_id=sent.conversation_id,
                 message_id=sent.user_message_id,
-                status="accepted" if background else "queued",
+                status="queued" if sent.queued else "accepted",
             )
             return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
         return sse_response(self._agent.stream(run))

@@ -3,16 +3,25 @@
 was given (``conversationId``, ``runId``, ``requestId``) as ``extra``.
 
 Nothing here logs a token, a key or a message's text: callers log ids and codes, and an
-SDK's own words only as a failure's ``detail``.
+SDK's own words only as a failure's ``detail``. Each request is logged once, at INFO, as
+it ends (``access``): method, path, status, duration and request id, in Cloud Logging's
+``httpRequest`` fields; never its body, headers or query.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
-_IDS = ("conversationId", "runId", "requestId", "userId", "taskId")
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+_IDS = ("conversationId", "runId", "requestId", "userId", "taskId", "httpRequest")
+
+access_log = logging.getLogger("spark_http.access")
 
 
 class CloudLoggingFormatter(logging.Formatter):
@@ -48,3 +57,46 @@ def configure(project: str | None = None, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def access(request: Request, response: Response, request_id: str, started: float) -> Response:
+    """Log ``request`` once it ends: now, or for a stream when its last byte is sent (or
+    its client leaves), with the time it took from ``started`` (``time.monotonic``)."""
+    if isinstance(response, StreamingResponse):
+        response.body_iterator = _logged(
+            response.body_iterator, request, response, request_id, started
+        )
+    else:
+        _log(request, response.status_code, request_id, started)
+    return response
+
+
+async def _logged(
+    body: AsyncIterable[Any], request: Request, response: Response, request_id: str, started: float
+) -> AsyncIterator[Any]:
+    try:
+        async for chunk in body:
+            yield chunk
+    finally:
+        _log(request, response.status_code, request_id, started)
+
+
+def _log(request: Request, status: int, request_id: str, started: float) -> None:
+    seconds = time.monotonic() - started
+    path = request.url.path  # never the query: it may carry what a client should not send
+    access_log.info(
+        "%s %s %d %.0f ms",
+        request.method,
+        path,
+        status,
+        seconds * 1000,
+        extra={
+            "requestId": request_id,
+            "httpRequest": {
+                "requestMethod": request.method,
+                "requestUrl": path,
+                "status": status,
+                "latency": f"{seconds:.3f}s",
+            },
+        },
+    )

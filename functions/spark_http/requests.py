@@ -10,6 +10,7 @@ from starlette.requests import Request
 
 from shared.auth.base import bearer
 from shared.errors import PayloadTooLarge, RequestError, Unauthenticated, UnsupportedMediaType
+from spark_http.problems import invalid_body
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -28,26 +29,27 @@ def wants_event_stream(request: Request) -> bool:
     return "text/event-stream" in request.headers.get("accept", "").lower()
 
 
+def _bytes(limit: int) -> str:
+    """``1 MiB (1,048,576 bytes)``: binary units, named as such, and the exact count."""
+    for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if limit >= size and limit % size == 0:
+            return f"{limit // size} {unit} ({limit:,} bytes)"
+    return f"{limit:,} bytes"
+
+
 async def read_bounded(request: Request, limit: int) -> bytes:
     """The raw body, refused past ``limit`` bytes."""
+    too_large = f"The request body must be at most {_bytes(limit)}."
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"The request body must be at most {limit} bytes.")
+        raise PayloadTooLarge(too_large)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"The request body must be at most {limit} bytes.")
+            raise PayloadTooLarge(too_large)
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _describe(error: ValidationError) -> str:
-    problems = []
-    for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "body"
-        problems.append(f"{where}: {item['msg']}")
-    return "Invalid request body: " + "; ".join(problems)
 
 
 async def read_json(request: Request, model: type[Body], limit: int) -> Body:
@@ -114,4 +116,4 @@ def parse_json(raw: bytes, model: type[Body]) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise RequestError(_describe(exc)) from None
+        raise invalid_body(model, exc) from None

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from shared.errors import INTERNAL_MESSAGE, MethodNotAllowed, RateLimited, SparkError
-from shared.schemas.api import ErrorBody, ErrorDetail
+from shared.errors import (
+    INTERNAL_MESSAGE,
+    InvalidBody,
+    MethodNotAllowed,
+    RateLimited,
+    SparkError,
+)
+from shared.schemas.api import ErrorBody, ErrorDetail, Problem
+from spark_http.logs import access
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +37,15 @@ def request_id(request: Request) -> str:
 
 
 def error_response(exc: SparkError, request_id: str | None = None) -> JSONResponse:
-    """``{"error": {"code", "message", "requestId"}}`` with the error's own status. The
+    """``{"error": {"code", "message", "requestId", "details"?}}`` with the error's own
+    status (``details`` for a body that did not validate). The
     message is ours; what an SDK said (``detail``) goes to the log under the request id."""
     if exc.status >= 500 or exc.detail:
         log.warning("request %s failed: %s: %s (%s)", request_id, exc.code, exc.message, exc.detail)
-    detail = ErrorDetail(code=exc.code, message=exc.message, request_id=request_id)
+    problems = [Problem(**item) for item in exc.details] if isinstance(exc, InvalidBody) else None
+    detail = ErrorDetail(
+        code=exc.code, message=exc.message, request_id=request_id, details=problems
+    )
     body = ErrorBody(error=detail)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     if isinstance(exc, RateLimited):
@@ -56,17 +68,19 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 async def guarded(handler: Handler, request: Request) -> Response:
     """``handler``'s response, or the JSON error for what it raised (the one edge wrapper
-    of both functions: nothing unforeseen leaks its details to a caller)."""
+    of both functions: nothing unforeseen leaks its details to a caller), logged as it
+    ends (``logs.access``)."""
+    started, rid = time.monotonic(), request_id(request)
     try:
-        return await handler(request)
+        response = await handler(request)
     except SparkError as exc:
-        return error_response(exc, request_id(request))
+        response = error_response(exc, rid)
     except Exception:
-        rid = request_id(request)
         log.exception(
             "unhandled error on %s %s",
             request.method,
             request.url.path,
             extra={"requestId": rid, "trace": rid},
         )
-        return error_response(SparkError(INTERNAL_MESSAGE), rid)
+        response = error_response(SparkError(INTERNAL_MESSAGE), rid)
+    return access(request, response, rid, started)

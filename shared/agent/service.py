@@ -72,11 +72,13 @@ WAITING = (
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    """What a send did: a run to produce now, or the message queued behind a live run."""
+    """What a send did: a run to produce now (``run``), the reply handed to a task
+    (neither), or the message ``queued`` behind a live run."""
 
     conversation_id: str
     user_message_id: str
     run: Run | None
+    queued: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +152,8 @@ class RunService:
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
-        if conversation_id is not None and reserved(conversation_id):
-            # Cannot exist; as a ledger key Firestore would refuse it (a 503, not a 404).
-            raise NotFound("No conversation with this id.")
+        if conversation_id is not None:
+            await self._refuse_at_once(user.uid, conversation_id, when_busy)
         if document_id is not None and await self._lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
         # Only what needs no download here: a refused send must not read the files.
@@ -198,7 +199,7 @@ class RunService:
         active = conversation.active_run
         if active is None or active.run_id != record.run_id:
             await self._scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
-            return Sent(conversation.id, user_message.id, None)
+            return Sent(conversation.id, user_message.id, None, queued=True)
         if background:
             await self.hand_to_task(user.uid, conversation.id, record)
             return Sent(conversation.id, user_message.id, None)
@@ -206,6 +207,25 @@ class RunService:
         # process die first, the next send or stop in the conversation closes the run.
         self._background.spawn(self.watchdog(user.uid, conversation.id, record))
         return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
+
+    async def _refuse_at_once(
+        self, user_id: str, conversation_id: str, when_busy: WhenBusy
+    ) -> None:
+        """Refuse, before the admission writes to the user's ledger, a send to a
+        conversation that does not exist or (``when_busy="reject"``) has a live run,
+        judged on a fresh cheap read of its active run (``probe``: no messages read).
+        ``open_run`` judges the live run again in its own write.
+
+        Raises:
+            NotFound: no such conversation for this user (a reserved id included: as a
+                ledger key Firestore would refuse it, a 503 rather than a 404).
+            RunInProgress: the conversation has a live run.
+        """
+        if reserved(conversation_id):
+            raise NotFound("No conversation with this id.")
+        probe = await self._deps.store.probe(user_id, conversation_id)
+        if when_busy == "reject" and probe.live(self._deps.clock.now()):
+            raise RunInProgress(BUSY)
 
     async def _refuse_early(
         self, user_id: str, conversation_id: str, user_message: Message, when_busy: WhenBusy

@@ -32,6 +32,7 @@ from shared.attachment_rules import (
     TEXT_SUFFIX,
     file_name,
     path_problem,
+    size_text,
     sniff,
 )
 from shared.attachments.images import NotAnImage, TooManyPixels, normalise
@@ -47,7 +48,6 @@ from shared.errors import (
 from shared.schemas.documents import ContentPart, FileRef
 from shared.store.files import FileInfo, FileStore
 
-_MB = 1024 * 1024
 _T = TypeVar("_T")
 _PDF_PROBLEMS = {
     "encrypted": "it is encrypted (password-protected); upload a copy without a password",
@@ -81,8 +81,13 @@ class _Derived:
     content_type: str
 
 
-def _label(path: str) -> str:
-    return f"The attachment {file_name(path)!r}"
+def _name(info: FileInfo) -> str:
+    """What the file's owner calls it: the name they uploaded it as, or its path's."""
+    return info.name or file_name(info.path)
+
+
+def _label(path: str, name: str | None = None) -> str:
+    return f"The attachment {name or file_name(path)!r}"
 
 
 class Attachments:
@@ -146,10 +151,11 @@ class Attachments:
         info = await self.files.stat(path)
         if info is None:
             raise NotFound(f"{label} was not found; upload it again.")
+        label = _label(path, info.name)
         if info.size_bytes > MAX_BYTES:
             raise PayloadTooLarge(
-                f"{label} is {info.size_bytes / _MB:.1f} MB; "
-                f"attachments can be at most {MAX_BYTES // _MB} MB."
+                f"{label} is {size_text(info.size_bytes)} ({info.size_bytes:,} bytes); "
+                f"attachments can be at most {size_text(MAX_BYTES)}."
             )
         if info.size_bytes != requested.size_bytes:
             raise RequestError(
@@ -174,26 +180,26 @@ class Attachments:
             data = await self.files.read(checked.info.path, MAX_BYTES)
             if checked.media_type == "application/pdf":
                 return await self._pdf(checked.info, data)  # a child process of its own
-            return await self._image(checked.info.path, data)
+            return await self._image(checked.info, data)
 
-    async def _image(self, path: str, data: bytes) -> _Derived:
+    async def _image(self, info: FileInfo, data: bytes) -> _Derived:
+        path, label = info.path, _label(info.path, info.name)
         try:
             image = await _in_thread(normalise, data)
         except TooManyPixels:
             raise PayloadTooLarge(
-                f"{_label(path)} has too many pixels (at most 40 megapixels); "
-                "upload a smaller image."
+                f"{label} has too many pixels (at most 40 megapixels); upload a smaller image."
             ) from None
         except NotAnImage:
             raise UnprocessableContent(
-                f"{_label(path)} could not be read as an image; it may be damaged."
+                f"{label} could not be read as an image; it may be damaged."
             ) from None
         target = path + NORMALISED_SUFFIX
         ref = FileRef(
             storage_path=target,
             content_type="image/jpeg",
             size_bytes=len(image.data),
-            name=file_name(path),
+            name=_name(info),
             original_path=path,
             width=image.width,
             height=image.height,
@@ -205,13 +211,15 @@ class Attachments:
             pdf = await extract_text(data)
         except PdfUnreadable as exc:
             problem = _PDF_PROBLEMS.get(exc.kind, "it could not be read")
-            raise UnprocessableContent(f"{_label(info.path)} cannot be used: {problem}.") from None
+            raise UnprocessableContent(
+                f"{_label(info.path, info.name)} cannot be used: {problem}."
+            ) from None
         target = info.path + TEXT_SUFFIX
         ref = FileRef(
             storage_path=info.path,
             content_type="application/pdf",
             size_bytes=info.size_bytes,
-            name=file_name(info.path),
+            name=_name(info),
             page_count=pdf.page_count,
             text_path=target,
             text_chars=len(pdf.text),

@@ -22,7 +22,9 @@ from shared.attachment_rules import (
     MAX_BYTES,
     MAX_NAME_CHARS,
     MediaType,
+    display_name,
     path_problem,
+    size_text,
     uploads_prefix,
 )
 from shared.clock import Clock
@@ -48,7 +50,6 @@ EXTENSIONS: dict[MediaType, str] = {
     "application/pdf": "pdf",
 }
 
-_MB = 1024 * 1024
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DOTS = re.compile(r"\.{2,}")
 _EXTENSION = re.compile(r"[A-Za-z0-9]{1,10}")
@@ -122,7 +123,8 @@ def checked_type(file_name: str, content_type: str, size_bytes: int) -> MediaTyp
         )
     if size_bytes > MAX_BYTES:
         raise PayloadTooLarge(
-            f"{label} is {size_bytes / _MB:.1f} MB; uploads can be at most {MAX_BYTES // _MB} MB."
+            f"{label} is {size_text(size_bytes)} ({size_bytes:,} bytes); uploads can be at "
+            f"most {size_text(MAX_BYTES)}."
         )
     return media_type
 
@@ -177,5 +179,7 @@ class Uploads:
             raise SparkError(INTERNAL_MESSAGE, detail=f"upload path {path!r}: {problem}")
         await self._allowance.admit_upload(user_id)
         started = self._clock.now()
-        url = await self._files.start_upload(path, media_type, size_bytes, browser_origin(origin))
+        url = await self._files.start_upload(
+            path, media_type, size_bytes, browser_origin(origin), display_name(file_name)
+        )
         return Upload(path, url, media_type, size_bytes, started + SESSION_LIFETIME)

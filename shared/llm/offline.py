@@ -49,9 +49,29 @@ def _sample_lesson(brief: str) -> str:
 </lesson>"""
 
 
-def compose_reply(user_text: str, images: int = 0) -> str:
-    """The offline model's whole reply to ``user_text`` (sent with ``images`` images):
-    always the same for the same input."""
+# The notes a user turn carries after its text, one per attachment
+# (``shared/agent/files.py``, ``describe``): what the model reads, never the user.
+_NOTE = re.compile(r'(?:^|\n\n)\[(Image|PDF|Attachment)(?: attached)?(?: earlier)?:? "([^"\n]*)"')
+_KINDS = {"Image": "an image", "PDF": "a PDF", "Attachment": "a file"}
+
+
+def _attached(notes: list[tuple[str, str]]) -> str:
+    """ "You attached an image: My homework.png." for the notes' files."""
+    names = [name for _, name in notes]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    kinds = {kind for kind, _ in notes}
+    if len(names) == 1:
+        what = _KINDS[notes[0][0]]
+    elif kinds == {"Image"}:
+        what = f"{len(names)} images"
+    else:
+        what = f"{len(names)} files"
+    return f" You attached {what}: {listed}."
+
+
+def compose_reply(user_text: str) -> str:
+    """The offline model's whole reply to ``user_text`` (a user turn: the user's words,
+    then a note for each attachment): always the same for the same input."""
     if user_text.startswith("Write the lesson."):
         return _sample_lesson(user_text)
     plan = _PLAN.match(user_text)
@@ -59,23 +79,31 @@ def compose_reply(user_text: str, images: int = 0) -> str:
         count = int(plan.group(1))
         entries = [{"title": f"Lesson {i + 1}", "focus": "A sample focus"} for i in range(count)]
         return json.dumps({"lessons": entries})
+    first_note = _NOTE.search(user_text)
+    words = user_text[: first_note.start()] if first_note else user_text
+    notes = _NOTE.findall(user_text[first_note.start() :]) if first_note else []
     prefix = "[Offline model] "
-    if _GREETING.match(user_text):
+    if _GREETING.match(words) and not notes:
         return (
             prefix + "Hello! I'm Spark AI Agent, running with the offline model because no "
             "language model is configured. Set SPARK_MODEL and its provider's API key to talk "
             "to a real model."
         )
-    quoted = " ".join(user_text.split())
+    quoted = " ".join(words.split())
     if len(quoted) > 200:
         quoted = quoted[:199] + "…"
+    said = f"You said: “{quoted}”." if quoted else ""
     seen = ""
-    if images:
-        seen = f" I received {images} image{'s' if images > 1 else ''} but can't look at them."
-    return (
-        prefix + f"You said: “{quoted}”.{seen} I'm the offline model, so I can't think about "
-        "it, but your message has been saved and the streaming path works end to end."
-    )
+    if notes:
+        seen = _attached(notes) + f" I can't look at {'it' if len(notes) == 1 else 'them'},"
+        seen += " being the offline model, but"
+        rest = " your message has been saved and the streaming path works end to end."
+    else:
+        rest = (
+            " I'm the offline model, so I can't think about it, but your message has been "
+            "saved and the streaming path works end to end."
+        )
+    return (prefix + said + seen + rest).replace("  ", " ")
 
 
 class OfflineProvider:
@@ -91,7 +119,7 @@ class OfflineProvider:
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         last = next((m for m in reversed(request.messages) if m.role == "user"), None)
         last_user = last.text if last is not None else ""
-        reply = compose_reply(last_user, len(last.images) if last is not None else 0)
+        reply = compose_reply(last_user)
         words = re.findall(r"\S+\s*", reply)
         for word in words:
             if self._token_delay:

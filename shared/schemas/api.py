@@ -89,7 +89,10 @@ class SendMessageRequest(Inbound):
         if not text.strip():
             raise ValueError("text must not be blank")
         if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
-            raise ValueError(f"text must be at most {MAX_TEXT_BYTES} bytes of UTF-8")
+            raise ValueError(
+                f"text must be at most {MAX_TEXT_BYTES // 1024} KiB "
+                f"({MAX_TEXT_BYTES:,} bytes of UTF-8)"
+            )
         return text
 
 
@@ -174,7 +177,10 @@ class ToolResultRequest(Inbound):
     def _bounded(cls, output: Any) -> Any:
         size = len(json.dumps(output, ensure_ascii=False).encode())
         if size > MAX_CLIENT_OUTPUT_BYTES:
-            raise ValueError(f"output must be at most {MAX_CLIENT_OUTPUT_BYTES} bytes of JSON")
+            raise ValueError(
+                f"output must be at most {MAX_CLIENT_OUTPUT_BYTES // 1024} KiB "
+                f"({MAX_CLIENT_OUTPUT_BYTES:,} bytes) as JSON"
+            )
         return output
 
 
@@ -247,16 +253,29 @@ class StopResponse(BaseModel):
     status: Literal["stopping", "stopped"]
 
 
+class Problem(BaseModel):
+    """One problem of a body that did not validate, as the validator put it."""
+
+    field: str = Field(description="The field, as sent: `attachments[0].storagePath`.")
+    type: str = Field(description="The validator's name for the problem (pydantic's).")
+    detail: str = Field(description="The validator's own words.")
+
+
 class ErrorDetail(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     code: str
-    message: str
+    message: str = Field(description="What went wrong and what to do, in plain words.")
     request_id: str | None = Field(default=None, alias="requestId")
+    details: list[Problem] | None = Field(
+        default=None,
+        description="A body that did not validate (400): each problem, beside the message "
+        "that puts them all in plain words.",
+    )
 
 
 class ErrorBody(BaseModel):
-    """Every JSON error: ``{"error": {"code", "message"}}``."""
+    """Every JSON error: ``{"error": {"code", "message", "requestId", "details"?}}``."""
 
     error: ErrorDetail
 

@@ -319,7 +319,8 @@ def openapi() -> dict[str, Any]:
             "title": "Spark AI Agent API",
             "version": "1",
             "description": "The api function of Spark AI Agent. Errors are "
-            '{"error": {"code", "message", "requestId"}}.',
+            '{"error": {"code", "message", "requestId", "details"?}}: the message in plain '
+            "words, and for a body that did not validate (400) each problem in details.",
         },
         "paths": {
             PREFIX + "/messages": send,

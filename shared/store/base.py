@@ -45,6 +45,13 @@ class RunProbe:
 
     run_id: str | None
     status: RunStatus | None
+    lease_expires_at: datetime | None = None
+
+    def live(self, now: datetime) -> bool:
+        """A run is active and its lease has not lapsed (one that lapsed is closed by
+        the next send: it does not keep the conversation busy)."""
+        lease = self.lease_expires_at
+        return self.run_id is not None and (lease is None or lease > now)
 
 
 class StoredMessages(Sequence[Message]):

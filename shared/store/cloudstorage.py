@@ -19,6 +19,8 @@ from shared.store.failures import unavailable
 from shared.store.files import FileInfo, too_large
 
 UNAVAILABLE = "Spark AI Agent could not reach its file storage right now; please try again."
+# The custom metadata holding the name the owner gave an uploaded file.
+NAME_KEY = "originalName"
 
 
 def _missing(path: str) -> NotFound:
@@ -47,7 +49,8 @@ class CloudStorageFileStore:
         if blob is None:
             return None
         content_type = blob.content_type or "application/octet-stream"
-        return FileInfo(path, content_type, int(blob.size or 0))
+        name = (blob.metadata or {}).get(NAME_KEY)
+        return FileInfo(path, content_type, int(blob.size or 0), name)
 
     async def head(self, path: str, count: int) -> bytes:
         if count <= 0:
@@ -74,11 +77,19 @@ class CloudStorageFileStore:
         return FileInfo(path, content_type, len(data))
 
     async def start_upload(
-        self, path: str, content_type: str, size_bytes: int, origin: str | None
+        self,
+        path: str,
+        content_type: str,
+        size_bytes: int,
+        origin: str | None,
+        name: str | None = None,
     ) -> str:
         """A resumable upload session (``X-Upload-Content-Type``,
-        ``X-Upload-Content-Length``, ``Origin``): Cloud Storage keeps its URL for a week."""
+        ``X-Upload-Content-Length``, ``Origin``): Cloud Storage keeps its URL for a week.
+        ``name`` goes in the object's custom metadata, sent with the session."""
         blob = self._bucket.blob(path)
+        if name is not None:
+            blob.metadata = {NAME_KEY: name}
 
         def start() -> str:
             url: str = blob.create_resumable_upload_session(

@@ -20,11 +20,13 @@ from shared.errors import NotFound, PayloadTooLarge, RequestError
 
 @dataclass(frozen=True, slots=True)
 class FileInfo:
-    """What the store knows of a file without reading it."""
+    """What the store knows of a file without reading it; ``name`` is the name its owner
+    gave it, kept when its upload session was started (the path has a safe form)."""
 
     path: str
     content_type: str
     size_bytes: int
+    name: str | None = None
 
 
 class FileStore(Protocol):
@@ -57,15 +59,21 @@ class FileStore(Protocol):
         ...
 
     async def start_upload(
-        self, path: str, content_type: str, size_bytes: int, origin: str | None
+        self,
+        path: str,
+        content_type: str,
+        size_bytes: int,
+        origin: str | None,
+        name: str | None = None,
     ) -> str:
         """Start an upload session for one file and return its URL, where a client
         ``PUT``s the bytes (no credentials needed: the URL is the permission).
 
         The session binds the file's ``path`` and ``content_type``, and its size: bytes
         of another size are refused. ``origin`` (a browser's ``Origin``) is the one
-        origin whose requests the session URL answers with CORS headers. Nothing is
-        stored until the client uploads.
+        origin whose requests the session URL answers with CORS headers. ``name`` (its
+        owner's name for it) is kept with the file, and ``stat`` gives it back. Nothing
+        is stored until the client uploads.
         """
         ...
 
@@ -82,6 +90,7 @@ class UploadSession:
     content_type: str
     size_bytes: int
     origin: str | None
+    name: str | None = None
 
 
 class InMemoryFileStore:
@@ -90,7 +99,7 @@ class InMemoryFileStore:
     ``sessions`` holds the upload sessions not yet used, by URL."""
 
     def __init__(self) -> None:
-        self._files: dict[str, tuple[bytes, str]] = {}
+        self._files: dict[str, tuple[bytes, str, str | None]] = {}
         self._lock = asyncio.Lock()
         self.reads: list[str] = []
         self.sessions: dict[str, UploadSession] = {}
@@ -98,7 +107,7 @@ class InMemoryFileStore:
     async def stat(self, path: str) -> FileInfo | None:
         async with self._lock:
             found = self._files.get(path)
-        return None if found is None else FileInfo(path, found[1], len(found[0]))
+        return None if found is None else FileInfo(path, found[1], len(found[0]), found[2])
 
     async def _data(self, path: str) -> bytes:
         async with self._lock:
@@ -118,21 +127,29 @@ class InMemoryFileStore:
         return data
 
     async def write(self, path: str, data: bytes, content_type: str) -> FileInfo:
+        return await self._put(path, data, content_type, None)
+
+    async def _put(self, path: str, data: bytes, content_type: str, name: str | None) -> FileInfo:
         async with self._lock:
-            self._files[path] = (bytes(data), content_type)
-        return FileInfo(path, content_type, len(data))
+            self._files[path] = (bytes(data), content_type, name)
+        return FileInfo(path, content_type, len(data), name)
 
     async def start_upload(
-        self, path: str, content_type: str, size_bytes: int, origin: str | None
+        self,
+        path: str,
+        content_type: str,
+        size_bytes: int,
+        origin: str | None,
+        name: str | None = None,
     ) -> str:
         url = f"memory://uploads/{secrets.token_urlsafe(16)}"
-        self.sessions[url] = UploadSession(path, content_type, size_bytes, origin)
+        self.sessions[url] = UploadSession(path, content_type, size_bytes, origin, name)
         return url
 
     async def complete_upload(self, url: str, data: bytes) -> FileInfo:
         """What a client's ``PUT`` of ``data`` to a session URL does on Cloud Storage:
         the file is stored at the session's path with the session's content type
-        (whatever type the client says), once.
+        (whatever type the client says) and name, once.
 
         Raises:
             NotFound: no such session, or it was used already.
@@ -148,7 +165,7 @@ class InMemoryFileStore:
                 "its session was started for."
             )
         del self.sessions[url]
-        return await self.write(session.path, data, session.content_type)
+        return await self._put(session.path, data, session.content_type, session.name)
 
     def paths(self) -> list[str]:
         """Every stored path, sorted (for tests)."""

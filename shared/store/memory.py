@@ -114,7 +114,7 @@ class InMemoryConversationStore(ConversationStore):
         if document is None:
             raise NotFound("No conversation with this id.")
         run = document.get("activeRun") or {}
-        return RunProbe(run.get("runId"), run.get("status"))
+        return RunProbe(run.get("runId"), run.get("status"), run.get("leaseExpiresAt"))
 
     def watch(self, user_id: str, conversation_id: str) -> AsyncGenerator[RunView | None, None]:
         return self.listeners.follow((user_id, conversation_id))
@@ -149,11 +149,14 @@ def _view(document: dict[str, Any] | None) -> RunView | None:
 
 
 class InMemoryTaskLedgerStore(TaskLedgerStore):
-    """Task ledgers in a dict, one lock per store."""
+    """Task ledgers in a dict, one lock per store. ``writes`` counts the changes written
+    (a change that changes nothing writes nothing, as on Firestore), so tests can check
+    that a refused request wrote none."""
 
     def __init__(self) -> None:
         self._documents: dict[str, dict[str, Any]] = {}
         self._lock = asyncio.Lock()
+        self.writes = 0
 
     async def get(self, user_id: str) -> TaskLedger:
         document = self._documents.get(user_id)
@@ -162,7 +165,10 @@ class InMemoryTaskLedgerStore(TaskLedgerStore):
     async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
         async with self._lock:
             updated, decided = change(await self.get(user_id))
-            self._documents[user_id] = copy.deepcopy(updated.to_firestore())
+            document = updated.to_firestore()
+            if document != self._documents.get(user_id):
+                self._documents[user_id] = copy.deepcopy(document)
+                self.writes += 1
             return updated, decided
 
 

@@ -107,9 +107,10 @@ def submit(
     live = sum(1 for r in ledger.tasks.values() if r.status in ("queued", "running"))
     if existing is None and live >= policy.max_waiting:
         raise RateLimited(
-            f"You already have {live} background tasks waiting or running; "
-            "wait for some to finish, then ask again.",
-            int(policy.lease.total_seconds()),
+            f"You already have {live} background tasks waiting or running, the most "
+            f"allowed at once ({policy.max_waiting}); wait for some to finish, then ask "
+            "again.",
+            _soonest_lease_end(ledger, now, policy),
         )
     if again and existing is not None and existing.status == "cancelled":
         # Its attempts go on counting: each attempt's Cloud Task name is used once.
@@ -123,6 +124,18 @@ def submit(
         )
         ledger = _with(ledger, queued).model_copy(update={"next_seq": ledger.next_seq + 1})
     return grant(ledger, now, policy)
+
+
+def _soonest_lease_end(ledger: TaskLedger, now: datetime, policy: LedgerPolicy) -> int:
+    """Seconds until the first running task's lease ends (it finishes or lapses by then,
+    freeing a place), or a whole lease when none runs."""
+    ends = [
+        r.lease_expires_at
+        for r in ledger.tasks.values()
+        if r.status == "running" and r.lease_expires_at is not None
+    ]
+    soonest = min(ends, default=now + policy.lease)
+    return int((soonest - now).total_seconds()) + 1
 
 
 def claim(
@@ -260,6 +273,14 @@ def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
 # slot frees; one refused for the day's tokens ends as a ``rate_limited`` error.
 
 
+# A slot frees the moment one of the user's replies ends, which the ledger cannot
+# foresee: it records when a slot lapses (10 minutes on), not how far its run has got.
+# Replies take seconds (the offline model about 1 s, a model's usually under 30 s), so
+# a refused client is asked to try again in this many seconds (never later than the
+# soonest lapse), not at the lapse, which told five parallel sends to wait ten minutes.
+SLOT_RETRY_SECONDS = 5
+
+
 @dataclass(frozen=True, slots=True)
 class UserLimits:
     runs_at_once: int
@@ -334,10 +355,12 @@ def admit_run(
     live, waiting = _live(ledger, now), _waiting(ledger, now, limits)
     held = live.get(conversation_id)
     if held is None and len(live) >= limits.runs_at_once:
-        soonest = min(v.until for v in live.values())
+        lapses = min(v.until for v in live.values())
         refused = SlotsTaken(
-            f"You already have {len(live)} replies being written; wait for one to finish.",
-            int((soonest - now).total_seconds()),
+            f"You already have {len(live)} replies being written, and Spark AI Agent "
+            f"writes at most {limits.runs_at_once} at once for you; wait for one to "
+            "finish, then send this again.",
+            min(SLOT_RETRY_SECONDS, int((lapses - now).total_seconds())),
         )
         if not wait:
             raise refused

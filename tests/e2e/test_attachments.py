@@ -126,7 +126,9 @@ def test_attachments_uploaded_through_a_session_reach_the_message(
 
     put = httpx.put(url, content=png, headers=session["headers"], timeout=20)
     assert put.is_success, put.text
-    assert asyncio.run(bucket.stat(path)) == FileInfo(path, "image/png", len(png))
+    # The file keeps the name its owner gave it (the path has the safe form).
+    kept = FileInfo(path, "image/png", len(png), "My homework (1).png")
+    assert asyncio.run(bucket.stat(path)) == kept
 
     ref = {"storagePath": path, "contentType": "image/png", "sizeBytes": len(png)}
     with httpx.stream(
@@ -145,6 +147,7 @@ def test_attachments_uploaded_through_a_session_reach_the_message(
     assert part["type"] == "image"
     assert part["file"]["originalPath"] == path
     assert part["file"]["storagePath"] == path + ".normalised.jpg"
+    assert part["file"]["name"] == "My homework (1).png"
     jpeg = asyncio.run(bucket.read(path + ".normalised.jpg", 25 * 1024 * 1024))
     assert not has_gps(jpeg)
 
@@ -165,7 +168,9 @@ def test_attachments_wrong_bytes_through_a_session_never_reach_a_message(
     path = session["storagePath"]
     put = httpx.put(session["uploadUrl"], content=png, headers=session["headers"])
     assert put.is_success, put.text
-    assert asyncio.run(bucket.stat(path)) == FileInfo(path, "application/pdf", len(png))
+    assert asyncio.run(bucket.stat(path)) == FileInfo(
+        path, "application/pdf", len(png), "essay.pdf"
+    )
     refused = send(path, "application/pdf", len(png))
     assert refused.status_code == 415
     message = refused.json()["error"]["message"]

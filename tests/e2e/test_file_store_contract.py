@@ -104,6 +104,15 @@ async def test_file_store_upload_session_takes_the_bytes_at_its_path(files: File
     assert await files.read(path, 3000) == data
 
 
+async def test_file_store_upload_session_keeps_its_owners_name_for_the_file(
+    files: FileStore,
+) -> None:
+    path = a_path("upl_3-My_homework.png")
+    url = await files.start_upload(path, "image/png", 8, None, "My homework é.png")
+    assert await put(files, url, b"\x89PNG\r\n\x1a\n", "image/png")
+    assert await files.stat(path) == FileInfo(path, "image/png", 8, "My homework é.png")
+
+
 async def test_file_store_upload_session_keeps_the_type_it_was_started_with(
     files: FileStore,
 ) -> None:

@@ -197,6 +197,8 @@ async def test_store_probe_reads_the_active_run(store: ConversationStore) -> Non
     await store.mutate(uid, created.id, lambda c: c.model_copy(update={"active_run": run}))
     probe = await store.probe(uid, created.id)
     assert (probe.run_id, probe.status) == ("run_9", "streaming")
+    assert probe.lease_expires_at == NOW  # the lease, so a send can tell a dead run
+    assert not probe.live(NOW) and probe.live(NOW - timedelta(minutes=1))
     with pytest.raises(NotFound):
         await store.probe(uid, "conv_missing")
 

@@ -173,7 +173,9 @@ async def test_attachments_over_25_mb_is_refused_before_any_download(harness: Ha
     big = await upload(
         harness, "huge.pdf", b"%PDF-" + os.urandom(26 * 1024 * 1024), "application/pdf"
     )
-    with pytest.raises(PayloadTooLarge, match=r"'huge\.pdf' is 26\.0 MB.*at most 25 MB") as caught:
+    with pytest.raises(
+        PayloadTooLarge, match=r"'huge\.pdf' is 27\.3 MB \(27,262,981 bytes\).*at most 25 MB"
+    ) as caught:
         await send(harness, big)
     assert caught.value.status == 413
     assert harness.fakes.files.reads == []

@@ -212,7 +212,8 @@ async def test_post_upload_starts_a_session_then_the_file_can_be_attached(
     ]
     (stored,) = harness.store._documents.values()
     (image,) = [p for p in stored["messages"][0]["content"] if "file" in p]
-    assert image["file"]["name"] == "Map_homework.png"  # the id is a folder, not in the name
+    # The name its owner gave it (the path has the safe form; the id is a folder).
+    assert image["file"]["name"] == "Map homework.png"
 
 
 @pytest.mark.parametrize(

@@ -189,7 +189,7 @@ class FirestoreConversationStore(ConversationStore):
         key = (user_id, conversation_id)
         with unavailable("Firestore read"):
             snapshot = await self._ref(user_id, conversation_id).get(
-                field_paths=["activeRun.runId", "activeRun.status"]
+                field_paths=["activeRun.runId", "activeRun.status", "activeRun.leaseExpiresAt"]
             )
         if not snapshot.exists:
             raise NotFound("No conversation with this id.")
@@ -197,7 +197,7 @@ class FirestoreConversationStore(ConversationStore):
         if known is not None and known.update_time != snapshot.update_time:
             self._forget(key)  # someone else wrote: the next mutation must read afresh
         run = (snapshot.to_dict() or {}).get("activeRun") or {}
-        return RunProbe(run.get("runId"), run.get("status"))
+        return RunProbe(run.get("runId"), run.get("status"), run.get("leaseExpiresAt"))
 
     def watch(self, user_id: str, conversation_id: str) -> AsyncGenerator[RunView | None, None]:
         if reserved(conversation_id):
