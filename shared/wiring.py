@@ -25,8 +25,9 @@ from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
-from shared.store.base import ConversationStore, LessonStore, TaskLedgerStore
+from shared.store.base import ConversationStore, LessonStore, TaskDocumentStore, TaskLedgerStore
 from shared.store.files import FileStore, InMemoryFileStore
+from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -170,6 +171,7 @@ def assemble(
     tools: ToolRegistry | None = None,
     system_prompt: str | None = None,
     files: FileStore | None = None,
+    sections: TaskDocumentStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``
     defaults to an empty in-memory store."""
@@ -188,6 +190,7 @@ def assemble(
         policy,
         timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
+        sections if sections is not None else InMemoryTaskDocumentStore(),
     )
     files = files if files is not None else InMemoryFileStore()
     deps = RunDeps(
@@ -238,6 +241,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         build_provider(settings, clock),
         clock,
         files=files,
+        sections=stores.sections,
     )
     return components, stores
 

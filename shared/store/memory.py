@@ -10,7 +10,13 @@ from typing import Any
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
-from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, LessonVersion
+from shared.schemas.documents import (
+    ArchiveSegment,
+    Conversation,
+    Lesson,
+    LessonVersion,
+    TaskDocument,
+)
 from shared.schemas.server import TaskLedger
 from shared.store.base import (
     NO_LESSON,
@@ -21,6 +27,8 @@ from shared.store.base import (
     R,
     RunProbe,
     RunView,
+    SectionChange,
+    TaskDocumentStore,
     TaskLedgerStore,
     changed,
     kept_out,
@@ -153,6 +161,36 @@ class InMemoryTaskLedgerStore(TaskLedgerStore):
             updated, decided = change(await self.get(user_id))
             self._documents[user_id] = copy.deepcopy(updated.to_firestore())
             return updated, decided
+
+
+class InMemoryTaskDocumentStore(TaskDocumentStore):
+    """Task sections in a dict; ``writes`` counts each task's writes (throttling tests)."""
+
+    def __init__(self) -> None:
+        self._documents: dict[tuple[str, str], dict[str, Any]] = {}
+        self.writes: dict[str, int] = {}
+
+    async def get(self, user_id: str, task_id: str) -> TaskDocument | None:
+        document = self._documents.get((user_id, task_id))
+        return None if document is None else TaskDocument.model_validate(copy.deepcopy(document))
+
+    async def apply(self, user_id: str, task_id: str, change: SectionChange) -> TaskDocument | None:
+        # No await between the read and the write: atomic, as Firestore's precondition.
+        current = await self.get(user_id, task_id)
+        updated = change(current)
+        if updated is None or updated == current:
+            return current
+        self._documents[(user_id, task_id)] = updated.to_firestore()
+        self.writes[task_id] = self.writes.get(task_id, 0) + 1
+        return updated
+
+    async def recent(self, user_id: str, limit: int = 20) -> list[TaskDocument]:
+        mine = [
+            TaskDocument.model_validate(d)
+            for (uid, _), d in self._documents.items()
+            if uid == user_id
+        ]
+        return sorted(mine, key=lambda t: t.created_at, reverse=True)[:limit]
 
 
 class InMemoryLessonStore:

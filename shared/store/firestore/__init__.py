@@ -1,5 +1,5 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
-task ledgers and lessons, all on one client per process (``connect``)."""
+task ledgers, lessons and task sections, all on one client per process (``connect``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.store.firestore.conversations import FirestoreConversationStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
+from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
 __all__ = [
     "FirestoreConversationStore",
     "FirestoreLessonStore",
     "FirestoreStores",
+    "FirestoreTaskDocumentStore",
     "FirestoreTaskLedgerStore",
     "connect",
 ]
@@ -30,6 +32,7 @@ class FirestoreStores:
     conversations: FirestoreConversationStore
     ledgers: FirestoreTaskLedgerStore
     lessons: FirestoreLessonStore
+    sections: FirestoreTaskDocumentStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -46,4 +49,5 @@ def connect(
         FirestoreConversationStore(client, lambda: Client(project=project_id)),
         FirestoreTaskLedgerStore(client),
         FirestoreLessonStore(client, lesson_versions_kept),
+        FirestoreTaskDocumentStore(client),
     )
