@@ -174,7 +174,7 @@ class TaskHandler:
                 # Its approval has not landed (or it was denied): never run it. The
                 # owner's approval queues it anew (``submit(again=True)``). A call that
                 # has its result already ran approved: only its follow-up may be left.
-                await self._finish(task, "cancelled", "Not approved.")
+                await self._finish(task, "cancelled", sections.NOT_APPROVED)
                 return
             conversation = await self._run_tool(task, call, conversation.document_id)
             if conversation is None:
