@@ -290,8 +290,11 @@ class TaskDocumentStore(Protocol):
         """
         ...
 
-    async def recent(self, user_id: str, limit: int = 20) -> list[TaskDocument]:
-        """The user's sections, newest first (a Firestore query on ``createdAt``).
+    async def recent(
+        self, user_id: str, limit: int = 20, conversation_id: str | None = None
+    ) -> list[TaskDocument]:
+        """The user's sections (of one conversation, if given), newest first: a
+        Firestore query on ``createdAt`` (and ``conversationId``).
 
         Raises:
             StoreError: the store failed.

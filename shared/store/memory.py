@@ -184,11 +184,13 @@ class InMemoryTaskDocumentStore(TaskDocumentStore):
         self.writes[task_id] = self.writes.get(task_id, 0) + 1
         return updated
 
-    async def recent(self, user_id: str, limit: int = 20) -> list[TaskDocument]:
+    async def recent(
+        self, user_id: str, limit: int = 20, conversation_id: str | None = None
+    ) -> list[TaskDocument]:
         mine = [
             TaskDocument.model_validate(d)
             for (uid, _), d in self._documents.items()
-            if uid == user_id
+            if uid == user_id and conversation_id in (None, d["conversationId"])
         ]
         return sorted(mine, key=lambda t: t.created_at, reverse=True)[:limit]
 

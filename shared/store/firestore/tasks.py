@@ -6,6 +6,7 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import StoreError
 from shared.schemas.documents import TaskDocument
@@ -58,8 +59,17 @@ class FirestoreTaskDocumentStore(TaskDocumentStore):
                     continue  # someone else wrote in between: read again and redo
         raise StoreError("The task is changing too fast to save; please try again.")
 
-    async def recent(self, user_id: str, limit: int = 20) -> list[TaskDocument]:
-        query = self._tasks(user_id).order_by("createdAt", direction="DESCENDING").limit(limit)
+    async def recent(
+        self, user_id: str, limit: int = 20, conversation_id: str | None = None
+    ) -> list[TaskDocument]:
+        tasks = self._tasks(user_id)
+        if conversation_id is None:
+            query = tasks.order_by("createdAt", direction="DESCENDING")
+        else:  # the composite index ``tasks_by_conversation`` (terraform/firestore.tf)
+            query = tasks.where(
+                filter=FieldFilter("conversationId", "==", conversation_id)
+            ).order_by("createdAt", direction="DESCENDING")
+        query = query.limit(limit)
         with unavailable("Firestore read"):
             found = [s.to_dict() or {} async for s in query.stream()]
         return [TaskDocument.model_validate(d) for d in found]
