@@ -63,6 +63,13 @@ def test_e2e_three_tasks_at_once_and_a_fourth_queued_each_a_section_in_order(
     ]
     for c in conversations:
         wait_for(lambda c=c: finished(db, user.uid, c), "every follow-up", 60)
+
+    def all_done() -> dict[str, Any] | None:
+        # The task ends (and its section with it) once its follow-up has been written.
+        statuses = [s.to_dict()["status"] for s in sections_of(db, user.uid).stream()]
+        return {} if statuses == ["completed"] * 4 else None
+
+    wait_for(all_done, "every section to complete", 30)
     listed = [
         s.to_dict()
         for s in sections_of(db, user.uid)
@@ -117,7 +124,12 @@ def test_e2e_a_failed_task_says_what_went_wrong_and_what_to_try(
     conversation_id = events[0].data["conversationId"]
     wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 60)
     task_id = events[-2].data["taskId"]
-    section = sections_of(db, alice.uid).document(task_id).get().to_dict() or {}
+
+    def ended() -> dict[str, Any] | None:
+        found = sections_of(db, alice.uid).document(task_id).get().to_dict() or {}
+        return found if found.get("status") == "failed" else None
+
+    section = wait_for(ended, "the section to end")
     assert section["status"] == "failed"
     assert section["summary"].startswith("This did not work: Creating lesson did not work")
     assert section["keyOutputs"][0]["kind"] == "try"
