@@ -31,10 +31,17 @@ from shared.agent.archive import plan
 from shared.agent.results import follow_up_id, waiting_on_person, wants_follow_up
 from shared.config import Settings
 from shared.queue.naming import task_id_for
-from shared.schemas.documents import ArchiveSegment, Conversation, Message, ToolCall
+from shared.schemas.documents import (
+    ArchiveSegment,
+    Conversation,
+    Message,
+    TaskDocument,
+    ToolCall,
+)
 from shared.schemas.server import TaskLedger
 from shared.store.limits import MAX_DOCUMENT_BYTES
 from shared.store.patch import Sizes, stored_size
+from shared.tasks.sections import NOT_APPROVED, TERMINAL
 
 Kind = Literal[
     "invalid_document",
@@ -58,6 +65,7 @@ Kind = Literal[
     "dropped_task",
     "leaked_slot",
     "unsettled",
+    "section_disagrees",
 ]
 
 LIVE = ("queued", "running")
@@ -106,16 +114,22 @@ class Audit:
 class UserDocuments:
     """A user's documents as stored (camelCase dicts, as Firestore returns them): the
     ledger (``/{uid}/server``, ``None`` if absent), conversations by id, and each
-    conversation's archive segments."""
+    conversation's archive segments, and the task sections by task id (``None``: not
+    read, so not checked)."""
 
     user_id: str
     ledger: Mapping[str, Any] | None = None
     conversations: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     archives: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    tasks: Mapping[str, Mapping[str, Any]] | None = None
 
 
 def ledger_path(user_id: str) -> str:
     return f"/{user_id}/server"
+
+
+def task_path(user_id: str, task_id: str) -> str:
+    return f"/{user_id}/client/tasks/{task_id}"
 
 
 def conversation_path(user_id: str, conversation_id: str) -> str:
@@ -196,6 +210,8 @@ class _Checker:
         self.run_limit(wholes)
         if ledger is not None:
             self.ledger(ledger, wholes)
+        if documents.tasks is not None:
+            self.sections(documents.tasks, ledger)
         return self.found
 
     def sized(self, raw: Mapping[str, Any], path: str, budget: int) -> None:
@@ -393,6 +409,42 @@ class _Checker:
                 path,
                 f"{name} is live; its call is {site.call.status}",
             )
+
+    # -- task sections --------------------------------------------------------------------
+
+    def sections(self, raw: Mapping[str, Mapping[str, Any]], ledger: TaskLedger | None) -> None:
+        """A section is written after its ledger record (which decides), so it is never
+        ahead of it: never finished unlike its record, never started while its record
+        is queued; once settled, it has caught up. A section whose record was pruned
+        (50 finished kept) stands alone, still readable."""
+        records = ledger.tasks if ledger is not None else {}
+        for task_id, stored in raw.items():
+            path = task_path(self.user_id, task_id)
+            section: TaskDocument | None = self.parse(TaskDocument, stored, path)
+            record = records.get(task_id)
+            if section is None or record is None:
+                continue
+            shown, decided = section.status, record.status
+            if shown in TERMINAL and shown != decided:
+                self.flag("section_disagrees", path, f"section is {shown}; ledger says {decided}")
+            elif decided == "queued" and shown != "queued":
+                self.flag("section_disagrees", path, f"section is {shown}; ledger says queued")
+            elif (
+                self.audit.settled
+                and decided in TERMINAL
+                and shown != decided
+                and not (decided == "cancelled" and record.error == NOT_APPROVED)
+            ):
+                self.flag("section_disagrees", path, f"section is {shown}; ledger says {decided}")
+        if self.audit.settled:
+            for task_id, record in records.items():
+                unapproved = record.status == "cancelled" and record.error == NOT_APPROVED
+                if task_id not in raw and not unapproved:
+                    self.flag(
+                        "section_disagrees",
+                        task_path(self.user_id, task_id),
+                        f"ledger has task {task_id} ({record.status}); it has no section",
+                    )
 
 
 def _hands_off(message: Message) -> bool:

@@ -388,3 +388,11 @@ class ToolError(SparkError):
 
     status = 422
     code = "tool_error"
+
+
+class IllegalTransition(SparkError):
+    """A task's status was asked to move where ``shared/tasks/sections.TRANSITIONS`` does
+    not allow: a bug in the caller, never the user's doing."""
+
+    status = 500
+    code = "internal"

@@ -26,9 +26,15 @@ from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
-from shared.store.base import ConversationStore, FamilyStore, LessonStore, TaskLedgerStore
+from shared.store.base import (
+    ConversationStore,
+    FamilyStore,
+    LessonStore,
+    TaskDocumentStore,
+    TaskLedgerStore,
+)
 from shared.store.files import FileStore, InMemoryFileStore
-from shared.store.memory import InMemoryFamilyStore
+from shared.store.memory import InMemoryFamilyStore, InMemoryTaskDocumentStore
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -182,6 +188,7 @@ def assemble(
     system_prompt: str | None = None,
     files: FileStore | None = None,
     families: FamilyStore | None = None,
+    sections: TaskDocumentStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files`` and
     ``families`` default to empty in-memory stores."""
@@ -200,6 +207,7 @@ def assemble(
         policy,
         timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
+        sections if sections is not None else InMemoryTaskDocumentStore(),
     )
     files = files if files is not None else InMemoryFileStore()
     deps = RunDeps(
@@ -257,6 +265,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         clock,
         files=files,
         families=stores.families,
+        sections=stores.sections,
     )
     return components, stores
 

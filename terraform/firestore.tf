@@ -35,13 +35,31 @@ resource "google_firebaserules_release" "firestore" {
   ruleset_name = "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.firestore.name}"
 }
 
-# Composite indexes: none. The code's queries page archive segments by one field
+# Composite indexes: one, below (a conversation's task sections). The code's other queries page archive segments by one field
 # (`segment`) and list a lesson's kept versions by one field (`version`), which Firestore's
 # automatic single-field indexes serve; a test scans the code's queries and fails if one
 # ever needs a composite index that is not declared here.
 #
 # Single-field exemptions instead: these fields are large (whole messages, lesson bodies)
 # and never queried, so indexing them would only slow every write and fill the index.
+# A conversation's task sections, newest first (``FirestoreTaskDocumentStore.recent``, and
+# clients rendering a conversation's sections): an equality on one field and an order on
+# another need a composite index. Listing all of a user's sections orders by `createdAt`
+# alone (a single-field index).
+resource "google_firestore_index" "tasks_by_conversation" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "tasks"
+  fields {
+    field_path = "conversationId"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "createdAt"
+    order      = "DESCENDING"
+  }
+}
+
 resource "google_firestore_field" "unindexed" {
   for_each = {
     for field in [
@@ -52,6 +70,8 @@ resource "google_firestore_field" "unindexed" {
       { collection = "archive", field = "messages" },
       { collection = "lessons", field = "body" },
       { collection = "versions", field = "body" },
+      { collection = "tasks", field = "updates" },
+      { collection = "tasks", field = "keyOutputs" },
     ] : "${field.collection}.${field.field}" => field
   }
   project    = var.project_id

@@ -48,11 +48,13 @@ def read_user(db: firestore.Client, user_id: str) -> UserDocuments:
         conversations[snapshot.id] = snapshot.to_dict() or {}
         segments = snapshot.reference.collection("archive").order_by("segment").stream()
         archives[snapshot.id] = [s.to_dict() or {} for s in segments]
+    sections = db.collection(user_id).document("client").collection("tasks").stream()
     return UserDocuments(
         user_id,
         server.to_dict() if server.exists else None,
         conversations,
         archives,
+        {s.id: s.to_dict() or {} for s in sections},
     )
 
 

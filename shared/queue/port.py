@@ -14,8 +14,9 @@ from datetime import timedelta
 from typing import Literal, Protocol
 
 from shared.llm.base import Meter
-from shared.schemas.documents import ActiveRun
+from shared.schemas.documents import ActiveRun, KeyOutput
 from shared.schemas.server import TaskRecord
+from shared.store.base import SectionChange
 
 Call = tuple[str, str, str]
 """(tool call id, tool name, display text)"""
@@ -79,9 +80,25 @@ class TaskPort(Protocol):
         ...
 
     async def finish(
-        self, user_id: str, task_id: str, attempt: int, status: Ended, error: str | None = None
+        self,
+        user_id: str,
+        task_id: str,
+        attempt: int,
+        status: Ended,
+        error: str | None = None,
+        summary: str | None = None,
+        key_outputs: Sequence[KeyOutput] = (),
     ) -> None:
-        """End the task, free its slot, and start the next queued tasks."""
+        """End the task, free its slot, and start the next queued tasks; its section
+        ends with ``summary`` and ``key_outputs`` (or ``error`` told plainly)."""
+        ...
+
+    async def show(self, user_id: str, task_id: str, change: SectionChange) -> None:
+        """Apply a change to the task's section (its start, its progress steps).
+
+        Raises:
+            StoreError: it was not written.
+        """
         ...
 
     async def cancel(self, user_id: str, task_ids: list[str]) -> None:

@@ -238,6 +238,55 @@ class TaskState(Document):
     follow_up: bool | None = None
 
 
+class TaskUpdate(Document):
+    """One progress step of a task, in order (``seq``). ``attempt`` and ``step`` key it:
+    the same step of the same attempt, delivered again, is not appended twice. ``folded``
+    says how many older steps this line stands for ("… 12 earlier steps")."""
+
+    seq: int = Field(ge=1)
+    at: Timestamp
+    text: str
+    description: str | None = None
+    attempt: int = 0
+    step: int = 0
+    folded: int | None = None
+
+
+class KeyOutput(Document):
+    """One thing a finished task produced, for its section: a lesson (``documentId``),
+    a planned lesson, a strength, a correction, a mark, or what to try after a failure."""
+
+    kind: str
+    text: str
+    document_id: str | None = None
+    outline: list[str] | None = None
+
+
+class TaskDocument(Document):
+    """``/{userId}/client/tasks/{taskId}``: a task's section, as a client renders it.
+
+    Its status moves only as ``shared/tasks/sections.TRANSITIONS`` allows; ``summary``
+    and ``keyOutputs`` are written in the same write as its terminal status, so a
+    finished task stays readable after its call has rolled over into the archive.
+    """
+
+    id: str
+    conversation_id: str
+    tool_call_id: str
+    tool: str
+    title: str
+    status: TaskStatus
+    created_at: Timestamp
+    updated_at: Timestamp
+    started_at: Timestamp | None = None
+    ended_at: Timestamp | None = None
+    updates: list[TaskUpdate] = Field(default_factory=list)
+    summary: str | None = None
+    key_outputs: list[KeyOutput] | None = None
+    # The question a ``waiting_on_user`` task waits on (the ask_user_question call).
+    question: str | None = None
+
+
 class ArchiveMarker(Document):
     """How much of the conversation has rolled over into ``archive/``: the first
     ``segments`` segments (ids ``000001``…) hold the oldest ``count`` messages, the

@@ -15,6 +15,7 @@ from shared.schemas.documents import (
     LessonVersion,
     Message,
     RunStatus,
+    TaskDocument,
 )
 from shared.schemas.server import Family, Invite, Membership, TaskLedger
 
@@ -267,6 +268,40 @@ class TaskLedgerStore(Protocol):
         """``mutate`` with a change that also decides something: the ledger as written,
         and the decision of the run of ``change`` whose result was written (or, for a
         change that wrote nothing, of its run on a fresh read).
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+
+SectionChange = Callable[[TaskDocument | None], TaskDocument | None]
+"""A pure change to a task's section: given the stored one (``None`` if there is none
+yet), the one to write, or ``None`` to write nothing. It may run more than once."""
+
+
+class TaskDocumentStore(Protocol):
+    """Task sections at ``/{userId}/client/tasks/{taskId}`` (the owner reads them)."""
+
+    async def get(self, user_id: str, task_id: str) -> TaskDocument | None:
+        """The section, or ``None`` if this user has none with this id."""
+        ...
+
+    async def apply(self, user_id: str, task_id: str, change: SectionChange) -> TaskDocument | None:
+        """Atomically read the section, apply ``change`` (pure) and write its result;
+        returns the section as stored afterwards (``None`` if there is none).
+
+        Raises:
+            IllegalTransition: from ``change``, judged on the latest version.
+            StoreError: the store failed.
+        """
+        ...
+
+    async def recent(
+        self, user_id: str, limit: int = 20, conversation_id: str | None = None
+    ) -> list[TaskDocument]:
+        """The user's sections (of one conversation, if given), newest first: a
+        Firestore query on ``createdAt`` (and ``conversationId``).
 
         Raises:
             StoreError: the store failed.

@@ -10,7 +10,13 @@ from typing import Any
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
-from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, LessonVersion
+from shared.schemas.documents import (
+    ArchiveSegment,
+    Conversation,
+    Lesson,
+    LessonVersion,
+    TaskDocument,
+)
 from shared.schemas.server import Family, Invite, Membership, TaskLedger
 from shared.store.base import (
     NO_LESSON,
@@ -24,6 +30,8 @@ from shared.store.base import (
     Reads,
     RunProbe,
     RunView,
+    SectionChange,
+    TaskDocumentStore,
     TaskLedgerStore,
     changed,
     kept_out,
@@ -170,6 +178,38 @@ class InMemoryTaskLedgerStore(TaskLedgerStore):
                 self._documents[user_id] = copy.deepcopy(document)
                 self.writes += 1
             return updated, decided
+
+
+class InMemoryTaskDocumentStore(TaskDocumentStore):
+    """Task sections in a dict; ``writes`` counts each task's writes (throttling tests)."""
+
+    def __init__(self) -> None:
+        self._documents: dict[tuple[str, str], dict[str, Any]] = {}
+        self.writes: dict[str, int] = {}
+
+    async def get(self, user_id: str, task_id: str) -> TaskDocument | None:
+        document = self._documents.get((user_id, task_id))
+        return None if document is None else TaskDocument.model_validate(copy.deepcopy(document))
+
+    async def apply(self, user_id: str, task_id: str, change: SectionChange) -> TaskDocument | None:
+        # No await between the read and the write: atomic, as Firestore's precondition.
+        current = await self.get(user_id, task_id)
+        updated = change(current)
+        if updated is None or updated == current:
+            return current
+        self._documents[(user_id, task_id)] = updated.to_firestore()
+        self.writes[task_id] = self.writes.get(task_id, 0) + 1
+        return updated
+
+    async def recent(
+        self, user_id: str, limit: int = 20, conversation_id: str | None = None
+    ) -> list[TaskDocument]:
+        mine = [
+            TaskDocument.model_validate(d)
+            for (uid, _), d in self._documents.items()
+            if uid == user_id and conversation_id in (None, d["conversationId"])
+        ]
+        return sorted(mine, key=lambda t: t.created_at, reverse=True)[:limit]
 
 
 class InMemoryLessonStore:

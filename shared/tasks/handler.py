@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -23,8 +24,9 @@ from shared.agent.results import (
     mark_running,
     record_results,
     wants_follow_up,
-    with_progress,
 )
+from shared.agent.throttle import ThrottledWriter
+from shared.clock import Clock
 from shared.errors import ConversationTooLarge, RunInProgress, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
@@ -38,9 +40,11 @@ from shared.schemas.tasks import (
     ToolTask,
     WatchdogTask,
 )
+from shared.store.base import SectionChange
 from shared.store.limits import CLOSING_RESERVE
+from shared.tasks import sections
 from shared.tools.base import ToolContext, error_output
-from shared.tools.execute import execute, refused, safe_reason
+from shared.tools.execute import ToolOutcome, execute, refused, safe_reason
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +75,8 @@ class TaskPolicy:
     output_chars: int
     # How long a task whose conversation has a live run waits before trying again.
     busy_wait: timedelta
+    # A task's section takes at most one write of progress steps per this interval.
+    progress_every: timedelta = timedelta(milliseconds=500)
 
 
 class TaskHandler:
@@ -168,7 +174,7 @@ class TaskHandler:
                 # Its approval has not landed (or it was denied): never run it. The
                 # owner's approval queues it anew (``submit(again=True)``). A call that
                 # has its result already ran approved: only its follow-up may be left.
-                await self._finish(task, "cancelled", "Not approved.")
+                await self._finish(task, "cancelled", sections.NOT_APPROVED)
                 return
             conversation = await self._run_tool(task, call, conversation.document_id)
             if conversation is None:
@@ -185,28 +191,47 @@ class TaskHandler:
         ]
         if stored is not None and stored[1].status == "cancelled":
             await self._finish(task, "cancelled")
-        else:
-            ok = any(r.status == "ok" for r in results)
-            await self._finish(task, "completed" if ok else "failed")
+            return
+        ok = any(r.status == "ok" for r in results)
+        ending = sections.summarise(call.name, results[0].output_json, ok) if results else None
+        await self._finish(task, "completed" if ok else "failed", None, ending)
 
     async def _run_tool(
         self, task: ToolTask, call: ToolCall, document_id: str | None
     ) -> Conversation | None:
         """Run the tool and record its result; ``None`` if it will be retried instead."""
         deps, policy = self._deps, self._policy
-
-        async def progress(text: str) -> None:
-            await deps.store.mutate(
-                task.user_id,
-                task.conversation_id,
-                lambda c: with_progress(c, call.id, text, deps.clock.now()),
-            )
-
         await deps.store.mutate(
             task.user_id,
             task.conversation_id,
             lambda c: mark_running(c, call.id, deps.clock.now()),
         )
+        await self._show(task, lambda s: sections.started(s, deps.clock.now()))
+        steps = Steps(self._tasks, task, deps.clock, policy.progress_every)
+        try:
+            outcome = await self._execute(task, call, document_id, steps.report)
+        finally:
+            await steps.close()
+        if outcome is None:
+            return None
+        return await self._record(task, call, outcome)
+
+    async def _show(self, task: ToolTask, change: SectionChange) -> None:
+        try:
+            await self._tasks.show(task.user_id, task.task_id, change)
+        except Exception:
+            # The section is only a view; the tool's work goes on.
+            log.warning("task %s: its section was not updated", task.task_id, exc_info=True)
+
+    async def _execute(
+        self,
+        task: ToolTask,
+        call: ToolCall,
+        document_id: str | None,
+        progress: Callable[[str], Awaitable[None]],
+    ) -> ToolOutcome | None:
+        """Run the tool: its outcome, or ``None`` if it will be retried instead."""
+        deps, policy = self._deps, self._policy
         if task.attempt > policy.max_attempts:
             outcome = refused(_gave_up(call, policy.max_attempts, "it stopped responding"))
         else:
@@ -231,6 +256,10 @@ class TaskHandler:
                     await self._retry_later(task, delay, safe_reason(failure))
                     return None
                 outcome = refused(_gave_up(call, task.attempt, safe_reason(failure)))
+        return outcome
+
+    async def _record(self, task: ToolTask, call: ToolCall, outcome: ToolOutcome) -> Conversation:
+        deps = self._deps
         now, change = deps.clock.now(), outcome.change
         try:
             return await deps.store.mutate(
@@ -274,8 +303,52 @@ class TaskHandler:
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:
         await self._tasks.reschedule(task.user_id, task.task_id, task.attempt, delay, error)
 
-    async def _finish(self, task: ToolTask, status: Ended, error: str | None = None) -> None:
-        await self._tasks.finish(task.user_id, task.task_id, task.attempt, status, error)
+    async def _finish(
+        self,
+        task: ToolTask,
+        status: Ended,
+        error: str | None = None,
+        ending: sections.Ending | None = None,
+    ) -> None:
+        summary, outputs = (None, ()) if ending is None else (ending.summary, ending.key_outputs)
+        await self._tasks.finish(
+            task.user_id, task.task_id, task.attempt, status, error, summary, outputs
+        )
+
+
+class Steps:
+    """A task's progress steps, appended to its section at most once per
+    ``TaskPolicy.progress_every`` (each write carries every step reported since the last)."""
+
+    def __init__(self, tasks: TaskPort, task: ToolTask, clock: Clock, every: timedelta) -> None:
+        self._tasks, self._task, self._clock = tasks, task, clock
+        self._pending: list[sections.Step] = []
+        self._count = 0
+        self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
+
+    async def report(self, text: str) -> None:
+        self._count += 1
+        self._pending.append(sections.Step(self._task.attempt, self._count, text))
+        self._writer.touch()
+
+    async def _write(self) -> None:
+        steps, self._pending = self._pending, []
+        now = self._clock.now()
+        try:
+            await self._tasks.show(
+                self._task.user_id,
+                self._task.task_id,
+                lambda s: None if s is None else sections.with_steps(s, steps, now),
+            )
+        except Exception:
+            self._pending = steps + self._pending  # the next write carries them
+            raise
+
+    async def close(self) -> None:
+        try:
+            await self._writer.finish(self._write)
+        except Exception:
+            log.warning("task %s: progress steps were lost", self._task.task_id, exc_info=True)
 
 
 def _gave_up(call: ToolCall, attempts: int, reason: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeVar
 
@@ -22,11 +22,13 @@ from shared.queue.naming import (
     watchdog_name,
 )
 from shared.queue.port import Call, Claimed, Ended
-from shared.schemas.documents import ActiveRun, Usage
+from shared.schemas.documents import ActiveRun, KeyOutput, TaskDocument, Usage
 from shared.schemas.server import TaskLedger, TaskRecord
 from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
-from shared.store.base import TaskLedgerStore
+from shared.store.base import SectionChange, TaskDocumentStore, TaskLedgerStore
+from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks import ledger as ledgers
+from shared.tasks.sections import Ending, follow
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +47,48 @@ class TaskScheduler:
     policy: ledgers.LedgerPolicy
     watchdog_grace: timedelta
     limits: ledgers.UserLimits
+    # Each task's section (``/{uid}/client/tasks/{taskId}``), following its ledger record.
+    sections: TaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
 
-    async def _apply(self, user_id: str, change: Callable[[TaskLedger], tuple[TaskLedger, R]]) -> R:
-        """Apply a ledger change and return what it decided (from the attempt that landed)."""
-        _, decided = await self.ledger.apply(user_id, change)
+    async def _apply(
+        self,
+        user_id: str,
+        change: Callable[[TaskLedger], tuple[TaskLedger, R]],
+        ending: Ending | None = None,
+    ) -> R:
+        """Apply a ledger change and return what it decided (from the attempt that landed);
+        then bring the sections of the tasks whose status it changed in line with it."""
+
+        def tracked(ledger: TaskLedger) -> tuple[TaskLedger, tuple[R, list[TaskRecord]]]:
+            updated, decided = change(ledger)
+            moved = [
+                record
+                for task_id, record in updated.tasks.items()
+                if (before := ledger.tasks.get(task_id)) is None or before.status != record.status
+            ]
+            return updated, (decided, moved)
+
+        _, (decided, moved) = await self.ledger.apply(user_id, tracked)
+        for record in moved:
+            await self._follow(user_id, record, ending)
         return decided
+
+    async def _follow(self, user_id: str, record: TaskRecord, ending: Ending | None) -> None:
+        # Written after the ledger (which decides): a section is never ahead of its
+        # record. A failed write leaves it behind until the record moves again.
+        now = self.clock.now()
+
+        def change(section: TaskDocument | None) -> TaskDocument | None:
+            return follow(section, record, now, ending)
+
+        try:
+            await self.sections.apply(user_id, record.task_id, change)
+        except Exception:
+            log.warning("task %s: its section was not updated", record.task_id, exc_info=True)
+
+    async def show(self, user_id: str, task_id: str, change: SectionChange) -> None:
+        """``TaskPort.show``: a change to the task's section."""
+        await self.sections.apply(user_id, task_id, change)
 
     async def submit(
         self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
@@ -255,13 +294,22 @@ class TaskScheduler:
             await self.dispatch(user_id, [record])
 
     async def finish(
-        self, user_id: str, task_id: str, attempt: int, status: Ended, error: str | None = None
+        self,
+        user_id: str,
+        task_id: str,
+        attempt: int,
+        status: Ended,
+        error: str | None = None,
+        summary: str | None = None,
+        key_outputs: Sequence[KeyOutput] = (),
     ) -> None:
         """End the task, free its slot, and start the next queued tasks."""
         now = self.clock.now()
+        ending = None if summary is None else Ending(summary, tuple(key_outputs))
         granted = await self._apply(
             user_id,
             lambda led: ledgers.finish(led, task_id, attempt, status, now, self.policy, error),
+            ending,
         )
         await self._dispatch_quietly(user_id, granted)
 

@@ -197,3 +197,22 @@ def test_rules_the_family_truth_invites_and_tokens_are_server_only(
     mirror = rest(f"{mum}/client/family/current")
     assert httpx.patch(mirror, json=body, headers=as_user(who)).status_code == 403
     assert httpx.delete(mirror, headers=as_user(who)).status_code == 403
+
+
+def test_rules_owner_reads_task_sections_and_nobody_writes_them(db: firestore.Client) -> None:
+    """A task's section (``/{uid}/client/tasks/{taskId}``) is its owner's to read, and
+    to list; nobody writes it but the functions."""
+    uid = f"owner-{secrets.token_hex(4)}"
+    tasks = db.collection(uid).document("client").collection("tasks")
+    tasks.document("task_1").set({"id": "task_1", "status": "running", "title": "Creating lesson"})
+    path = f"{uid}/client/tasks/task_1"
+    response = httpx.get(rest(path), headers=as_user(uid))
+    assert response.status_code == 200
+    assert response.json()["fields"]["status"]["stringValue"] == "running"
+    listing = httpx.get(rest(f"{uid}/client/tasks"), headers=as_user(uid))
+    assert listing.status_code == 200 and len(listing.json()["documents"]) == 1
+    for reader in ("someone-else", None):
+        assert httpx.get(rest(path), headers=as_user(reader)).status_code == 403
+    body = {"fields": {"status": {"stringValue": "completed"}}}
+    assert httpx.patch(rest(path), json=body, headers=as_user(uid)).status_code == 403
+    assert httpx.delete(rest(path), headers=as_user(uid)).status_code == 403

@@ -222,6 +222,7 @@ class Process:
         conversations = Dead(self.stores.conversations, self)
         ledgers = Dead(self.stores.ledgers, self)
         lessons = Dead(self.stores.lessons, self)
+        sections = Dead(self.stores.sections, self)
         tools = ToolRegistry(
             [work_tool(self), ask_user_question_tool(), delete_lesson_tool(lessons)]  # type: ignore[arg-type]
         )
@@ -240,6 +241,7 @@ class Process:
                 ids=world.ids,
                 tools=tools,
                 system_prompt="You are Spark AI Agent.",
+                sections=sections,  # type: ignore[arg-type]
             )
         self.agent = components.agent
         self.scheduler = components.scheduler

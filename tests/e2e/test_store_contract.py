@@ -20,6 +20,7 @@ from google.cloud.firestore_v1.watch import Watch
 from shared.agent.runs import new_run, put_message
 from shared.errors import (
     ConversationTooLarge,
+    IllegalTransition,
     InviteUsedUp,
     LastParent,
     NotFound,
@@ -38,7 +39,7 @@ from shared.schemas.documents import (
     Lesson,
     Message,
 )
-from shared.schemas.server import Family, Invite, TaskLedger
+from shared.schemas.server import Family, Invite, TaskLedger, TaskRecord
 from shared.store.base import (
     ConversationStore,
     FamilyStore,
@@ -46,6 +47,7 @@ from shared.store.base import (
     LessonStore,
     Reads,
     RunView,
+    TaskDocumentStore,
     TaskLedgerStore,
 )
 from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
@@ -54,8 +56,11 @@ from shared.store.memory import (
     InMemoryConversationStore,
     InMemoryFamilyStore,
     InMemoryLessonStore,
+    InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
 )
+from shared.tasks import sections
+from shared.tasks.sections import Step
 from tests.e2e.conftest import PROJECT
 
 pytestmark = pytest.mark.emulator
@@ -831,3 +836,92 @@ async def test_family_store_concurrent_attempts_all_count(families: FamilyStores
     await asyncio.gather(*(attempt(i, n) for n, i in enumerate(instances)))
     counted = (await store.read(Reads(users=(uid,)))).memberships[uid]
     assert len(counted.joins_tried) == 3
+
+
+# -- task sections -------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def sections_store(
+    request: pytest.FixtureRequest, emulators: object
+) -> AsyncIterator[TaskDocumentStore]:
+    if request.param == "memory":
+        yield InMemoryTaskDocumentStore()
+        return
+    stores = connect(PROJECT)
+    yield stores.sections
+    stores.close()
+
+
+def task_record(task_id: str, conversation_id: str, at: datetime) -> TaskRecord:
+    return TaskRecord(
+        task_id=task_id,
+        conversation_id=conversation_id,
+        tool_call_id=f"call_{task_id}",
+        tool="create_lesson",
+        display_text="Creating lesson",
+        seq=0,
+        status="queued",
+        created_at=at,
+        updated_at=at,
+    )
+
+
+async def test_section_store_applies_changes_one_after_the_other(
+    sections_store: TaskDocumentStore,
+) -> None:
+    uid = f"u-{secrets.token_hex(4)}"
+    record = task_record("task_a", "conv_a", NOW)
+    assert await sections_store.get(uid, "task_a") is None
+    opened = await sections_store.apply(uid, "task_a", lambda s: sections.follow(s, record, NOW))
+    assert opened is not None and opened.status == "queued"
+    again = await sections_store.apply(uid, "task_a", lambda s: sections.follow(s, record, NOW))
+    assert again == opened  # nothing to write
+    running = await sections_store.apply(uid, "task_a", lambda s: sections.started(s, NOW))
+    assert running is not None and running.status == "running"
+
+    async def step(n: int) -> None:
+        await sections_store.apply(
+            uid,
+            "task_a",
+            lambda s: None if s is None else sections.with_steps(s, [Step(1, n, f"step {n}")], NOW),
+        )
+
+    await asyncio.gather(*(step(n) for n in range(1, 6)))
+    stored = await sections_store.get(uid, "task_a")
+    assert stored is not None
+    # Five concurrent writers all landed, each step once (a later step may make an
+    # earlier one, landing after it, count as known: steps of one attempt come in order).
+    texts = [u.text for u in stored.updates]
+    assert len(texts) == len(set(texts)) >= 1
+    with pytest.raises(IllegalTransition):
+        await sections_store.apply(uid, "task_a", lambda s: s and sections.move(s, "queued", NOW))
+    done = await sections_store.apply(
+        uid,
+        "task_a",
+        lambda s: s and sections.ended(s, "completed", NOW, sections.Ending("Created “Tides”.")),
+    )
+    assert done is not None and (done.status, done.summary) == ("completed", "Created “Tides”.")
+    assert (await sections_store.get(uid, "task_a")) == done
+    assert await sections_store.get(uid, "__reserved__") is None
+
+
+async def test_section_store_lists_newest_first_by_conversation(
+    sections_store: TaskDocumentStore,
+) -> None:
+    uid = f"u-{secrets.token_hex(4)}"
+    for n, conversation_id in enumerate(["c1", "c2", "c1", "c1"]):
+        record = task_record(f"task_{n}", conversation_id, NOW + timedelta(seconds=n))
+        await sections_store.apply(
+            uid, record.task_id, lambda s, r=record: sections.follow(s, r, NOW)
+        )
+    assert [t.id for t in await sections_store.recent(uid)] == [
+        "task_3",
+        "task_2",
+        "task_1",
+        "task_0",
+    ]
+    assert [t.id for t in await sections_store.recent(uid, 2)] == ["task_3", "task_2"]
+    listed = await sections_store.recent(uid, conversation_id="c1")
+    assert [t.id for t in listed] == ["task_3", "task_2", "task_0"]
+    assert await sections_store.recent(f"other-{uid}") == []

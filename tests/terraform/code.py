@@ -73,7 +73,10 @@ def _is_query_call(node: ast.AST) -> bool:
 
 
 def _field_of(call: ast.Call) -> str:
-    candidates = [*call.args[:1], *[k.value for k in call.keywords if k.arg == "field_path"]]
+    candidates = [
+        *call.args[:1],
+        *[k.value for k in call.keywords if k.arg in ("field_path", "filter")],
+    ]
     for candidate in candidates:
         if isinstance(candidate, ast.Constant) and isinstance(candidate.value, str):
             return candidate.value

@@ -16,7 +16,13 @@ import pytest
 
 from shared.config import DEFAULT_MODEL, Settings, parse_model
 from shared.errors import ConfigurationError
-from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, LessonVersion
+from shared.schemas.documents import (
+    ArchiveSegment,
+    Conversation,
+    Lesson,
+    LessonVersion,
+    TaskDocument,
+)
 from tests.terraform.code import config_variables, firestore_collections, firestore_queries
 from tests.terraform.conftest import PROJECT, ROOT
 from tests.terraform.hcl import Config, Ref, Scope, dynamic_blocks
@@ -378,6 +384,7 @@ def test_unindexed_fields_are_real_fields_of_real_collections(config: Config, sc
         "archive": ArchiveSegment,
         "lessons": Lesson,
         "versions": LessonVersion,
+        "tasks": TaskDocument,
     }
     assert set(models) == firestore_collections()
     queried = {field for query in firestore_queries() for field in query.fields}

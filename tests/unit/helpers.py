@@ -27,6 +27,7 @@ from shared.store.files import InMemoryFileStore
 from shared.store.memory import (
     InMemoryConversationStore,
     InMemoryLessonStore,
+    InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
 )
 from shared.tasks.handler import TaskHandler
@@ -45,6 +46,7 @@ class Fakes:
     lessons: InMemoryLessonStore = field(default_factory=InMemoryLessonStore)
     queue: InMemoryTaskQueue = field(default_factory=InMemoryTaskQueue)
     files: InMemoryFileStore = field(default_factory=InMemoryFileStore)
+    sections: InMemoryTaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
 
 
 @dataclass
@@ -93,6 +95,7 @@ def make_service(
         tools=tools,
         system_prompt="You are Spark AI Agent.",
         files=fakes.files,
+        sections=fakes.sections,
     )
     return Harness(
         components.agent,

@@ -22,6 +22,7 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.schemas.server import RunSlot, TaskLedger, TaskRecord
+from shared.tasks.sections import opened
 
 NOW = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
 UID = "alice"
@@ -418,3 +419,43 @@ def test_audit_reports_a_document_it_cannot_read() -> None:
     found = audit(broken, CHECK)
     assert kinds(found) == ["invalid_document", "invalid_document"]
     assert grouped(found)["invalid_document"][0].path == f"/{UID}/client/conversations/{CID}"
+
+
+# -- task sections agree with the ledger --------------------------------------------------
+
+
+def _section(status: str) -> dict[str, Any]:
+    made = opened(record("c1", "queued"), NOW).model_copy(update={"status": status})
+    return made.to_firestore()
+
+
+def _with_sections(server: dict[str, Any], status: str | None = None) -> UserDocuments:
+    conv, _ = finished_task_conversation()
+    task_id = task_id_for(conv.id, "c1")
+    base = documents(conv, server=server)
+    return UserDocuments(
+        base.user_id,
+        base.ledger,
+        base.conversations,
+        base.archives,
+        {} if status is None else {task_id: _section(status)},
+    )
+
+
+def test_audit_passes_a_section_that_agrees_with_its_ledger_record() -> None:
+    _, server = finished_task_conversation()
+    assert audit(_with_sections(server, "completed"), SETTLED) == []
+
+
+def test_audit_flags_a_section_finished_unlike_its_ledger_record() -> None:
+    _, server = finished_task_conversation()
+    found = audit(_with_sections(server, "failed"), CHECK)
+    assert kinds(found) == ["section_disagrees"]
+    assert "section is failed; ledger says completed" in found[0].detail
+
+
+def test_audit_flags_a_section_left_behind_once_settled_and_one_missing() -> None:
+    _, server = finished_task_conversation()
+    assert audit(_with_sections(server, "running"), CHECK) == []  # a write still to come
+    assert kinds(audit(_with_sections(server, "running"), SETTLED)) == ["section_disagrees"]
+    assert kinds(audit(_with_sections(server), SETTLED)) == ["section_disagrees"]

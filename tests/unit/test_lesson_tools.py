@@ -200,31 +200,12 @@ async def until_answered(provider: ScriptedProvider, text: str) -> tuple[Fakes, 
     return fakes, await conversation(service, sent.conversation_id)
 
 
-class ProgressSpy:
-    """Every progress text a conversation's tasks showed, in order."""
-
-    def __init__(self, fakes: Fakes) -> None:
-        self.seen: list[tuple[str, str]] = []
-        real = fakes.store.mutate
-
-        async def mutate(
-            user_id: str, conversation_id: str, change: Any, reserve: int = 0
-        ) -> Conversation:
-            updated = await real(user_id, conversation_id, change, reserve)
-            for task_id, state in (updated.tasks or {}).items():
-                if state.progress and (task_id, state.progress) not in self.seen:
-                    self.seen.append((task_id, state.progress))
-            return updated
-
-        fakes.store.mutate = mutate  # type: ignore[method-assign]
-
-
 def plan(count: int) -> Step:
     entries = [{"title": f"Tides {i + 1}", "focus": f"part {i + 1}"} for i in range(count)]
     return Step.reply(json.dumps({"lessons": entries}))
 
 
-async def test_plan_lessons_is_one_task_whose_progress_updates_in_place() -> None:
+async def test_plan_lessons_is_one_task_whose_progress_appends_to_its_section() -> None:
     provider = ScriptedProvider(
         [
             call("plan_lessons", {"topic": "tides", "audience": "Year 5", "count": 3}, "c1"),
@@ -237,7 +218,6 @@ async def test_plan_lessons_is_one_task_whose_progress_updates_in_place() -> Non
         ]
     )
     fakes = Fakes()
-    spy = ProgressSpy(fakes)
     service = make_service(provider, fakes=fakes)
     sent = await service.agent.send(ALICE, "plan three lessons on tides", None)
     assert sent.run is not None
@@ -246,9 +226,9 @@ async def test_plan_lessons_is_one_task_whose_progress_updates_in_place() -> Non
     assert len(ledger.tasks) == 1  # one task against the per-user limit
     await deliver_all(service, fakes.queue)
 
-    task_ids = {task_id for task_id, _ in spy.seen}
-    assert len(task_ids) == 1
-    assert [text for _, text in spy.seen] == [
+    (section,) = await fakes.sections.recent("alice")
+    assert section.status == "completed"
+    assert [update.text for update in section.updates] == [
         "Planning 3 lessons",
         "Creating lesson 1 of 3",
         "Creating lesson 2 of 3",
@@ -260,6 +240,12 @@ async def test_plan_lessons_is_one_task_whose_progress_updates_in_place() -> Non
     assert result is not None
     made = json.loads(result.output_json)["lessons"]
     assert [m["title"] for m in made] == ["High and low", "Tides", "Tides"]
+    assert section.summary == "Planned and wrote 3 lessons."
+    assert [(o.kind, o.text) for o in section.key_outputs or []] == [
+        ("planned_lesson", "High and low"),
+        ("planned_lesson", "Tides"),
+        ("planned_lesson", "Tides"),
+    ]
     for entry in made:
         lesson = await fakes.lessons.get("alice", entry["documentId"])
         assert lesson is not None and (lesson.status, lesson.version) == ("ready", 2)

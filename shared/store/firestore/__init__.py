@@ -1,5 +1,6 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
-task ledgers, lessons and families, all on one client per process (``connect``)."""
+task ledgers, lessons, families and task sections, all on one client per process
+(``connect``)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from shared.store.firestore.conversations import FirestoreConversationStore
 from shared.store.firestore.families import FirestoreFamilyStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
+from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
 __all__ = [
     "FirestoreConversationStore",
     "FirestoreFamilyStore",
     "FirestoreLessonStore",
     "FirestoreStores",
+    "FirestoreTaskDocumentStore",
     "FirestoreTaskLedgerStore",
     "connect",
 ]
@@ -33,6 +36,7 @@ class FirestoreStores:
     ledgers: FirestoreTaskLedgerStore
     lessons: FirestoreLessonStore
     families: FirestoreFamilyStore
+    sections: FirestoreTaskDocumentStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -50,4 +54,5 @@ def connect(
         FirestoreTaskLedgerStore(client),
         FirestoreLessonStore(client, lesson_versions_kept),
         FirestoreFamilyStore(client),
+        FirestoreTaskDocumentStore(client),
     )
