@@ -20,6 +20,8 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── NotAcceptable           406 not_acceptable
     │   ├── RunInProgress           409 run_in_progress
     │   ├── NoActiveRun             409 no_active_run         (nothing to stop)
+    │   ├── TaskRunning             409 task_running          (cannot stop mid-step yet)
+    │   ├── TaskFinished            409 task_finished         (nothing left to cancel)
     │   ├── AlreadyAnswered         409 already_answered      (that result exists already)
     │   ├── VersionConflict         409 version_conflict      (the document changed meanwhile)
     │   ├── AlreadyInFamily         409 already_in_family     (one family per user)
@@ -187,6 +189,21 @@ class NoActiveRun(RequestError):
 
     status = 409
     code = "no_active_run"
+
+
+class TaskRunning(RequestError):
+    """A cancel was asked for a task whose tool has started: it cannot be stopped
+    mid-step yet."""
+
+    status = 409
+    code = "task_running"
+
+
+class TaskFinished(RequestError):
+    """A cancel was asked for a task that has already ended."""
+
+    status = 409
+    code = "task_finished"
 
 
 class AlreadyAnswered(RequestError):

@@ -21,6 +21,7 @@ from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
+    CancelTaskResponse,
     CreateFamilyRequest,
     FamilyInfo,
     FamilyResponse,
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Request, str], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 FAMILIES = "/api/spark/families"
+TASKS = "/api/spark/agent/tasks"
 
 
 @functools.cache
@@ -101,6 +103,7 @@ class ApiApp:
         self._routes_with_params: list[tuple[Route, Endpoint]] = [
             (Route(path, endpoint, methods=[method]), endpoint)
             for path, method, endpoint in (
+                (f"{TASKS}/{{task_id}}/cancel", "POST", self.cancel_task),
                 (FAMILIES, "POST", self.create_family),
                 (f"{FAMILIES}/current", "GET", self.current_family),
                 (f"{FAMILIES}/join", "POST", self.join_family),
@@ -285,6 +288,17 @@ class ApiApp:
             background=_in_background(request),
         )
         return self._resumed(resumed)
+
+    async def cancel_task(self, request: Request) -> Response:
+        """``POST /api/spark/agent/tasks/{taskId}/cancel``: cancel a task before it starts;
+        its call gets a result the model sees and the agent follows up in a task."""
+        user = await self._authenticate(request)
+        task_id = request.path_params["task_id"]
+        resumed = await self._agent.cancel_task(user.uid, task_id)
+        answer = CancelTaskResponse(
+            task_id=task_id, conversation_id=resumed.conversation_id, status="cancelled"
+        )
+        return JSONResponse(answer.model_dump(by_alias=True))
 
     async def lesson_versions(self, request: Request, lesson_id: str) -> Response:
         """``GET /api/spark/lessons/{id}/versions``: the lesson's kept versions."""

@@ -145,6 +145,10 @@ class Agent:
             user_id, conversation_id, call_id, output, ok=ok, background=background
         )
 
+    async def cancel_task(self, user_id: str, task_id: str) -> Resumed:
+        """Cancel one of the user's tasks before it starts (``People.cancel_task``)."""
+        return await self._people.cancel_task(user_id, task_id)
+
     async def start_upload(
         self,
         user_id: str,

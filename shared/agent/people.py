@@ -14,8 +14,10 @@ from typing import Literal
 from shared.agent.deps import RunDeps
 from shared.agent.loop import Run
 from shared.agent.results import (
+    CANCELLED_BY_USER,
     PersonKind,
     approve,
+    cancel_by_user,
     find_call,
     pending_call,
     record_results,
@@ -179,6 +181,32 @@ class People:
         except (NotFound, AlreadyAnswered):
             return None  # answered in time, or gone
         return resumed.run
+
+    async def cancel_task(self, user_id: str, task_id: str) -> Resumed:
+        """Cancel a task that has not started: its slot frees, its section ends, its call
+        gets an error result the model sees, and the agent follows up (in a task).
+
+        Raises:
+            NotFound: the user has no such task. TaskRunning, TaskFinished: nothing changes.
+        """
+        record = await self._scheduler.cancel_task(user_id, task_id, CANCELLED_BY_USER)
+        now = self._deps.clock.now()
+
+        def cancel(conversation: Conversation, call: ToolCall) -> Conversation:
+            return cancel_by_user(conversation, call.id, now)
+
+        try:
+            return await self._deliver(
+                user_id,
+                record.conversation_id,
+                record.tool_call_id,
+                None,
+                cancel,
+                background=True,
+            )
+        except (NotFound, AlreadyAnswered):
+            # The call is gone, or has a result already: the task is cancelled anyway.
+            return Resumed(record.conversation_id, "recorded")
 
     async def _deliver(
         self,

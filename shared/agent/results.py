@@ -54,7 +54,11 @@ def wants_follow_up(conversation: Conversation, message: Message) -> bool:
             if part.tool_call.status == "cancelled":
                 return False  # stopped, or superseded by a new message
             state = tasks.get(task_id_for(conversation.id, part.tool_call.id))
-            if state is not None and (state.follow_up is False or state.status == "cancelled"):
+            if state is not None and (
+                state.follow_up is False
+                # cancelled with the run (no follow-up) unless the user cancelled it alone
+                or (state.status == "cancelled" and state.follow_up is not True)
+            ):
                 return False
     return True
 
@@ -190,6 +194,29 @@ def cancel_calls(
         call_status="cancelled",
         task_status="cancelled",
     )
+
+
+CANCELLED_BY_USER = "Cancelled by the user."
+
+
+def cancel_by_user(conversation: Conversation, tool_call_id: str, now: datetime) -> Conversation:
+    """The user cancelled the call's task before it started: an error result the model
+    sees, the task shown cancelled, and the follow-up wanted as for any result."""
+    why = CANCELLED_BY_USER
+    updated = record_results(
+        conversation,
+        {tool_call_id: json.dumps({"error": why})},
+        "error",
+        now,
+        task_error=why,
+        task_status="cancelled",
+    )
+    task_id = task_id_for(conversation.id, tool_call_id)
+    state = (updated.tasks or {}).get(task_id)
+    if updated is conversation or state is None:
+        return updated
+    tasks = {**(updated.tasks or {}), task_id: state.model_copy(update={"follow_up": True})}
+    return updated.model_copy(update={"tasks": tasks})
 
 
 def record_results(

@@ -105,6 +105,17 @@ class TaskPort(Protocol):
         """Cancel the tasks that have not started (their slots free at once)."""
         ...
 
+    async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:
+        """Cancel one of the user's tasks that has not started (its section ends with
+        ``reason``; its slot frees at once) and return its record as cancelled.
+
+        Raises:
+            NotFound: the user has no task with this id.
+            TaskRunning: its tool has started.
+            TaskFinished: it has already ended.
+        """
+        ...
+
     async def sweep(self, user_id: str) -> None:
         """Grant again, and enqueue, task attempts whose lease lapsed unclaimed, and start
         queued tasks while slots are free."""

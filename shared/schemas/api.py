@@ -253,6 +253,16 @@ class StopResponse(BaseModel):
     status: Literal["stopping", "stopped"]
 
 
+class CancelTaskResponse(BaseModel):
+    """``POST .../tasks/{taskId}/cancel``: the task was cancelled before it started."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    task_id: str = Field(alias="taskId")
+    conversation_id: str = Field(alias="conversationId")
+    status: Literal["cancelled"]
+
+
 class Problem(BaseModel):
     """One problem of a body that did not validate, as the validator put it."""
 

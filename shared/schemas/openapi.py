@@ -18,6 +18,7 @@ from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
+    CancelTaskResponse,
     CreateFamilyRequest,
     ErrorBody,
     FamilyResponse,
@@ -312,6 +313,21 @@ def openapi() -> dict[str, Any]:
         {"200": {"description": "Restored.", "content": _json(RestoreResponse)}},
     )
     restore["post"]["parameters"] = [_LESSON]
+    cancel_task = {
+        "post": {
+            "summary": "Cancel one of the caller's tasks before it starts: its slot frees, "
+            'its section ends cancelled, its call gets the result "Cancelled by the user." '
+            "and the agent follows up. 404 not_found for a task that is not the caller's; "
+            "409 task_running once its tool has started (it cannot be stopped mid-step "
+            "yet); 409 task_finished once it has ended.",
+            "security": [{"bearer": []}],
+            "parameters": [_id("taskId", r"^[A-Za-z0-9_-]{1,200}$")],
+            "responses": {
+                "200": {"description": "Cancelled.", "content": _json(CancelTaskResponse)},
+                **_errors(401, 404, 405, 409, 500, 503),
+            },
+        }
+    }
     conversation = PREFIX + "/conversations/{conversationId}"
     return {
         "openapi": "3.1.0",
@@ -336,6 +352,7 @@ def openapi() -> dict[str, Any]:
             conversation + "/tool-results": _resumed(
                 "The output of a client-executed tool.", ToolResultRequest
             ),
+            PREFIX + "/tasks/{taskId}/cancel": cancel_task,
             LESSONS + "/versions": lesson_versions,
             LESSONS + "/restore": restore,
             **_family_paths(),

@@ -231,6 +231,11 @@ def abandon(ledger: TaskLedger, task_ids: Sequence[str], now: datetime, error: s
     return _with(ledger, *failed)
 
 
+def cancellable(record: TaskRecord) -> bool:
+    """The task has not started: queued, or granted but not yet claimed."""
+    return record.status == "queued" or (record.status == "running" and not record.started)
+
+
 def cancel(
     ledger: TaskLedger, task_ids: Sequence[str], now: datetime, policy: LedgerPolicy
 ) -> tuple[TaskLedger, list[TaskRecord]]:
@@ -247,8 +252,7 @@ def cancel(
             }
         )
         for task_id in task_ids
-        if (record := ledger.tasks.get(task_id)) is not None
-        and (record.status == "queued" or (record.status == "running" and not record.started))
+        if (record := ledger.tasks.get(task_id)) is not None and cancellable(record)
     ]
     return grant(_with(ledger, *cancelled), now, policy)
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 from shared.clock import Clock
-from shared.errors import RateLimited, ToolError
+from shared.errors import NotFound, RateLimited, TaskFinished, TaskRunning, ToolError
 from shared.llm.base import Meter
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.queue.naming import (
@@ -320,6 +320,36 @@ class TaskScheduler:
             user_id, lambda led: ledgers.cancel(led, task_ids, now, self.policy)
         )
         await self._dispatch_quietly(user_id, granted)
+
+    async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:
+        """``TaskPort.cancel_task``: judged on the ledger inside the write that cancels, so
+        a delivery that claims the task meanwhile wins (and the answer is 409)."""
+        now = self.clock.now()
+
+        def change(
+            ledger: TaskLedger,
+        ) -> tuple[TaskLedger, tuple[TaskRecord | None, list[TaskRecord] | None]]:
+            record = ledger.tasks.get(task_id)
+            if record is None or not ledgers.cancellable(record):
+                return ledger, (record, None)
+            updated, granted = ledgers.cancel(ledger, [task_id], now, self.policy)
+            return updated, (updated.tasks[task_id], granted)
+
+        record, granted = await self._apply(user_id, change, Ending(reason))
+        if record is not None and granted is not None:
+            await self._dispatch_quietly(user_id, granted)
+            return record
+        if record is None:
+            # A finished record may have been pruned from the ledger; its section stays.
+            if await self.sections.get(user_id, task_id) is None:
+                raise NotFound("No task with this id.")
+            raise TaskFinished("This task has already finished.")
+        if record.status == "running":
+            raise TaskRunning(
+                "This task has started and cannot be stopped mid-step yet; "
+                "it will finish on its own."
+            )
+        raise TaskFinished("This task has already finished.")
 
     async def sweep(self, user_id: str) -> None:
         """Grant again the attempts whose lease lapsed (their handler died, or they were
