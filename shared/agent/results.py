@@ -127,19 +127,6 @@ def _with_task_status(
     return tasks or None
 
 
-def with_progress(
-    conversation: Conversation, tool_call_id: str, progress: str, now: datetime
-) -> Conversation:
-    """The task of ``tool_call_id`` showing ``progress`` (while it has no result)."""
-    task_id = task_id_for(conversation.id, tool_call_id)
-    state = (conversation.tasks or {}).get(task_id)
-    if state is None or state.progress == progress or tool_call_id in answered(conversation):
-        return conversation
-    tasks = dict(conversation.tasks or {})
-    tasks[task_id] = state.model_copy(update={"progress": progress, "updated_at": now})
-    return conversation.model_copy(update={"tasks": tasks, "updated_at": now})
-
-
 def follow_documents(conversation: Conversation, message: Message) -> Conversation:
     """The conversation working on the last lesson ``message``'s tool results created
     or changed (a lesson just made is the one the user talks about next)."""
