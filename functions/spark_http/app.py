@@ -100,8 +100,8 @@ class ApiApp:
         # Newer route families are matched by Starlette's routes (path parameters), and
         # dispatched here, so that every answer, 404 and 405 included, is our JSON.
         family = f"{FAMILIES}/{{family_id}}"
-        self._routes_with_params: list[tuple[Route, Endpoint]] = [
-            (Route(path, endpoint, methods=[method]), endpoint)
+        self._routes_with_params: list[Route] = [
+            Route(path, endpoint, methods=[method])
             for path, method, endpoint in (
                 (f"{TASKS}/{{task_id}}/cancel", "POST", self.cancel_task),
                 (FAMILIES, "POST", self.create_family),
@@ -127,10 +127,10 @@ class ApiApp:
         """
         scope = {**request.scope, "path": path}
         allowed: list[str] = []
-        for route, endpoint in self._routes_with_params:
+        for route in self._routes_with_params:
             match, child = route.matches(scope)
             if match is Match.FULL:
-                return endpoint, Request({**scope, **child}, request.receive)
+                return route.endpoint, Request({**scope, **child}, request.receive)
             if match is Match.PARTIAL:
                 allowed += sorted(route.methods or ())
         if allowed:
@@ -141,7 +141,9 @@ class ApiApp:
 
     async def _dispatch(self, request: Request) -> Response:
         path = request.url.path.rstrip("/") or "/"
-        if found := self._with_params(request, path):
+        # Only these prefixes have routes with parameters: the others (a message, a
+        # stream) skip matching them.
+        if path.startswith((FAMILIES, TASKS)) and (found := self._with_params(request, path)):
             endpoint, routed = found
             return await endpoint(routed)
         conversation_id = ""
