@@ -23,10 +23,11 @@ def unavailable(tried: str) -> AbstractContextManager[None]:
     return failures.unavailable(UNAVAILABLE, lambda exc: f"{tried}: {exc.message}")
 
 
-async def back_off(attempt: int) -> None:
+async def back_off(attempt: int, base: float = 0.005, cap: float = 0.2) -> None:
     """Wait before retrying a lost compare-and-set: a random share ("full jitter") of a
-    delay that doubles from 5 ms up to 200 ms, so racing writers spread out."""
-    await asyncio.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+    delay that doubles from ``base`` (5 ms) up to ``cap`` (200 ms), so racing writers
+    spread out."""
+    await asyncio.sleep(random.uniform(0, min(cap, base * 2**attempt)))
 
 
 def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import random
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -12,7 +10,7 @@ from google.cloud.firestore import AsyncClient, AsyncTransaction, async_transact
 from shared.errors import StoreError
 from shared.schemas.server import Family, Invite, Membership
 from shared.store.base import FamilyChange, Household, R, Reads
-from shared.store.firestore.common import unavailable
+from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
 from shared.store.households import (
     Path,
     family_path,
@@ -31,13 +29,9 @@ from shared.store.households import (
 # there, five counts against one user's allowance 4–9 s. Firestore itself (pessimistic
 # mode, the default) delays or fails one of the contenders instead ("Data contention
 # in transactions" in its documentation); that cost is not measured here.
-_ATTEMPTS = 25
-
-
-async def _back_off(attempt: int) -> None:
-    """Full jitter over a window that doubles from 0.1 s up to 2 s (the emulator's lock
-    timeout: transactions retried within it would meet again)."""
-    await asyncio.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
+# The window doubles from 0.1 s up to 2 s: the emulator's lock timeout (transactions
+# retried within it would meet again).
+_BACK_OFF_BASE, _BACK_OFF_CAP = 0.05, 2.0
 
 
 class FirestoreFamilyStore:
@@ -64,9 +58,9 @@ class FirestoreFamilyStore:
     ) -> tuple[Household, R]:
         """The transaction, retried while competing ones abort it: during its reads
         (which the client library does not retry) or at each of its commits."""
-        for attempt in range(_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
             if attempt > 0:
-                await _back_off(attempt)
+                await back_off(attempt, _BACK_OFF_BASE, _BACK_OFF_CAP)
             transaction = self._client.transaction(max_attempts=1, read_only=read_only)
             with unavailable("Firestore transaction"):
                 try:
