@@ -199,10 +199,10 @@ class _Checker:
         wholes: dict[str, _Whole] = {}
         for conversation_id, raw in documents.conversations.items():
             path = conversation_path(uid, conversation_id)
-            self.sized(raw, path, MAX_DOCUMENT_BYTES)
+            size = self.sized(raw, path, MAX_DOCUMENT_BYTES)
             conversation = self.parse(Conversation, raw, path)
             if conversation is not None:
-                self.rolled_over(conversation, raw, path)
+                self.rolled_over(conversation, size, path)
                 segments = documents.archives.get(conversation_id, ())
                 wholes[conversation_id] = self.whole(conversation, segments, path)
         for whole in wholes.values():
@@ -214,16 +214,17 @@ class _Checker:
             self.sections(documents.tasks, ledger)
         return self.found
 
-    def sized(self, raw: Mapping[str, Any], path: str, budget: int) -> None:
+    def sized(self, raw: Mapping[str, Any], path: str, budget: int) -> int:
+        """The document's size as Firestore counts it, flagged if over ``budget``."""
         size = Sizes.of(dict(raw)).total
         if size > budget:
             self.flag("oversize", path, f"{size} bytes, over the budget of {budget}")
+        return size
 
-    def rolled_over(self, conversation: Conversation, raw: Mapping[str, Any], path: str) -> None:
+    def rolled_over(self, conversation: Conversation, size: int, path: str) -> None:
         """Over its live budget, a settled conversation has nothing left to roll over:
         roll-over keeps the newest ``history_messages`` (the model's window) and calls
         still waiting live whatever their size, so only what it could move counts."""
-        size = Sizes.of(dict(raw)).total
         if not self.audit.settled or size <= self.audit.live_doc_bytes:
             return
         movable = plan(conversation, self.audit.live_doc_bytes, self.audit.history_messages)
