@@ -116,14 +116,16 @@ def _with_task_status(
     status: TaskStatus,
     now: datetime,
     error: str | None = None,
+    follow_up: bool | None = None,
 ) -> dict[str, TaskState] | None:
+    changed: dict[str, object] = {"status": status, "updated_at": now, "error": error}
+    if follow_up is not None:
+        changed["follow_up"] = follow_up
     tasks = dict(conversation.tasks or {})
     for task_id in task_ids:
         state = tasks.get(task_id)
         if state is not None:
-            tasks[task_id] = state.model_copy(
-                update={"status": status, "updated_at": now, "error": error}
-            )
+            tasks[task_id] = state.model_copy(update=changed)
     return tasks or None
 
 
@@ -190,20 +192,15 @@ def cancel_by_user(conversation: Conversation, tool_call_id: str, now: datetime)
     """The user cancelled the call's task before it started: an error result the model
     sees, the task shown cancelled, and the follow-up wanted as for any result."""
     why = CANCELLED_BY_USER
-    updated = record_results(
+    return record_results(
         conversation,
         {tool_call_id: json.dumps({"error": why})},
         "error",
         now,
         task_error=why,
         task_status="cancelled",
+        follow_up=True,
     )
-    task_id = task_id_for(conversation.id, tool_call_id)
-    state = (updated.tasks or {}).get(task_id)
-    if updated is conversation or state is None:
-        return updated
-    tasks = {**(updated.tasks or {}), task_id: state.model_copy(update={"follow_up": True})}
-    return updated.model_copy(update={"tasks": tasks})
 
 
 def record_results(
@@ -216,10 +213,12 @@ def record_results(
     task_status: TaskStatus | None = None,
     hidden: bool | None = None,
     changes: Mapping[str, DocumentChange] | None = None,
+    follow_up: bool | None = None,
 ) -> Conversation:
     """Append a ``tool`` message with the results of calls that have none yet, and mark
     the calls and their tasks as finished (``hidden``: clients do not show the result;
-    ``changes``: the lesson each call created or changed)."""
+    ``changes``: the lesson each call created or changed; ``follow_up``: set on their
+    tasks' entries, e.g. a cancelled task that still wants the agent's follow-up)."""
     changes = changes or {}
     pending = {k: v for k, v in outputs.items() if k not in answered(conversation)}
     if not pending:
@@ -261,6 +260,7 @@ def record_results(
                 task_status or ("completed" if status == "ok" else "failed"),
                 now,
                 task_error,
+                follow_up,
             ),
             "updated_at": now,
             "last_message_at": now,
