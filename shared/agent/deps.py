@@ -7,6 +7,7 @@ loop depends only on these interfaces (DESIGN §2: dependencies point inward).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from shared.agent.files import AttachmentBudget
 from shared.agent.runs import QueueLimits
@@ -36,6 +37,11 @@ class RunLimits:
     queue: QueueLimits
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
+
+    @property
+    def lease(self) -> timedelta:
+        """A run's lease, renewed by each of its writes."""
+        return timedelta(seconds=self.lease_seconds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import Literal
 
 from shared.agent.archive import roll_over
@@ -104,7 +103,7 @@ class RunEnd:
     async def _save_final(self, tasks: dict[str, TaskState] | None = None) -> None:
         message = self.transcript.message()
         now = self.deps.clock.now()
-        lease_until = now + timedelta(seconds=self.deps.limits.lease_seconds)
+        lease_until = now + self.deps.limits.lease
 
         async def final() -> Conversation:
             # At the document's limit the reply is cut, with a note the user and the

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import timedelta
 
 from shared.agent.deps import RunDeps
 from shared.agent.events import (
@@ -121,7 +120,7 @@ class Run:
 
     async def _put(self) -> None:
         message = self.transcript.message()
-        lease_until = self.deps.clock.now() + timedelta(seconds=self.deps.limits.lease_seconds)
+        lease_until = self.deps.clock.now() + self.deps.limits.lease
         await self.deps.store.mutate(
             self.user_id,
             self.conversation_id,

@@ -108,7 +108,7 @@ class RunService:
 
     def lease(self) -> timedelta:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
-        return timedelta(seconds=self._deps.limits.lease_seconds)
+        return self._deps.limits.lease
 
     def _run(self, user_id: str, conversation: Conversation, record: ActiveRun) -> Run:
         return Run(
