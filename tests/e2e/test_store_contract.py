@@ -640,7 +640,6 @@ async def test_lesson_store_delete_keeps_the_lesson_as_its_last_version(
     assert kept is not None and kept.as_lesson() == numbered(2)
 
 
-
 async def test_lesson_store_delete_racing_a_save_deletes_whichever_lands_first(
     keeping_three: LessonStore,
 ) -> None:
