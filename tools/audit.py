@@ -58,28 +58,31 @@ def read_user(db: firestore.Client, user_id: str) -> UserDocuments:
     )
 
 
-def _stored(db: firestore.Client, path: tuple[str, ...]) -> dict[str, Any] | None:
-    snapshot = db.document(*path).get()
-    return snapshot.to_dict() if snapshot.exists else None
-
-
 def family_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violation]:
     """Every family the users are in (by their membership or their mirror): each member
     has exactly one mirror and it matches the family, and each membership points at it
-    (``shared/families/audit.py``)."""
+    (``shared/families/audit.py``). Each document is read once."""
+    read: dict[tuple[str, ...], dict[str, Any] | None] = {}
+
+    def stored(path: tuple[str, ...]) -> dict[str, Any] | None:
+        if path not in read:
+            snapshot = db.document(*path).get()
+            read[path] = snapshot.to_dict() if snapshot.exists else None
+        return read[path]
+
     found: list[Violation] = []
     families: dict[str, set[str]] = {}
     for uid in user_ids:
-        for document in (_stored(db, membership_path(uid)), _stored(db, mirror_path(uid))):
+        for document in (stored(membership_path(uid)), stored(mirror_path(uid))):
             family_id = (document or {}).get("familyId")
             if family_id:
                 families.setdefault(family_id, set()).add(uid)
     for family_id, seen in sorted(families.items()):
-        family = _stored(db, family_path(family_id))
+        family = stored(family_path(family_id))
         members = {m.get("userId") for m in (family or {}).get("members", [])} - {None}
         people = sorted(seen | {str(m) for m in members})
-        mirrors = {uid: _stored(db, mirror_path(uid)) for uid in people}
-        memberships = {uid: _stored(db, membership_path(uid)) for uid in people}
+        mirrors = {uid: stored(mirror_path(uid)) for uid in people}
+        memberships = {uid: stored(membership_path(uid)) for uid in people}
         path = "/" + "/".join(family_path(family_id))
         for detail in family_violations(family, mirrors, memberships, family_id=family_id):
             found.append(Violation("family_mirror", people[0], path, detail))
@@ -105,19 +108,19 @@ SETTLING = ("missing_follow_up", "leaked_slot")
 
 def settle(
     db: firestore.Client, user_ids: Sequence[str], timeout: float, settings: Settings
-) -> tuple[list[UserDocuments], list[Violation]]:
-    """The users' documents once nothing is going on (no run active, no task live, no
-    follow-up still to come, no run slot still held), or as they are after ``timeout``
-    seconds with what was still going on (``unsettled``)."""
+) -> tuple[list[Violation], list[Violation]]:
+    """The invariants of the users' documents once nothing is going on (no run active, no
+    task live, no follow-up still to come, no run slot still held), or as they are after
+    ``timeout`` seconds, with what was still going on then (``unsettled``)."""
     deadline = time.monotonic() + timeout
     while True:
         documents = [read_user(db, uid) for uid in user_ids]
         busy = [v for d in documents for v in pending(d)]
-        waiting = [v for d in documents for v in _settled_check(d, settings) if v.kind in SETTLING]
-        if not busy and not waiting:
-            return documents, []
+        checked = [v for d in documents for v in _settled_check(d, settings)]
+        if not busy and not any(v.kind in SETTLING for v in checked):
+            return checked, []
         if time.monotonic() >= deadline:
-            return documents, busy
+            return checked, busy
         time.sleep(POLL_SECONDS)
 
 
@@ -131,8 +134,7 @@ def settle_and_audit(
     (the settled ones included); what is still going on at the end is a violation too."""
     settings = settings or Settings.from_env()
     users = sorted(set(user_ids))
-    documents, unsettled = settle(db_client, users, timeout, settings)
-    checked = [v for d in documents for v in _settled_check(d, settings)]
+    checked, unsettled = settle(db_client, users, timeout, settings)
     return unsettled + checked + family_check(db_client, users)
 
 

@@ -105,6 +105,7 @@ def refusal(ports: Mapping[str, int]) -> str | None:
     second one would empty), or a ``SPARK_MODEL`` that names no provider."""
     from shared.config import Settings
     from shared.errors import ConfigurationError
+    from shared.prose import listed
 
     try:
         Settings.from_env()
@@ -114,7 +115,7 @@ def refusal(ports: Mapping[str, int]) -> str | None:
     if not busy:
         return None
     held = [f"{port} ({PORT_NAMES.get(name, name)})" for name, port in busy.items()]
-    which = held[0] if len(held) == 1 else ", ".join(held[:-1]) + " and " + held[-1]
+    which = listed(held)
     return (
         f"make dev cannot start: port{'s' if len(held) > 1 else ''} {which} "
         f"{'are' if len(held) > 1 else 'is'} already in use on 127.0.0.1. Another "

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from shared.errors import InvalidBody
+from shared.prose import listed
 
 # The last step of a location naming a dict's key, when the key is the problem.
 _KEY = "[key]"
@@ -90,10 +91,6 @@ def _member(union: Any, tag: str) -> Any:
     return next((m for m in members if get_origin(m) is None), Any)
 
 
-def _listed(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
@@ -150,7 +147,7 @@ def _sentence(error: ErrorDetails, field: str, holder: Any) -> str:
         allowed = ""
         if holder is not None:
             names = [i.alias or n for n, i in holder.model_fields.items()]
-            allowed = f"; the fields here are {_listed(names)}"
+            allowed = f"; the fields here are {listed(names)}"
         return f"{field} is not a field of this request{allowed}"
     say = _SAY.get(kind)
     if say is None:

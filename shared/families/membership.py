@@ -313,18 +313,23 @@ _ALLOWANCE_WORDS: dict[Allowance, str] = {
 }
 
 
-def within_hour(times: Sequence[datetime], now: datetime, limit: int) -> list[datetime]:
+def within_hour(times: Sequence[datetime], now: datetime, limit: int, did: str) -> list[datetime]:
     """The times of the last hour with ``now`` added, the newest ``limit`` kept.
 
     Raises:
-        RateLimited: ``limit`` fall within the hour already; ``retry_after`` is when
-            the oldest of them leaves it.
+        RateLimited: ``limit`` fall within the hour already ("You have {did} in the last
+            hour"); ``retry_after`` is when the oldest of them leaves it.
     """
     recent = sorted(t for t in times if now - t < HOUR)
-    if len(recent) >= limit:
-        wait = recent[len(recent) - limit] + HOUR - now
-        raise RateLimited("", math.ceil(wait.total_seconds()))
-    return [*recent, now][-limit:]
+    if len(recent) < limit:
+        return [*recent, now][-limit:]
+    wait = math.ceil((recent[len(recent) - limit] + HOUR - now).total_seconds())
+    minutes = max(1, math.ceil(wait / 60))
+    raise RateLimited(
+        f"You have {did} in the last hour, the most allowed. "
+        f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+        wait,
+    )
 
 
 def attempt(
@@ -338,15 +343,7 @@ def attempt(
     """
     mine = _standing(household, user_id)
     field = _ALLOWANCE_FIELD[allowance]
-    try:
-        kept = within_hour(getattr(mine, field), now, limit)
-    except RateLimited as exc:
-        minutes = max(1, math.ceil(exc.retry_after / 60))
-        did = _ALLOWANCE_WORDS[allowance].format(limit=limit)
-        raise RateLimited(
-            f"You have {did} in the last hour, the most allowed. "
-            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
-            exc.retry_after,
-        ) from None
+    did = _ALLOWANCE_WORDS[allowance].format(limit=limit)
+    kept = within_hour(getattr(mine, field), now, limit, did)
     counted = mine.model_copy(update={field: kept})
     return replace(household, memberships={**household.memberships, user_id: counted}), None

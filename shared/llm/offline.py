@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator
 
 from shared.clock import Clock
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
+from shared.prose import listed
 from shared.schemas.documents import Usage
 
 LABEL = "offline model"
@@ -58,7 +59,6 @@ _KINDS = {"Image": "an image", "PDF": "a PDF", "Attachment": "a file"}
 def _attached(notes: list[tuple[str, str]]) -> str:
     """ "You attached an image: My homework.png." for the notes' files."""
     names = [name for _, name in notes]
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     kinds = {kind for kind, _ in notes}
     if len(names) == 1:
         what = _KINDS[notes[0][0]]
@@ -66,7 +66,7 @@ def _attached(notes: list[tuple[str, str]]) -> str:
         what = f"{len(names)} images"
     else:
         what = f"{len(names)} files"
-    return f" You attached {what}: {listed}."
+    return f" You attached {what}: {listed(names)}."
 
 
 def compose_reply(user_text: str) -> str:

@@ -640,6 +640,27 @@ async def test_lesson_store_delete_keeps_the_lesson_as_its_last_version(
     assert kept is not None and kept.as_lesson() == numbered(2)
 
 
+async def test_lesson_store_delete_racing_a_save_deletes_whichever_lands_first(
+    keeping_three: LessonStore,
+) -> None:
+    """A save landing between the delete's read and its write must not turn the delete
+    into a silent no-op: either the save wins and is deleted after it, or the delete wins
+    and the save is refused. Either way the lesson is gone and the delete said so."""
+    uid = f"u{secrets.token_hex(4)}"
+    for n in range(8):
+        lesson_id = f"les_{n}"
+        first = numbered(1).model_copy(update={"id": lesson_id})
+        await keeping_three.create(uid, first)
+        second = numbered(2).model_copy(update={"id": lesson_id})
+        deleted, _ = await asyncio.gather(
+            keeping_three.delete(uid, lesson_id),
+            keeping_three.replace(uid, second, 1),
+            return_exceptions=True,
+        )
+        assert deleted is True
+        assert await keeping_three.get(uid, lesson_id) is None
+
+
 # -- FamilyStore ---------------------------------------------------------------------------
 
 

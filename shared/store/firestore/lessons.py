@@ -11,7 +11,7 @@ from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
 from shared.schemas.documents import Lesson, LessonVersion
 from shared.store.base import NO_LESSON, KeptVersion, changed, kept_out, next_version, reserved
-from shared.store.firestore.common import changed_fields, unavailable
+from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
 
 
 class FirestoreLessonStore:
@@ -99,19 +99,25 @@ class FirestoreLessonStore:
         if reserved(lesson_id):
             return False
         ref = self._ref(user_id, lesson_id)
-        with unavailable("Firestore delete"):
-            try:
+        # A save that lands between the read and the delete fails the precondition: read
+        # again and delete what is there now (it is kept as a version, like the one read
+        # first), rather than report a deletion that did not happen.
+        for attempt in range(MAX_ATTEMPTS):
+            with unavailable("Firestore delete"):
                 snapshot = await ref.get()
                 if not snapshot.exists:
-                    return False
+                    return False  # deleted meanwhile by someone else
                 batch = self._client.batch()
                 option = self._client.write_option(last_update_time=snapshot.update_time)
                 batch.delete(ref, option=option)
                 self._keep(batch, user_id, Lesson.model_validate(snapshot.to_dict()))
-                await batch.commit()
-            except (gexc.FailedPrecondition, gexc.NotFound):
-                return False  # deleted (or changed) meanwhile by someone else
-        return True
+                try:
+                    await batch.commit()
+                except (gexc.FailedPrecondition, gexc.NotFound):
+                    await back_off(attempt)
+                    continue
+            return True
+        raise StoreError("The lesson is changing too fast to delete; please try again.")
 
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
         if reserved(lesson_id):
