@@ -5,6 +5,7 @@ the same path as task results, "a result arrived, continue the agent"
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -44,6 +45,15 @@ class Resumed:
     conversation_id: str
     status: Literal["accepted", "recorded"]
     run: Run | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCancel:
+    """What a cancel did: ``cancelled`` at once (the task had not started, or waited for
+    an answer), or ``cancelling``: its tool is running and stops at its next step."""
+
+    conversation_id: str
+    status: Literal["cancelled", "cancelling"]
 
 
 Record = Callable[[Conversation, ToolCall], Conversation]
@@ -182,31 +192,29 @@ class People:
             return None  # answered in time, or gone
         return resumed.run
 
-    async def cancel_task(self, user_id: str, task_id: str) -> Resumed:
-        """Cancel a task that has not started: its slot frees, its section ends, its call
-        gets an error result the model sees, and the agent follows up (in a task).
+    async def cancel_task(self, user_id: str, task_id: str) -> TaskCancel:
+        """Cancel a task. One that has not started (or waits for an answer) ends at once:
+        its slot frees, its section ends, its call gets an error result the model sees,
+        and the agent follows up (in a task). One whose tool is running is asked to stop:
+        its handler does all of that at the tool's next step (``TaskHandler``).
 
         Raises:
-            NotFound: the user has no such task. TaskRunning, TaskFinished: nothing changes.
+            NotFound: the user has no such task. TaskFinished: nothing changes.
         """
         record = await self._scheduler.cancel_task(user_id, task_id, CANCELLED_BY_USER)
+        if record.status == "running":
+            return TaskCancel(record.conversation_id, "cancelling")
         now = self._deps.clock.now()
 
         def cancel(conversation: Conversation, call: ToolCall) -> Conversation:
             return cancel_by_user(conversation, call.id, now)
 
-        try:
-            return await self._deliver(
-                user_id,
-                record.conversation_id,
-                record.tool_call_id,
-                None,
-                cancel,
-                background=True,
+        # The call may be gone, or have a result already: the task is cancelled anyway.
+        with contextlib.suppress(NotFound, AlreadyAnswered):
+            await self._deliver(
+                user_id, record.conversation_id, record.tool_call_id, None, cancel, background=True
             )
-        except (NotFound, AlreadyAnswered):
-            # The call is gone, or has a result already: the task is cancelled anyway.
-            return Resumed(record.conversation_id, "recorded")
+        return TaskCancel(record.conversation_id, "cancelled")
 
     async def _deliver(
         self,

@@ -189,8 +189,9 @@ CANCELLED_BY_USER = "Cancelled by the user."
 
 
 def cancel_by_user(conversation: Conversation, tool_call_id: str, now: datetime) -> Conversation:
-    """The user cancelled the call's task before it started: an error result the model
-    sees, the task shown cancelled, and the follow-up wanted as for any result."""
+    """The user cancelled the call's task (before it started, or at its tool's next
+    step): an error result the model sees, the task shown cancelled, and the follow-up
+    wanted as for any result."""
     why = CANCELLED_BY_USER
     return record_results(
         conversation,

@@ -18,8 +18,10 @@ from typing import Literal
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
 from shared.agent.results import (
+    CANCELLED_BY_USER,
     answered,
     approved,
+    cancel_by_user,
     find_call,
     mark_running,
     record_results,
@@ -27,7 +29,7 @@ from shared.agent.results import (
 )
 from shared.agent.throttle import ThrottledWriter
 from shared.clock import Clock
-from shared.errors import ConversationTooLarge, RunInProgress, ToolError
+from shared.errors import ConversationTooLarge, RunInProgress, TaskCancelled, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
 from shared.schemas.documents import Conversation, Message, ToolCall
@@ -176,7 +178,11 @@ class TaskHandler:
                 # has its result already ran approved: only its follow-up may be left.
                 await self._finish(task, "cancelled", sections.NOT_APPROVED)
                 return
-            conversation = await self._run_tool(task, call, conversation.document_id)
+            if record.cancel_requested:
+                # Its user asked it to stop, and the attempt that ran it is gone.
+                conversation = await self._cancelled(task, call)
+            else:
+                conversation = await self._run_tool(task, call, conversation.document_id)
             if conversation is None:
                 return  # retried later
         stored = find_call(conversation, call.id)
@@ -191,6 +197,10 @@ class TaskHandler:
         ]
         if stored is not None and stored[1].status == "cancelled":
             await self._finish(task, "cancelled")
+            return
+        state = (conversation.tasks or {}).get(task.task_id)
+        if state is not None and state.status == "cancelled":
+            await self._finish(task, "cancelled", state.error or CANCELLED_BY_USER)
             return
         ok = any(r.status == "ok" for r in results)
         ending = sections.summarise(call.name, results[0].output_json, ok) if results else None
@@ -210,11 +220,22 @@ class TaskHandler:
         steps = Steps(self._tasks, task, deps.clock, policy.progress_every)
         try:
             outcome = await self._execute(task, call, document_id, steps.report)
+        except TaskCancelled:
+            log.info("task %s: cancelled by its user at a step", task.task_id)
+            return await self._cancelled(task, call)
         finally:
             await steps.close()
         if outcome is None:
             return None
         return await self._record(task, call, outcome)
+
+    async def _cancelled(self, task: ToolTask, call: ToolCall) -> Conversation:
+        """Its user cancelled the task: the call gets the result the model sees, and the
+        follow-up is wanted as for any result (the task then ends ``cancelled``)."""
+        now = self._deps.clock.now()
+        return await self._deps.store.mutate(
+            task.user_id, task.conversation_id, lambda c: cancel_by_user(c, call.id, now)
+        )
 
     async def _show(self, task: ToolTask, change: SectionChange) -> None:
         try:
@@ -241,7 +262,7 @@ class TaskHandler:
                 call.id,
                 document_id,
                 progress,
-                self._tasks.meter(task.user_id),
+                self._tasks.meter(task.user_id, task.task_id),
             )
             try:
                 parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
@@ -327,6 +348,15 @@ class Steps:
         self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
 
     async def report(self, text: str) -> None:
+        """A step: first a look at the ledger (the task stops here if its user cancelled
+        it; one small read per step), then the step, appended with the next write."""
+        try:
+            await self._tasks.check_cancel(self._task.user_id, self._task.task_id)
+        except TaskCancelled:
+            raise
+        except Exception:
+            # Only the look failed: the tool goes on (its next model call looks again).
+            log.warning("task %s: could not look for a cancel", self._task.task_id, exc_info=True)
         self._count += 1
         self._pending.append(sections.Step(self._task.attempt, self._count, text))
         self._writer.touch()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.errors import SparkError, ToolError
+from shared.errors import SparkError, TaskCancelled, ToolError
 from shared.tools.base import DocumentChange, ParsedCall, ToolContext, dump_output, error_output
 
 
@@ -54,12 +54,15 @@ def safe_reason(exc: Exception) -> str:
 
 async def execute(call: ParsedCall, context: ToolContext, output_chars: int) -> ToolOutcome:
     """Run ``call`` and keep at most ``output_chars`` characters of its result; never
-    raises (except on cancellation)."""
+    raises (except on cancellation: asyncio's, or ``TaskCancelled`` when a task's user
+    cancelled it)."""
     try:
         result = await call.run(context)
         output = dump_output(result.value, output_chars)
     except ToolError as exc:
         return refused(exc.message)
+    except TaskCancelled:
+        raise
     except Exception as exc:
         why = unexpected(call.call.name)
         return ToolOutcome(error_output(why), why, failure=exc)
