@@ -188,7 +188,7 @@ def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
     wait_for(
         lambda: (
             section_of(db, alice.uid, task_id)
-            if fake_openai.requests_for("Plan a sequence")
+            if fake_openai.requests_for("Plan a sequence of 2 lessons.")
             else None
         ),
         "the plan to be asked for",
