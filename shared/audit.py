@@ -68,7 +68,10 @@ Kind = Literal[
     "section_disagrees",
 ]
 
-LIVE = ("queued", "running")
+# A task in these states has not ended (one waiting on its user holds no slot, and waits
+# for a person, not for work: ``pending`` does not count it).
+LIVE = ("queued", "running", "waiting_on_user")
+WORKING = ("queued", "running")
 # Calls in these states were handed to a task (a task tool, or an approved call).
 HANDED = ("queued", "running")
 
@@ -296,7 +299,7 @@ class _Checker:
                     self.flag("call_without_task", path, f"{where} is {call.status}; {state}")
                 if count:
                     self.flag("call_status", path, f"{where} has its result but is {call.status}")
-                elif self.audit.settled:
+                elif self.audit.settled and (record is None or record.status in WORKING):
                     self.flag("call_results", path, f"{where} is still {call.status}, no result")
             elif count == 0 and not (site.message.status == "waiting" and waiting_on_person(call)):
                 self.flag("call_results", path, f"{where} is {call.status} and has no result")
@@ -428,7 +431,8 @@ class _Checker:
             shown, decided = section.status, record.status
             if shown in TERMINAL and shown != decided:
                 self.flag("section_disagrees", path, f"section is {shown}; ledger says {decided}")
-            elif decided == "queued" and shown != "queued":
+            elif decided == "queued" and shown not in ("queued", "waiting_on_user"):
+                # (an answer queues a waiting task again; it shows running once it starts)
                 self.flag("section_disagrees", path, f"section is {shown}; ledger says queued")
             elif (
                 self.audit.settled
@@ -477,7 +481,7 @@ def pending(documents: UserDocuments) -> list[Violation]:
             )
     tasks = (documents.ledger or {}).get("tasks") or {}
     for task_id, record in tasks.items():
-        if isinstance(record, Mapping) and record.get("status") in LIVE:
+        if isinstance(record, Mapping) and record.get("status") in WORKING:
             found.append(
                 Violation(
                     "unsettled",

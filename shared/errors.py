@@ -20,7 +20,6 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── NotAcceptable           406 not_acceptable
     │   ├── RunInProgress           409 run_in_progress
     │   ├── NoActiveRun             409 no_active_run         (nothing to stop)
-    │   ├── TaskRunning             409 task_running          (cannot stop mid-step yet)
     │   ├── TaskFinished            409 task_finished         (nothing left to cancel)
     │   ├── AlreadyAnswered         409 already_answered      (that result exists already)
     │   ├── VersionConflict         409 version_conflict      (the document changed meanwhile)
@@ -44,6 +43,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── ProviderRejected        502 provider_rejected     (auth, bad request, ...)
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
+    ├── TaskCancelled               --  a task tool learns its user cancelled it (never an answer)
     ├── RunEnded                    --  a run learns it must stop writing (never an answer)
     │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
     │   └── RunStopped              409 run_stopped           (its owner asked it to stop)
@@ -191,14 +191,6 @@ class NoActiveRun(RequestError):
     code = "no_active_run"
 
 
-class TaskRunning(RequestError):
-    """A cancel was asked for a task whose tool has started: it cannot be stopped
-    mid-step yet."""
-
-    status = 409
-    code = "task_running"
-
-
 class TaskFinished(RequestError):
     """A cancel was asked for a task that has already ended."""
 
@@ -338,6 +330,12 @@ class IncompleteResponse(ProviderError):
     """The model's stream ended without a finish reason."""
 
     code = "incomplete_response"
+
+
+class TaskCancelled(SparkError):
+    """Raised at a task tool's next step (a progress step, a model call) once its user
+    has asked it to stop: the tool stops there, and its handler ends the task cancelled.
+    It never reaches a caller."""
 
 
 class RunEnded(SparkError):

@@ -292,15 +292,17 @@ class ApiApp:
         return self._resumed(resumed)
 
     async def cancel_task(self, request: Request) -> Response:
-        """``POST /api/spark/agent/tasks/{taskId}/cancel``: cancel a task before it starts;
-        its call gets a result the model sees and the agent follows up in a task."""
+        """``POST /api/spark/agent/tasks/{taskId}/cancel``: cancel a task (``200
+        cancelled``), or ask its running tool to stop at its next step (``202
+        cancelling``); its call gets a result the model sees and the agent follows up."""
         user = await self._authenticate(request)
         task_id = request.path_params["task_id"]
-        resumed = await self._agent.cancel_task(user.uid, task_id)
+        done = await self._agent.cancel_task(user.uid, task_id)
         answer = CancelTaskResponse(
-            task_id=task_id, conversation_id=resumed.conversation_id, status="cancelled"
+            task_id=task_id, conversation_id=done.conversation_id, status=done.status
         )
-        return JSONResponse(answer.model_dump(by_alias=True))
+        code = 200 if done.status == "cancelled" else 202
+        return JSONResponse(answer.model_dump(by_alias=True), status_code=code)
 
     async def lesson_versions(self, request: Request, lesson_id: str) -> Response:
         """``GET /api/spark/lessons/{id}/versions``: the lesson's kept versions."""

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from shared.agent.background import Background
 from shared.agent.loop import Run
-from shared.agent.people import People, Resumed
+from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
 from shared.agent.service import RunService, Sent, Stopped, WhenBusy
 from shared.agent.sse import EventChannel, sse_stream
@@ -145,8 +145,9 @@ class Agent:
             user_id, conversation_id, call_id, output, ok=ok, background=background
         )
 
-    async def cancel_task(self, user_id: str, task_id: str) -> Resumed:
-        """Cancel one of the user's tasks before it starts (``People.cancel_task``)."""
+    async def cancel_task(self, user_id: str, task_id: str) -> TaskCancel:
+        """Cancel one of the user's tasks: at once, or at its tool's next step
+        (``People.cancel_task``)."""
         return await self._people.cancel_task(user_id, task_id)
 
     async def start_upload(

@@ -5,6 +5,7 @@ the same path as task results, "a result arrived, continue the agent"
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from shared.agent.results import (
     PersonKind,
     approve,
     cancel_by_user,
+    close_task_question,
     find_call,
     pending_call,
     record_results,
@@ -44,6 +46,15 @@ class Resumed:
     conversation_id: str
     status: Literal["accepted", "recorded"]
     run: Run | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCancel:
+    """What a cancel did: ``cancelled`` at once (the task had not started, or waited for
+    an answer), or ``cancelling``: its tool is running and stops at its next step."""
+
+    conversation_id: str
+    status: Literal["cancelled", "cancelling"]
 
 
 Record = Callable[[Conversation, ToolCall], Conversation]
@@ -75,6 +86,12 @@ class People:
             NotFound, AlreadyAnswered, RequestError: nothing changes.
         """
         now = self._deps.clock.now()
+        current = await self._deps.store.get(user_id, conversation_id)
+        if current is None:
+            raise NotFound("No conversation with this id.")
+        asked = pending_call(current, call_id, "question")  # refused here: nothing written
+        if asked.for_call is not None:
+            return await self._answer_task(user_id, current, asked, answers)
 
         def record(conversation: Conversation, call: ToolCall) -> Conversation:
             output = answers_output(call.args_json, answers)
@@ -83,6 +100,41 @@ class People:
         return await self._deliver(
             user_id, conversation_id, call_id, "question", record, background=background
         )
+
+    async def _answer_task(
+        self,
+        user_id: str,
+        conversation: Conversation,
+        question: ToolCall,
+        answers: dict[str, str | list[str]],
+    ) -> Resumed:
+        """The answer to a task's question: recorded, and the task queued again to go on
+        with it in the same section (the agent follows up the task's result, as ever).
+        Into the ledger first, like an approval: should the answer then not be written,
+        the task finds its question still open and waits again."""
+        output = answers_output(question.args_json, answers)  # refused here: nothing written
+        found = find_call(conversation, question.for_call or "")
+        if found is None:
+            raise NotFound("No tool call with this id in this conversation.")
+        task_call = found[1]
+        tasks, now = self._deps.tasks, self._deps.clock.now()
+        granted = await tasks.submit(
+            user_id,
+            conversation.id,
+            [(task_call.id, task_call.name, task_call.display_text)],
+            again=True,
+        )
+
+        def record(current: Conversation) -> Conversation:
+            pending_call(current, question.id, "question")
+            return record_results(current, {question.id: output}, "ok", now, hidden=True)
+
+        await self._deps.store.mutate(user_id, conversation.id, record)
+        try:
+            await tasks.dispatch(user_id, granted)
+        except SparkError:
+            log.warning("task of %s: not dispatched yet; a sweep grants it again", question.id)
+        return Resumed(conversation.id, "accepted")
 
     async def decide(
         self,
@@ -182,31 +234,30 @@ class People:
             return None  # answered in time, or gone
         return resumed.run
 
-    async def cancel_task(self, user_id: str, task_id: str) -> Resumed:
-        """Cancel a task that has not started: its slot frees, its section ends, its call
-        gets an error result the model sees, and the agent follows up (in a task).
+    async def cancel_task(self, user_id: str, task_id: str) -> TaskCancel:
+        """Cancel a task. One that has not started (or waits for an answer) ends at once:
+        its slot frees, its section ends, its call gets an error result the model sees,
+        and the agent follows up (in a task). One whose tool is running is asked to stop:
+        its handler does all of that at the tool's next step (``TaskHandler``).
 
         Raises:
-            NotFound: the user has no such task. TaskRunning, TaskFinished: nothing changes.
+            NotFound: the user has no such task. TaskFinished: nothing changes.
         """
         record = await self._scheduler.cancel_task(user_id, task_id, CANCELLED_BY_USER)
+        if record.status == "running":
+            return TaskCancel(record.conversation_id, "cancelling")
         now = self._deps.clock.now()
 
         def cancel(conversation: Conversation, call: ToolCall) -> Conversation:
-            return cancel_by_user(conversation, call.id, now)
+            closed = close_task_question(conversation, call.id, now, CANCELLED_BY_USER)
+            return cancel_by_user(closed, call.id, now)
 
-        try:
-            return await self._deliver(
-                user_id,
-                record.conversation_id,
-                record.tool_call_id,
-                None,
-                cancel,
-                background=True,
+        # The call may be gone, or have a result already: the task is cancelled anyway.
+        with contextlib.suppress(NotFound, AlreadyAnswered):
+            await self._deliver(
+                user_id, record.conversation_id, record.tool_call_id, None, cancel, background=True
             )
-        except (NotFound, AlreadyAnswered):
-            # The call is gone, or has a result already: the task is cancelled anyway.
-            return Resumed(record.conversation_id, "recorded")
+        return TaskCancel(record.conversation_id, "cancelled")
 
     async def _deliver(
         self,

@@ -31,6 +31,7 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.tools.base import DocumentChange
+from shared.tools.people import QUESTION_TOOL
 
 
 def follow_up_id(message_id: str) -> str:
@@ -48,6 +49,8 @@ def wants_follow_up(conversation: Conversation, message: Message) -> bool:
     calls was stopped or superseded."""
     if message.status not in ("complete", "waiting") or not all_answered(conversation, message):
         return False
+    if any(p.tool_call is not None and p.tool_call.for_call for p in message.content):
+        return False  # a task's question: its answer lets the task go on, not the agent
     tasks = conversation.tasks or {}
     for part in message.content:
         if part.tool_call is not None:
@@ -189,8 +192,9 @@ CANCELLED_BY_USER = "Cancelled by the user."
 
 
 def cancel_by_user(conversation: Conversation, tool_call_id: str, now: datetime) -> Conversation:
-    """The user cancelled the call's task before it started: an error result the model
-    sees, the task shown cancelled, and the follow-up wanted as for any result."""
+    """The user cancelled the call's task (before it started, or at its tool's next
+    step): an error result the model sees, the task shown cancelled, and the follow-up
+    wanted as for any result."""
     why = CANCELLED_BY_USER
     return record_results(
         conversation,
@@ -364,6 +368,7 @@ def supersede_pending(
         if part.tool_call is not None
         and part.tool_call.id not in done
         and waiting_on_person(part.tool_call)
+        and part.tool_call.for_call is None  # a task's question waits with its task
     ]
     if not waiting:
         return conversation
@@ -381,3 +386,76 @@ def with_follow_up(conversation: Conversation, source_id: str, run: ActiveRun) -
     if conversation.active_run is not None:
         return conversation
     return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at})
+
+
+# -- a task's question to its user ---------------------------------------------------------
+
+
+def question_call_id(task_call_id: str) -> str:
+    """The ``ask_user_question`` call a task (of ``task_call_id``) puts to its user."""
+    return derived("call", task_call_id, "question")
+
+
+def task_question(conversation: Conversation, task_call_id: str) -> ToolCall | None:
+    """The question the task of ``task_call_id`` asked, if it asked one."""
+    found = find_call(conversation, question_call_id(task_call_id))
+    return None if found is None else found[1]
+
+
+def answer_of(conversation: Conversation, call_id: str) -> ToolResult | None:
+    for message in conversation.messages:
+        for part in message.content:
+            if part.tool_result is not None and part.tool_result.tool_call_id == call_id:
+                return part.tool_result
+    return None
+
+
+def ask_for_task(
+    conversation: Conversation, task_call_id: str, args_json: str, now: datetime
+) -> Conversation:
+    """The task's question, as an ``ask_user_question`` call in a message of its own
+    (``waiting``, answered through the answers route like any question), and the task
+    shown waiting on the user. Asked once: a second change adds nothing."""
+    if task_question(conversation, task_call_id) is not None:
+        return conversation
+    call = ToolCall(
+        id=question_call_id(task_call_id),
+        name=QUESTION_TOOL,
+        args_json=args_json,
+        display_text="Asking you a question",
+        execution="question",
+        status="pending",
+        for_call=task_call_id,
+    )
+    message = Message(
+        id=derived("msg", task_call_id, "question"),
+        role="assistant",
+        created_at=now,
+        status="waiting",
+        content=[ContentPart(type="tool_call", tool_call=call)],
+    )
+    task_id = task_id_for(conversation.id, task_call_id)
+    return conversation.model_copy(
+        update={
+            "messages": [*conversation.messages, message],
+            "tasks": _with_task_status(conversation, [task_id], "waiting_on_user", now),
+            "updated_at": now,
+            "last_message_at": now,
+        }
+    )
+
+
+def close_task_question(
+    conversation: Conversation, task_call_id: str, now: datetime, why: str
+) -> Conversation:
+    """The task's question, still unanswered, closed with ``why`` (its task ended)."""
+    question = task_question(conversation, task_call_id)
+    if question is None or question.id in answered(conversation):
+        return conversation
+    return record_results(
+        conversation,
+        {question.id: json.dumps({"error": why})},
+        "error",
+        now,
+        call_status="cancelled",
+    )

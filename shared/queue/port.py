@@ -39,7 +39,7 @@ class TaskPort(Protocol):
     ) -> list[TaskRecord]:
         """Record the calls' tasks in the user's ledger (once each); returns the attempts
         granted now, to ``dispatch`` once the run's message is saved (``again``: queue
-        anew a task that ended cancelled).
+        anew a task that ended cancelled, or that waits for its user's answer).
 
         Raises:
             StoreError: nothing was recorded.
@@ -106,14 +106,29 @@ class TaskPort(Protocol):
         ...
 
     async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:
-        """Cancel one of the user's tasks that has not started (its section ends with
-        ``reason``; its slot frees at once) and return its record as cancelled.
+        """Cancel one of the user's tasks and return its record. One that has not started
+        (or waits for its user's answer) is cancelled at once: its section ends with
+        ``reason``, its slot frees. One whose tool is running is asked to stop (its
+        record stays ``running``): its handler ends it at the tool's next step.
 
         Raises:
             NotFound: the user has no task with this id.
-            TaskRunning: its tool has started.
             TaskFinished: it has already ended.
         """
+        ...
+
+    async def check_cancel(self, user_id: str, task_id: str) -> None:
+        """A task tool's progress step: stop here if its user cancelled the task (judged
+        on a fresh read of the ledger).
+
+        Raises:
+            TaskCancelled: its user asked it to stop.
+        """
+        ...
+
+    async def wait(self, user_id: str, task_id: str, attempt: int) -> None:
+        """The task asked its user a question: it waits, without its slot or lease, until
+        the answer queues it again (``submit`` with ``again``)."""
         ...
 
     async def sweep(self, user_id: str) -> None:
@@ -121,8 +136,9 @@ class TaskPort(Protocol):
         queued tasks while slots are free."""
         ...
 
-    def meter(self, user_id: str) -> Meter:
-        """What a task tool's model calls are checked and counted with."""
+    def meter(self, user_id: str, task_id: str | None = None) -> Meter:
+        """What a task tool's model calls are checked and counted with (with ``task_id``,
+        a check also raises ``TaskCancelled`` once its user cancelled the task)."""
         ...
 
     # -- runs and uploads within the user's limits

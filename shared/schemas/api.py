@@ -254,13 +254,15 @@ class StopResponse(BaseModel):
 
 
 class CancelTaskResponse(BaseModel):
-    """``POST .../tasks/{taskId}/cancel``: the task was cancelled before it started."""
+    """``POST .../tasks/{taskId}/cancel``: ``cancelled`` at once (``200``: it had not
+    started, or waited for an answer), or ``cancelling`` (``202``): its tool is running
+    and stops at its next step."""
 
     model_config = ConfigDict(populate_by_name=True)
 
     task_id: str = Field(alias="taskId")
     conversation_id: str = Field(alias="conversationId")
-    status: Literal["cancelled"]
+    status: Literal["cancelled", "cancelling"]
 
 
 class Problem(BaseModel):

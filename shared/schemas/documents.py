@@ -100,6 +100,10 @@ class ToolCall(Document):
     execution: Execution
     status: ToolCallStatus
     approval: bool | None = None
+    # A question a task asked (``ask_user_question``, in a message of its own): the task
+    # call it is for. Its answer lets that task go on, in the same section; the agent
+    # does not follow it up.
+    for_call: str | None = None
 
 
 class ToolResult(Document):

@@ -315,15 +315,20 @@ def openapi() -> dict[str, Any]:
     restore["post"]["parameters"] = [_LESSON]
     cancel_task = {
         "post": {
-            "summary": "Cancel one of the caller's tasks before it starts: its slot frees, "
-            'its section ends cancelled, its call gets the result "Cancelled by the user." '
-            "and the agent follows up. 404 not_found for a task that is not the caller's; "
-            "409 task_running once its tool has started (it cannot be stopped mid-step "
-            "yet); 409 task_finished once it has ended.",
+            "summary": "Cancel one of the caller's tasks. One not yet started, or waiting "
+            "for an answer, ends at once (200 cancelled); one whose tool is running stops "
+            "at its next step (202 cancelling). Either way its slot frees, its section "
+            'ends cancelled, its call gets the result "Cancelled by the user." and the '
+            "agent follows up. 404 not_found for a task that is not the caller's; 409 "
+            "task_finished once it has ended.",
             "security": [{"bearer": []}],
             "parameters": [_id("taskId", r"^[A-Za-z0-9_-]{1,200}$")],
             "responses": {
                 "200": {"description": "Cancelled.", "content": _json(CancelTaskResponse)},
+                "202": {
+                    "description": "Its running tool stops at its next step.",
+                    "content": _json(CancelTaskResponse),
+                },
                 **_errors(401, 404, 405, 409, 500, 503),
             },
         }

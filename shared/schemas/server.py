@@ -52,6 +52,8 @@ class TaskRecord(Document):
     lease_expires_at: Timestamp | None = None
     retry_at: Timestamp | None = None
     error: str | None = None
+    # Its user asked it to stop while its tool ran: the handler ends it at the next step.
+    cancel_requested: bool | None = None
     created_at: Timestamp
     updated_at: Timestamp
 

@@ -18,16 +18,21 @@ from typing import Literal
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
 from shared.agent.results import (
+    CANCELLED_BY_USER,
+    answer_of,
     answered,
     approved,
+    ask_for_task,
+    cancel_by_user,
     find_call,
     mark_running,
     record_results,
+    task_question,
     wants_follow_up,
 )
 from shared.agent.throttle import ThrottledWriter
 from shared.clock import Clock
-from shared.errors import ConversationTooLarge, RunInProgress, ToolError
+from shared.errors import ConversationTooLarge, RunInProgress, TaskCancelled, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
 from shared.schemas.documents import Conversation, Message, ToolCall
@@ -43,8 +48,9 @@ from shared.schemas.tasks import (
 from shared.store.base import SectionChange
 from shared.store.limits import CLOSING_RESERVE
 from shared.tasks import sections
-from shared.tools.base import ToolContext, error_output
+from shared.tools.base import Ask, ToolContext, error_output
 from shared.tools.execute import ToolOutcome, execute, refused, safe_reason
+from shared.tools.people import answer_text, question_args, question_text
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +182,20 @@ class TaskHandler:
                 # has its result already ran approved: only its follow-up may be left.
                 await self._finish(task, "cancelled", sections.NOT_APPROVED)
                 return
-            conversation = await self._run_tool(task, call, conversation.document_id)
+            question = task_question(conversation, call.id)
+            answer = None if question is None else answer_of(conversation, question.id)
+            if question is not None and answer is None:
+                # Asked, not yet answered (the attempt that asked died before it waited).
+                await self._wait(task, question_text(question.args_json))
+                return
+            if record.cancel_requested:
+                # Its user asked it to stop, and the attempt that ran it is gone.
+                conversation = await self._cancelled(task, call)
+            else:
+                said = None if answer is None else answer_text(answer.output_json)
+                conversation = await self._run_tool(task, call, conversation.document_id, said)
             if conversation is None:
-                return  # retried later
+                return  # retried later, or waiting for its user's answer
         stored = find_call(conversation, call.id)
         source = stored[0] if stored else message
         if wants_follow_up(conversation, source) and not await self._follow_up(task, source):
@@ -192,14 +209,19 @@ class TaskHandler:
         if stored is not None and stored[1].status == "cancelled":
             await self._finish(task, "cancelled")
             return
+        state = (conversation.tasks or {}).get(task.task_id)
+        if state is not None and state.status == "cancelled":
+            await self._finish(task, "cancelled", state.error or CANCELLED_BY_USER)
+            return
         ok = any(r.status == "ok" for r in results)
         ending = sections.summarise(call.name, results[0].output_json, ok) if results else None
         await self._finish(task, "completed" if ok else "failed", None, ending)
 
     async def _run_tool(
-        self, task: ToolTask, call: ToolCall, document_id: str | None
+        self, task: ToolTask, call: ToolCall, document_id: str | None, answer: str | None
     ) -> Conversation | None:
-        """Run the tool and record its result; ``None`` if it will be retried instead."""
+        """Run the tool and record its result; ``None`` if it will be retried instead, or
+        waits for its user's answer to the question it asked."""
         deps, policy = self._deps, self._policy
         await deps.store.mutate(
             task.user_id,
@@ -209,12 +231,54 @@ class TaskHandler:
         await self._show(task, lambda s: sections.started(s, deps.clock.now()))
         steps = Steps(self._tasks, task, deps.clock, policy.progress_every)
         try:
-            outcome = await self._execute(task, call, document_id, steps.report)
+            outcome = await self._execute(task, call, document_id, steps.report, answer)
+        except TaskCancelled:
+            log.info("task %s: cancelled by its user at a step", task.task_id)
+            return await self._cancelled(task, call)
         finally:
             await steps.close()
         if outcome is None:
             return None
+        if outcome.ask is not None and answer is None and await self._ask(task, call, outcome.ask):
+            return None
         return await self._record(task, call, outcome)
+
+    async def _ask(self, task: ToolTask, call: ToolCall, ask: Ask) -> bool:
+        """Put the tool's question to the user in a call of its own and wait; ``False``
+        when it cannot be put that way (its output then goes to the model as it is)."""
+        args_json = question_args(ask)
+        if args_json is None:
+            return False
+        now = self._deps.clock.now()
+        await self._deps.store.mutate(
+            task.user_id,
+            task.conversation_id,
+            lambda c: ask_for_task(c, call.id, args_json, now),
+        )
+        await self._wait(task, question_text(args_json))
+        return True
+
+    async def _wait(self, task: ToolTask, question: str) -> None:
+        """The section waits on the user (showing ``question``); the ledger frees the
+        slot until the answer queues the task again (``People.answer``)."""
+        now = self._deps.clock.now()
+        await self._show(
+            task,
+            lambda s: (
+                None
+                if s is None or s.status in sections.TERMINAL
+                else sections.waiting(s, question, now)
+            ),
+        )
+        await self._tasks.wait(task.user_id, task.task_id, task.attempt)
+
+    async def _cancelled(self, task: ToolTask, call: ToolCall) -> Conversation:
+        """Its user cancelled the task: the call gets the result the model sees, and the
+        follow-up is wanted as for any result (the task then ends ``cancelled``)."""
+        now = self._deps.clock.now()
+        return await self._deps.store.mutate(
+            task.user_id, task.conversation_id, lambda c: cancel_by_user(c, call.id, now)
+        )
 
     async def _show(self, task: ToolTask, change: SectionChange) -> None:
         try:
@@ -229,6 +293,7 @@ class TaskHandler:
         call: ToolCall,
         document_id: str | None,
         progress: Callable[[str], Awaitable[None]],
+        answer: str | None,
     ) -> ToolOutcome | None:
         """Run the tool: its outcome, or ``None`` if it will be retried instead."""
         deps, policy = self._deps, self._policy
@@ -241,7 +306,8 @@ class TaskHandler:
                 call.id,
                 document_id,
                 progress,
-                self._tasks.meter(task.user_id),
+                self._tasks.meter(task.user_id, task.task_id),
+                answer,
             )
             try:
                 parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
@@ -327,6 +393,15 @@ class Steps:
         self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
 
     async def report(self, text: str) -> None:
+        """A step: first a look at the ledger (the task stops here if its user cancelled
+        it; one small read per step), then the step, appended with the next write."""
+        try:
+            await self._tasks.check_cancel(self._task.user_id, self._task.task_id)
+        except TaskCancelled:
+            raise
+        except Exception:
+            # Only the look failed: the tool goes on (its next model call looks again).
+            log.warning("task %s: could not look for a cancel", self._task.task_id, exc_info=True)
         self._count += 1
         self._pending.append(sections.Step(self._task.attempt, self._count, text))
         self._writer.touch()

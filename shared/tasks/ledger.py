@@ -10,11 +10,16 @@ How a task moves::
       ▲                    ▲                                         │
       │                    └──── lease lapsed / reschedule (n+1) ────┤
       └── waits while the user has ``max_running`` running tasks      ▼
-                                                           completed | failed
+                                                  completed | failed | cancelled
+      ▲                                                              │
+      └──── answered (submit again) ◀── waiting_on_user ◀── wait ────┘
 
-A slot is held from grant to finish. A running task whose lease lapsed (its handler
-died, or it was granted but never dispatched) is granted again as the next attempt by
-the next change to the ledger, so nothing stays ``running`` for ever.
+A slot is held from grant to finish, or to ``wait`` (a question to the user); a task
+not yet claimed, or waiting, is cancelled at once (``cancel``), a running one at its
+tool's next step (``request_cancel``, then its handler's ``finish``). A running task
+whose lease lapsed (its handler died, or it was granted but never dispatched) is granted
+again as the next attempt by the next change to the ledger, so nothing stays ``running``
+for ever.
 """
 
 from __future__ import annotations
@@ -101,7 +106,8 @@ def submit(
     """Add a queued task (once: submitting the same task id again changes nothing new).
 
     With ``again``, a task that ended cancelled (it found its call not yet approved)
-    is queued anew: the owner's approval is what lets it run.
+    is queued anew: the owner's approval is what lets it run; so is a task waiting for
+    its user's answer (the answer is what lets it go on).
     """
     existing = ledger.tasks.get(record.task_id)
     live = sum(1 for r in ledger.tasks.values() if r.status in ("queued", "running"))
@@ -112,7 +118,7 @@ def submit(
             "again.",
             _soonest_lease_end(ledger, now, policy),
         )
-    if again and existing is not None and existing.status == "cancelled":
+    if again and existing is not None and existing.status in ("cancelled", "waiting_on_user"):
         # Its attempts go on counting: each attempt's Cloud Task name is used once.
         requeued = existing.model_copy(
             update={"status": "queued", "seq": ledger.next_seq, "error": None, "updated_at": now}
@@ -232,8 +238,47 @@ def abandon(ledger: TaskLedger, task_ids: Sequence[str], now: datetime, error: s
 
 
 def cancellable(record: TaskRecord) -> bool:
-    """The task has not started: queued, or granted but not yet claimed."""
-    return record.status == "queued" or (record.status == "running" and not record.started)
+    """The task can end at once: queued, granted but not yet claimed, or waiting for its
+    user's answer (no handler holds it)."""
+    return record.status in ("queued", "waiting_on_user") or (
+        record.status == "running" and not record.started
+    )
+
+
+def request_cancel(ledger: TaskLedger, task_id: str, now: datetime) -> TaskLedger:
+    """Ask a running task to stop: its handler sees the request at the tool's next step
+    (a progress step or a model call, each read from the ledger) and ends it cancelled.
+    The slot stays held until then: the tool is still running."""
+    record = ledger.tasks.get(task_id)
+    if record is None or record.status != "running" or record.cancel_requested:
+        return ledger
+    return _with(ledger, record.model_copy(update={"cancel_requested": True, "updated_at": now}))
+
+
+def cancel_wanted(ledger: TaskLedger, task_id: str) -> bool:
+    """Its user asked the task to stop (``request_cancel``)."""
+    record = ledger.tasks.get(task_id)
+    return record is not None and record.status == "running" and bool(record.cancel_requested)
+
+
+def wait(
+    ledger: TaskLedger, task_id: str, attempt: int, now: datetime, policy: LedgerPolicy
+) -> tuple[TaskLedger, list[TaskRecord]]:
+    """The task waits for its user's answer: it gives up its slot and lease (an answer
+    may take hours) and starts the next queued ones; the answer queues it again
+    (``submit`` with ``again``)."""
+    if holds(ledger, task_id, attempt):
+        waiting = ledger.tasks[task_id].model_copy(
+            update={
+                "status": "waiting_on_user",
+                "started": False,
+                "lease_expires_at": None,
+                "retry_at": None,
+                "updated_at": now,
+            }
+        )
+        ledger = _with(ledger, waiting)
+    return grant(ledger, now, policy)
 
 
 def cancel(

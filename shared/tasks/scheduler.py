@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 from shared.clock import Clock
-from shared.errors import NotFound, RateLimited, TaskFinished, TaskRunning, ToolError
+from shared.errors import NotFound, RateLimited, TaskCancelled, TaskFinished, ToolError
 from shared.llm.base import Meter
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.queue.naming import (
@@ -254,9 +254,28 @@ class TaskScheduler:
         """
         ledgers.check_tokens(await self.ledger.get(user_id), self.clock.now(), self.limits)
 
-    def meter(self, user_id: str) -> Meter:
-        """What a task tool's model calls are checked and counted with."""
-        return LedgerMeter(self, user_id)
+    async def check_task(self, user_id: str, task_id: str) -> None:
+        """Before a task tool's next step, on one fresh read of the ledger: stop if its
+        user cancelled it, and refuse a model call once today's tokens are spent.
+
+        Raises:
+            TaskCancelled: its user asked it to stop (``TaskPort.cancel_task``).
+            RateLimited: today's tokens are spent.
+        """
+        ledger = await self.ledger.get(user_id)
+        if ledgers.cancel_wanted(ledger, task_id):
+            raise TaskCancelled("Cancelled by the user.")
+        ledgers.check_tokens(ledger, self.clock.now(), self.limits)
+
+    async def check_cancel(self, user_id: str, task_id: str) -> None:
+        """``TaskPort.check_cancel``: a progress step's look at the ledger."""
+        if ledgers.cancel_wanted(await self.ledger.get(user_id), task_id):
+            raise TaskCancelled("Cancelled by the user.")
+
+    def meter(self, user_id: str, task_id: str | None = None) -> Meter:
+        """What a task tool's model calls are checked and counted with (with ``task_id``,
+        each check also stops the tool once its user cancelled it)."""
+        return LedgerMeter(self, user_id, task_id)
 
     async def claim(self, user_id: str, task_id: str, attempt: int) -> Claimed:
         """Let this delivery of ``attempt`` run it: its record, or why not."""
@@ -313,6 +332,14 @@ class TaskScheduler:
         )
         await self._dispatch_quietly(user_id, granted)
 
+    async def wait(self, user_id: str, task_id: str, attempt: int) -> None:
+        """``TaskPort.wait``: the task waits for its user's answer, its slot freed."""
+        now = self.clock.now()
+        granted = await self._apply(
+            user_id, lambda led: ledgers.wait(led, task_id, attempt, now, self.policy)
+        )
+        await self._dispatch_quietly(user_id, granted)
+
     async def cancel(self, user_id: str, task_ids: list[str]) -> None:
         """Cancel tasks that have not started, and start what their slots free."""
         now = self.clock.now()
@@ -322,33 +349,31 @@ class TaskScheduler:
         await self._dispatch_quietly(user_id, granted)
 
     async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:
-        """``TaskPort.cancel_task``: judged on the ledger inside the write that cancels, so
-        a delivery that claims the task meanwhile wins (and the answer is 409)."""
+        """``TaskPort.cancel_task``: judged on the ledger inside the write that cancels or
+        asks to stop, so a delivery that claims the task meanwhile is asked to stop."""
         now = self.clock.now()
 
         def change(
             ledger: TaskLedger,
         ) -> tuple[TaskLedger, tuple[TaskRecord | None, list[TaskRecord] | None]]:
             record = ledger.tasks.get(task_id)
-            if record is None or not ledgers.cancellable(record):
-                return ledger, (record, None)
-            updated, granted = ledgers.cancel(ledger, [task_id], now, self.policy)
-            return updated, (updated.tasks[task_id], granted)
+            if record is not None and ledgers.cancellable(record):
+                updated, granted = ledgers.cancel(ledger, [task_id], now, self.policy)
+                return updated, (updated.tasks[task_id], granted)
+            if record is not None and record.status == "running":
+                updated = ledgers.request_cancel(ledger, task_id, now)
+                return updated, (updated.tasks[task_id], None)
+            return ledger, (record, None)
 
         record, granted = await self._apply(user_id, change, Ending(reason))
         if record is not None and granted is not None:
             await self._dispatch_quietly(user_id, granted)
             return record
-        if record is None:
+        if record is not None and record.status == "running":
+            return record  # its handler ends it at the tool's next step
+        if record is None and await self.sections.get(user_id, task_id) is None:
             # A finished record may have been pruned from the ledger; its section stays.
-            if await self.sections.get(user_id, task_id) is None:
-                raise NotFound("No task with this id.")
-            raise TaskFinished("This task has already finished.")
-        if record.status == "running":
-            raise TaskRunning(
-                "This task has started and cannot be stopped mid-step yet; "
-                "it will finish on its own."
-            )
+            raise NotFound("No task with this id.")
         raise TaskFinished("This task has already finished.")
 
     async def sweep(self, user_id: str) -> None:
@@ -368,14 +393,19 @@ class TaskScheduler:
 
 @dataclass(frozen=True, slots=True)
 class LedgerMeter:
-    """Checks a task tool's model calls against the user's day, and counts them."""
+    """Checks a task tool's model calls against the user's day, and counts them; with
+    ``task_id``, each check also stops the tool once its user cancelled the task."""
 
     scheduler: TaskScheduler
     user_id: str
+    task_id: str | None = None
 
     async def check(self) -> None:
         try:
-            await self.scheduler.check_tokens(self.user_id)
+            if self.task_id is None:
+                await self.scheduler.check_tokens(self.user_id)
+            else:
+                await self.scheduler.check_task(self.user_id, self.task_id)
         except RateLimited as exc:
             raise ToolError(exc.message) from None
 

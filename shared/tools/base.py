@@ -53,6 +53,8 @@ class ToolContext:
     document_id: str | None = None
     progress: Callable[[str], Awaitable[None]] = _no_progress
     meter: Meter = field(default_factory=Unmetered)
+    # The user's answer to the question this task asked (``ToolOutput.ask``), once given.
+    answer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +67,26 @@ class DocumentChange:
 
 
 @dataclass(frozen=True, slots=True)
+class Ask:
+    """A question a task tool must have answered before it can go on (e.g. which part of
+    an ambiguous piece of work to review), put to the user as an ``ask_user_question``
+    call of its own; the task then waits (``waiting_on_user``) and runs again with the
+    answer (``ToolContext.answer``)."""
+
+    header: str
+    question: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """What a tool gives back: ``value`` for the model, and the lesson it changed."""
+    """What a tool gives back: ``value`` for the model, and the lesson it changed; a task
+    tool may ``ask`` its user first (``value`` is then what the model reads should the
+    question not be put)."""
 
     value: Any
     change: DocumentChange | None = None
+    ask: Ask | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.errors import SparkError, ToolError
-from shared.tools.base import DocumentChange, ParsedCall, ToolContext, dump_output, error_output
+from shared.errors import SparkError, TaskCancelled, ToolError
+from shared.tools.base import (
+    Ask,
+    DocumentChange,
+    ParsedCall,
+    ToolContext,
+    dump_output,
+    error_output,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +31,14 @@ class ToolOutcome:
         change: the lesson the call created or changed.
         failure: the exception of a call that failed unexpectedly (not a ``ToolError``):
             for the caller's log, and a task call is retried.
+        ask: the question a task tool puts to its user before it goes on.
     """
 
     output_json: str
     error: str | None = None
     change: DocumentChange | None = None
     failure: Exception | None = field(default=None, repr=False)
+    ask: Ask | None = None
 
     @property
     def ok(self) -> bool:
@@ -54,13 +63,16 @@ def safe_reason(exc: Exception) -> str:
 
 async def execute(call: ParsedCall, context: ToolContext, output_chars: int) -> ToolOutcome:
     """Run ``call`` and keep at most ``output_chars`` characters of its result; never
-    raises (except on cancellation)."""
+    raises (except on cancellation: asyncio's, or ``TaskCancelled`` when a task's user
+    cancelled it)."""
     try:
         result = await call.run(context)
         output = dump_output(result.value, output_chars)
     except ToolError as exc:
         return refused(exc.message)
+    except TaskCancelled:
+        raise
     except Exception as exc:
         why = unexpected(call.call.name)
         return ToolOutcome(error_output(why), why, failure=exc)
-    return ToolOutcome(output, change=result.change)
+    return ToolOutcome(output, change=result.change, ask=result.ask)

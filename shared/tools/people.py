@@ -18,7 +18,7 @@ from shared.clock import Clock
 from shared.errors import NotFound, RequestError, ToolError, VersionConflict
 from shared.lessons import versions
 from shared.store.base import LessonStore, changed
-from shared.tools.base import Checked, DocumentChange, Tool, ToolContext, ToolOutput
+from shared.tools.base import Ask, Checked, DocumentChange, Tool, ToolContext, ToolOutput
 
 QUESTION_TOOL = "ask_user_question"
 
@@ -114,6 +114,39 @@ def answers_output(args_json: str, answers: dict[str, str | list[str]]) -> str:
     if extra:
         raise RequestError(f"There is no question {extra[0]} in this call.")
     return json.dumps({"answers": chosen}, ensure_ascii=False)
+
+
+def question_args(ask: Ask) -> str | None:
+    """A task's question as the arguments of an ``ask_user_question`` call, or ``None``
+    when it cannot be one (fewer than two different answers to offer)."""
+    labels = list(dict.fromkeys(o.strip()[:80] for o in ask.options if o.strip()))[:6]
+    if len(labels) < 2:
+        return None
+    question = Question(
+        header=ask.header[:40] or "A question",
+        question=ask.question[:500],
+        options=[Option(label=label) for label in labels],
+    )
+    return AskUserQuestionArgs(questions=[question]).model_dump_json(exclude_defaults=True)
+
+
+def question_text(args_json: str) -> str:
+    """What an ``ask_user_question`` call asks, in one line (a task section shows it)."""
+    questions = AskUserQuestionArgs.model_validate_json(args_json).questions
+    return " ".join(q.question for q in questions)
+
+
+def answer_text(output_json: str) -> str:
+    """The user's answers (``answers_output``) as the line a task tool is given."""
+    try:
+        chosen = json.loads(output_json).get("answers") or []
+    except (ValueError, AttributeError):
+        return ""
+    return " ".join(
+        f"Asked “{item.get('question', '')}”, they answered: {', '.join(item.get('answer') or [])}."
+        for item in chosen
+        if isinstance(item, dict)
+    )
 
 
 class EditorSelectionArgs(BaseModel):

@@ -5,8 +5,11 @@ or a PDF's extracted text with its page markers), the brief or the lesson the wo
 answers, and asks the model (``prompts/review.md``) for JSON feedback: strengths,
 corrections, next steps, and a mark only when one was asked for. A reply that is not
 that JSON goes back to the model once with the reason. When the work is ambiguous the
-model asks a question instead; the tool hands it to the agent, which puts it to the
-user with ``ask_user_question`` and reviews again with the answer.
+model asks a question instead; the task puts it to the user as an ``ask_user_question``
+of its own (its section waits on the user) and, once answered, reviews again with the
+answer in the same section. A question that cannot be put that way (fewer than two
+answers to offer), or a second one, goes to the agent as before, which asks it and calls
+the tool again.
 
 The tool changes nothing: a retried task only asks the model again.
 """
@@ -37,7 +40,7 @@ from shared.llm.base import (
 )
 from shared.store.base import LessonStore
 from shared.store.files import FileStore
-from shared.tools.base import Tool, ToolContext
+from shared.tools.base import Ask, Tool, ToolContext, ToolOutput
 from shared.tools.people import QUESTION_TOOL
 
 # The most of a PDF's text, and of a lesson, the reviewing model is given.
@@ -181,12 +184,14 @@ async def _work(files: FileStore, user_id: str, path: str) -> Work:
     )
 
 
-def _request(args: ReviewArgs, work: Work, lesson: str | None) -> str:
+def _request(args: ReviewArgs, work: Work, lesson: str | None, answer: str | None) -> str:
     lines = [ASK]
     if args.learner:
         lines.append(f"Learner: {args.learner}")
     if args.brief:
         lines.append(f"Brief:\n{args.brief}")
+    if answer:
+        lines.append(f"The user's answer to your question about the work: {answer}")
     if lesson:
         lines.append(f"The lesson it answers (XML):\n{lesson[:LESSON_CHARS]}")
     if args.markOutOf:
@@ -203,7 +208,7 @@ def _request(args: ReviewArgs, work: Work, lesson: str | None) -> str:
 def review_work_tool(
     files: FileStore, lessons: LessonStore, provider: ModelProvider, system_prompt: str
 ) -> Tool[ReviewArgs]:
-    async def run(args: ReviewArgs, context: ToolContext) -> dict[str, Any]:
+    async def run(args: ReviewArgs, context: ToolContext) -> dict[str, Any] | ToolOutput:
         lesson_id = args.lessonId or context.document_id
         lesson = None
         if lesson_id is not None:
@@ -218,7 +223,8 @@ def review_work_tool(
             )
         work = await _work(files, context.user_id, args.file)
         images = (work.image,) if work.image is not None else ()
-        messages = [ChatMessage("user", _request(args, work, lesson), images=images)]
+        asked = _request(args, work, lesson, context.answer)
+        messages = [ChatMessage("user", asked, images=images)]
         for attempt in range(2):
             request = ModelRequest(system=system_prompt, messages=messages)
             reply = await complete_text(provider, request, "The review", context.meter)
@@ -240,7 +246,13 @@ def review_work_tool(
                 f"The work is ambiguous. Ask the user this with {QUESTION_TOOL}, then call "
                 "review_work again with their answer added to the brief."
             )
-            return result
+            if context.answer is not None:
+                return result  # asked once already: the model takes it from here
+            # Asked in this task's own section; the review goes on with the answer.
+            ask = Ask(
+                "About the work", feedback.question.question, tuple(feedback.question.options)
+            )
+            return ToolOutput(result, ask=ask)
         result["status"] = "reviewed"
         result["feedback"] = feedback.model_dump(exclude={"question"})
         result["note"] = "Share this feedback with the user, warmly and concisely."

@@ -4,15 +4,28 @@ statuses as a listener sees them, its summary and key outputs."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
+import httpx
 import pytest
 from google.cloud import firestore
 
-from tests.e2e.conftest import Functions, StackUser, new_user
-from tests.e2e.test_tasks import brief, finished, script_lesson, send, wait_for
+from shared.store.cloudstorage import CloudStorageFileStore
+from tests.e2e.conftest import (
+    Functions,
+    SseEvent,
+    StackUser,
+    conversation_doc,
+    new_user,
+    read_events,
+    upload,
+)
+from tests.e2e.test_review import FEEDBACK
+from tests.e2e.test_tasks import brief, finished, ledger, script_lesson, send, wait_for
 from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.samples import pdf_with_pages
 
 pytestmark = pytest.mark.emulator
 
@@ -134,3 +147,179 @@ def test_e2e_a_failed_task_says_what_went_wrong_and_what_to_try(
     assert section["summary"].startswith("This did not work: Creating lesson did not work")
     assert section["keyOutputs"][0]["kind"] == "try"
     assert len(fake_openai.requests_for(brief("fog"))) == 3
+
+
+def cancel(api_url: str, user: StackUser, task_id: str) -> httpx.Response:
+    return httpx.post(
+        f"{api_url}/api/spark/agent/tasks/{task_id}/cancel",
+        headers={"Authorization": f"Bearer {user.token}"},
+        timeout=30,
+    )
+
+
+def section_of(db: firestore.Client, uid: str, task_id: str) -> dict[str, Any]:
+    return sections_of(db, uid).document(task_id).get().to_dict() or {}
+
+
+def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    # The plan is slow to come: the cancel lands while the tool runs, in another api
+    # process than the tasks process running it; the tool stops at its next step.
+    args = {"topic": "rivers", "audience": "Year 4", "count": 2}
+    fake_openai.script(
+        "plan two river lessons",
+        Script(
+            chunks=["Planning them now."],
+            tool_calls=[("plan_lessons", json.dumps(args))],
+            then=Script(chunks=["Stopped, as you asked."]),
+        ),
+    )
+    plan = {
+        "lessons": [{"title": "Sources", "focus": "Where"}, {"title": "Mouths", "focus": "End"}]
+    }
+    fake_openai.script(
+        "Plan a sequence of 2 lessons.", Script(chunks=[json.dumps(plan)], first_delay=4)
+    )
+    drafted = len(fake_openai.requests_for("Write the lesson."))  # by other tests
+    listener = Statuses(db, alice.uid)
+    events = send(functions.api, alice, "plan two river lessons")
+    conversation_id = events[0].data["conversationId"]
+    task_id = events[-2].data["taskId"]
+    wait_for(
+        lambda: (
+            section_of(db, alice.uid, task_id)
+            if fake_openai.requests_for("Plan a sequence of 2 lessons.")
+            else None
+        ),
+        "the plan to be asked for",
+    )
+    answer = cancel(functions.api, alice, task_id)
+    assert answer.status_code == 202, answer.text
+    assert answer.json() == {
+        "taskId": task_id,
+        "conversationId": conversation_id,
+        "status": "cancelling",
+    }
+
+    def ended() -> dict[str, Any] | None:
+        found = section_of(db, alice.uid, task_id)
+        return found if found.get("status") == "cancelled" else None
+
+    section = wait_for(ended, "the section to end cancelled", 30)
+    assert section["summary"] == "Cancelled by the user."
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
+    results = [p["toolResult"] for m in doc["messages"] for p in m["content"] if "toolResult" in p]
+    assert [(r["status"], json.loads(r["outputJson"])) for r in results] == [
+        ("error", {"error": "Cancelled by the user."})
+    ]
+    assert doc["messages"][-1]["content"] == [{"type": "text", "text": "Stopped, as you asked."}]
+    assert doc["tasks"][task_id]["status"] == "cancelled"
+    # It stopped at "Creating lesson 1 of 2": no lesson was drafted.
+    assert len(fake_openai.requests_for("Write the lesson.")) == drafted
+    record = ledger(db, alice.uid)["tasks"][task_id]
+    assert record["status"] == "cancelled"
+    assert cancel(functions.api, alice, task_id).status_code == 409
+    listener.close()
+    assert listener.seen[task_id][-2:] == ["running", "cancelled"]
+
+
+def test_e2e_cancel_a_queued_task_at_once(
+    functions: Functions, emulators: tuple[str, str], db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    user = new_user(emulators[1])
+    topics = [f"deltas {n}" for n in range(4)]
+    for topic in topics:
+        script_lesson(
+            fake_openai,
+            f"queued lesson: {topic}",
+            topic,
+            Script(chunks=[f"<lesson><h1>{topic}</h1><p>Go.</p></lesson>"], first_delay=2),
+        )
+    sent = [send(functions.api, user, f"queued lesson: {topic}") for topic in topics]
+    fourth = sent[3][-2].data["taskId"]
+    assert ledger(db, user.uid)["tasks"][fourth]["status"] == "queued"
+    answer = cancel(functions.api, user, fourth)
+    assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
+    assert section_of(db, user.uid, fourth)["status"] == "cancelled"
+    for events in sent:
+        conversation_id = events[0].data["conversationId"]
+        wait_for(lambda c=conversation_id: finished(db, user.uid, c), "every follow-up", 60)
+    assert not fake_openai.requests_for(brief("deltas 3"))
+
+
+def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
+    functions: Functions,
+    alice: StackUser,
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+    bucket: CloudStorageFileStore,
+) -> None:
+    ask = "Please review my homework sheet"
+    path = f"{alice.uid}/uploads/sheet.pdf"
+    pdf = upload(bucket, path, pdf_with_pages("Task 1: leaves", "Task 2: roots"), "application/pdf")
+    args = {"file": path, "brief": "The homework sheet."}
+    fake_openai.script(
+        ask,
+        Script(
+            chunks=["I will review it."],
+            tool_calls=[("review_work", json.dumps(args))],
+            then=Script(chunks=["Here is your feedback on task 2."]),
+        ),
+    )
+    question = {"question": "Which task does this answer?", "options": ["Task 1", "Task 2"]}
+    fake_openai.script(
+        "Review this piece of work.", Script(chunks=[json.dumps({"question": question})])
+    )
+    listener = Statuses(db, alice.uid)
+    with httpx.stream(
+        "POST",
+        f"{functions.api}/api/spark/agent/messages",
+        headers={"Authorization": f"Bearer {alice.token}", "Accept": "text/event-stream"},
+        json={"text": ask, "attachments": [pdf]},
+        timeout=30,
+    ) as r:
+        events = [e for e in read_events(r) if isinstance(e, SseEvent)]
+    conversation_id = events[0].data["conversationId"]
+    task_id = events[-2].data["taskId"]
+
+    def waiting() -> dict[str, Any] | None:
+        found = section_of(db, alice.uid, task_id)
+        return found if found.get("status") == "waiting_on_user" else None
+
+    section = wait_for(waiting, "the task to wait on the user", 30)
+    assert section["question"] == "Which task does this answer?"
+    assert ledger(db, alice.uid)["tasks"][task_id]["status"] == "waiting_on_user"
+    doc = conversation_doc(db, alice.uid, conversation_id) or {}
+    call = doc["messages"][-1]["content"][0]["toolCall"]
+    assert (call["name"], call["status"], call["forCall"]) == (
+        "ask_user_question",
+        "pending",
+        events[-2].data["toolCallId"],
+    )
+    # The second review, with the answer, gives the feedback.
+    fake_openai.script("Review this piece of work.", Script(chunks=[json.dumps(FEEDBACK)]))
+    answered = httpx.post(
+        f"{functions.api}/api/spark/agent/conversations/{conversation_id}/answers",
+        headers={"Authorization": f"Bearer {alice.token}"},
+        json={"toolCallId": call["id"], "answers": {"0": "Task 2"}},
+        timeout=30,
+    )
+    assert answered.status_code == 202, answered.text
+
+    def completed() -> dict[str, Any] | None:
+        found = section_of(db, alice.uid, task_id)
+        return found if found.get("status") == "completed" else None
+
+    section = wait_for(completed, "the section to complete", 60)
+    listener.close()
+    assert section["summary"] == FEEDBACK["summary"]
+    kinds = [o["kind"] for o in section["keyOutputs"]]
+    assert kinds == ["strength", "correction"]  # no mark was asked for
+    assert listener.seen[task_id][-4:] == ["running", "waiting_on_user", "running", "completed"]
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
+    assert doc["messages"][-1]["content"] == [
+        {"type": "text", "text": "Here is your feedback on task 2."}
+    ]
+    second = fake_openai.requests_for("Review this piece of work.")[-1]
+    assert "they answered: Task 2." in json.dumps(second)

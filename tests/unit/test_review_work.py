@@ -17,7 +17,7 @@ from shared.prompts import load_prompt
 from shared.schemas.documents import Lesson
 from shared.store.files import InMemoryFileStore
 from shared.store.memory import InMemoryLessonStore
-from shared.tools.base import ToolContext
+from shared.tools.base import Ask, ToolContext, ToolOutput
 from shared.tools.review import ReviewArgs, review_work_tool
 from tests.samples import pdf_with_pages, png_with_gps
 
@@ -49,6 +49,7 @@ class Setup:
         self.lessons = InMemoryLessonStore()
         self.provider = provider
         self.tool = review_work_tool(self.files, self.lessons, provider, load_prompt("review"))
+        self.asked: Ask | None = None
 
     async def attach(self, name: str, data: bytes, content_type: str) -> str:
         await self.files.write(UPLOADS + name, data, content_type)
@@ -60,6 +61,9 @@ class Setup:
 
     async def review(self, context: ToolContext = CONTEXT, **args: Any) -> dict[str, Any]:
         result = await self.tool.run(ReviewArgs.model_validate(args), context)
+        if isinstance(result, ToolOutput):
+            self.asked = result.ask
+            result = result.value
         assert isinstance(result, dict)
         return result
 
@@ -119,6 +123,22 @@ async def test_review_work_hands_an_ambiguous_piece_back_as_a_question() -> None
     assert result["question"] == question
     assert "ask_user_question" in result["note"]
     assert "feedback" not in result
+    # The task puts it to the user in its own section (``TaskHandler``) ...
+    assert setup.asked == Ask(
+        "About the work", "Which task does this answer?", ("Task 1", "Task 2")
+    )
+
+
+async def test_review_work_reviews_again_with_the_answer_and_never_asks_twice() -> None:
+    question = {"question": "Which task does this answer?", "options": ["Task 1", "Task 2"]}
+    setup = Setup(replying(json.dumps({"question": question})))
+    path = await setup.attach("scan.png", png_with_gps(), "image/png")
+    answer = "Asked “Which task does this answer?”, they answered: Task 2."
+    context = ToolContext("alice", "conv1", "call_1", answer=answer)
+    result = await setup.review(context, file=path, brief="The homework sheet.")
+    assert answer in setup.provider.requests[0].messages[0].text
+    # Still ambiguous: the model takes it from here, as before.
+    assert result["status"] == "needs_answer" and setup.asked is None
 
 
 async def test_review_work_reviews_against_the_open_lesson() -> None:
