@@ -23,7 +23,10 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
+from shared.errors import FamilyNotFound, NoFamily
+from shared.families import progress
 from shared.families.delivery import Delivery
+from shared.families.membership import NOT_YOURS
 from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
@@ -177,6 +180,32 @@ class Agent:
     def families(self) -> Families:
         """The family verbs (``Families``): create, invite, join, change roles, leave."""
         return self._families
+
+    async def family_progress(self, user_id: str, family_id: str) -> list[progress.MemberProgress]:
+        """Each member's lessons, with their blanks and how many are answered, for a
+        member of the family (``progress.lesson_progress``).
+
+        Raises:
+            FamilyNotFound: it is not the caller's family.
+        """
+        try:
+            family = await self._families.current(user_id)
+        except NoFamily:
+            family = None
+        if family is None or family.id != family_id:
+            raise FamilyNotFound(NOT_YOURS)
+        return [
+            progress.MemberProgress(
+                member.user_id,
+                member.display_name,
+                member.role,
+                [
+                    progress.lesson_progress(lesson)
+                    for lesson in await self._lessons.recent(member.user_id, progress.MAX_LESSONS)
+                ],
+            )
+            for member in family.members
+        ]
 
     @property
     def delivery(self) -> Delivery:

@@ -394,6 +394,15 @@ class LessonStore(Protocol):
         """
         ...
 
+    async def recent(self, user_id: str, limit: int) -> list[Lesson]:
+        """The user's lessons, the most recently updated first, at most ``limit`` (a
+        Firestore query on ``updatedAt``).
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
         """The kept versions of the lesson (also of a deleted one), newest first.
 

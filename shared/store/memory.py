@@ -273,6 +273,12 @@ class InMemoryLessonStore:
         self._keep(user_id, stored)
         return True
 
+    async def recent(self, user_id: str, limit: int) -> list[Lesson]:
+        mine = [
+            Lesson.model_validate(d) for (uid, _), d in self._documents.items() if uid == user_id
+        ]
+        return sorted(mine, key=lambda lesson: lesson.updated_at, reverse=True)[:limit]
+
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
         kept = [
             LessonVersion.model_validate(d)

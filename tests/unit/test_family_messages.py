@@ -4,11 +4,16 @@ no model call, the idempotent retry, and the refusals that write nothing."""
 from __future__ import annotations
 
 import copy
+import io
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from PIL import Image
+from spark_http.app import ApiApp
 
-from shared.auth.base import User
+from shared.attachments.service import Requested
+from shared.auth.base import StaticTokenVerifier, User
 from shared.errors import (
     IdempotencyKeyReused,
     MemberNotFound,
@@ -19,14 +24,15 @@ from shared.errors import (
 from shared.families.delivery import Delivered
 from shared.families.messages import Target, direct_id, family_conversation_id, is_shared
 from shared.llm.scripted import ScriptedProvider
-from shared.schemas.documents import Conversation
+from shared.schemas.documents import Conversation, Lesson
 from shared.store.memory import InMemoryFamilyStore
-from tests.unit.helpers import Harness, make_service
+from tests.unit.helpers import Harness, make_service, serving
 
 MUM = User(uid="mum", name="Mum")
 DAD = User(uid="dad", name="Dad")
 KID = User(uid="kid", name="Sam")
 EVE = User(uid="eve", name="Eve")
+LONELY = User(uid="lonely")
 
 
 class World:
@@ -149,7 +155,7 @@ async def test_a_retry_with_the_same_key_returns_the_first_answer(world: World) 
         (MUM, Target(user_id="nobody"), MemberNotFound),
         (MUM, Target(user_id=MUM.uid), RequestError),
         (EVE, Target(user_id=MUM.uid), MemberNotFound),
-        (User(uid="lonely"), Target(family=True), NoFamily),
+        (LONELY, Target(family=True), NoFamily),
         (MUM, Target(conversation_id="dm_unknown"), NotFound),
     ],
 )
@@ -183,3 +189,204 @@ async def test_a_former_member_keeps_history_and_gets_nothing_more(world: World)
     assert sorted(after.recipients) == ["mum"]
     theirs = await world.copy(KID, family.conversation_id)
     assert theirs is not None and [m.text for m in theirs.messages] == ["All of you"]
+
+
+# -- through the api -----------------------------------------------------------------------
+
+
+def png() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (8, 6), (200, 10, 10)).save(out, "PNG")
+    return out.getvalue()
+
+
+def auth(user: User) -> dict[str, str]:
+    return {"Authorization": f"Bearer {user.uid}-token"}
+
+
+@pytest.fixture
+async def client(world: World) -> Any:
+
+    users = {f"{u.uid}-token": u for u in (MUM, DAD, KID, EVE, LONELY)}
+    api = ApiApp(world.harness.agent, StaticTokenVerifier(users), world.harness.settings)
+    async with serving(api) as served:
+        yield served
+
+
+MESSAGES = "/api/spark/agent/messages"
+
+
+async def test_http_verbatim_message_is_201_and_a_retry_returns_the_first_answer(
+    world: World, client: Any
+) -> None:
+    body = {"text": "Homework done?", "targetUserId": KID.uid}
+    headers = {**auth(MUM), "Idempotency-Key": "retry-1", "Accept": "text/event-stream"}
+    sent = await client.post(MESSAGES, headers=headers, json=body)
+    assert sent.status_code == 201, sent.text
+    answer = sent.json()
+    assert set(answer) == {"conversationId", "messageId", "recipients"}
+    assert answer["recipients"] == [KID.uid]
+    before = world.snapshot()
+    again = await client.post(MESSAGES, headers=headers, json=body)
+    assert again.status_code == 201 and again.json() == answer
+    assert again.headers["idempotent-replayed"] == "true"
+    assert world.snapshot() == before
+    reused = await client.post(MESSAGES, headers=headers, json={**body, "text": "Other"})
+    assert (reused.status_code, reused.json()["error"]["code"]) == (422, "idempotency_key_reused")
+
+    # The reply, by the conversation's id: the same conversation, no model call (the
+    # scripted model has no step: a call would fail the test).
+    reply = await client.post(
+        MESSAGES,
+        headers=auth(KID),
+        json={"text": "Yes!", "conversationId": answer["conversationId"]},
+    )
+    assert reply.status_code == 201, reply.text
+    assert reply.json()["conversationId"] == answer["conversationId"]
+    family = await client.post(
+        MESSAGES, headers=auth(DAD), json={"text": "Hi", "targetFamily": True}
+    )
+    assert family.status_code == 201 and sorted(family.json()["recipients"]) == ["kid", "mum"]
+
+
+@pytest.mark.parametrize(
+    ("user", "body", "headers", "status", "code"),
+    [
+        (MUM, {"targetUserId": EVE.uid}, {}, 404, "member_not_found"),
+        (MUM, {"targetUserId": MUM.uid}, {}, 400, "invalid_request"),
+        (EVE, {"targetFamily": True, "conversationId": "conv_1"}, {}, 400, "invalid_request"),
+        (MUM, {"targetUserId": KID.uid, "targetFamily": True}, {}, 400, "invalid_request"),
+        (MUM, {"conversationId": "dm_nothing"}, {}, 404, "not_found"),
+        (MUM, {"targetFamily": True}, {"Idempotency-Key": "a b"}, 400, "invalid_request"),
+    ],
+)
+async def test_http_refusals_write_nothing(
+    world: World,
+    client: Any,
+    user: User,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    status: int,
+    code: str,
+) -> None:
+    before = world.snapshot()
+    refused = await client.post(
+        MESSAGES, headers={**auth(user), **headers}, json={"text": "psst", **body}
+    )
+    assert (refused.status_code, refused.json()["error"]["code"]) == (status, code), refused.text
+    assert world.snapshot() == before
+
+
+async def test_http_an_attachment_reaches_every_copy_and_each_member_can_read_it(
+    world: World, client: Any
+) -> None:
+    files = world.harness.fakes.files
+    path = f"{MUM.uid}/uploads/upl_1/photo.png"
+    data = png()
+    await files.write(path, data, "image/png")
+    attachment = {"storagePath": path, "contentType": "image/png", "sizeBytes": len(data)}
+    sent = await client.post(
+        MESSAGES,
+        headers=auth(MUM),
+        json={"text": "Look", "targetFamily": True, "attachments": [attachment]},
+    )
+    assert sent.status_code == 201, sent.text
+    conversation_id = sent.json()["conversationId"]
+    parts = []
+    for user in (MUM, DAD, KID):
+        held = await world.copy(user, conversation_id)
+        assert held is not None
+        (message,) = held.messages
+        parts.append(message.content[1].to_firestore())
+    assert parts[0] == parts[1] == parts[2]
+    normalised = parts[0]["file"]["storagePath"]
+    assert normalised == path + ".normalised.jpg"
+    for user in (DAD, KID):
+        got = await client.get(
+            f"/api/spark/agent/conversations/{conversation_id}/files",
+            params={"path": normalised},
+            headers=auth(user),
+        )
+        assert got.status_code == 200, got.text
+        assert got.headers["content-type"] == "image/jpeg"
+        assert got.content.startswith(b"\xff\xd8\xff")
+    # Nobody outside the conversation, and no path it does not name.
+    eve = await client.get(
+        f"/api/spark/agent/conversations/{conversation_id}/files",
+        params={"path": normalised},
+        headers=auth(EVE),
+    )
+    assert eve.status_code == 404
+    other = await client.get(
+        f"/api/spark/agent/conversations/{conversation_id}/files",
+        params={"path": f"{MUM.uid}/uploads/upl_2/secret.png"},
+        headers=auth(KID),
+    )
+    assert other.status_code == 404
+
+
+async def test_a_refused_message_reads_no_attachment(world: World) -> None:
+    files = world.harness.fakes.files
+    path = f"{MUM.uid}/uploads/upl_1/photo.png"
+    await files.write(path, png(), "image/png")
+    with pytest.raises(MemberNotFound):
+        await world.delivery.deliver(
+            MUM.uid,
+            "Look",
+            Target(user_id=EVE.uid),
+            attachments=[Requested(path, "image/png", len(png()))],
+        )
+    assert files.reads == []
+    assert files.paths() == [path]
+
+
+async def test_shared_conversations_roll_over_within_the_live_budget() -> None:
+    harness = make_service(ScriptedProvider([]), live_doc_bytes=16_384, history_messages=4)
+    families = harness.agent.families
+    family = await families.create(MUM, "Smiths")
+    made = await families.invite(MUM.uid, family.id, "dependent")
+    await families.join(KID, made.token)
+    text = "x" * 3000
+    for _ in range(12):
+        sent = await harness.agent.delivery.deliver(MUM.uid, text, Target(user_id=KID.uid))
+    for user in (MUM, KID):
+        size = harness.fakes.store.size(user.uid, sent.conversation_id)
+        assert size is not None and size <= 16_384
+        held = await harness.fakes.store.get(user.uid, sent.conversation_id)
+        assert held is not None and held.archived is not None
+        segments = await harness.fakes.store.segments(user.uid, sent.conversation_id)
+        everything = [m for s in segments for m in s.messages] + list(held.messages)
+        assert len(everything) == 12
+
+
+async def test_http_progress_counts_each_members_blanks_for_members_only(
+    world: World, client: Any
+) -> None:
+    body = (
+        '<lesson><h1>Verbs</h1><exercise id="e1" type="fill-blanks"><p>I '
+        '<blank answer="am" student-answer="am"/> here, you '
+        '<blank answer="are" student-answer=""/> there, they '
+        '<blank answer="are" student-answer=" "/>.</p></exercise></lesson>'
+    )
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+    lesson = Lesson(id="les_1", title="Verbs", body=body, version=1, created_at=now, updated_at=now)
+    await world.harness.fakes.lessons.create(KID.uid, lesson)
+    got = await client.get(f"/api/spark/families/{world.family_id}/progress", headers=auth(DAD))
+    assert got.status_code == 200, got.text
+    members = got.json()["members"]
+    assert [m["userId"] for m in members] == ["mum", "dad", "kid"]
+    assert members[2]["lessons"] == [
+        {
+            "lessonId": "les_1",
+            "title": "Verbs",
+            "updatedAt": "2026-01-02T00:00:00Z",
+            "blanks": 3,
+            "answered": 1,
+        }
+    ]
+    assert members[0]["lessons"] == []
+    for outsider in (EVE, LONELY):
+        refused = await client.get(
+            f"/api/spark/families/{world.family_id}/progress", headers=auth(outsider)
+        )
+        assert (refused.status_code, refused.json()["error"]["code"]) == (404, "family_not_found")

@@ -113,6 +113,18 @@ class FirestoreLessonStore:
                 return False  # deleted (or changed) meanwhile by someone else
         return True
 
+    async def recent(self, user_id: str, limit: int) -> list[Lesson]:
+        listing = (
+            self._client.collection(user_id)
+            .document("client")
+            .collection("lessons")
+            .order_by("updatedAt", direction="DESCENDING")
+            .limit(limit)
+        )
+        with unavailable("Firestore read"):
+            snapshots = [s async for s in listing.stream()]
+        return [Lesson.model_validate(s.to_dict()) for s in snapshots]
+
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
         if reserved(lesson_id):
             return []
