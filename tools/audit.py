@@ -28,7 +28,15 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
+from shared.audit import (
+    Audit,
+    UserDocuments,
+    Violation,
+    audit,
+    grouped,
+    pending,
+    shared_copies,
+)
 from shared.auth.base import SERVER_COLLECTIONS
 from shared.config import Settings
 from shared.families.audit import family_violations
@@ -128,12 +136,13 @@ def settle_and_audit(
     settings: Settings | None = None,
 ) -> list[Violation]:
     """Wait up to ``timeout`` seconds for the users to settle, then check every invariant
-    (the settled ones included); what is still going on at the end is a violation too."""
+    (the settled ones included, and that every copy of a family message is the same in
+    each of these users' subtrees); what is still going on at the end is a violation too."""
     settings = settings or Settings.from_env()
     users = sorted(set(user_ids))
     documents, unsettled = settle(db_client, users, timeout, settings)
     checked = [v for d in documents for v in _settled_check(d, settings)]
-    return unsettled + checked + family_check(db_client, users)
+    return unsettled + checked + shared_copies(documents) + family_check(db_client, users)
 
 
 def check_now(
@@ -143,8 +152,9 @@ def check_now(
     now = datetime.now(UTC)
     check = Audit.of(settings, now=now)
     users = sorted(set(user_ids))
-    found = [v for uid in users for v in audit(read_user(db_client, uid), check)]
-    return found + family_check(db_client, users)
+    documents = [read_user(db_client, uid) for uid in users]
+    found = [v for d in documents for v in audit(d, check)]
+    return found + shared_copies(documents) + family_check(db_client, users)
 
 
 def report(violations: Sequence[Violation], users: int, out: Any = None) -> None:

@@ -13,6 +13,7 @@ from PIL import Image
 from spark_http.app import ApiApp
 
 from shared.attachments.service import Requested
+from shared.audit import UserDocuments, shared_copies
 from shared.auth.base import StaticTokenVerifier, User
 from shared.errors import (
     IdempotencyKeyReused,
@@ -390,3 +391,40 @@ async def test_http_progress_counts_each_members_blanks_for_members_only(
             f"/api/spark/families/{world.family_id}/progress", headers=auth(outsider)
         )
         assert (refused.status_code, refused.json()["error"]["code"]) == (404, "family_not_found")
+
+
+# -- the audit -----------------------------------------------------------------------------
+
+
+async def documents_of(world: World, *users: User) -> list[UserDocuments]:
+    """The users' conversations and archives as stored, as ``tools/audit.py`` reads them."""
+    store = world.harness.fakes.store
+    found = []
+    for user in users:
+        conversations = {
+            cid: document for (uid, cid), document in store._documents.items() if uid == user.uid
+        }
+        archives = {
+            cid: [s.to_firestore() for s in await store.segments(user.uid, cid)]
+            for cid in conversations
+        }
+        found.append(UserDocuments(user.uid, None, conversations, archives))
+    return found
+
+
+async def test_audit_finds_a_copy_of_a_shared_message_that_differs(world: World) -> None:
+    direct = await world.delivery.deliver(MUM.uid, "One", Target(user_id=KID.uid))
+    family = await world.delivery.deliver(KID.uid, "Two", Target(family=True))
+    everyone = await documents_of(world, MUM, DAD, KID)
+    assert shared_copies(everyone) == []
+    # Dad's copy of the family message says something else: found, named.
+    stored = world.harness.fakes.store._documents[(DAD.uid, family.conversation_id)]
+    stored["messages"][0]["content"][0]["text"] = "Tampered"
+    found = shared_copies(await documents_of(world, MUM, DAD, KID))
+    assert [(v.kind, v.user_id) for v in found] == [("shared_copy", DAD.uid)]
+    assert family.message_id in found[0].detail
+    # A message held twice in one copy is found too.
+    kid = world.harness.fakes.store._documents[(KID.uid, direct.conversation_id)]
+    kid["messages"].append(copy.deepcopy(kid["messages"][0]))
+    twice = [v for v in shared_copies(await documents_of(world, MUM, KID)) if v.user_id == "kid"]
+    assert [v.detail for v in twice] == [f"message {direct.message_id} is held 2 times"]
