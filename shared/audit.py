@@ -58,6 +58,8 @@ Kind = Literal[
     "over_run_limit",
     # A family's members each read one mirror that matches it (shared/families/audit.py).
     "family_mirror",
+    # Every copy of a message between family members is the same in each subtree.
+    "shared_copy",
     # Seen by the stateful test, which watches calls and deliveries (documents cannot
     # say): a model call that began once the user's tokens for the day were spent, and
     # a task delivery acknowledged while its attempt had not started (it was dropped).
@@ -499,3 +501,53 @@ def grouped(violations: Iterable[Violation]) -> dict[str, list[Violation]]:
     for violation in sorted(violations, key=lambda v: (v.kind, v.user_id, v.path)):
         by_kind.setdefault(violation.kind, []).append(violation)
     return by_kind
+
+
+SHARED_KINDS = ("direct", "family")
+
+
+def _stored_messages(documents: UserDocuments, conversation_id: str) -> list[Mapping[str, Any]]:
+    """A conversation's messages as stored: the archive segments its marker counts,
+    then the live ones."""
+    live = documents.conversations[conversation_id]
+    marker = live.get("archived") or {}
+    counted = int(marker.get("segments", 0)) if isinstance(marker, Mapping) else 0
+    segments = list(documents.archives.get(conversation_id, []))[:counted]
+    archived = [m for s in segments for m in s.get("messages", [])]
+    return [*archived, *live.get("messages", [])]
+
+
+def shared_copies(users: Iterable[UserDocuments]) -> list[Violation]:
+    """Every message of a ``direct`` or ``family`` conversation is identical in each
+    member's copy that holds it (compared field for field, as stored), and held once
+    in each; a copy whose other copies were not read is compared with none."""
+    seen: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}
+    found: list[Violation] = []
+    for documents in users:
+        uid = documents.user_id
+        for conversation_id, live in documents.conversations.items():
+            if live.get("kind") not in SHARED_KINDS:
+                continue
+            path = conversation_path(uid, conversation_id)
+            ids: Counter[str] = Counter()
+            for message in _stored_messages(documents, conversation_id):
+                message_id = str(message.get("id"))
+                ids[message_id] += 1
+                first = seen.setdefault((conversation_id, message_id), (uid, message))
+                if first[1] != message:
+                    found.append(
+                        Violation(
+                            "shared_copy",
+                            uid,
+                            path,
+                            f"message {message_id} differs from {first[0]}'s copy",
+                        )
+                    )
+            for message_id, count in ids.items():
+                if count > 1:
+                    found.append(
+                        Violation(
+                            "shared_copy", uid, path, f"message {message_id} is held {count} times"
+                        )
+                    )
+    return found

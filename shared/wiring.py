@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shared.agent.archive import roll_over_stored
 from shared.agent.background import Background
 from shared.agent.deps import RunDeps, RunLimits
 from shared.agent.facade import Agent
@@ -21,6 +22,7 @@ from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
+from shared.families.delivery import Delivery
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
@@ -30,11 +32,12 @@ from shared.store.base import (
     ConversationStore,
     FamilyStore,
     LessonStore,
+    PostStore,
     TaskDocumentStore,
     TaskLedgerStore,
 )
 from shared.store.files import FileStore, InMemoryFileStore
-from shared.store.memory import InMemoryFamilyStore, InMemoryTaskDocumentStore
+from shared.store.memory import InMemoryFamilyStore, InMemoryTaskDocumentStore, posts_beside
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -189,9 +192,11 @@ def assemble(
     files: FileStore | None = None,
     families: FamilyStore | None = None,
     sections: TaskDocumentStore | None = None,
+    posts: PostStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files`` and
-    ``families`` default to empty in-memory stores."""
+    ``families`` default to empty in-memory stores, ``posts`` to the in-memory one over
+    the conversations and families (when both are in memory)."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -226,6 +231,22 @@ def assemble(
     background = Background()
     attachments = Attachments(files, settings.attachment_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background)
+    families = families if families is not None else InMemoryFamilyStore()
+    limits = deps.limits
+
+    async def roll_over(user_id: str, conversation_id: str) -> None:
+        budget, keep = limits.live_doc_bytes, limits.history_messages
+        await roll_over_stored(store, user_id, conversation_id, budget, keep, clock.now())
+
+    delivery = Delivery(
+        posts if posts is not None else posts_beside(store, families),
+        store,
+        attachments,
+        clock,
+        ids,
+        limits.live_doc_bytes,
+        roll_over,
+    )
     agent = Agent(
         runs,
         People(runs, deps, scheduler),
@@ -235,12 +256,8 @@ def assemble(
         clock,
         background,
         settings.keepalive_seconds,
-        Families(
-            families if families is not None else InMemoryFamilyStore(),
-            clock,
-            ids,
-            family_policy_of(settings),
-        ),
+        Families(families, clock, ids, family_policy_of(settings)),
+        delivery,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -266,6 +283,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         files=files,
         families=stores.families,
         sections=stores.sections,
+        posts=stores.posts,
     )
     return components, stores
 

@@ -28,7 +28,15 @@ from typing import Any
 
 from google.cloud import firestore
 
-from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
+from shared.audit import (
+    Audit,
+    UserDocuments,
+    Violation,
+    audit,
+    grouped,
+    pending,
+    shared_copies,
+)
 from shared.auth.base import SERVER_COLLECTIONS
 from shared.config import Settings
 from shared.families.audit import family_violations
@@ -108,8 +116,8 @@ SETTLING = ("missing_follow_up", "leaked_slot")
 
 def settle(
     db: firestore.Client, user_ids: Sequence[str], timeout: float, settings: Settings
-) -> tuple[list[Violation], list[Violation]]:
-    """The invariants of the users' documents once nothing is going on (no run active, no
+) -> tuple[list[UserDocuments], list[Violation], list[Violation]]:
+    """The users' documents and their invariants once nothing is going on (no run active, no
     task live, no follow-up still to come, no run slot still held), or as they are after
     ``timeout`` seconds, with what was still going on then (``unsettled``)."""
     deadline = time.monotonic() + timeout
@@ -118,9 +126,9 @@ def settle(
         busy = [v for d in documents for v in pending(d)]
         checked = [v for d in documents for v in _settled_check(d, settings)]
         if not busy and not any(v.kind in SETTLING for v in checked):
-            return checked, []
+            return documents, checked, []
         if time.monotonic() >= deadline:
-            return checked, busy
+            return documents, checked, busy
         time.sleep(POLL_SECONDS)
 
 
@@ -131,11 +139,12 @@ def settle_and_audit(
     settings: Settings | None = None,
 ) -> list[Violation]:
     """Wait up to ``timeout`` seconds for the users to settle, then check every invariant
-    (the settled ones included); what is still going on at the end is a violation too."""
+    (the settled ones included, and that every copy of a family message is the same in
+    each of these users' subtrees); what is still going on at the end is a violation too."""
     settings = settings or Settings.from_env()
     users = sorted(set(user_ids))
-    checked, unsettled = settle(db_client, users, timeout, settings)
-    return unsettled + checked + family_check(db_client, users)
+    documents, checked, unsettled = settle(db_client, users, timeout, settings)
+    return unsettled + checked + shared_copies(documents) + family_check(db_client, users)
 
 
 def check_now(
@@ -145,8 +154,9 @@ def check_now(
     now = datetime.now(UTC)
     check = Audit.of(settings, now=now)
     users = sorted(set(user_ids))
-    found = [v for uid in users for v in audit(read_user(db_client, uid), check)]
-    return found + family_check(db_client, users)
+    documents = [read_user(db_client, uid) for uid in users]
+    found = [v for d in documents for v in audit(d, check)]
+    return found + shared_copies(documents) + family_check(db_client, users)
 
 
 def report(violations: Sequence[Violation], users: int, out: Any = None) -> None:

@@ -16,13 +16,15 @@ from shared.agent.people import Resumed
 from shared.attachments.service import Requested
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
-from shared.errors import MethodNotAllowed, NotFound
+from shared.errors import MethodNotAllowed, NotFound, RequestError
+from shared.families.messages import Target, is_shared
 from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
     ApprovalRequest,
     CancelTaskResponse,
     CreateFamilyRequest,
+    DeliveredResponse,
     FamilyInfo,
     FamilyResponse,
     InviteInfo,
@@ -31,7 +33,10 @@ from shared.schemas.api import (
     InvitesResponse,
     JoinRequest,
     KeptVersionInfo,
+    LessonProgressInfo,
     LessonVersionsResponse,
+    MemberProgressInfo,
+    ProgressResponse,
     RestoreRequest,
     RestoreResponse,
     ResumeResponse,
@@ -61,7 +66,9 @@ def _openapi() -> str:
     return render_openapi()
 
 
-_PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results")
+_PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results", "files")
+# An Idempotency-Key: visible ASCII, as the IETF draft's examples (a UUID, a token).
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 # Firestore reserves ids of the form __x__: such a conversation cannot exist (404).
 _CONVERSATION = re.compile(
     r"^/api/spark/agent/conversations/((?!__[^/]*__/)[A-Za-z0-9_-]{1,64})/([\w-]+)$"
@@ -92,6 +99,7 @@ class ApiApp:
             "answers": {"POST": self.answers},
             "approvals": {"POST": self.approvals},
             "tool-results": {"POST": self.tool_results},
+            "files": {"GET": self.conversation_file},
             "versions": {"GET": self.lesson_versions},
             "restore": {"POST": self.restore_lesson},
             "health": {"GET": self.health},
@@ -112,6 +120,7 @@ class ApiApp:
                 (f"{family}/invites/{{invite_id}}", "DELETE", self.revoke_invite),
                 (f"{family}/members/{{member_id}}", "PATCH", self.set_role),
                 (f"{family}/members/{{member_id}}", "DELETE", self.remove_member),
+                (f"{family}/progress", "GET", self.family_progress),
             )
         ]
 
@@ -194,6 +203,9 @@ class ApiApp:
         attachments = [
             Requested(a.storage_path, a.content_type, a.size_bytes) for a in body.attachments
         ]
+        target = _verbatim(body)
+        if target is not None:
+            return await self._deliver(request, user, body.text, target, attachments)
         sent = await self._agent.send(
             user,
             body.text,
@@ -212,6 +224,49 @@ class ApiApp:
             )
             return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
         return sse_response(self._agent.stream(run))
+
+    async def _deliver(
+        self,
+        request: Request,
+        user: User,
+        text: str,
+        target: Target,
+        attachments: list[Requested],
+    ) -> Response:
+        """A message to family members, delivered verbatim (no model call): 201 JSON,
+        with or without ``Accept: text/event-stream`` (there is no reply to stream)."""
+        delivered = await self._agent.delivery.deliver(
+            user.uid,
+            text,
+            target,
+            attachments=attachments,
+            via="user",
+            idempotency_key=_idempotency_key(request),
+        )
+        answer = DeliveredResponse(
+            conversation_id=delivered.conversation_id,
+            message_id=delivered.message_id,
+            recipients=delivered.recipients,
+        )
+        headers = {"Idempotent-Replayed": "true"} if delivered.replayed else None
+        return JSONResponse(answer.model_dump(by_alias=True), status_code=201, headers=headers)
+
+    async def conversation_file(self, request: Request, conversation_id: str) -> Response:
+        """``GET .../conversations/{id}/files?path=…``: a file a message in the caller's
+        copy of the conversation carries (one another member sent included)."""
+        user = await self._authenticate(request)
+        path = request.query_params.get("path", "")
+        if not path:
+            raise RequestError("Name the file: ?path=<the storagePath of a message's file>.")
+        found = await self._agent.delivery.file(user.uid, conversation_id, path)
+        shown = "inline" if found.content_type.startswith("image/") else "attachment"
+        safe = _header_safe(found.name)
+        headers = {
+            "Content-Disposition": f'{shown}; filename="{safe}"',
+            "Cache-Control": "private, max-age=300",
+            "X-Content-Type-Options": "nosniff",
+        }
+        return Response(found.data, media_type=found.content_type, headers=headers)
 
     async def post_upload(self, request: Request, _: str) -> Response:
         """``POST /api/spark/agent/uploads``: start an upload session for one file under
@@ -398,6 +453,34 @@ class ApiApp:
         await self._agent.families.remove(user.uid, params["family_id"], params["member_id"])
         return Response(status_code=204)
 
+    async def family_progress(self, request: Request) -> Response:
+        """``GET .../families/{id}/progress``: each member's lessons and their blanks."""
+        user = await self._authenticate(request)
+        family_id = request.path_params["family_id"]
+        members = await self._agent.family_progress(user.uid, family_id)
+        answer = ProgressResponse(
+            family_id=family_id,
+            members=[
+                MemberProgressInfo(
+                    user_id=m.user_id,
+                    display_name=m.display_name,
+                    role=m.role,
+                    lessons=[
+                        LessonProgressInfo(
+                            lesson_id=lp.lesson_id,
+                            title=lp.title,
+                            updated_at=lp.updated_at,
+                            blanks=lp.blanks,
+                            answered=lp.answered,
+                        )
+                        for lp in m.lessons
+                    ],
+                )
+                for m in members
+            ],
+        )
+        return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
     def _resumed(self, resumed: Resumed) -> Response:
         """The follow-up's stream, or 202 saying what happened."""
         run = resumed.run
@@ -409,6 +492,37 @@ class ApiApp:
     async def drain(self) -> None:
         """Wait for runs still going (their clients may have left)."""
         await self._agent.drain()
+
+
+def _verbatim(body: SendMessageRequest) -> Target | None:
+    """Whom a message goes to verbatim, if it is one for family members (``None``: it
+    is for the agent)."""
+    if body.target_user_id is not None:
+        return Target(user_id=body.target_user_id)
+    if body.target_family:
+        return Target(family=True)
+    if body.conversation_id is not None and is_shared(body.conversation_id):
+        return Target(conversation_id=body.conversation_id)
+    return None
+
+
+def _header_safe(name: str) -> str:
+    """``name`` as a quoted header value may carry it (printable ASCII, no quote)."""
+    return "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The ``Idempotency-Key`` header, if sent.
+
+    Raises:
+        RequestError: it is not 1–255 visible ASCII characters.
+    """
+    key = request.headers.get("idempotency-key")
+    if key is not None and not _IDEMPOTENCY_KEY.match(key):
+        raise RequestError(
+            "The Idempotency-Key header must be 1 to 255 visible ASCII characters, such as a UUID."
+        )
+    return key
 
 
 def _family(family: Family, status: int = 200) -> Response:

@@ -3,7 +3,8 @@
 The ``api`` function and the ``tasks`` function call only these verbs; each hands its
 work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
-streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families),
+streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families, ``Delivery``
+delivers family members' messages),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -22,6 +23,10 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
+from shared.errors import FamilyNotFound, NoFamily
+from shared.families import progress
+from shared.families.delivery import Delivery
+from shared.families.membership import NOT_YOURS
 from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
@@ -42,6 +47,7 @@ class Agent:
         background: Background,
         keepalive: float,
         families: Families,
+        delivery: Delivery,
     ) -> None:
         self._runs = runs
         self._people = people
@@ -52,6 +58,7 @@ class Agent:
         self._background = background
         self._keepalive = keepalive
         self._families = families
+        self._delivery = delivery
 
     # -- the api function ----------------------------------------------------------------
 
@@ -174,6 +181,38 @@ class Agent:
     def families(self) -> Families:
         """The family verbs (``Families``): create, invite, join, change roles, leave."""
         return self._families
+
+    async def family_progress(self, user_id: str, family_id: str) -> list[progress.MemberProgress]:
+        """Each member's lessons, with their blanks and how many are answered, for a
+        member of the family (``progress.lesson_progress``).
+
+        Raises:
+            FamilyNotFound: it is not the caller's family.
+        """
+        try:
+            family = await self._families.current(user_id)
+        except NoFamily:
+            family = None
+        if family is None or family.id != family_id:
+            raise FamilyNotFound(NOT_YOURS)
+        return [
+            progress.MemberProgress(
+                member.user_id,
+                member.display_name,
+                member.role,
+                [
+                    progress.lesson_progress(lesson)
+                    for lesson in await self._lessons.recent(member.user_id, progress.MAX_LESSONS)
+                ],
+            )
+            for member in family.members
+        ]
+
+    @property
+    def delivery(self) -> Delivery:
+        """Verbatim messages between family members (``Delivery.deliver``), and the
+        files their messages carry (``Delivery.file``)."""
+        return self._delivery
 
     # -- the tasks function --------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     field_validator,
+    model_validator,
 )
 
 from shared.attachment_rules import ACCEPTED, MAX_BYTES, MAX_NAME_CHARS
@@ -31,6 +32,9 @@ CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # An SSE event id (``shared/agent/transcript.py``): {runId}:{parts}:{chars} or {runId}:end.
 EVENT_ID_PATTERN = r"^([A-Za-z0-9_-]{1,128}):(?:([0-9]{1,9}):([0-9]{1,12})|end)$"
 ConversationId = Annotated[str, StringConstraints(pattern=CONVERSATION_ID_PATTERN)]
+# A user id: no "/" (a member's id is only ever compared with the family's members, so
+# one the token verifier would refuse finds nobody: 404, never a path).
+UserId = Annotated[str, StringConstraints(pattern=r"^[^/]{1,128}$")]
 LESSON_ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 DocumentId = Annotated[str, StringConstraints(pattern=LESSON_ID_PATTERN)]
 
@@ -82,6 +86,33 @@ class SendMessageRequest(Inbound):
         alias="whenBusy",
         description="While a reply is being written: refuse (409) or queue this message.",
     )
+    target_user_id: UserId | None = Field(
+        default=None,
+        alias="targetUserId",
+        description="Send the text verbatim to this member of the sender's family (no "
+        "model call), into the pair's `direct` conversation: 201 `{conversationId, "
+        "messageId, recipients}`.",
+    )
+    target_family: StrictBool = Field(
+        default=False,
+        alias="targetFamily",
+        description="Send the text verbatim to every member of the sender's family, "
+        "into the family's `family` conversation (201, as `targetUserId`).",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SendMessageRequest:
+        if self.target_user_id is not None and self.target_family:
+            raise ValueError("send either targetUserId or targetFamily, not both")
+        verbatim = self.target_user_id is not None or self.target_family
+        if verbatim and self.conversation_id is not None:
+            raise ValueError(
+                "a message with targetUserId or targetFamily names no conversationId "
+                "(its conversation follows from the target)"
+            )
+        if verbatim and self.document_id is not None:
+            raise ValueError("a message to family members carries no documentId")
+        return self
 
     @field_validator("text")
     @classmethod
@@ -94,6 +125,24 @@ class SendMessageRequest(Inbound):
                 f"({MAX_TEXT_BYTES:,} bytes of UTF-8)"
             )
         return text
+
+
+class DeliveredResponse(BaseModel):
+    """``201``: a message delivered verbatim to family members (no model call). A retry
+    with the same `Idempotency-Key` gets the first answer again, and nothing is
+    delivered twice."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    conversation_id: str = Field(
+        alias="conversationId",
+        description="The shared conversation (`direct` or `family`): the same id in "
+        "every member's copy.",
+    )
+    message_id: str = Field(alias="messageId", description="The same in every copy.")
+    recipients: list[str] = Field(
+        description="The user ids of the members who received it (the sender excluded)."
+    )
 
 
 class UploadRequest(Inbound):
@@ -424,3 +473,36 @@ class InvitesResponse(BaseModel):
     """``GET /api/spark/families/{familyId}/invites``: the family's invites, newest first."""
 
     invites: list[InviteInfo]
+
+
+class LessonProgressInfo(BaseModel):
+    """One lesson of a member, as their family sees its progress."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    lesson_id: str = Field(alias="lessonId")
+    title: str
+    updated_at: datetime = Field(alias="updatedAt")
+    blanks: int = Field(description="Its fill-in blanks (`<blank>`).")
+    answered: int = Field(description="Blanks whose `student-answer` is not empty.")
+
+
+class MemberProgressInfo(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    user_id: str = Field(alias="userId")
+    display_name: str = Field(alias="displayName")
+    role: FamilyRole
+    lessons: list[LessonProgressInfo] = Field(
+        description="Their 50 most recently updated lessons, newest first."
+    )
+
+
+class ProgressResponse(BaseModel):
+    """``GET /api/spark/families/{familyId}/progress`` (members only): each member's
+    lessons, counted on the server."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    family_id: str = Field(alias="familyId")
+    members: list[MemberProgressInfo] = Field(description="In the order they joined.")

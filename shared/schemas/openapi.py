@@ -20,6 +20,7 @@ from shared.schemas.api import (
     ApprovalRequest,
     CancelTaskResponse,
     CreateFamilyRequest,
+    DeliveredResponse,
     ErrorBody,
     FamilyResponse,
     InviteRequest,
@@ -27,6 +28,7 @@ from shared.schemas.api import (
     InvitesResponse,
     JoinRequest,
     LessonVersionsResponse,
+    ProgressResponse,
     RestoreRequest,
     RestoreResponse,
     ResumeResponse,
@@ -44,6 +46,8 @@ LESSONS = "/api/spark/lessons/{lessonId}"
 _MODELS: tuple[type[BaseModel], ...] = (
     SendMessageRequest,
     AckResponse,
+    DeliveredResponse,
+    ProgressResponse,
     UploadRequest,
     UploadResponse,
     StopResponse,
@@ -220,6 +224,14 @@ def _family_paths() -> dict[str, Any]:
                 parameters=(family, invite),
             )
         },
+        FAMILIES + "/{familyId}/progress": {
+            "get": _operation(
+                "Each member's lessons (title, updatedAt, blanks, answered), counted on the "
+                "server (members only; any other family is 404 family_not_found).",
+                (200, "The progress.", ProgressResponse),
+                parameters=(family,),
+            )
+        },
         FAMILIES + "/{familyId}/members/{userId}": {
             "patch": _operation(
                 "Change a member's role (parents only; 409 last_parent).",
@@ -245,15 +257,57 @@ def openapi() -> dict[str, Any]:
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
     send = _post(
-        "Send a message: the reply streams (Accept: text/event-stream) or a task writes it.",
+        "Send a message: the reply streams (Accept: text/event-stream) or a task writes it. "
+        "With targetUserId, targetFamily or the conversationId of a direct or family "
+        "conversation, the text goes verbatim to family members (no model call): 201.",
         SendMessageRequest,
         {
             "200": {"description": "The reply, streamed.", "content": _SSE},
+            "201": {
+                "description": "Delivered verbatim to family members (or, for a retry "
+                "with the same Idempotency-Key, the first answer: Idempotent-Replayed).",
+                "content": _json(DeliveredResponse),
+            },
             "202": {"description": "Accepted or queued.", "content": _json(AckResponse)},
         },
     )
+    send["post"]["parameters"] = [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "description": "(Messages to family members) a retry with the same key, by "
+            "the same sender within 24 hours, gets the first answer and delivers nothing "
+            "again; the same key for a different message is 422 idempotency_key_reused.",
+            "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
+        }
+    ]
     # An attachment outside the sender's uploads (403) or one that cannot be used (422).
     send["post"]["responses"].update(_errors(403, 422))
+    files = {
+        "get": {
+            "summary": "A file that a message in the caller's copy of the conversation "
+            "carries (a family member's attachment included): its bytes. 404 if no "
+            "message there names the path.",
+            "security": [{"bearer": []}],
+            "parameters": [
+                _CONVERSATION,
+                {
+                    "name": "path",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "string", "minLength": 1},
+                    "description": "The storagePath (or textPath) of a message's file.",
+                },
+            ],
+            "responses": {
+                "200": {
+                    "description": "The file.",
+                    "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                },
+                **_errors(400, 401, 404, 405, 500, 503),
+            },
+        }
+    }
     upload = {
         "post": {
             "summary": "Start an upload session for one file (JPEG, PNG or PDF, at most "
@@ -348,6 +402,7 @@ def openapi() -> dict[str, Any]:
             PREFIX + "/uploads": upload,
             conversation + "/stream": stream,
             conversation + "/stop": stop,
+            conversation + "/files": files,
             conversation + "/answers": _resumed(
                 "Answer an ask_user_question call.", AnswersRequest
             ),

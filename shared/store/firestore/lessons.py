@@ -119,6 +119,18 @@ class FirestoreLessonStore:
             return True
         raise StoreError("The lesson is changing too fast to delete; please try again.")
 
+    async def recent(self, user_id: str, limit: int) -> list[Lesson]:
+        listing = (
+            self._client.collection(user_id)
+            .document("client")
+            .collection("lessons")
+            .order_by("updatedAt", direction="DESCENDING")
+            .limit(limit)
+        )
+        with unavailable("Firestore read"):
+            snapshots = [s async for s in listing.stream()]
+        return [Lesson.model_validate(s.to_dict()) for s in snapshots]
+
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
         if reserved(lesson_id):
             return []
