@@ -21,6 +21,7 @@ from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
+from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
@@ -30,11 +31,16 @@ from shared.store.base import (
     ConversationStore,
     FamilyStore,
     LessonStore,
+    SettingsStore,
     TaskDocumentStore,
     TaskLedgerStore,
 )
 from shared.store.files import FileStore, InMemoryFileStore
-from shared.store.memory import InMemoryFamilyStore, InMemoryTaskDocumentStore
+from shared.store.memory import (
+    InMemoryFamilyStore,
+    InMemorySettingsStore,
+    InMemoryTaskDocumentStore,
+)
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -189,9 +195,10 @@ def assemble(
     files: FileStore | None = None,
     families: FamilyStore | None = None,
     sections: TaskDocumentStore | None = None,
+    settings_store: SettingsStore | None = None,
 ) -> Components:
-    """The agent on the given adapters (real ones here, fakes in tests); ``files`` and
-    ``families`` default to empty in-memory stores."""
+    """The agent on the given adapters (real ones here, fakes in tests); ``files``,
+    ``families`` and ``settings_store`` default to empty in-memory stores."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -223,6 +230,9 @@ def assemble(
         files=files,
     )
     ids = ids or RandomIds()
+    preferences = Preferences(
+        settings_store if settings_store is not None else InMemorySettingsStore(), clock
+    )
     background = Background()
     attachments = Attachments(files, settings.attachment_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background)
@@ -241,6 +251,7 @@ def assemble(
             ids,
             family_policy_of(settings),
         ),
+        preferences,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -266,6 +277,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         files=files,
         families=stores.families,
         sections=stores.sections,
+        settings_store=stores.settings,
     )
     return components, stores
 

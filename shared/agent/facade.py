@@ -3,7 +3,8 @@
 The ``api`` function and the ``tasks`` function call only these verbs; each hands its
 work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
-streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families),
+streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
+``Preferences`` users' settings),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -22,6 +23,7 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
+from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
@@ -42,6 +44,7 @@ class Agent:
         background: Background,
         keepalive: float,
         families: Families,
+        preferences: Preferences,
     ) -> None:
         self._runs = runs
         self._people = people
@@ -52,6 +55,7 @@ class Agent:
         self._background = background
         self._keepalive = keepalive
         self._families = families
+        self._preferences = preferences
 
     # -- the api function ----------------------------------------------------------------
 
@@ -173,6 +177,11 @@ class Agent:
     def families(self) -> Families:
         """The family verbs (``Families``): create, invite, join, change roles, leave."""
         return self._families
+
+    @property
+    def preferences(self) -> Preferences:
+        """Users' settings (``Preferences``): the opt-out of AI reading family messages."""
+        return self._preferences
 
     # -- the tasks function --------------------------------------------------------------
 

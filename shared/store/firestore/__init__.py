@@ -1,6 +1,6 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
-task ledgers, lessons, families and task sections, all on one client per process
-(``connect``)."""
+task ledgers, lessons, families, task sections and users' settings, all on one client
+per process (``connect``)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from shared.store.firestore.conversations import FirestoreConversationStore
 from shared.store.firestore.families import FirestoreFamilyStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
+from shared.store.firestore.settings import FirestoreSettingsStore
 from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
 __all__ = [
     "FirestoreConversationStore",
     "FirestoreFamilyStore",
     "FirestoreLessonStore",
+    "FirestoreSettingsStore",
     "FirestoreStores",
     "FirestoreTaskDocumentStore",
     "FirestoreTaskLedgerStore",
@@ -37,6 +39,7 @@ class FirestoreStores:
     lessons: FirestoreLessonStore
     families: FirestoreFamilyStore
     sections: FirestoreTaskDocumentStore
+    settings: FirestoreSettingsStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -55,4 +58,5 @@ def connect(
         FirestoreLessonStore(client, lesson_versions_kept),
         FirestoreFamilyStore(client),
         FirestoreTaskDocumentStore(client),
+        FirestoreSettingsStore(client),
     )
