@@ -53,6 +53,7 @@ from shared.tools.people import (
     get_editor_selection_tool,
     restore_lesson_tool,
 )
+from shared.tools.quoting import FamilyScreen
 from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
 
@@ -217,6 +218,9 @@ def assemble(
         sections if sections is not None else InMemoryTaskDocumentStore(),
     )
     files = files if files is not None else InMemoryFileStore()
+    preferences = Preferences(
+        settings_store if settings_store is not None else InMemorySettingsStore(), clock
+    )
     deps = RunDeps(
         store=store,
         model=provider,
@@ -228,11 +232,9 @@ def assemble(
         ),
         tasks=scheduler,
         files=files,
+        screen=FamilyScreen(preferences),
     )
     ids = ids or RandomIds()
-    preferences = Preferences(
-        settings_store if settings_store is not None else InMemorySettingsStore(), clock
-    )
     background = Background()
     attachments = Attachments(files, settings.attachment_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background)
