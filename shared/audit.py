@@ -58,6 +58,8 @@ Kind = Literal[
     "over_run_limit",
     # A family's members each read one mirror that matches it (shared/families/audit.py).
     "family_mirror",
+    # A user's settings mirror says what the server-only truth says (preferences.py).
+    "settings_mirror",
     # Seen by the stateful test, which watches calls and deliveries (documents cannot
     # say): a model call that began once the user's tokens for the day were spent, and
     # a task delivery acknowledged while its attempt had not started (it was dropped).

@@ -32,7 +32,9 @@ from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pendin
 from shared.auth.base import SERVER_COLLECTIONS
 from shared.config import Settings
 from shared.families.audit import family_violations
+from shared.families.preferences import settings_violations
 from shared.store.households import family_path, membership_path, mirror_path
+from shared.store.settings import settings_mirror_path, settings_path
 
 # How often ``--wait`` reads the users' documents again.
 POLL_SECONDS = 0.25
@@ -86,6 +88,18 @@ def family_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violatio
     return found
 
 
+def settings_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violation]:
+    """Each user's settings mirror says what their truth says (``preferences.py``)."""
+    found: list[Violation] = []
+    for uid in user_ids:
+        truth, mirror = _stored(db, settings_path(uid)), _stored(db, settings_mirror_path(uid))
+        path = "/" + "/".join(settings_mirror_path(uid))
+        found += [
+            Violation("settings_mirror", uid, path, d) for d in settings_violations(truth, mirror)
+        ]
+    return found
+
+
 def all_users(db: firestore.Client) -> list[str]:
     """Every user id with documents (each user is a top-level collection; the family
     system's own collections are not users)."""
@@ -133,7 +147,7 @@ def settle_and_audit(
     users = sorted(set(user_ids))
     documents, unsettled = settle(db_client, users, timeout, settings)
     checked = [v for d in documents for v in _settled_check(d, settings)]
-    return unsettled + checked + family_check(db_client, users)
+    return unsettled + checked + family_check(db_client, users) + settings_check(db_client, users)
 
 
 def check_now(
@@ -144,7 +158,7 @@ def check_now(
     check = Audit.of(settings, now=now)
     users = sorted(set(user_ids))
     found = [v for uid in users for v in audit(read_user(db_client, uid), check)]
-    return found + family_check(db_client, users)
+    return found + family_check(db_client, users) + settings_check(db_client, users)
 
 
 def report(violations: Sequence[Violation], users: int, out: Any = None) -> None:

@@ -9,6 +9,9 @@ for runs queued or waiting before it was made.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
 
 from shared.clock import Clock
 from shared.schemas.documents import UserSettings
@@ -47,3 +50,18 @@ class Preferences:
             return frozenset()
         found = await self._store.get(wanted)
         return frozenset(uid for uid, s in found.items() if not s.ai_reads_family_messages)
+
+
+def settings_violations(truth: dict[str, Any] | None, mirror: dict[str, Any] | None) -> list[str]:
+    """What is wrong with one user's settings as stored: the mirror must say what the
+    truth says (both are written in one batch), and each must be a valid document."""
+    found: list[str] = []
+    for name, document in (("truth", truth), ("mirror", mirror)):
+        if document is not None:
+            try:
+                UserSettings.model_validate(document)
+            except ValidationError as exc:
+                found.append(f"the {name} is not valid settings: {exc.error_count()} error(s)")
+    if truth != mirror:
+        found.append(f"the mirror {mirror!r} differs from the truth {truth!r}")
+    return found

@@ -10,6 +10,7 @@ import pytest
 from spark_http.app import ApiApp
 
 from shared.auth.base import StaticTokenVerifier, User
+from shared.families.preferences import settings_violations
 from shared.llm.scripted import ScriptedProvider
 from shared.store.settings import settings_mirror_path, settings_path
 from tests.unit.helpers import Fakes, make_service, serving
@@ -74,3 +75,17 @@ async def test_http_settings_need_a_signed_in_caller_and_patch(
     wrong = await client.post(SETTINGS, headers=HEADERS, json={"aiReadsFamilyMessages": False})
     assert wrong.status_code == 405 and wrong.headers["allow"] == "PATCH"
     assert fakes.settings.documents == {}
+
+
+def test_settings_violations_find_a_mirror_that_disagrees_with_its_truth() -> None:
+    truth = {"aiReadsFamilyMessages": False, "updatedAt": "2026-01-01T00:00:00Z"}
+    assert settings_violations(None, None) == []
+    assert settings_violations(truth, dict(truth)) == []
+    assert settings_violations(truth, None) == [f"the mirror None differs from the truth {truth!r}"]
+    stale = {**truth, "aiReadsFamilyMessages": True}
+    assert len(settings_violations(truth, stale)) == 1
+    broken = {"aiReadsFamilyMessages": "maybe"}
+    assert settings_violations(broken, broken) == [
+        "the truth is not valid settings: 1 error(s)",
+        "the mirror is not valid settings: 1 error(s)",
+    ]
