@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import json
 
+from pydantic import BaseModel
+
 from shared.clock import SystemClock
 from shared.families.preferences import Preferences
-from shared.llm.base import ChatMessage, ToolCallRequest
+from shared.llm.base import ChatMessage, Finish, ToolCallRequest
+from shared.llm.scripted import ScriptedProvider, Step
+from shared.schemas.tasks import TASK_PAYLOAD
 from shared.store.memory import InMemorySettingsStore
+from shared.tools.base import Tool, ToolContext, ToolRegistry
 from shared.tools.quoting import (
     OWNER_OPTED_OUT,
     READ_TOOL,
@@ -18,6 +23,7 @@ from shared.tools.quoting import (
     quote,
     screen_result,
 )
+from tests.unit.helpers import ALICE, Fakes, make_service, run_frames
 
 BOB_SAYS = "Pick up the dry cleaning on Thursday, please."
 SAM_SAYS = "Can I go to Ella's party on Saturday afternoon?"
@@ -129,3 +135,49 @@ async def test_family_screen_costs_nothing_without_family_messages() -> None:
     history = [ChatMessage("user", "hello"), ChatMessage("assistant", "Hello!")]
     assert await screen.screen("alice", history) == history
     assert settings.reads == 0
+
+
+class ListArgs(BaseModel):
+    pass
+
+
+def quoting_tool() -> Tool[ListArgs]:
+    """A stand-in ``read_family_messages`` that quotes Bob and Sam as the real one does."""
+
+    async def run(args: ListArgs, context: ToolContext) -> dict[str, object]:
+        return quote(
+            [message("bob", "Bob", BOB_SAYS), message("sam", "Sam", SAM_SAYS)], frozenset(), 8_000
+        )
+
+    return Tool(READ_TOOL, "Read family messages.", ListArgs, "Reading family messages", run)
+
+
+async def test_a_run_queued_before_an_opt_out_is_screened_when_it_calls_the_model() -> None:
+    fakes = Fakes()
+    provider = ScriptedProvider(
+        [
+            Step([ToolCallRequest("r", READ_TOOL, "{}"), Finish("tool_calls")]),
+            Step.reply(f'Bob said: "{BOB_SAYS}"'),
+            Step.reply("Noted."),
+        ]
+    )
+    harness = make_service(provider, fakes=fakes, tools=ToolRegistry([quoting_tool()]))
+    conversation_id, _ = await run_frames(harness, ALICE, "what did they say?")
+    assert BOB_SAYS in json.dumps([t.text for t in provider.requests[1].messages])
+    fakes.queue.take()
+
+    sent = await harness.agent.send(ALICE, "remember that", conversation_id, background=True)
+    assert sent.run is None  # queued: a task produces it
+    (reply,) = [t for t in fakes.queue.take() if t.name.startswith("reply")]
+    await Preferences(fakes.settings, SystemClock()).update("bob", ai_reads_family_messages=False)
+    await harness.handler().handle(TASK_PAYLOAD.validate_json(reply.body))
+
+    later = json.dumps(
+        [(t.text, [c.arguments for c in t.tool_calls]) for t in provider.requests[2].messages]
+    )
+    assert BOB_SAYS not in later and SAM_SAYS in later
+    assert "Bob has turned off Spark AI Agent reading" in later
+    stored = await harness.store.get("alice", conversation_id)
+    assert stored is not None and stored.messages[-1].text == "Noted."
+    # What is stored stays as it was: the screen changes only what the model is given.
+    assert BOB_SAYS in stored.model_dump_json()
