@@ -298,6 +298,14 @@ class UnsupportedMediaType(RequestError):
     code = "unsupported_media_type"
 
 
+class IdempotencyKeyReused(RequestError):
+    """An ``Idempotency-Key`` sent again with a different request while its first answer
+    is kept (24 hours)."""
+
+    status = 422
+    code = "idempotency_key_reused"
+
+
 class UnprocessableContent(RequestError):
     """The request is well formed but what it refers to cannot be used (a PDF that is
     encrypted or broken)."""

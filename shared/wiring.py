@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from shared.agent.archive import roll_over_stored
 from shared.agent.background import Background
 from shared.agent.deps import RunDeps, RunLimits
 from shared.agent.facade import Agent
@@ -21,6 +23,7 @@ from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
+from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
@@ -31,6 +34,7 @@ from shared.store.base import (
     ConversationStore,
     FamilyStore,
     LessonStore,
+    PostStore,
     SettingsStore,
     TaskDocumentStore,
     TaskLedgerStore,
@@ -40,11 +44,12 @@ from shared.store.memory import (
     InMemoryFamilyStore,
     InMemorySettingsStore,
     InMemoryTaskDocumentStore,
+    posts_beside,
 )
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
-from shared.tools.base import ToolRegistry
+from shared.tools.base import Tool, ToolRegistry
 from shared.tools.documents import document_tools
 from shared.tools.lessons import create_lesson_tool, plan_lessons_tool
 from shared.tools.people import (
@@ -96,8 +101,10 @@ def build_tools(
     clock: Clock,
     files: FileStore,
     prompts: Path = DEFAULT_DIR,
+    family: Sequence[Tool[Any]] = (),
 ) -> ToolRegistry:
-    """Every tool the agent may use, their prompts read from ``prompts``."""
+    """Every tool the agent may use, their prompts read from ``prompts`` (and the
+    ``family`` tools, which need the family services ``assemble`` builds)."""
     drafting = drafting_prompt(prompts)
     return ToolRegistry(
         [
@@ -110,6 +117,7 @@ def build_tools(
             delete_lesson_tool(lessons),
             restore_lesson_tool(lessons, clock),
             review_work_tool(files, lessons, provider, load_prompt("review", prompts)),
+            *family,
         ]
     )
 
@@ -196,10 +204,12 @@ def assemble(
     files: FileStore | None = None,
     families: FamilyStore | None = None,
     sections: TaskDocumentStore | None = None,
+    posts: PostStore | None = None,
     settings_store: SettingsStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
-    ``families`` and ``settings_store`` default to empty in-memory stores."""
+    ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
+    the in-memory one over the conversations and families (when both are in memory)."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -218,15 +228,34 @@ def assemble(
         sections if sections is not None else InMemoryTaskDocumentStore(),
     )
     files = files if files is not None else InMemoryFileStore()
+    ids = ids or RandomIds()
+    limits = limits_of(settings)
+    attachments = Attachments(files, settings.attachment_decodes_at_once)
+    families = families if families is not None else InMemoryFamilyStore()
+    household = Families(families, clock, ids, family_policy_of(settings))
     preferences = Preferences(
         settings_store if settings_store is not None else InMemorySettingsStore(), clock
+    )
+
+    async def roll_over(user_id: str, conversation_id: str) -> None:
+        budget, keep = limits.live_doc_bytes, limits.history_messages
+        await roll_over_stored(store, user_id, conversation_id, budget, keep, clock.now())
+
+    delivery = Delivery(
+        posts if posts is not None else posts_beside(store, families),
+        store,
+        attachments,
+        clock,
+        ids,
+        limits.live_doc_bytes,
+        roll_over,
     )
     deps = RunDeps(
         store=store,
         model=provider,
         tools=tools or build_tools(lessons, provider, clock, files, settings.prompts),
         clock=clock,
-        limits=limits_of(settings),
+        limits=limits,
         system_prompt=(
             load_prompt("base", settings.prompts) if system_prompt is None else system_prompt
         ),
@@ -234,9 +263,7 @@ def assemble(
         files=files,
         screen=FamilyScreen(preferences),
     )
-    ids = ids or RandomIds()
     background = Background()
-    attachments = Attachments(files, settings.attachment_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background)
     agent = Agent(
         runs,
@@ -247,12 +274,8 @@ def assemble(
         clock,
         background,
         settings.keepalive_seconds,
-        Families(
-            families if families is not None else InMemoryFamilyStore(),
-            clock,
-            ids,
-            family_policy_of(settings),
-        ),
+        household,
+        delivery,
         preferences,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
@@ -279,6 +302,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         files=files,
         families=stores.families,
         sections=stores.sections,
+        posts=stores.posts,
         settings_store=stores.settings,
     )
     return components, stores

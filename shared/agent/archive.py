@@ -152,3 +152,18 @@ async def roll_over(
         number,
     )
     return updated
+
+
+async def roll_over_stored(
+    store: ConversationStore,
+    user_id: str,
+    conversation_id: str,
+    budget: int,
+    keep: int,
+    now: datetime,
+) -> None:
+    """``roll_over`` on the conversation as stored now: for one written outside this
+    store (a family message, delivered in a transaction), whose size it cannot know."""
+    conversation = await store.get(user_id, conversation_id)
+    if conversation is not None:
+        await roll_over(store, user_id, conversation, budget, keep, now)

@@ -4,7 +4,7 @@ The ``api`` function and the ``tasks`` function call only these verbs; each hand
 work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
 streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
-``Preferences`` users' settings),
+``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -23,6 +23,7 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
+from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.lessons import versions
@@ -44,6 +45,7 @@ class Agent:
         background: Background,
         keepalive: float,
         families: Families,
+        delivery: Delivery,
         preferences: Preferences,
     ) -> None:
         self._runs = runs
@@ -55,6 +57,7 @@ class Agent:
         self._background = background
         self._keepalive = keepalive
         self._families = families
+        self._delivery = delivery
         self._preferences = preferences
 
     # -- the api function ----------------------------------------------------------------
@@ -177,6 +180,12 @@ class Agent:
     def families(self) -> Families:
         """The family verbs (``Families``): create, invite, join, change roles, leave."""
         return self._families
+
+    @property
+    def delivery(self) -> Delivery:
+        """Verbatim messages between family members (``Delivery.deliver``), and the
+        files their messages carry (``Delivery.file``)."""
+        return self._delivery
 
     @property
     def preferences(self) -> Preferences:

@@ -38,6 +38,12 @@ RunStatus = Literal["queued", "streaming", "stopping"]
 message). ``streaming``: an instance is producing it. ``stopping``: the owner asked it to
 stop; its producer ends it within about a second."""
 FamilyRole = Literal["parent", "dependent"]
+ConversationKind = Literal["agent", "direct", "family"]
+"""``agent``: a user with Spark AI Agent; ``direct``: two family members (a copy in each
+one's subtree); ``family``: the whole family (a copy in each member's)."""
+Via = Literal["user", "agent"]
+"""How a member's message to others was sent: typed by them, or by their agent (with
+their approval)."""
 ModelFinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 """Why the model ended a step, as every provider's adapter reports it."""
 FinishReason = Literal[ModelFinishReason, "stopped", "error"]
@@ -195,6 +201,8 @@ class Message(Document):
     # document from this message on.
     document_id: str | None = None
     provider_state: list[StepState] | None = None
+    # (Messages between family members) typed by the author or sent by their agent.
+    via: Via | None = None
 
     @property
     def text(self) -> str:
@@ -320,6 +328,7 @@ class Conversation(Document):
     """``/{userId}/client/conversations/{conversationId}``."""
 
     id: str
+    kind: ConversationKind = "agent"
     participant_ids: list[str]
     family_id: str | None = None
     title: str | None = None

@@ -194,3 +194,18 @@ class Membership(Document):
     family_id: str | None = None
     invites_asked: list[Timestamp] = Field(default_factory=list)
     joins_tried: list[Timestamp] = Field(default_factory=list)
+
+
+class Receipt(Document):
+    """``/{userId}/server/deliveries/{sha256 of an Idempotency-Key}``: the answer a
+    verbatim message got, written in the same transaction that delivered it, so a retry
+    with the same key (by the same sender, until ``expires_at``) gets this answer back
+    and delivers nothing again. ``fingerprint`` is the SHA-256 of what was asked (the
+    target, the text, the attachments): the same key for another request is refused."""
+
+    fingerprint: str
+    conversation_id: str
+    message_id: str
+    recipients: list[str]
+    created_at: Timestamp
+    expires_at: Timestamp

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, overload
@@ -478,6 +478,59 @@ class FamilyStore(Protocol):
 
         Raises:
             StoreError: the store failed, or the change kept losing races.
+        """
+        ...
+
+
+Path = tuple[str, ...]
+"""A document's path, collection and document ids in turn: ``("u1", "client", ...)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Write ``document`` whole at ``path`` (creating it, or replacing what is there)."""
+
+    path: Path
+    document: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Change an existing document: set the top-level ``fields``, and add each entry of
+    ``append`` to the end of its array (Firestore's ``ArrayUnion``: an entry already in
+    the array is not added twice)."""
+
+    path: Path
+    fields: Mapping[str, Any]
+    append: Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+class Reader(Protocol):
+    """Reads inside one transaction (``PostStore.transact``)."""
+
+    async def get(self, path: Path) -> dict[str, Any] | None:
+        """The document at ``path`` as stored, or ``None`` if there is none."""
+        ...
+
+
+Transacted = Callable[[Reader], Awaitable[tuple[Sequence[Put | Append], R]]]
+"""The body of one transaction: it reads what it needs through the ``Reader`` (every
+read before any write), then returns the writes and what it decided. It may run more
+than once (on contention), so it has no other effects; what it raises aborts the
+transaction, with nothing written."""
+
+
+class PostStore(Protocol):
+    """Writes that span several users' subtrees and must land together or not at all:
+    a family message delivered into each member's copy of a shared conversation, with
+    the receipt that makes a retry harmless (``shared/families/delivery.py``)."""
+
+    async def transact(self, work: Transacted[R], *, read_only: bool = False) -> R:
+        """Run ``work`` in one transaction: what it read is what it judged, and its
+        writes all land, or none does. ``read_only`` work may return no writes.
+
+        Raises:
+            StoreError: the store failed, or the transaction kept losing races.
         """
         ...
 

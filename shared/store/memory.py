@@ -21,12 +21,15 @@ from shared.schemas.documents import (
 from shared.schemas.server import Family, Invite, Membership, TaskLedger
 from shared.store.base import (
     NO_LESSON,
+    Append,
     ConversationStore,
     Decision,
     FamilyChange,
     Household,
     KeptVersion,
     LedgerDecision,
+    PostStore,
+    Put,
     R,
     Reads,
     RunProbe,
@@ -34,6 +37,7 @@ from shared.store.base import (
     SectionChange,
     TaskDocumentStore,
     TaskLedgerStore,
+    Transacted,
     changed,
     kept_out,
     next_version,
@@ -76,6 +80,20 @@ class InMemoryConversationStore(ConversationStore):
     async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
         document = self._documents.get((user_id, conversation_id))
         return None if document is None else Conversation.model_validate(copy.deepcopy(document))
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held by each change (a transaction across stores holds it too)."""
+        return self._lock
+
+    def document(self, user_id: str, conversation_id: str) -> dict[str, Any] | None:
+        """The conversation as stored (a copy), with no lock: for a holder of ``lock``."""
+        document = self._documents.get((user_id, conversation_id))
+        return None if document is None else copy.deepcopy(document)
+
+    def put(self, user_id: str, conversation_id: str, document: dict[str, Any]) -> None:
+        """Store ``document`` whole, counted as a write: for a holder of ``lock``."""
+        self._store((user_id, conversation_id), document, set(document))
 
     async def create(self, user_id: str, conversation: Conversation) -> None:
         async with self._lock:
@@ -280,6 +298,11 @@ class InMemoryFamilyStore:
         self.documents: dict[Path, dict[str, Any]] = {}
         self._lock = asyncio.Lock()
 
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held by each change (a transaction across stores holds it too)."""
+        return self._lock
+
     async def read(self, reads: Reads) -> Household:
         async with self._lock:
             return self._read(reads)
@@ -319,6 +342,77 @@ class InMemoryFamilyStore:
             if iid is not None and (found := self._get(invite_path(family_id, iid)))
         }
         return Household(family=family, invites=invites, memberships=memberships)
+
+
+class InMemoryPostStore:
+    """``PostStore`` over the in-memory conversations and families (and any other
+    server-only document, kept by path beside the families'): both locks held for the
+    whole transaction, so its reads and writes are atomic as on Firestore."""
+
+    def __init__(
+        self, conversations: InMemoryConversationStore, families: InMemoryFamilyStore
+    ) -> None:
+        self._conversations = conversations
+        self._families = families
+
+    def _conversation_key(self, path: Path) -> tuple[str, str] | None:
+        if len(path) == 4 and path[1:3] == ("client", "conversations"):
+            return path[0], path[3]
+        return None
+
+    def _get(self, path: Path) -> dict[str, Any] | None:
+        key = self._conversation_key(path)
+        if key is not None:
+            return self._conversations.document(*key)
+        document = self._families.documents.get(path)
+        return None if document is None else copy.deepcopy(document)
+
+    async def get(self, path: Path) -> dict[str, Any] | None:
+        return self._get(path)
+
+    async def transact(self, work: Transacted[R], *, read_only: bool = False) -> R:
+        async with self._conversations.lock, self._families.lock:
+            writes, decided = await work(self)
+            if read_only and writes:
+                raise ValueError("a read-only transaction cannot write")
+            for write in writes:
+                self._write(write)
+            return decided
+
+    def _write(self, write: Put | Append) -> None:
+        before = self._get(write.path)
+        if isinstance(write, Put):
+            document = copy.deepcopy(dict(write.document))
+        else:
+            if before is None:
+                raise StoreError(f"no document at {'/'.join(write.path)} to change")
+            document = {**before, **copy.deepcopy(dict(write.fields))}
+            for name, entries in write.append.items():
+                kept = list(document.get(name, []))
+                kept += [copy.deepcopy(dict(e)) for e in entries if e not in kept]
+                document[name] = kept
+        key = self._conversation_key(write.path)
+        if key is not None:
+            self._conversations.put(*key, document)
+        else:
+            self._families.documents[write.path] = document
+
+
+class _NoPosts:
+    """The post store of stores that are neither both in memory nor both on Firestore
+    (a test's wrapped fakes): every transaction fails, as a store that is down."""
+
+    async def transact(self, work: Transacted[R], *, read_only: bool = False) -> R:
+        raise StoreError("No post store was given beside these stores.")
+
+
+def posts_beside(conversations: ConversationStore, families: object) -> PostStore:
+    """The in-memory post store over these stores, if both are in memory."""
+    if isinstance(conversations, InMemoryConversationStore) and isinstance(
+        families, InMemoryFamilyStore
+    ):
+        return InMemoryPostStore(conversations, families)
+    return _NoPosts()
 
 
 class InMemorySettingsStore:

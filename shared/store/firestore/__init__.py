@@ -1,6 +1,6 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
-task ledgers, lessons, families, task sections and users' settings, all on one client
-per process (``connect``)."""
+task ledgers, lessons, families, task sections, family messages' posts and users'
+settings, all on one client per process (``connect``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from shared.store.firestore.conversations import FirestoreConversationStore
 from shared.store.firestore.families import FirestoreFamilyStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
+from shared.store.firestore.posts import FirestorePostStore
 from shared.store.firestore.settings import FirestoreSettingsStore
 from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
@@ -20,6 +21,7 @@ __all__ = [
     "FirestoreConversationStore",
     "FirestoreFamilyStore",
     "FirestoreLessonStore",
+    "FirestorePostStore",
     "FirestoreSettingsStore",
     "FirestoreStores",
     "FirestoreTaskDocumentStore",
@@ -39,6 +41,7 @@ class FirestoreStores:
     lessons: FirestoreLessonStore
     families: FirestoreFamilyStore
     sections: FirestoreTaskDocumentStore
+    posts: FirestorePostStore
     settings: FirestoreSettingsStore
 
     def close(self) -> None:
@@ -58,5 +61,6 @@ def connect(
         FirestoreLessonStore(client, lesson_versions_kept),
         FirestoreFamilyStore(client),
         FirestoreTaskDocumentStore(client),
+        FirestorePostStore(client),
         FirestoreSettingsStore(client),
     )

@@ -1,0 +1,290 @@
+"""``Delivery``: a family member's message, delivered verbatim (no model call) into every
+recipient's copy of a shared conversation, in one transaction (DESIGN §8).
+
+One transaction (``PostStore.transact``) reads the sender's receipt for the
+``Idempotency-Key`` (if one was sent), their membership and family, and each
+participant's copy; it judges the address on what it read (``messages.address``) and
+writes every copy and the receipt together. So a member who leaves, a role that
+changes, or a retry racing its first attempt, is judged on what is stored, never on an
+earlier read: the family document is in the transaction's reads, and a change to it
+(a leave) conflicts with the delivery, one waiting for the other.
+
+A refused request writes nothing and does no work: with attachments, a read-only pass
+of the same judgement runs first, so a request to a stranger (or a retry, answered
+from its receipt) reads no file; only then are the files checked and made ready
+(``Attachments``), and the transaction judges everything again.
+
+The recipients' copies point at the sender's files (the checked, normalised ones):
+``file`` lets any member whose copy holds a message naming a file read it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from shared.attachment_rules import MAX_BYTES
+from shared.attachments.service import Attachments, Requested
+from shared.clock import Clock
+from shared.errors import NotFound, SparkError
+from shared.families.messages import (
+    Address,
+    Target,
+    address,
+    answered,
+    fingerprint,
+    message_of,
+    post,
+    receipt_for,
+    receipt_id,
+)
+from shared.ids import IdGenerator
+from shared.schemas.documents import ContentPart, Conversation, FileRef, Message, Via
+from shared.schemas.server import Family, Membership, Receipt
+from shared.store.base import Append, ConversationStore, Path, PostStore, Put, Reader
+from shared.store.households import family_path, membership_path
+
+log = logging.getLogger(__name__)
+
+RollOver = Callable[[str, str], Awaitable[None]]
+"""Roll a user's conversation over into its archive if it is past the live budget
+(``shared/agent/archive.roll_over``, read afresh): given in ``shared/wiring.py``."""
+
+
+def conversation_path(user_id: str, conversation_id: str) -> Path:
+    return (user_id, "client", "conversations", conversation_id)
+
+
+def receipt_path(user_id: str, receipt: str) -> Path:
+    """Server-only: under ``/{uid}/server``, which no client may read."""
+    return (user_id, "server", "deliveries", receipt)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What a delivery answers: the shared conversation, the message's id (the same in
+    every copy) and who received it (every participant but the sender). ``replayed``:
+    a retry, answered from its receipt; nothing was delivered again."""
+
+    conversation_id: str
+    message_id: str
+    recipients: list[str]
+    replayed: bool = False
+
+    @classmethod
+    def of(cls, receipt: Receipt) -> Delivered:
+        return cls(
+            receipt.conversation_id, receipt.message_id, list(receipt.recipients), replayed=True
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    """The message before the transaction names its author (from the family it reads)."""
+
+    id: str
+    text: str
+    files: tuple[ContentPart, ...]
+    via: Via
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Posted:
+    address: Address
+    over_budget: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFile:
+    """A file a member may read: its bytes, type and name."""
+
+    data: bytes
+    content_type: str
+    name: str
+
+
+class Delivery:
+    """Verbatim messages between family members; one per process."""
+
+    def __init__(
+        self,
+        posts: PostStore,
+        conversations: ConversationStore,
+        attachments: Attachments,
+        clock: Clock,
+        ids: IdGenerator,
+        live_doc_bytes: int,
+        roll_over: RollOver,
+    ) -> None:
+        self._posts = posts
+        self._conversations = conversations
+        self._attachments = attachments
+        self._clock = clock
+        self._ids = ids
+        self._budget = live_doc_bytes
+        self._roll_over = roll_over
+
+    async def deliver(
+        self,
+        sender_id: str,
+        text: str,
+        target: Target,
+        *,
+        attachments: Sequence[Requested] = (),
+        via: Via = "user",
+        idempotency_key: str | None = None,
+    ) -> Delivered:
+        """Deliver ``text`` (and ``attachments``, from the sender's uploads) from
+        ``sender_id`` to ``target``, as it is, with ``author {userId, displayName,
+        role}`` from the family and ``via``; every copy in one transaction.
+
+        With ``idempotency_key``, a retry by the same sender within 24 hours gets the
+        first answer back (``replayed``) and nothing is delivered again.
+
+        Raises:
+            NoFamily: the sender belongs to no family.
+            RequestError: the sender named themself (400); an attachment breaks a rule.
+            MemberNotFound, NotFound: the target is not in the sender's family, or has
+                left; the conversation is not one of the sender's shared ones there.
+            IdempotencyKeyReused: the key answered another request in the last 24 hours.
+            ConversationTooLarge: a copy would not fit.
+        """
+        asked = fingerprint(target, text, [a.storage_path for a in attachments])
+        receipt = receipt_id(idempotency_key) if idempotency_key is not None else None
+        files: list[ContentPart] = []
+        if attachments:
+            # Judged first without a write, so a refused request (or a retry) reads no file.
+            judged = await self._posts.transact(
+                partial(self._judge, sender_id, target, receipt, asked, self._clock.now()),
+                read_only=True,
+            )
+            if isinstance(judged, Receipt):
+                return Delivered.of(judged)
+            checked = await self._attachments.check(sender_id, attachments)
+            files = await self._attachments.derive(checked)
+        draft = _Draft(self._ids.new("msg"), text, tuple(files), via, self._clock.now())
+        done = await self._posts.transact(
+            partial(self._post, sender_id, target, receipt, asked, draft)
+        )
+        if isinstance(done, Receipt):
+            return Delivered.of(done)
+        for user_id in done.over_budget:
+            try:
+                await self._roll_over(user_id, done.address.conversation_id)
+            except SparkError:
+                # The next delivery tries again; the copy has room (the reserve) till then.
+                log.warning("%s: roll-over of a shared conversation failed", user_id)
+        return Delivered(done.address.conversation_id, draft.id, done.address.recipients)
+
+    async def _judge(
+        self,
+        sender_id: str,
+        target: Target,
+        receipt: str | None,
+        asked: str,
+        now: datetime,
+        reader: Reader,
+    ) -> tuple[list[Put | Append], Address | Receipt]:
+        """The address the transaction will judge (or the receipt of a retry), read."""
+        if receipt is not None:
+            stored = await reader.get(receipt_path(sender_id, receipt))
+            kept = answered(_receipt(stored), asked, now)
+            if kept is not None:
+                return [], kept
+        membership = Membership.model_validate(await reader.get(membership_path(sender_id)) or {})
+        family = None
+        if membership.family_id is not None:
+            stored_family = await reader.get(family_path(membership.family_id))
+            family = None if stored_family is None else Family.model_validate(stored_family)
+        copy = None
+        if target.conversation_id is not None:
+            stored_copy = await reader.get(conversation_path(sender_id, target.conversation_id))
+            copy = None if stored_copy is None else Conversation.model_validate(stored_copy)
+        return [], address(family, sender_id, target, copy)
+
+    async def _post(
+        self,
+        sender_id: str,
+        target: Target,
+        receipt: str | None,
+        asked: str,
+        draft: _Draft,
+        reader: Reader,
+    ) -> tuple[list[Put | Append], _Posted | Receipt]:
+        """The transaction's body: judge, then every copy and the receipt."""
+        now = draft.at
+        _, judged = await self._judge(sender_id, target, receipt, asked, now, reader)
+        if isinstance(judged, Receipt):
+            return [], judged
+        where = judged
+        message = message_of(draft.id, where.author, draft.text, draft.files, draft.via, now)
+        copies: dict[str, Conversation | None] = {}
+        for user_id in where.participants:
+            stored = await reader.get(conversation_path(user_id, where.conversation_id))
+            copies[user_id] = None if stored is None else Conversation.model_validate(stored)
+        writes: list[Put | Append] = []
+        made_copies = post(where, copies, message, now)
+        for made in made_copies:
+            path = conversation_path(made.user_id, where.conversation_id)
+            if made.before is None:
+                writes.append(Put(path, made.after.to_firestore()))
+            else:
+                changed = {
+                    "participantIds": list(where.participants),
+                    "updatedAt": now,
+                    "lastMessageAt": now,
+                }
+                writes.append(Append(path, changed, {"messages": [message.to_firestore()]}))
+        if receipt is not None:
+            kept = receipt_for(asked, where, message.id, now)
+            writes.append(Put(receipt_path(sender_id, receipt), kept.to_firestore()))
+        over = [made.user_id for made in made_copies if made.size > self._budget]
+        return writes, _Posted(where, over)
+
+    async def file(self, user_id: str, conversation_id: str, path: str) -> StoredFile:
+        """A file that a message in the user's copy of the conversation names (its
+        stored file, or a PDF's extracted text), read through the api: how a member
+        reads the attachments of a message another member sent.
+
+        Raises:
+            NotFound: no message of the user's copy (live or archived) names ``path``,
+                or the file is gone.
+        """
+        conversation = await self._conversations.get(user_id, conversation_id)
+        if conversation is None:
+            raise NotFound("No conversation with this id.")
+        found = _named(conversation.messages, path)
+        if found is None:
+            segments = await self._conversations.segments(user_id, conversation_id)
+            marker = conversation.archived
+            counted = segments[: marker.segments] if marker is not None else []
+            found = _named([m for s in counted for m in s.messages], path)
+        if found is None:
+            raise NotFound("No message in this conversation has a file at this path.")
+        content_type, name = found
+        data = await self._attachments.files.read(path, MAX_BYTES)
+        return StoredFile(data, content_type, name)
+
+
+def _receipt(stored: dict[str, Any] | None) -> Receipt | None:
+    return None if stored is None else Receipt.model_validate(stored)
+
+
+def _named(messages: Sequence[Message], path: str) -> tuple[str, str] | None:
+    """The type and name of the file at ``path`` if one of ``messages`` names it."""
+    for message in messages:
+        for part in message.content:
+            ref: FileRef | None = part.file
+            if ref is None:
+                continue
+            name = ref.name or path.rsplit("/", 1)[-1]
+            if ref.storage_path == path:
+                return ref.content_type, name
+            if ref.text_path == path:
+                return "text/plain; charset=utf-8", name + ".txt"
+    return None
