@@ -51,6 +51,7 @@ from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import Tool, ToolRegistry
 from shared.tools.documents import document_tools
+from shared.tools.family import family_tools
 from shared.tools.lessons import create_lesson_tool, plan_lessons_tool
 from shared.tools.people import (
     ask_user_question_tool,
@@ -250,10 +251,11 @@ def assemble(
         limits.live_doc_bytes,
         roll_over,
     )
+    family = family_tools(household, store, preferences, delivery, settings.tool_output_chars)
     deps = RunDeps(
         store=store,
         model=provider,
-        tools=tools or build_tools(lessons, provider, clock, files, settings.prompts),
+        tools=tools or build_tools(lessons, provider, clock, files, settings.prompts, family),
         clock=clock,
         limits=limits,
         system_prompt=(
