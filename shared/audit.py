@@ -60,6 +60,8 @@ Kind = Literal[
     "family_mirror",
     # Every copy of a message between family members is the same in each subtree.
     "shared_copy",
+    # A user's settings mirror says what the server-only truth says (preferences.py).
+    "settings_mirror",
     # Seen by the stateful test, which watches calls and deliveries (documents cannot
     # say): a model call that began once the user's tokens for the day were spent, and
     # a task delivery acknowledged while its attempt had not started (it was dropped).

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shared.agent.archive import roll_over_stored
 from shared.agent.background import Background
@@ -23,6 +24,7 @@ from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerV
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
 from shared.families.delivery import Delivery
+from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
@@ -33,16 +35,23 @@ from shared.store.base import (
     FamilyStore,
     LessonStore,
     PostStore,
+    SettingsStore,
     TaskDocumentStore,
     TaskLedgerStore,
 )
 from shared.store.files import FileStore, InMemoryFileStore
-from shared.store.memory import InMemoryFamilyStore, InMemoryTaskDocumentStore, posts_beside
+from shared.store.memory import (
+    InMemoryFamilyStore,
+    InMemorySettingsStore,
+    InMemoryTaskDocumentStore,
+    posts_beside,
+)
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
-from shared.tools.base import ToolRegistry
+from shared.tools.base import Tool, ToolRegistry
 from shared.tools.documents import document_tools
+from shared.tools.family import family_tools
 from shared.tools.lessons import create_lesson_tool, plan_lessons_tool
 from shared.tools.people import (
     ask_user_question_tool,
@@ -50,6 +59,7 @@ from shared.tools.people import (
     get_editor_selection_tool,
     restore_lesson_tool,
 )
+from shared.tools.quoting import FamilyScreen
 from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
 
@@ -92,8 +102,10 @@ def build_tools(
     clock: Clock,
     files: FileStore,
     prompts: Path = DEFAULT_DIR,
+    family: Sequence[Tool[Any]] = (),
 ) -> ToolRegistry:
-    """Every tool the agent may use, their prompts read from ``prompts``."""
+    """Every tool the agent may use, their prompts read from ``prompts`` (and the
+    ``family`` tools, which need the family services ``assemble`` builds)."""
     drafting = drafting_prompt(prompts)
     return ToolRegistry(
         [
@@ -106,6 +118,7 @@ def build_tools(
             delete_lesson_tool(lessons),
             restore_lesson_tool(lessons, clock),
             review_work_tool(files, lessons, provider, load_prompt("review", prompts)),
+            *family,
         ]
     )
 
@@ -193,10 +206,11 @@ def assemble(
     families: FamilyStore | None = None,
     sections: TaskDocumentStore | None = None,
     posts: PostStore | None = None,
+    settings_store: SettingsStore | None = None,
 ) -> Components:
-    """The agent on the given adapters (real ones here, fakes in tests); ``files`` and
-    ``families`` default to empty in-memory stores, ``posts`` to the in-memory one over
-    the conversations and families (when both are in memory)."""
+    """The agent on the given adapters (real ones here, fakes in tests); ``files``,
+    ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
+    the in-memory one over the conversations and families (when both are in memory)."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -215,24 +229,14 @@ def assemble(
         sections if sections is not None else InMemoryTaskDocumentStore(),
     )
     files = files if files is not None else InMemoryFileStore()
-    deps = RunDeps(
-        store=store,
-        model=provider,
-        tools=tools or build_tools(lessons, provider, clock, files, settings.prompts),
-        clock=clock,
-        limits=limits_of(settings),
-        system_prompt=(
-            load_prompt("base", settings.prompts) if system_prompt is None else system_prompt
-        ),
-        tasks=scheduler,
-        files=files,
-    )
     ids = ids or RandomIds()
-    background = Background()
+    limits = limits_of(settings)
     attachments = Attachments(files, settings.attachment_decodes_at_once)
-    runs = RunService(deps, ids, scheduler, lessons, attachments, background)
     families = families if families is not None else InMemoryFamilyStore()
-    limits = deps.limits
+    household = Families(families, clock, ids, family_policy_of(settings))
+    preferences = Preferences(
+        settings_store if settings_store is not None else InMemorySettingsStore(), clock
+    )
 
     async def roll_over(user_id: str, conversation_id: str) -> None:
         budget, keep = limits.live_doc_bytes, limits.history_messages
@@ -247,6 +251,22 @@ def assemble(
         limits.live_doc_bytes,
         roll_over,
     )
+    family = family_tools(household, store, preferences, delivery, settings.tool_output_chars)
+    deps = RunDeps(
+        store=store,
+        model=provider,
+        tools=tools or build_tools(lessons, provider, clock, files, settings.prompts, family),
+        clock=clock,
+        limits=limits,
+        system_prompt=(
+            load_prompt("base", settings.prompts) if system_prompt is None else system_prompt
+        ),
+        tasks=scheduler,
+        files=files,
+        screen=FamilyScreen(preferences),
+    )
+    background = Background()
+    runs = RunService(deps, ids, scheduler, lessons, attachments, background)
     agent = Agent(
         runs,
         People(runs, deps, scheduler),
@@ -256,8 +276,9 @@ def assemble(
         clock,
         background,
         settings.keepalive_seconds,
-        Families(families, clock, ids, family_policy_of(settings)),
+        household,
         delivery,
+        preferences,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -284,6 +305,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         families=stores.families,
         sections=stores.sections,
         posts=stores.posts,
+        settings_store=stores.settings,
     )
     return components, stores
 

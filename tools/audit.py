@@ -40,7 +40,9 @@ from shared.audit import (
 from shared.auth.base import SERVER_COLLECTIONS
 from shared.config import Settings
 from shared.families.audit import family_violations
+from shared.families.preferences import settings_violations
 from shared.store.households import family_path, membership_path, mirror_path
+from shared.store.settings import settings_mirror_path, settings_path
 
 # How often ``--wait`` reads the users' documents again.
 POLL_SECONDS = 0.25
@@ -66,6 +68,11 @@ def read_user(db: firestore.Client, user_id: str) -> UserDocuments:
     )
 
 
+def _stored(db: firestore.Client, path: tuple[str, ...]) -> dict[str, Any] | None:
+    snapshot = db.document(*path).get()
+    return snapshot.to_dict() if snapshot.exists else None
+
+
 def family_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violation]:
     """Every family the users are in (by their membership or their mirror): each member
     has exactly one mirror and it matches the family, and each membership points at it
@@ -74,8 +81,7 @@ def family_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violatio
 
     def stored(path: tuple[str, ...]) -> dict[str, Any] | None:
         if path not in read:
-            snapshot = db.document(*path).get()
-            read[path] = snapshot.to_dict() if snapshot.exists else None
+            read[path] = _stored(db, path)
         return read[path]
 
     found: list[Violation] = []
@@ -94,6 +100,18 @@ def family_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violatio
         path = "/" + "/".join(family_path(family_id))
         for detail in family_violations(family, mirrors, memberships, family_id=family_id):
             found.append(Violation("family_mirror", people[0], path, detail))
+    return found
+
+
+def settings_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violation]:
+    """Each user's settings mirror says what their truth says (``preferences.py``)."""
+    found: list[Violation] = []
+    for uid in user_ids:
+        truth, mirror = _stored(db, settings_path(uid)), _stored(db, settings_mirror_path(uid))
+        path = "/" + "/".join(settings_mirror_path(uid))
+        found += [
+            Violation("settings_mirror", uid, path, d) for d in settings_violations(truth, mirror)
+        ]
     return found
 
 
@@ -144,7 +162,8 @@ def settle_and_audit(
     settings = settings or Settings.from_env()
     users = sorted(set(user_ids))
     documents, checked, unsettled = settle(db_client, users, timeout, settings)
-    return unsettled + checked + shared_copies(documents) + family_check(db_client, users)
+    others = family_check(db_client, users) + settings_check(db_client, users)
+    return unsettled + checked + shared_copies(documents) + others
 
 
 def check_now(
@@ -156,7 +175,8 @@ def check_now(
     users = sorted(set(user_ids))
     documents = [read_user(db_client, uid) for uid in users]
     found = [v for d in documents for v in audit(d, check)]
-    return found + shared_copies(documents) + family_check(db_client, users)
+    others = family_check(db_client, users) + settings_check(db_client, users)
+    return found + shared_copies(documents) + others
 
 
 def report(violations: Sequence[Violation], users: int, out: Any = None) -> None:

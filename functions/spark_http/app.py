@@ -42,6 +42,9 @@ from shared.schemas.api import (
     ResumeResponse,
     RoleRequest,
     SendMessageRequest,
+    SettingsInfo,
+    SettingsRequest,
+    SettingsResponse,
     StopResponse,
     ToolResultRequest,
     UploadRequest,
@@ -58,6 +61,7 @@ Handler = Callable[[Request, str], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 FAMILIES = "/api/spark/families"
 TASKS = "/api/spark/agent/tasks"
+ME = "/api/spark/me"
 
 
 @functools.cache
@@ -121,6 +125,7 @@ class ApiApp:
                 (f"{family}/members/{{member_id}}", "PATCH", self.set_role),
                 (f"{family}/members/{{member_id}}", "DELETE", self.remove_member),
                 (f"{family}/progress", "GET", self.family_progress),
+                (f"{ME}/settings", "PATCH", self.update_settings),
             )
         ]
 
@@ -152,7 +157,7 @@ class ApiApp:
         path = request.url.path.rstrip("/") or "/"
         # Only these prefixes have routes with parameters: the others (a message, a
         # stream) skip matching them.
-        if path.startswith((FAMILIES, TASKS)) and (found := self._with_params(request, path)):
+        if path.startswith((FAMILIES, TASKS, ME)) and (found := self._with_params(request, path)):
             endpoint, routed = found
             return await endpoint(routed)
         conversation_id = ""
@@ -479,6 +484,15 @@ class ApiApp:
                 for m in members
             ],
         )
+        return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+    async def update_settings(self, request: Request) -> Response:
+        """``PATCH /api/spark/me/settings``: the caller's settings, truth and mirror."""
+        user, body = await self._read(request, SettingsRequest)
+        settings = await self._agent.preferences.update(
+            user.uid, ai_reads_family_messages=body.ai_reads_family_messages
+        )
+        answer = SettingsResponse(settings=SettingsInfo.model_validate(settings.model_dump()))
         return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
 
     def _resumed(self, resumed: Resumed) -> Response:

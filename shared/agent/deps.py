@@ -6,13 +6,14 @@ loop depends only on these interfaces (DESIGN §2: dependencies point inward).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Protocol
 
 from shared.agent.files import AttachmentBudget
 from shared.agent.runs import QueueLimits
 from shared.clock import Clock
-from shared.llm.base import ModelProvider
+from shared.llm.base import ChatMessage, ModelProvider
 from shared.queue.port import TaskPort
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
@@ -44,6 +45,26 @@ class RunLimits:
         return timedelta(seconds=self.lease_seconds)
 
 
+class HistoryScreen(Protocol):
+    """Looks at each model call's history just before it is sent, and may withhold parts
+    of it (family messages whose authors opted out: ``shared/tools/quoting.py``)."""
+
+    async def screen(self, user_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
+        """``history`` as ``user_id``'s model may see it now.
+
+        Raises:
+            StoreError: what it must read could not be read (the call is not made).
+        """
+        ...
+
+
+class Unscreened:
+    """The screen of an agent without one: the history as it is."""
+
+    async def screen(self, user_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
+        return history
+
+
 @dataclass(frozen=True, slots=True)
 class RunDeps:
     """What a run needs, and nothing else."""
@@ -56,3 +77,4 @@ class RunDeps:
     system_prompt: str
     tasks: TaskPort
     files: FileStore
+    screen: HistoryScreen = field(default_factory=Unscreened)

@@ -3,8 +3,8 @@
 The ``api`` function and the ``tasks`` function call only these verbs; each hands its
 work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
-streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families, ``Delivery``
-delivers family members' messages),
+streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
+``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -27,6 +27,7 @@ from shared.errors import FamilyNotFound, NoFamily
 from shared.families import progress
 from shared.families.delivery import Delivery
 from shared.families.membership import NOT_YOURS
+from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
@@ -48,6 +49,7 @@ class Agent:
         keepalive: float,
         families: Families,
         delivery: Delivery,
+        preferences: Preferences,
     ) -> None:
         self._runs = runs
         self._people = people
@@ -59,6 +61,7 @@ class Agent:
         self._keepalive = keepalive
         self._families = families
         self._delivery = delivery
+        self._preferences = preferences
 
     # -- the api function ----------------------------------------------------------------
 
@@ -213,6 +216,11 @@ class Agent:
         """Verbatim messages between family members (``Delivery.deliver``), and the
         files their messages carry (``Delivery.file``)."""
         return self._delivery
+
+    @property
+    def preferences(self) -> Preferences:
+        """Users' settings (``Preferences``): the opt-out of AI reading family messages."""
+        return self._preferences
 
     # -- the tasks function --------------------------------------------------------------
 

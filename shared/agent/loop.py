@@ -266,6 +266,9 @@ class Run:
             provider=deps.model.provider,
             shown=shown,
         )
+        # Screened at each call, against the store as it is now: an opt-out made since the
+        # run was queued (or since its last step) holds for this call.
+        history = await deps.screen.screen(self.user_id, history)
         tools = deps.tools.specs() if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)
         request = ModelRequest(system=system, messages=history, tools=tools)

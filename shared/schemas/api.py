@@ -506,3 +506,29 @@ class ProgressResponse(BaseModel):
 
     family_id: str = Field(alias="familyId")
     members: list[MemberProgressInfo] = Field(description="In the order they joined.")
+
+
+class SettingsRequest(Inbound):
+    """``PATCH /api/spark/me/settings``: change the caller's settings (the fields given)."""
+
+    ai_reads_family_messages: StrictBool = Field(
+        alias="aiReadsFamilyMessages",
+        description="false: no family message the caller wrote is given to any model "
+        "(theirs or another member's), and their own agent reads no family messages. It "
+        "holds from the next model call on, also for runs already queued or waiting.",
+    )
+
+
+class SettingsInfo(BaseModel):
+    """The caller's settings, as their mirror (`/{uid}/client/settings/current`) holds them."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    ai_reads_family_messages: bool = Field(alias="aiReadsFamilyMessages")
+    updated_at: datetime | None = Field(default=None, alias="updatedAt")
+
+
+class SettingsResponse(BaseModel):
+    """``{settings}``: the caller's settings after the change."""
+
+    settings: SettingsInfo

@@ -424,3 +424,18 @@ class FamilyMirror(Document):
     my_role: FamilyRole
     members: list[FamilyMember]
     updated_at: Timestamp
+
+
+class UserSettings(Document):
+    """``/{userId}/client/settings/current``: the user's settings as they may read them
+    (DESIGN §8). The truth is server-only (``/{userId}/server/settings/current``, the same
+    fields), written with this mirror in one batch by ``PATCH /api/spark/me/settings``;
+    a user without either has the defaults.
+
+    ``ai_reads_family_messages`` false: no family message this user wrote is given to any
+    model (theirs or another member's), and their own agent reads no family messages;
+    checked in the store at each model call, so it holds from the next one on.
+    """
+
+    ai_reads_family_messages: bool = True
+    updated_at: Timestamp | None = None

@@ -13,17 +13,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.schemas.documents import Conversation, FamilyMirror, TaskDocument
+from shared.schemas.documents import Conversation, FamilyMirror, TaskDocument, UserSettings
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 SCHEMA_PATH = SCHEMAS / "firestore.schema.json"
 FAMILY_SCHEMA_PATH = SCHEMAS / "family.schema.json"
 TASK_SCHEMA_PATH = SCHEMAS / "task.schema.json"
+SETTINGS_SCHEMA_PATH = SCHEMAS / "settings.schema.json"
 # Each file: the document it describes, and where clients read it.
 DOCUMENTS: dict[Path, tuple[type[BaseModel], str]] = {
     SCHEMA_PATH: (Conversation, "/{userId}/client/conversations/{conversationId}"),
     FAMILY_SCHEMA_PATH: (FamilyMirror, "/{userId}/client/family/current"),
     TASK_SCHEMA_PATH: (TaskDocument, "/{userId}/client/tasks/{taskId}"),
+    SETTINGS_SCHEMA_PATH: (UserSettings, "/{userId}/client/settings/current"),
 }
 
 

@@ -34,6 +34,8 @@ from shared.schemas.api import (
     ResumeResponse,
     RoleRequest,
     SendMessageRequest,
+    SettingsRequest,
+    SettingsResponse,
     StopResponse,
     ToolResultRequest,
     UploadRequest,
@@ -62,6 +64,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     JoinRequest,
     InviteRequest,
     RoleRequest,
+    SettingsRequest,
+    SettingsResponse,
     FamilyResponse,
     InviteResponse,
     InvitesResponse,
@@ -416,6 +420,16 @@ def openapi() -> dict[str, Any]:
             LESSONS + "/versions": lesson_versions,
             LESSONS + "/restore": restore,
             **_family_paths(),
+            "/api/spark/me/settings": {
+                "patch": _operation(
+                    "Change the caller's settings. aiReadsFamilyMessages false: no family "
+                    "message they wrote is given to any model, and their own agent reads no "
+                    "family messages, from the next model call on. Also written to the "
+                    "caller's mirror /{uid}/client/settings/current.",
+                    (200, "The settings after the change.", SettingsResponse),
+                    SettingsRequest,
+                )
+            },
             PREFIX + "/openapi.json": {
                 "get": {
                     "summary": "This document.",

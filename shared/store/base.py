@@ -16,6 +16,7 @@ from shared.schemas.documents import (
     Message,
     RunStatus,
     TaskDocument,
+    UserSettings,
 )
 from shared.schemas.server import Family, Invite, Membership, TaskLedger
 
@@ -539,5 +540,28 @@ class PostStore(Protocol):
 
         Raises:
             StoreError: the store failed, or the transaction kept losing races.
+        """
+        ...
+
+
+class SettingsStore(Protocol):
+    """Each user's settings: the truth at ``/{uid}/server/settings/current`` and the
+    mirror the user reads at ``/{uid}/client/settings/current``
+    (``shared/store/settings.py`` names both)."""
+
+    async def get(self, user_ids: Sequence[str]) -> dict[str, UserSettings]:
+        """The settings of each of ``user_ids`` as stored now (the defaults for a user who
+        never changed them), read together.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def put(self, user_id: str, settings: UserSettings) -> None:
+        """Write ``settings`` as the user's truth and mirror, both or neither.
+
+        Raises:
+            StoreError: the store failed.
         """
         ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
@@ -16,6 +16,7 @@ from shared.schemas.documents import (
     Lesson,
     LessonVersion,
     TaskDocument,
+    UserSettings,
 )
 from shared.schemas.server import Family, Invite, Membership, TaskLedger
 from shared.store.base import (
@@ -52,6 +53,7 @@ from shared.store.households import (
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Sizes, apply, diff
+from shared.store.settings import settings_mirror_path, settings_path
 
 
 class InMemoryConversationStore(ConversationStore):
@@ -417,3 +419,25 @@ def posts_beside(conversations: ConversationStore, families: object) -> PostStor
     ):
         return InMemoryPostStore(conversations, families)
     return _NoPosts()
+
+
+class InMemorySettingsStore:
+    """Users' settings as documents by path (``documents``: the truth and the mirror, as
+    Firestore holds them); ``reads`` counts the reads, so tests see that a decision
+    looked at the store rather than a copy in memory."""
+
+    def __init__(self) -> None:
+        self.documents: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.reads = 0
+
+    async def get(self, user_ids: Sequence[str]) -> dict[str, UserSettings]:
+        self.reads += 1
+        return {
+            uid: UserSettings.model_validate(self.documents.get(settings_path(uid)) or {})
+            for uid in dict.fromkeys(user_ids)
+        }
+
+    async def put(self, user_id: str, settings: UserSettings) -> None:
+        document = settings.to_firestore()
+        self.documents[settings_path(user_id)] = copy.deepcopy(document)
+        self.documents[settings_mirror_path(user_id)] = copy.deepcopy(document)

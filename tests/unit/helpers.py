@@ -26,7 +26,9 @@ from shared.queue.memory import InMemoryTaskQueue
 from shared.store.files import InMemoryFileStore
 from shared.store.memory import (
     InMemoryConversationStore,
+    InMemoryFamilyStore,
     InMemoryLessonStore,
+    InMemorySettingsStore,
     InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
 )
@@ -47,6 +49,8 @@ class Fakes:
     queue: InMemoryTaskQueue = field(default_factory=InMemoryTaskQueue)
     files: InMemoryFileStore = field(default_factory=InMemoryFileStore)
     sections: InMemoryTaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
+    families: InMemoryFamilyStore = field(default_factory=InMemoryFamilyStore)
+    settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
 
 
 @dataclass
@@ -96,6 +100,8 @@ def make_service(
         system_prompt="You are Spark AI Agent.",
         files=fakes.files,
         sections=fakes.sections,
+        families=fakes.families,
+        settings_store=fakes.settings,
     )
     return Harness(
         components.agent,

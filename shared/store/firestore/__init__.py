@@ -1,6 +1,6 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
-task ledgers, lessons, families, task sections and family messages' posts, all on one
-client per process (``connect``)."""
+task ledgers, lessons, families, task sections, family messages' posts and users'
+settings, all on one client per process (``connect``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from shared.store.firestore.families import FirestoreFamilyStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
 from shared.store.firestore.posts import FirestorePostStore
+from shared.store.firestore.settings import FirestoreSettingsStore
 from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "FirestoreFamilyStore",
     "FirestoreLessonStore",
     "FirestorePostStore",
+    "FirestoreSettingsStore",
     "FirestoreStores",
     "FirestoreTaskDocumentStore",
     "FirestoreTaskLedgerStore",
@@ -40,6 +42,7 @@ class FirestoreStores:
     families: FirestoreFamilyStore
     sections: FirestoreTaskDocumentStore
     posts: FirestorePostStore
+    settings: FirestoreSettingsStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -59,4 +62,5 @@ def connect(
         FirestoreFamilyStore(client),
         FirestoreTaskDocumentStore(client),
         FirestorePostStore(client),
+        FirestoreSettingsStore(client),
     )
