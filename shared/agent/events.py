@@ -58,6 +58,8 @@ class ToolEndEvent:
     output_json: str = field(default="null", metadata=_INTERNAL)
     # The call's stored status when it is not the plain one (a task never started).
     call_status: Literal["cancelled"] | None = field(default=None, metadata=_INTERNAL)
+    # What the result shows, in words: its part's ``description``.
+    description: str | None = field(default=None, metadata=_INTERNAL)
     type: Literal["tool_end"] = "tool_end"
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from shared.errors import SparkError, ToolError
 from shared.tools.base import DocumentChange, ParsedCall, ToolContext, dump_output, error_output
+from shared.tools.descriptions import describe_failure, describe_output
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class ToolOutcome:
     error: str | None = None
     change: DocumentChange | None = None
     failure: Exception | None = field(default=None, repr=False)
+    # What the result shows, in words (``shared/tools/descriptions.py``).
+    description: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -39,7 +42,7 @@ class ToolOutcome:
 def refused(message: str) -> ToolOutcome:
     """A call that did not run, or ran and failed, for the reason ``message`` gives the
     model (a ``ToolError``, invalid arguments, a limit)."""
-    return ToolOutcome(error_output(message), error=message)
+    return ToolOutcome(error_output(message), error=message, description=describe_failure(message))
 
 
 def unexpected(tool: str) -> str:
@@ -62,5 +65,6 @@ async def execute(call: ParsedCall, context: ToolContext, output_chars: int) -> 
         return refused(exc.message)
     except Exception as exc:
         why = unexpected(call.call.name)
-        return ToolOutcome(error_output(why), why, failure=exc)
-    return ToolOutcome(output, change=result.change)
+        return ToolOutcome(error_output(why), why, failure=exc, description=describe_failure(why))
+    described = describe_output(call.tool.name, call.args, result.value)
+    return ToolOutcome(output, change=result.change, description=described)
