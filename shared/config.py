@@ -372,19 +372,19 @@ class Settings:
         "SPARK_LIVE_MODEL",
         "",
         "``provider:model`` of live audio; empty: SPARK_MODEL's provider's default",
-        shown="openai:gpt-4o-mini-transcribe or google:gemini-live-2.5-flash-preview",
+        shown="openai:gpt-4o-mini-transcribe",
     )
     speech_model: str = setting(
         "SPARK_SPEECH_MODEL",
         "",
         "``provider:model`` of spoken replies; empty: SPARK_MODEL's provider's default",
-        shown="openai:gpt-4o-mini-tts or google:gemini-2.5-flash-preview-tts",
+        shown="openai:gpt-4o-mini-tts",
     )
     speech_voice: str = setting(
         "SPARK_SPEECH_VOICE",
         "",
         "the voice of spoken replies; empty: the provider's default",
-        shown="openai: fable, google: Kore",
+        shown="fable",
     )
 
     # Cloud Tasks (DESIGN §6).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from shared.agent.background import Background
 from shared.agent.deps import RunDeps, RunLimits
@@ -20,7 +20,7 @@ from shared.attachments.uploads import Uploads
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
-from shared.config import Settings
+from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
@@ -36,7 +36,7 @@ from shared.store.base import (
 from shared.store.files import FileStore, InMemoryFileStore
 from shared.store.memory import InMemoryFamilyStore, InMemoryTaskDocumentStore
 from shared.tasks.handler import TaskHandler, TaskPolicy
-from shared.tasks.ledger import LedgerPolicy, UserLimits
+from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
 from shared.tools.documents import document_tools
@@ -49,6 +49,8 @@ from shared.tools.people import (
 )
 from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
+from shared.voice.live import LiveSessions, SecretMinter
+from shared.voice.speech import Speaker, SpokenReplies
 
 if TYPE_CHECKING:
     from shared.store.firestore import FirestoreStores
@@ -73,6 +75,31 @@ def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
     from shared.llm.openai import OpenAIProvider
 
     return OpenAIProvider.connect(settings.model, key, url)
+
+
+def build_voice(settings: Settings, clock: Clock) -> tuple[SecretMinter | None, Speaker | None]:
+    """The live-audio and speech adapters of the providers the settings choose
+    (``Settings.audio_model``); ``None`` for either without a provider (offline)."""
+
+    def adapter(purpose: AudioPurpose) -> SecretMinter | Speaker | None:
+        chosen = settings.audio_model(purpose)
+        if chosen is None:
+            return None
+        live = DEFAULT_AUDIO_MODELS["live"].get(chosen.provider, "")
+        speech = DEFAULT_AUDIO_MODELS["speech"].get(chosen.provider, "")
+        models = (chosen.model, speech) if purpose == "live" else (live, chosen.model)
+        if chosen.provider == "google":
+            from shared.voice.gemini_voice import GeminiVoice
+
+            return GeminiVoice.connect(
+                chosen.api_key, chosen.base_url, clock, *models, settings.speech_voice
+            )
+        from shared.voice.openai_voice import OpenAIVoice
+
+        return OpenAIVoice.connect(chosen.api_key, chosen.base_url, *models, settings.speech_voice)
+
+    live, speaker = adapter("live"), adapter("speech")
+    return cast(SecretMinter | None, live), cast(Speaker | None, speaker)
 
 
 def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
@@ -189,9 +216,12 @@ def assemble(
     files: FileStore | None = None,
     families: FamilyStore | None = None,
     sections: TaskDocumentStore | None = None,
+    live: SecretMinter | None = None,
+    speaker: Speaker | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files`` and
-    ``families`` default to empty in-memory stores."""
+    ``families`` default to empty in-memory stores; without ``live`` and ``speaker``
+    (an audio provider's) voice is refused as offline."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -208,6 +238,9 @@ def assemble(
         timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
         sections if sections is not None else InMemoryTaskDocumentStore(),
+        VoiceLimits(
+            settings.voice_sessions_per_day, timedelta(minutes=settings.voice_session_minutes)
+        ),
     )
     files = files if files is not None else InMemoryFileStore()
     deps = RunDeps(
@@ -241,6 +274,15 @@ def assemble(
             ids,
             family_policy_of(settings),
         ),
+        LiveSessions(
+            live,
+            scheduler,
+            clock,
+            ids,
+            timedelta(seconds=settings.voice_secret_seconds),
+            timedelta(minutes=settings.voice_session_minutes),
+        ),
+        SpokenReplies(speaker, store, files, scheduler),
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -255,6 +297,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
     clock = SystemClock()
     stores = connect(settings.project_id, settings.lesson_versions_kept)
     files = connect_files(settings.project_id, settings.bucket, settings.storage_emulator_host)
+    live, speaker = build_voice(settings, clock)
     components = assemble(
         settings,
         stores.conversations,
@@ -266,6 +309,8 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         files=files,
         families=stores.families,
         sections=stores.sections,
+        live=live,
+        speaker=speaker,
     )
     return components, stores
 

@@ -3,7 +3,8 @@
 The ``api`` function and the ``tasks`` function call only these verbs; each hands its
 work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
-streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families),
+streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
+``LiveSessions`` and ``SpokenReplies`` are voice),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -22,10 +23,13 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
+from shared.errors import VoiceUnavailable
 from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
 from shared.store.base import LessonStore
+from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
+from shared.voice.speech import Spoken, SpokenReplies
 
 
 class Agent:
@@ -42,6 +46,8 @@ class Agent:
         background: Background,
         keepalive: float,
         families: Families,
+        live: LiveSessions | None = None,
+        speech: SpokenReplies | None = None,
     ) -> None:
         self._runs = runs
         self._people = people
@@ -52,6 +58,8 @@ class Agent:
         self._background = background
         self._keepalive = keepalive
         self._families = families
+        self._live = live
+        self._speech = speech
 
     # -- the api function ----------------------------------------------------------------
 
@@ -65,8 +73,10 @@ class Agent:
         when_busy: WhenBusy = "reject",
         document_id: str | None = None,
         attachments: Sequence[Requested] = (),
+        voice_session: str | None = None,
     ) -> Sent:
-        """Persist the user's message and open its run (``RunService.send``)."""
+        """Persist the user's message and open its run (``RunService.send``); with
+        ``voice_session``, a voice message of that live-audio session."""
         return await self._runs.send(
             user,
             text,
@@ -75,7 +85,28 @@ class Agent:
             when_busy=when_busy,
             document_id=document_id,
             attachments=attachments,
+            voice_session=voice_session,
         )
+
+    async def start_voice_session(self, user_id: str) -> VoiceSession:
+        """A live-audio session's secret, within the user's allowance (``LiveSessions``).
+
+        Raises:
+            VoiceUnavailable: no audio provider here.
+        """
+        if self._live is None:
+            raise VoiceUnavailable(OFFLINE)
+        return await self._live.start(user_id)
+
+    async def speak(self, user_id: str, conversation_id: str, message_id: str) -> Spoken:
+        """A reply read aloud, from the cache or the provider (``SpokenReplies``).
+
+        Raises:
+            VoiceUnavailable: no audio provider here.
+        """
+        if self._speech is None:
+            raise VoiceUnavailable(OFFLINE)
+        return await self._speech.speak(user_id, conversation_id, message_id)
 
     def stream(self, run: Run) -> AsyncIterator[bytes]:
         """The SSE body of ``run``, produced here. The run goes on should its client

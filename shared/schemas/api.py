@@ -15,6 +15,7 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     field_validator,
+    model_validator,
 )
 
 from shared.attachment_rules import ACCEPTED, MAX_BYTES, MAX_NAME_CHARS
@@ -33,6 +34,7 @@ EVENT_ID_PATTERN = r"^([A-Za-z0-9_-]{1,128}):(?:([0-9]{1,9}):([0-9]{1,12})|end)$
 ConversationId = Annotated[str, StringConstraints(pattern=CONVERSATION_ID_PATTERN)]
 LESSON_ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 DocumentId = Annotated[str, StringConstraints(pattern=LESSON_ID_PATTERN)]
+VoiceSessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
 class Inbound(BaseModel):
@@ -82,6 +84,26 @@ class SendMessageRequest(Inbound):
         alias="whenBusy",
         description="While a reply is being written: refuse (409) or queue this message.",
     )
+    input: Literal["text", "voice"] = Field(
+        default="text",
+        description="`voice`: the text is the transcript of an utterance spoken in a "
+        "live-audio session (`voiceSessionId`); the message is stored with `input: voice`.",
+    )
+    voice_session_id: VoiceSessionId | None = Field(
+        default=None,
+        alias="voiceSessionId",
+        description="The live-audio session the utterance was spoken in (`input: voice` "
+        "only). The first voice message redeems it for its conversation: it cannot carry "
+        "messages into another (409 voice_session_used), nor after it ends (410).",
+    )
+
+    @model_validator(mode="after")
+    def _voice_names_its_session(self) -> SendMessageRequest:
+        if self.input == "voice" and self.voice_session_id is None:
+            raise ValueError('a message with input "voice" names its voiceSessionId')
+        if self.input != "voice" and self.voice_session_id is not None:
+            raise ValueError('voiceSessionId goes only with input "voice"')
+        return self
 
     @field_validator("text")
     @classmethod
@@ -145,6 +167,39 @@ class UploadResponse(BaseModel):
         alias="expiresAt",
         description="When Cloud Storage forgets the session (a week after it started); "
         "ask for a new one after that.",
+    )
+
+
+class VoiceSessionResponse(BaseModel):
+    """``201``: a live-audio session. The browser opens its connection to ``provider``
+    with ``secret`` before ``expiresAt``; nobody is shown the secret again."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    session_id: str = Field(
+        alias="sessionId",
+        description="Send each finished utterance's transcript as a message with "
+        '`input: "voice"` and this `voiceSessionId`.',
+    )
+    secret: str = Field(
+        description="The provider's short-lived, single-use secret: an OpenAI Realtime "
+        "client secret (`ek_…`) or a Gemini Live ephemeral token (`auth_tokens/…`)."
+    )
+    expires_at: datetime = Field(
+        alias="expiresAt", description="The connection must be opened before this."
+    )
+    ends_at: datetime = Field(
+        alias="endsAt", description="After this, the session's messages are refused (410)."
+    )
+    provider: Literal["openai", "google"]
+    model: str = Field(description="The live model the secret is for.")
+
+
+class SpeechRequest(Inbound):
+    """``POST .../conversations/{id}/speech``: which reply to read aloud."""
+
+    message_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,128}$")] = Field(
+        alias="messageId", description="A finished reply of Spark AI Agent's in this conversation."
     )
 
 

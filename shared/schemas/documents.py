@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
-from pydantic.config import JsonDict
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 Timestamp = Annotated[
     datetime,
