@@ -122,8 +122,12 @@ async def test_voice_sessions_past_the_allowance_are_429_and_mint_nothing() -> N
 async def test_two_processes_cannot_both_grant_the_last_voice_session() -> None:
     clock = ManualClock()
     fakes = Fakes()
-    one = harness(ScriptedProvider([]), clock, ScriptedVoice(clock), fakes, voice_sessions_per_day=1)
-    two = harness(ScriptedProvider([]), clock, ScriptedVoice(clock), fakes, voice_sessions_per_day=1)
+    one = harness(
+        ScriptedProvider([]), clock, ScriptedVoice(clock), fakes, voice_sessions_per_day=1
+    )
+    two = harness(
+        ScriptedProvider([]), clock, ScriptedVoice(clock), fakes, voice_sessions_per_day=1
+    )
     results = await asyncio.gather(
         one.agent.start_voice_session("alice"),
         two.agent.start_voice_session("alice"),
@@ -285,9 +289,7 @@ def test_ledger_voice_grant_counts_and_is_refused_past_the_allowance() -> None:
     minted = ledgers.record_voice(granted, "vs_1", "h", now + timedelta(minutes=1))
     assert ledgers.withdraw_voice(minted, "vs_1", now) == minted
     later = now + timedelta(days=2)
-    assert list(ledgers.grant_voice(minted, "vs_3", "openai", "m", later, limits).voice) == [
-        "vs_3"
-    ]
+    assert list(ledgers.grant_voice(minted, "vs_3", "openai", "m", later, limits).voice) == ["vs_3"]
 
 
 # -- spoken replies ------------------------------------------------------------------------
