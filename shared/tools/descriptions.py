@@ -68,7 +68,7 @@ def _answers(args: BaseModel, value: Any) -> str:
 
 DESCRIBERS: dict[str, Describe] = {
     "load_skill": lambda args, value: (
-        f"Looked up how to {getattr(args, 'skill', 'do this')}.".replace("-", " ")
+        f"Read the guide to {str(getattr(args, 'skill', 'this')).replace('-', ' ')}."
     ),
     "read_document": lambda args, value: "Read the open lesson.",
     "search_document": lambda args, value: (
