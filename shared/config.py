@@ -52,6 +52,25 @@ def parse_model(spec: str) -> tuple[Provider, str]:
     )
 
 
+AudioPurpose = Literal["live", "speech"]
+
+DEFAULT_AUDIO_MODELS: dict[AudioPurpose, dict[Provider, str]] = {
+    # Anthropic has no audio: a deployment on it names an OpenAI or Gemini model.
+    "live": {"openai": "gpt-4o-mini-transcribe", "google": "gemini-live-2.5-flash-preview"},
+    "speech": {"openai": "gpt-4o-mini-tts", "google": "gemini-2.5-flash-preview-tts"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AudioModel:
+    """Whose model makes live audio or speech, and how its provider is reached."""
+
+    provider: Provider
+    model: str
+    api_key: str | None = field(repr=False)
+    base_url: str | None
+
+
 Kind = Literal["int", "bool", "str", "raw"]
 
 
@@ -331,6 +350,43 @@ class Settings:
         "joins a user may try in an hour (tokens cannot be guessed by trying)",
     )
 
+    # Voice (DESIGN §9): live audio goes from the browser to the provider with a secret
+    # the api mints; spoken replies are made by the provider and cached per message.
+    voice_sessions_per_day: int = setting(
+        "SPARK_VOICE_SESSIONS_PER_DAY",
+        20,
+        "live-audio sessions (provider secrets) a user may start a day",
+    )
+    voice_secret_seconds: int = setting(
+        "SPARK_VOICE_SECRET_SECONDS",
+        60,
+        "how long a live-audio secret may be used to open its connection",
+        minimum=10,
+    )
+    voice_session_minutes: int = setting(
+        "SPARK_VOICE_SESSION_MINUTES",
+        30,
+        "how long a live-audio session lasts (its transcripts are sent as voice messages)",
+    )
+    live_model: str = setting(
+        "SPARK_LIVE_MODEL",
+        "",
+        "``provider:model`` of live audio; empty: SPARK_MODEL's provider's default",
+        shown="openai:gpt-4o-mini-transcribe",
+    )
+    speech_model: str = setting(
+        "SPARK_SPEECH_MODEL",
+        "",
+        "``provider:model`` of spoken replies; empty: SPARK_MODEL's provider's default",
+        shown="openai:gpt-4o-mini-tts",
+    )
+    speech_voice: str = setting(
+        "SPARK_SPEECH_VOICE",
+        "",
+        "the voice of spoken replies; empty: the provider's default",
+        shown="fable",
+    )
+
     # Cloud Tasks (DESIGN §6).
     tasks_per_user: int = setting("SPARK_TASKS_PER_USER", 3, "tasks running at once per user")
     task_max_attempts: int = setting("SPARK_TASK_MAX_ATTEMPTS", 3, "attempts of one task")
@@ -374,6 +430,8 @@ class Settings:
             if name != "model"
         }
         settings = cls(**values, provider=provider, model=model)
+        for purpose in DEFAULT_AUDIO_MODELS:  # a misspelt audio model refuses to start
+            settings.audio_model(purpose)
         settings.check()
         return settings
 
@@ -400,6 +458,35 @@ class Settings:
     def provider_base_url(self) -> str | None:
         """Where the chosen provider is reached, when not at its SDK's default."""
         return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.provider][1]))
+
+    def audio_model(self, purpose: AudioPurpose) -> AudioModel | None:
+        """The provider and model of live audio (``live``) or spoken replies (``speech``):
+        ``SPARK_LIVE_MODEL`` / ``SPARK_SPEECH_MODEL``, else SPARK_MODEL's provider's
+        default; ``None`` when that provider has neither a key nor a base URL (offline),
+        or is Anthropic's, which has no audio, and no other is named.
+
+        Raises:
+            ConfigurationError: the variable names no provider we know, or Anthropic.
+        """
+        spec = self.live_model if purpose == "live" else self.speech_model
+        defaults = DEFAULT_AUDIO_MODELS[purpose]
+        if spec:
+            provider, model = parse_model(spec)
+            if provider not in defaults:
+                variable = "SPARK_LIVE_MODEL" if purpose == "live" else "SPARK_SPEECH_MODEL"
+                raise ConfigurationError(
+                    f"{variable}={spec!r}: {provider} has no audio; name an openai: or "
+                    "google: model."
+                )
+        elif self.provider in defaults:
+            provider, model = self.provider, defaults[self.provider]
+        else:
+            return None
+        key_field, url_field = _PROVIDER_FIELDS[provider]
+        key, url = getattr(self, key_field), getattr(self, url_field)
+        if key is None and url is None:
+            return None
+        return AudioModel(provider, model, key, url)
 
     @property
     def offline_model(self) -> bool:

@@ -15,7 +15,8 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   │   ├── NoFamily            404 no_family             (the caller is in no family)
     │   │   ├── FamilyNotFound      404 family_not_found      (not the caller's: never 403)
     │   │   ├── MemberNotFound      404 member_not_found      (not in the caller's family)
-    │   │   └── InviteNotFound      404 invite_not_found      (unknown or forged token)
+    │   │   ├── InviteNotFound      404 invite_not_found      (unknown or forged token)
+    │   │   └── VoiceSessionNotFound 404 voice_session_not_found (not the caller's)
     │   ├── MethodNotAllowed        405 method_not_allowed
     │   ├── NotAcceptable           406 not_acceptable
     │   ├── RunInProgress           409 run_in_progress
@@ -27,6 +28,9 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── FamilyFull              409 family_full           (SPARK_FAMILY_MAX_MEMBERS)
     │   ├── LastParent              409 last_parent           (a family keeps a parent)
     │   ├── TooManyInvites          409 too_many_invites      (open links per family)
+    │   ├── VoiceUnavailable        409 voice_unavailable     (offline: no audio provider)
+    │   ├── VoiceSessionUsed        409 voice_session_used    (redeemed in another conversation)
+    │   ├── VoiceSessionEnded       410 voice_session_ended
     │   ├── InviteGone              410 invite_gone           (the link worked once)
     │   │   ├── InviteExpired       410 invite_expired
     │   │   ├── InviteUsedUp        410 invite_used_up
@@ -243,6 +247,36 @@ class TooManyInvites(RequestError):
 
     status = 409
     code = "too_many_invites"
+
+
+class VoiceSessionNotFound(NotFound):
+    """No live-audio session with this id was minted for the caller (another user's is
+    not said to exist)."""
+
+    code = "voice_session_not_found"
+
+
+class VoiceUnavailable(RequestError):
+    """Voice needs an audio provider (OpenAI or Gemini) and this deployment runs
+    offline, or on a provider without audio and names none beside it."""
+
+    status = 409
+    code = "voice_unavailable"
+
+
+class VoiceSessionUsed(RequestError):
+    """A live-audio session is redeemed once, by the first voice message naming it; it
+    then belongs to that conversation and cannot carry messages into another."""
+
+    status = 409
+    code = "voice_session_used"
+
+
+class VoiceSessionEnded(RequestError):
+    """The live-audio session is over (``SPARK_VOICE_SESSION_MINUTES`` after it began)."""
+
+    status = 410
+    code = "voice_session_ended"
 
 
 class InviteGone(RequestError):

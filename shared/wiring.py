@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from shared.agent.archive import roll_over_stored
 from shared.agent.background import Background
@@ -22,7 +22,7 @@ from shared.attachments.uploads import Uploads
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
-from shared.config import Settings
+from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
@@ -47,7 +47,7 @@ from shared.store.memory import (
     posts_beside,
 )
 from shared.tasks.handler import TaskHandler, TaskPolicy
-from shared.tasks.ledger import LedgerPolicy, UserLimits
+from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import Tool, ToolRegistry
 from shared.tools.documents import document_tools
@@ -62,6 +62,8 @@ from shared.tools.people import (
 from shared.tools.quoting import FamilyScreen
 from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
+from shared.voice.live import LiveSessions, SecretMinter
+from shared.voice.speech import Speaker, SpokenReplies
 
 if TYPE_CHECKING:
     from shared.store.firestore import FirestoreStores
@@ -86,6 +88,31 @@ def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
     from shared.llm.openai import OpenAIProvider
 
     return OpenAIProvider.connect(settings.model, key, url)
+
+
+def build_voice(settings: Settings, clock: Clock) -> tuple[SecretMinter | None, Speaker | None]:
+    """The live-audio and speech adapters of the providers the settings choose
+    (``Settings.audio_model``); ``None`` for either without a provider (offline)."""
+
+    def adapter(purpose: AudioPurpose) -> SecretMinter | Speaker | None:
+        chosen = settings.audio_model(purpose)
+        if chosen is None:
+            return None
+        live = DEFAULT_AUDIO_MODELS["live"].get(chosen.provider, "")
+        speech = DEFAULT_AUDIO_MODELS["speech"].get(chosen.provider, "")
+        models = (chosen.model, speech) if purpose == "live" else (live, chosen.model)
+        if chosen.provider == "google":
+            from shared.voice.gemini_voice import GeminiVoice
+
+            return GeminiVoice.connect(
+                chosen.api_key, chosen.base_url, clock, *models, settings.speech_voice
+            )
+        from shared.voice.openai_voice import OpenAIVoice
+
+        return OpenAIVoice.connect(chosen.api_key, chosen.base_url, *models, settings.speech_voice)
+
+    live, speaker = adapter("live"), adapter("speech")
+    return cast(SecretMinter | None, live), cast(Speaker | None, speaker)
 
 
 def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
@@ -207,10 +234,13 @@ def assemble(
     sections: TaskDocumentStore | None = None,
     posts: PostStore | None = None,
     settings_store: SettingsStore | None = None,
+    live: SecretMinter | None = None,
+    speaker: Speaker | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
-    the in-memory one over the conversations and families (when both are in memory)."""
+    the in-memory one over the conversations and families (when both are in memory);
+    without ``live`` and ``speaker`` (an audio provider's) voice is refused as offline."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -227,6 +257,9 @@ def assemble(
         timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
         sections if sections is not None else InMemoryTaskDocumentStore(),
+        VoiceLimits(
+            settings.voice_sessions_per_day, timedelta(minutes=settings.voice_session_minutes)
+        ),
     )
     files = files if files is not None else InMemoryFileStore()
     ids = ids or RandomIds()
@@ -279,6 +312,15 @@ def assemble(
         household,
         delivery,
         preferences,
+        LiveSessions(
+            live,
+            scheduler,
+            clock,
+            ids,
+            timedelta(seconds=settings.voice_secret_seconds),
+            timedelta(minutes=settings.voice_session_minutes),
+        ),
+        SpokenReplies(speaker, store, files, scheduler),
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -293,6 +335,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
     clock = SystemClock()
     stores = connect(settings.project_id, settings.lesson_versions_kept)
     files = connect_files(settings.project_id, settings.bucket, settings.storage_emulator_host)
+    live, speaker = build_voice(settings, clock)
     components = assemble(
         settings,
         stores.conversations,
@@ -306,6 +349,8 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         sections=stores.sections,
         posts=stores.posts,
         settings_store=stores.settings,
+        live=live,
+        speaker=speaker,
     )
     return components, stores
 

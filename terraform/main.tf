@@ -33,6 +33,9 @@ locals {
       CLOUD_TASKS_SERVICE_ACCOUNT = google_service_account.task_invoker.email
       SPARK_UPLOADS_BUCKET        = google_storage_bucket.uploads.name
       SPARK_APP_URL               = var.app_url != "" ? var.app_url : "https://${var.project_id}.web.app"
+      SPARK_LIVE_MODEL            = var.live_model
+      SPARK_SPEECH_MODEL          = var.speech_model
+      SPARK_SPEECH_VOICE          = var.speech_voice
     },
     { for name, value in var.limits : name => tostring(value) },
   )

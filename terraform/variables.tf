@@ -137,6 +137,9 @@ variable "limits" {
     SPARK_FAMILY_MAX_MEMBERS               = optional(number, 10)
     SPARK_FAMILY_INVITES_PER_HOUR          = optional(number, 20)
     SPARK_FAMILY_JOINS_PER_HOUR            = optional(number, 10)
+    SPARK_VOICE_SESSIONS_PER_DAY           = optional(number, 20)
+    SPARK_VOICE_SECRET_SECONDS             = optional(number, 60)
+    SPARK_VOICE_SESSION_MINUTES            = optional(number, 30)
   })
   default = {}
   validation {
@@ -153,9 +156,10 @@ variable "limits" {
         SPARK_ATTACHMENT_TEXT_CHARS  = 0
         SPARK_QUEUED_MESSAGE_BYTES   = 65536
         SPARK_FAMILY_MAX_MEMBERS     = 2
+        SPARK_VOICE_SECRET_SECONDS   = 10
       }, name, 1)
     ])
-    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES; 2 for SPARK_FAMILY_MAX_MEMBERS)."
+    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES; 2 for SPARK_FAMILY_MAX_MEMBERS; 10 for SPARK_VOICE_SECRET_SECONDS)."
   }
 }
 
@@ -166,6 +170,36 @@ variable "app_url" {
   validation {
     condition     = var.app_url == "" || can(regex("^https://[^\\s/?#]+(/[^\\s?#]*[^\\s?#/])?$", var.app_url))
     error_message = "app_url must be an https origin (or path) without a trailing slash, query or fragment, such as https://spark.example.com; or empty for https://<project_id>.web.app."
+  }
+}
+
+variable "live_model" {
+  description = "SPARK_LIVE_MODEL: provider:model of live audio (an OpenAI Realtime transcription or Gemini Live model). Empty means the default of SPARK_MODEL's provider (none on Anthropic)."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.live_model == "" || can(regex("^(openai|google):[A-Za-z0-9][A-Za-z0-9._/@-]{0,199}$", var.live_model))
+    error_message = "live_model must be openai:<model> or google:<model>, or empty."
+  }
+}
+
+variable "speech_model" {
+  description = "SPARK_SPEECH_MODEL: provider:model of spoken replies (OpenAI audio.speech or Gemini TTS). Empty means the default of SPARK_MODEL's provider (none on Anthropic)."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.speech_model == "" || can(regex("^(openai|google):[A-Za-z0-9][A-Za-z0-9._/@-]{0,199}$", var.speech_model))
+    error_message = "speech_model must be openai:<model> or google:<model>, or empty."
+  }
+}
+
+variable "speech_voice" {
+  description = "SPARK_SPEECH_VOICE: the voice of spoken replies. Empty means the provider's default (OpenAI fable, Gemini Kore)."
+  type        = string
+  default     = ""
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{0,40}$", var.speech_voice))
+    error_message = "speech_voice must be a voice name (letters, digits, - or _), or empty."
   }
 }
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Match, Route
 
 from shared.agent.facade import Agent
@@ -45,10 +45,12 @@ from shared.schemas.api import (
     SettingsInfo,
     SettingsRequest,
     SettingsResponse,
+    SpeechRequest,
     StopResponse,
     ToolResultRequest,
     UploadRequest,
     UploadResponse,
+    VoiceSessionResponse,
 )
 from shared.schemas.openapi import render as render_openapi
 from shared.schemas.server import Family
@@ -62,6 +64,7 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 FAMILIES = "/api/spark/families"
 TASKS = "/api/spark/agent/tasks"
 ME = "/api/spark/me"
+VOICE = "/api/spark/agent/voice"
 
 
 @functools.cache
@@ -70,7 +73,7 @@ def _openapi() -> str:
     return render_openapi()
 
 
-_PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results", "files")
+_PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results", "files", "speech")
 # An Idempotency-Key: visible ASCII, as the IETF draft's examples (a UUID, a token).
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 # Firestore reserves ids of the form __x__: such a conversation cannot exist (404).
@@ -104,6 +107,7 @@ class ApiApp:
             "approvals": {"POST": self.approvals},
             "tool-results": {"POST": self.tool_results},
             "files": {"GET": self.conversation_file},
+            "speech": {"POST": self.speech},
             "versions": {"GET": self.lesson_versions},
             "restore": {"POST": self.restore_lesson},
             "health": {"GET": self.health},
@@ -116,6 +120,7 @@ class ApiApp:
             Route(path, endpoint, methods=[method])
             for path, method, endpoint in (
                 (f"{TASKS}/{{task_id}}/cancel", "POST", self.cancel_task),
+                (f"{VOICE}/sessions", "POST", self.start_voice_session),
                 (FAMILIES, "POST", self.create_family),
                 (f"{FAMILIES}/current", "GET", self.current_family),
                 (f"{FAMILIES}/join", "POST", self.join_family),
@@ -157,7 +162,9 @@ class ApiApp:
         path = request.url.path.rstrip("/") or "/"
         # Only these prefixes have routes with parameters: the others (a message, a
         # stream) skip matching them.
-        if path.startswith((FAMILIES, TASKS, ME)) and (found := self._with_params(request, path)):
+        if path.startswith((FAMILIES, TASKS, ME, VOICE)) and (
+            found := self._with_params(request, path)
+        ):
             endpoint, routed = found
             return await endpoint(routed)
         conversation_id = ""
@@ -219,6 +226,7 @@ class ApiApp:
             when_busy=body.when_busy,
             document_id=body.document_id,
             attachments=attachments,
+            voice_session=body.voice_session_id,
         )
         run = sent.run
         if run is None:
@@ -363,6 +371,40 @@ class ApiApp:
         )
         code = 200 if done.status == "cancelled" else 202
         return JSONResponse(answer.model_dump(by_alias=True), status_code=code)
+
+    async def start_voice_session(self, request: Request) -> Response:
+        """``POST /api/spark/agent/voice/sessions``: a live-audio session's provider
+        secret, within the caller's daily allowance."""
+        user = await self._authenticate(request)
+        session = await self._agent.start_voice_session(user.uid)
+        answer = VoiceSessionResponse(
+            session_id=session.session_id,
+            secret=session.secret,
+            expires_at=session.expires_at,
+            ends_at=session.ends_at,
+            provider="google" if session.provider == "google" else "openai",
+            model=session.model,
+        )
+        # The secret is shown once: no cache may keep it.
+        return JSONResponse(
+            answer.model_dump(by_alias=True, mode="json"),
+            status_code=201,
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def speech(self, request: Request, conversation_id: str) -> Response:
+        """``POST .../conversations/{id}/speech``: a reply read aloud, streamed (and kept,
+        so a replay is read from Cloud Storage)."""
+        user, body = await self._read(request, SpeechRequest)
+        spoken = await self._agent.speak(user.uid, conversation_id, body.message_id)
+        return StreamingResponse(
+            spoken.chunks,
+            media_type=spoken.media_type,
+            headers={
+                "Cache-Control": "private, no-cache",
+                "X-Spark-Speech": "cached" if spoken.cached else "made",
+            },
+        )
 
     async def lesson_versions(self, request: Request, lesson_id: str) -> Response:
         """``GET /api/spark/lessons/{id}/versions``: the lesson's kept versions."""

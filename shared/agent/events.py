@@ -58,6 +58,9 @@ class ToolEndEvent:
     output_json: str = field(default="null", metadata=_INTERNAL)
     # The call's stored status when it is not the plain one (a task never started).
     call_status: Literal["cancelled"] | None = field(default=None, metadata=_INTERNAL)
+    # What the result shows, in words: its part's ``description`` (stored, not sent, and
+    # no part of the event's identity: a replay derives one where the live run had none).
+    description: str | None = field(default=None, metadata=_INTERNAL, compare=False)
     type: Literal["tool_end"] = "tool_end"
 
 

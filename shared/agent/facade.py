@@ -4,7 +4,8 @@ The ``api`` function and the ``tasks`` function call only these verbs; each hand
 work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
 streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
-``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings),
+``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
+``LiveSessions`` and ``SpokenReplies`` are voice),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -23,7 +24,7 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
-from shared.errors import FamilyNotFound, NoFamily
+from shared.errors import FamilyNotFound, NoFamily, VoiceUnavailable
 from shared.families import progress
 from shared.families.delivery import Delivery
 from shared.families.membership import NOT_YOURS
@@ -32,6 +33,8 @@ from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
 from shared.store.base import LessonStore
+from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
+from shared.voice.speech import Spoken, SpokenReplies
 
 
 class Agent:
@@ -50,6 +53,8 @@ class Agent:
         families: Families,
         delivery: Delivery,
         preferences: Preferences,
+        live: LiveSessions | None = None,
+        speech: SpokenReplies | None = None,
     ) -> None:
         self._runs = runs
         self._people = people
@@ -62,6 +67,8 @@ class Agent:
         self._families = families
         self._delivery = delivery
         self._preferences = preferences
+        self._live = live
+        self._speech = speech
 
     # -- the api function ----------------------------------------------------------------
 
@@ -75,8 +82,10 @@ class Agent:
         when_busy: WhenBusy = "reject",
         document_id: str | None = None,
         attachments: Sequence[Requested] = (),
+        voice_session: str | None = None,
     ) -> Sent:
-        """Persist the user's message and open its run (``RunService.send``)."""
+        """Persist the user's message and open its run (``RunService.send``); with
+        ``voice_session``, a voice message of that live-audio session."""
         return await self._runs.send(
             user,
             text,
@@ -85,7 +94,28 @@ class Agent:
             when_busy=when_busy,
             document_id=document_id,
             attachments=attachments,
+            voice_session=voice_session,
         )
+
+    async def start_voice_session(self, user_id: str) -> VoiceSession:
+        """A live-audio session's secret, within the user's allowance (``LiveSessions``).
+
+        Raises:
+            VoiceUnavailable: no audio provider here.
+        """
+        if self._live is None:
+            raise VoiceUnavailable(OFFLINE)
+        return await self._live.start(user_id)
+
+    async def speak(self, user_id: str, conversation_id: str, message_id: str) -> Spoken:
+        """A reply read aloud, from the cache or the provider (``SpokenReplies``).
+
+        Raises:
+            VoiceUnavailable: no audio provider here.
+        """
+        if self._speech is None:
+            raise VoiceUnavailable(OFFLINE)
+        return await self._speech.speak(user_id, conversation_id, message_id)
 
     def stream(self, run: Run) -> AsyncIterator[bytes]:
         """The SSE body of ``run``, produced here. The run goes on should its client

@@ -428,7 +428,13 @@ class Run:
     def _end_tool(self, call_id: str, outcome: ToolOutcome) -> None:
         if not outcome.ok:
             self._record(
-                ToolEndEvent(call_id, "error", error=outcome.error, output_json=outcome.output_json)
+                ToolEndEvent(
+                    call_id,
+                    "error",
+                    error=outcome.error,
+                    output_json=outcome.output_json,
+                    description=outcome.description,
+                )
             )
             return
         change = outcome.change
@@ -439,5 +445,6 @@ class Run:
                 document_id=change.document_id if change else None,
                 version=change.version if change else None,
                 output_json=outcome.output_json,
+                description=outcome.description,
             )
         )

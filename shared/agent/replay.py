@@ -75,7 +75,9 @@ def _done_status(message: Message) -> DoneStatus:
     return "complete"
 
 
-def _tool_end(call: ToolCall | None, result: ToolResult) -> ToolEndEvent:
+def _tool_end(
+    call: ToolCall | None, result: ToolResult, description: str | None = None
+) -> ToolEndEvent:
     cancelled = call is not None and call.status == "cancelled"
     ok = result.status == "ok"
     error = None
@@ -94,6 +96,7 @@ def _tool_end(call: ToolCall | None, result: ToolResult) -> ToolEndEvent:
         version=result.document_version,
         output_json=result.output_json,
         call_status="cancelled" if cancelled else None,
+        description=description,
     )
 
 
@@ -156,7 +159,8 @@ def replay(
                 frames.append(Frame(frame_id, _opening(ToolStartEvent, call)))
         elif part.tool_result is not None:
             result = part.tool_result
-            frames.append(Frame(frame_id, _tool_end(calls.get(result.tool_call_id), result)))
+            ended = _tool_end(calls.get(result.tool_call_id), result, part.description)
+            frames.append(Frame(frame_id, ended))
     if message.status != "streaming":
         frames.append(Frame(Cursor.end_id(run_id), terminal_event(message)))
     return frames

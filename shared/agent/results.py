@@ -218,11 +218,13 @@ def record_results(
     hidden: bool | None = None,
     changes: Mapping[str, DocumentChange] | None = None,
     follow_up: bool | None = None,
+    descriptions: Mapping[str, str | None] | None = None,
 ) -> Conversation:
     """Append a ``tool`` message with the results of calls that have none yet, and mark
     the calls and their tasks as finished (``hidden``: clients do not show the result;
     ``changes``: the lesson each call created or changed; ``follow_up``: set on their
-    tasks' entries, e.g. a cancelled task that still wants the agent's follow-up)."""
+    tasks' entries, e.g. a cancelled task that still wants the agent's follow-up;
+    ``descriptions``: what each result shows, in words)."""
     changes = changes or {}
     pending = {k: v for k, v in outputs.items() if k not in answered(conversation)}
     if not pending:
@@ -244,6 +246,7 @@ def record_results(
                     document_id=change.document_id if change else None,
                     document_version=change.version if change else None,
                 ),
+                description=(descriptions or {}).get(call_id),
             )
             for call_id, output in pending.items()
             for change in [changes.get(call_id)]

@@ -134,6 +134,7 @@ class RunService:
         when_busy: WhenBusy = "reject",
         document_id: str | None = None,
         attachments: Sequence[Requested] = (),
+        voice_session: str | None = None,
     ) -> Sent:
         """Persist the user's message and open its run (the model is not called yet);
         with ``when_busy="queue"`` a live run makes the message wait its turn instead.
@@ -142,7 +143,9 @@ class RunService:
         ``document_id`` names the lesson open in the user's editor: from this message
         on, the document tools work on it. ``attachments`` are checked, all of them,
         before anything is written; they are read and decoded only once no user limit
-        and no live run refuses the send.
+        and no live run refuses the send. ``voice_session`` makes it a voice message
+        (``input: "voice"``: the transcript of an utterance of that live-audio session),
+        the session redeemed by the admission.
 
         Raises:
             NotFound: ``conversation_id`` is not one of this user's conversations, or
@@ -167,6 +170,7 @@ class RunService:
             status="complete",
             content=[ContentPart.of_text(text)],
             document_id=document_id,
+            input="voice" if voice_session is not None else None,
         )
         record = new_run(
             self._ids.new("run"),
@@ -181,7 +185,7 @@ class RunService:
         conversation_id = conversation_id or self._ids.new("conv")
 
         # A per-user limit refuses the send before anything is written.
-        await self.admit(user.uid, record.run_id, conversation_id)
+        await self.admit(user.uid, record.run_id, conversation_id, voice_session=voice_session)
         try:
             if checked:
                 if not new:
@@ -336,7 +340,13 @@ class RunService:
         return conversation
 
     async def admit(
-        self, user_id: str, run_id: str, conversation_id: str, *, wait: bool = False
+        self,
+        user_id: str,
+        run_id: str,
+        conversation_id: str,
+        *,
+        wait: bool = False,
+        voice_session: str | None = None,
     ) -> None:
         """Let a run call the model, within the user's limits: every model call of a run
         passes here first, a new message's in ``send`` and every other's in ``claim``
@@ -349,8 +359,12 @@ class RunService:
             SlotsTaken: every slot is taken (with ``wait``, the run is recorded as
                 waiting, and handed to a task again as soon as a slot frees).
             RateLimited: today's tokens are spent.
+            VoiceSessionNotFound, VoiceSessionEnded, VoiceSessionUsed: (a voice
+                message) its session cannot be redeemed here; nothing was written.
         """
-        await self._scheduler.admit_run(user_id, run_id, conversation_id, wait=wait)
+        await self._scheduler.admit_run(
+            user_id, run_id, conversation_id, wait=wait, voice_session=voice_session
+        )
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``None``: taken care of

@@ -152,6 +152,7 @@ def _result_part(event: ToolEndEvent) -> ContentPart:
             document_id=event.document_id,
             document_version=event.version,
         ),
+        description=event.description,
     )
 
 

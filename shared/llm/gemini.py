@@ -114,7 +114,7 @@ def _wire_request(request: ModelRequest) -> dict[str, Any]:
 
 # What the SDK and its transport raise, and a chunk that is not JSON (``translate_error``
 # makes them ours).
-_FAILURES = (
+FAILURES = (
     errors.APIError,
     httpx2.HTTPError,
     errors.UnknownApiResponseError,
@@ -245,7 +245,7 @@ class GeminiProvider:
             api = self._client.aio._api_client
             yield await api.async_request_streamed("post", path, _wire_request(request))
 
-        return relay(opened, _StreamState(), _FAILURES, translate_error)
+        return relay(opened, _StreamState(), FAILURES, translate_error)
 
     async def aclose(self) -> None:
         await self._client.aio.aclose()

@@ -99,7 +99,7 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
 
 
 # What the SDK and its transport raise (``translate_error`` makes them ours).
-_FAILURES = (openai.OpenAIError, httpx2.HTTPError)
+FAILURES = (openai.OpenAIError, httpx2.HTTPError)
 
 
 def translate_error(exc: Exception) -> ProviderError:
@@ -202,7 +202,7 @@ class OpenAIProvider:
             body = _wire_request(self._model, request)
             return lines_of(self._client.chat.completions.with_streaming_response.create(**body))
 
-        return relay(opened, _StreamState(), _FAILURES, translate_error)
+        return relay(opened, _StreamState(), FAILURES, translate_error)
 
     async def aclose(self) -> None:
         await self._client.close()

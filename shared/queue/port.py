@@ -144,10 +144,16 @@ class TaskPort(Protocol):
     # -- runs and uploads within the user's limits
 
     async def admit_run(
-        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+        self,
+        user_id: str,
+        run_id: str,
+        conversation_id: str,
+        wait: bool = False,
+        voice_session: str | None = None,
     ) -> None:
         """Take one of the user's run slots, and check today's tokens (``RunService.admit``
-        is the one caller).
+        is the one caller); a voice message's ``voice_session`` is redeemed in the same
+        write (``VoiceSessionNotFound``, ``VoiceSessionEnded``, ``VoiceSessionUsed``).
 
         Raises:
             SlotsTaken: every slot is taken; with ``wait`` the run is recorded as

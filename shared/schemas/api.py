@@ -37,6 +37,7 @@ ConversationId = Annotated[str, StringConstraints(pattern=CONVERSATION_ID_PATTER
 UserId = Annotated[str, StringConstraints(pattern=r"^[^/]{1,128}$")]
 LESSON_ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 DocumentId = Annotated[str, StringConstraints(pattern=LESSON_ID_PATTERN)]
+VoiceSessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
 class Inbound(BaseModel):
@@ -100,6 +101,19 @@ class SendMessageRequest(Inbound):
         "into the family's `family` conversation (201, as `targetUserId`).",
     )
 
+    input: Literal["text", "voice"] = Field(
+        default="text",
+        description="`voice`: the text is the transcript of an utterance spoken in a "
+        "live-audio session (`voiceSessionId`); the message is stored with `input: voice`.",
+    )
+    voice_session_id: VoiceSessionId | None = Field(
+        default=None,
+        alias="voiceSessionId",
+        description="The live-audio session the utterance was spoken in (`input: voice` "
+        "only). The first voice message redeems it for its conversation: it cannot carry "
+        "messages into another (409 voice_session_used), nor after it ends (410).",
+    )
+
     @model_validator(mode="after")
     def _one_target(self) -> SendMessageRequest:
         if self.target_user_id is not None and self.target_family:
@@ -112,6 +126,14 @@ class SendMessageRequest(Inbound):
             )
         if verbatim and self.document_id is not None:
             raise ValueError("a message to family members carries no documentId")
+        return self
+
+    @model_validator(mode="after")
+    def _voice_names_its_session(self) -> SendMessageRequest:
+        if self.input == "voice" and self.voice_session_id is None:
+            raise ValueError('a message with input "voice" names its voiceSessionId')
+        if self.input != "voice" and self.voice_session_id is not None:
+            raise ValueError('voiceSessionId goes only with input "voice"')
         return self
 
     @field_validator("text")
@@ -194,6 +216,39 @@ class UploadResponse(BaseModel):
         alias="expiresAt",
         description="When Cloud Storage forgets the session (a week after it started); "
         "ask for a new one after that.",
+    )
+
+
+class VoiceSessionResponse(BaseModel):
+    """``201``: a live-audio session. The browser opens its connection to ``provider``
+    with ``secret`` before ``expiresAt``; nobody is shown the secret again."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    session_id: str = Field(
+        alias="sessionId",
+        description="Send each finished utterance's transcript as a message with "
+        '`input: "voice"` and this `voiceSessionId`.',
+    )
+    secret: str = Field(
+        description="The provider's short-lived, single-use secret: an OpenAI Realtime "
+        "client secret (`ek_…`) or a Gemini Live ephemeral token (`auth_tokens/…`)."
+    )
+    expires_at: datetime = Field(
+        alias="expiresAt", description="The connection must be opened before this."
+    )
+    ends_at: datetime = Field(
+        alias="endsAt", description="After this, the session's messages are refused (410)."
+    )
+    provider: Literal["openai", "google"]
+    model: str = Field(description="The live model the secret is for.")
+
+
+class SpeechRequest(Inbound):
+    """``POST .../conversations/{id}/speech``: which reply to read aloud."""
+
+    message_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,128}$")] = Field(
+        alias="messageId", description="A finished reply of Spark AI Agent's in this conversation."
     )
 
 

@@ -7,11 +7,13 @@ version intact when an older instance rewrites the messages array.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 Timestamp = Annotated[
     datetime,
@@ -133,20 +135,97 @@ _PAYLOAD_OF: dict[str, str] = {
 }
 
 
+MAX_DESCRIPTION_CHARS = 600
+"""The longest ``description`` of a visual part (a few spoken sentences)."""
+
+_NEEDS_DESCRIPTION: JsonDict = {
+    # Every part but text is shown, not read: it says what it shows in words too.
+    "if": {"properties": {"type": {"const": "text"}}},
+    "else": {"required": ["description"]},
+}
+
+
+def short(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters (with an ellipsis)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _file_description(kind: str, file: FileRef) -> str:
+    name = f"“{file.name}”" if file.name else "a file"
+    if kind == "image":
+        return f"An image: {name}."
+    if file.page_count:
+        pages = "page" if file.page_count == 1 else "pages"
+        return f"A PDF, {name}, of {file.page_count} {pages}."
+    if file.content_type.startswith("audio/"):
+        return f"A voice recording: {name}."
+    return f"A file: {name}."
+
+
+def _question_description(call: ToolCall) -> str:
+    """An ``ask_user_question`` call as it is heard: each question and its options."""
+    try:
+        questions = json.loads(call.args_json or "{}").get("questions") or []
+    except (ValueError, AttributeError):
+        questions = []
+    said = []
+    for question in questions if isinstance(questions, list) else []:
+        if not isinstance(question, dict):
+            continue
+        options = [
+            str(o.get("label") if isinstance(o, dict) else o) for o in question.get("options") or []
+        ]
+        choice = f" The choices are: {', '.join(options)}." if options else ""
+        said.append(f"{str(question.get('question') or '').strip()}{choice}")
+    return " ".join(said) or call.display_text
+
+
+def describe(part: ContentPart) -> str | None:
+    """What a part shows, said in words: a description for a part written without one
+    (or stored before parts had them). Text needs none."""
+    if part.file is not None:
+        return _file_description(part.type, part.file)
+    call = part.tool_call
+    if call is not None:
+        if call.execution == "question":
+            return "Spark AI Agent asks: " + _question_description(call)
+        return f"{call.display_text}."
+    result = part.tool_result
+    if result is not None:
+        if result.status == "error":
+            return "A step did not work."
+        if result.document_id is not None:
+            return f"A lesson card, at version {result.document_version or 1}."
+        return "A step's result."
+    return None
+
+
 class ContentPart(Document):
-    """One ordered part of a message; ``type`` says which payload field is set."""
+    """One ordered part of a message; ``type`` says which payload field is set.
+
+    Every part but text carries a short ``description`` of what it shows (DESIGN §9),
+    so a spoken reply can say it in its place: the writer gives one that says what the
+    part is about ("A lesson card: …"); a part written without one gets ``describe``'s.
+    """
+
+    model_config = ConfigDict(json_schema_extra=_NEEDS_DESCRIPTION)
 
     type: PartType
     text: str | None = None
     file: FileRef | None = None
     tool_call: ToolCall | None = None
     tool_result: ToolResult | None = None
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
 
     @model_validator(mode="after")
     def _payload_matches_type(self) -> ContentPart:
         needed = _PAYLOAD_OF[self.type]
         if getattr(self, needed) is None:
             raise ValueError(f"a {self.type!r} part needs {needed!r}")
+        if self.type != "text" and not self.description:
+            # Not an assignment: that would validate the whole part again.
+            self.__dict__["description"] = describe(self)
         return self
 
     @classmethod
@@ -207,6 +286,9 @@ class Message(Document):
     provider_state: list[StepState] | None = None
     # (Messages between family members) typed by the author or sent by their agent.
     via: Via | None = None
+    # (User messages) "voice": the transcript of an utterance spoken in a live-audio
+    # session (DESIGN §9); unset for typed text.
+    input: Literal["voice"] | None = None
 
     @property
     def text(self) -> str:
@@ -264,14 +346,36 @@ class TaskUpdate(Document):
     folded: int | None = None
 
 
+_KEY_OUTPUT_KINDS = {
+    "lesson": "A lesson card",
+    "planned_lesson": "A planned lesson's card",
+    "strength": "A strength",
+    "correction": "A correction",
+    "mark": "The mark",
+    "try": "What to try",
+}
+
+
 class KeyOutput(Document):
     """One thing a finished task produced, for its section: a lesson (``documentId``),
-    a planned lesson, a strength, a correction, a mark, or what to try after a failure."""
+    a planned lesson, a strength, a correction, a mark, or what to try after a failure.
+    ``description`` says it in words, as a spoken reply reads it (DESIGN §9)."""
+
+    model_config = ConfigDict(json_schema_extra={"required": ["kind", "text", "description"]})
 
     kind: str
     text: str
     document_id: str | None = None
     outline: list[str] | None = None
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION_CHARS)
+
+    @model_validator(mode="after")
+    def _described(self) -> KeyOutput:
+        if not self.description:
+            label = _KEY_OUTPUT_KINDS.get(self.kind, "An outcome")
+            outline = f" It covers: {'; '.join(self.outline)}." if self.outline else ""
+            self.__dict__["description"] = short(f"{label}: {self.text}.{outline}")
+        return self
 
 
 class TaskDocument(Document):

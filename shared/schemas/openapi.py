@@ -36,10 +36,12 @@ from shared.schemas.api import (
     SendMessageRequest,
     SettingsRequest,
     SettingsResponse,
+    SpeechRequest,
     StopResponse,
     ToolResultRequest,
     UploadRequest,
     UploadResponse,
+    VoiceSessionResponse,
 )
 
 OPENAPI_PATH = Path(__file__).resolve().parents[2] / "schemas" / "openapi.json"
@@ -69,6 +71,8 @@ _MODELS: tuple[type[BaseModel], ...] = (
     FamilyResponse,
     InviteResponse,
     InvitesResponse,
+    VoiceSessionResponse,
+    SpeechRequest,
     ErrorBody,
 )
 
@@ -391,6 +395,37 @@ def openapi() -> dict[str, Any]:
             },
         }
     }
+    voice_session = {
+        "post": {
+            "summary": "Start a live-audio session: a short-lived, single-use provider "
+            "secret the browser connects to the provider with (it never sees an API key). "
+            "Within SPARK_VOICE_SESSIONS_PER_DAY a day (429 past it, nothing minted); 409 "
+            "voice_unavailable without an audio provider (offline).",
+            "security": [{"bearer": []}],
+            "responses": {
+                "201": {"description": "Minted.", "content": _json(VoiceSessionResponse)},
+                **_errors(401, 405, 409, 429, 500, 502, 503),
+            },
+        }
+    }
+    speech = _post(
+        "Read a reply of Spark AI Agent's aloud: its text, each visual part's description "
+        "in its place, streamed as audio (audio/mpeg or audio/wav) and kept, so a replay "
+        "costs no provider call. 404 for a message not in the caller's conversation, 400 "
+        "for one that is not a reply; 409 voice_unavailable offline.",
+        SpeechRequest,
+        {
+            "200": {
+                "description": "The audio, streamed.",
+                "content": {
+                    "audio/mpeg": {"schema": {"type": "string", "format": "binary"}},
+                    "audio/wav": {"schema": {"type": "string", "format": "binary"}},
+                },
+            }
+        },
+    )
+    speech["post"]["parameters"] = [_CONVERSATION]
+    speech["post"]["responses"].update(_errors(502))
     conversation = PREFIX + "/conversations/{conversationId}"
     return {
         "openapi": "3.1.0",
@@ -416,6 +451,8 @@ def openapi() -> dict[str, Any]:
             conversation + "/tool-results": _resumed(
                 "The output of a client-executed tool.", ToolResultRequest
             ),
+            conversation + "/speech": speech,
+            PREFIX + "/voice/sessions": voice_session,
             PREFIX + "/tasks/{taskId}/cancel": cancel_task,
             LESSONS + "/versions": lesson_versions,
             LESSONS + "/restore": restore,

@@ -94,6 +94,27 @@ class DailyUsage(Document):
     day: str
     tokens: int = Field(default=0, ge=0)
     uploads: int = Field(default=0, ge=0)
+    voice_sessions: int = Field(default=0, ge=0)
+
+
+class VoiceGrant(Document):
+    """A live-audio session granted to the user (DESIGN §9), by its id.
+
+    Counted against today's allowance before the provider is asked for its secret, so
+    a refusal mints nothing; ``secret_hash`` (the secret's SHA-256: the secret itself
+    is never stored) is written once the provider gave it. The first voice message
+    naming the session redeems it (``conversation_id``); it then carries messages into
+    that conversation only, until ``ends_at``.
+    """
+
+    provider: str
+    model: str
+    granted_at: Timestamp
+    ends_at: Timestamp
+    secret_hash: str | None = None
+    expires_at: Timestamp | None = None  # the secret's: a connection must open by then
+    conversation_id: str | None = None
+    redeemed_at: Timestamp | None = None
 
 
 class TaskLedger(Document):
@@ -106,6 +127,8 @@ class TaskLedger(Document):
     runs: dict[str, RunSlot] = Field(default_factory=dict)  # by conversation id
     waiting: dict[str, WaitingRun] = Field(default_factory=dict)  # by conversation id
     usage: DailyUsage | None = None
+    # Live-audio sessions (today's, and any not yet a day past their end), by id.
+    voice: dict[str, VoiceGrant] = Field(default_factory=dict)
 
 
 class Family(Document):

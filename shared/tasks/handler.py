@@ -338,6 +338,7 @@ class TaskHandler:
                     now,
                     None if outcome.ok else "The tool failed.",
                     changes={call.id: change} if change else None,
+                    descriptions={call.id: outcome.description},
                 ),
                 reserve=CLOSING_RESERVE,  # new content; the note below may use the room
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from shared.clock import Clock
@@ -49,6 +49,7 @@ class TaskScheduler:
     limits: ledgers.UserLimits
     # Each task's section (``/{uid}/client/tasks/{taskId}``), following its ledger record.
     sections: TaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
+    voice: ledgers.VoiceLimits = field(default_factory=ledgers.VoiceLimits)
 
     async def _apply(
         self,
@@ -202,16 +203,50 @@ class TaskScheduler:
         )
 
     async def admit_run(
-        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+        self,
+        user_id: str,
+        run_id: str,
+        conversation_id: str,
+        wait: bool = False,
+        voice_session: str | None = None,
     ) -> None:
-        """``TaskPort.admit_run``: the ledger's ``admit_run`` decides (slots and tokens)."""
+        """``TaskPort.admit_run``: the ledger's ``admit_run`` decides (slots and tokens),
+        and ``redeem_voice`` first, in the same write, for a voice message."""
         now = self.clock.now()
-        refused = await self._apply(
-            user_id,
-            lambda led: ledgers.admit_run(led, run_id, conversation_id, now, self.limits, wait),
-        )
+
+        def change(led: TaskLedger) -> tuple[TaskLedger, RateLimited | None]:
+            if voice_session is not None:
+                led = ledgers.redeem_voice(led, voice_session, conversation_id, now)
+            return ledgers.admit_run(led, run_id, conversation_id, now, self.limits, wait)
+
+        refused = await self._apply(user_id, change)
         if refused is not None:
             raise refused
+
+    async def grant_voice(self, user_id: str, session_id: str, provider: str, model: str) -> None:
+        """``VoiceAllowance.grant_voice``: the ledger's ``grant_voice`` decides."""
+        now = self.clock.now()
+        await self._apply(
+            user_id,
+            lambda led: (
+                ledgers.grant_voice(led, session_id, provider, model, now, self.voice),
+                None,
+            ),
+        )
+
+    async def record_voice(
+        self, user_id: str, session_id: str, secret_hash: str, expires_at: datetime
+    ) -> None:
+        """``VoiceAllowance.record_voice``."""
+        await self._apply(
+            user_id,
+            lambda led: (ledgers.record_voice(led, session_id, secret_hash, expires_at), None),
+        )
+
+    async def withdraw_voice(self, user_id: str, session_id: str) -> None:
+        """``VoiceAllowance.withdraw_voice``."""
+        now = self.clock.now()
+        await self._apply(user_id, lambda led: (ledgers.withdraw_voice(led, session_id, now), None))
 
     async def admit_upload(self, user_id: str) -> None:
         """``TaskPort.admit_upload``: the ledger's ``admit_upload`` decides."""

@@ -19,6 +19,7 @@ from shared.tools.base import (
     dump_output,
     error_output,
 )
+from shared.tools.descriptions import describe_failure, describe_output
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,8 @@ class ToolOutcome:
     change: DocumentChange | None = None
     failure: Exception | None = field(default=None, repr=False)
     ask: Ask | None = None
+    # What the result shows, in words (``shared/tools/descriptions.py``).
+    description: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -48,7 +51,7 @@ class ToolOutcome:
 def refused(message: str) -> ToolOutcome:
     """A call that did not run, or ran and failed, for the reason ``message`` gives the
     model (a ``ToolError``, invalid arguments, a limit)."""
-    return ToolOutcome(error_output(message), error=message)
+    return ToolOutcome(error_output(message), error=message, description=describe_failure(message))
 
 
 def unexpected(tool: str) -> str:
@@ -74,5 +77,6 @@ async def execute(call: ParsedCall, context: ToolContext, output_chars: int) -> 
         raise
     except Exception as exc:
         why = unexpected(call.call.name)
-        return ToolOutcome(error_output(why), why, failure=exc)
-    return ToolOutcome(output, change=result.change, ask=result.ask)
+        return ToolOutcome(error_output(why), why, failure=exc, description=describe_failure(why))
+    described = describe_output(call.tool.name, call.args, result.value)
+    return ToolOutcome(output, change=result.change, ask=result.ask, description=described)

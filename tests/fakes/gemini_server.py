@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -112,9 +113,35 @@ class FakeGemini:
         self.scripts: dict[str, Script] = {}
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        # Voice: each ephemeral token minted (its request), and each speech request.
+        self.tokens: list[dict[str, Any]] = []
+        self.speeches: list[dict[str, Any]] = []
         self.app = Starlette(
-            routes=[Route("/{version}/models/{call:path}", self._generate, methods=["POST"])]
+            routes=[
+                Route("/{version}/auth_tokens", self._auth_token, methods=["POST"]),
+                Route("/{version}/models/{call:path}", self._generate, methods=["POST"]),
+            ]
         )
+
+    async def _auth_token(self, request: Request) -> Response:
+        """``POST v1alpha/auth_tokens``: an ephemeral token (its ``name`` is the token)."""
+        if request.path_params["version"] != "v1alpha":
+            return JSONResponse({"error": {"code": 404, "message": "v1alpha only"}}, 404)
+        body = await request.json()
+        self.tokens.append(body)
+        return JSONResponse({"name": f"auth_tokens/fake-{len(self.tokens)}"})
+
+    def _speech(self, body: dict[str, Any]) -> Response:
+        """A TTS model's answer: 16-bit PCM (base64) in ``inlineData`` parts."""
+        self.speeches.append(body)
+        pcm = base64.b64encode(last_user_text(body).encode()[:200] or b"\0\0").decode()
+
+        async def audio() -> AsyncIterator[bytes]:
+            part = {"inlineData": {"mimeType": "audio/L16;codec=pcm;rate=24000", "data": pcm}}
+            yield chunk([part])
+            yield chunk([part], "STOP")
+
+        return StreamingResponse(audio(), media_type="text/event-stream")
 
     def script(self, trigger: str, script: Script) -> None:
         """Answer with ``script`` whenever the last user message is ``trigger``."""
@@ -127,6 +154,8 @@ class FakeGemini:
         if not request.path_params["call"].endswith(":streamGenerateContent"):
             return JSONResponse({"error": {"code": 404, "message": "not faked"}}, 404)
         body = await request.json()
+        if "AUDIO" in ((body.get("generationConfig") or {}).get("responseModalities") or []):
+            return self._speech(body)
         self.requests.append(body)
         self.paths.append(f"{request.url.path}?{request.url.query}")
         script = self.scripts.get(last_user_text(body), self.default)

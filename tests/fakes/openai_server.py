@@ -84,8 +84,16 @@ class FakeOpenAI:
         self.default = default or Script()
         self.scripts: dict[str, Script] = {}
         self.requests: list[dict[str, Any]] = []
+        # Voice: each Realtime client secret minted (its request and value), and each
+        # speech request, so tests count the provider's calls.
+        self.secrets: list[tuple[dict[str, Any], str]] = []
+        self.speeches: list[dict[str, Any]] = []
         self.app = Starlette(
-            routes=[Route("/v1/chat/completions", self._complete, methods=["POST"])]
+            routes=[
+                Route("/v1/chat/completions", self._complete, methods=["POST"]),
+                Route("/v1/realtime/client_secrets", self._client_secret, methods=["POST"]),
+                Route("/v1/audio/speech", self._speech, methods=["POST"]),
+            ]
         )
 
     def script(self, trigger: str, script: Script) -> None:
@@ -96,6 +104,33 @@ class FakeOpenAI:
 
     def requests_for(self, trigger: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if trigger in _said(r)]
+
+    async def _client_secret(self, request: Request) -> Response:
+        """``POST /v1/realtime/client_secrets``, as OpenAI answers it: the secret, its
+        expiry (seconds since the epoch) and the session it configures."""
+        body = await request.json()
+        value = f"ek_fake_{len(self.secrets) + 1}_{int(time.time() * 1000)}"
+        self.secrets.append((body, value))
+        seconds = int((body.get("expires_after") or {}).get("seconds") or 600)
+        session = {"type": "transcription", "id": f"sess_{len(self.secrets)}", "object": ""}
+        session.update(body.get("session") or {})
+        return JSONResponse(
+            {"value": value, "expires_at": int(time.time()) + seconds, "session": session}
+        )
+
+    async def _speech(self, request: Request) -> Response:
+        """``POST /v1/audio/speech``: "audio" streamed in a few chunks (a fake MP3 frame
+        header, then the input's bytes), as chunked transfer like OpenAI's."""
+        body = await request.json()
+        self.speeches.append(body)
+        text = str(body.get("input") or "").encode()
+
+        async def audio() -> AsyncIterator[bytes]:
+            yield b"\xff\xfb\x90\x64"  # an MPEG-1 Layer III frame header
+            for start in range(0, len(text), 64):
+                yield text[start : start + 64]
+
+        return StreamingResponse(audio(), media_type="audio/mpeg")
 
     async def _complete(self, request: Request) -> Response:
         body = await request.json()

@@ -29,6 +29,9 @@ GOOD: dict[str, list[Any]] = {
     "uploads_retention_days": [1, 3650],
     "labels": [{}, {"team": "learning", "cost-centre": "k12"}],
     "app_url": ["", "https://spark.example.com", "https://example.com/spark"],
+    "live_model": ["", "openai:gpt-4o-transcribe", "google:gemini-live-2.5-flash-preview"],
+    "speech_model": ["", "openai:gpt-4o-mini-tts", "google:gemini-2.5-flash-preview-tts"],
+    "speech_voice": ["", "fable", "Kore"],
 }
 
 BAD: dict[str, list[Any]] = {
@@ -71,6 +74,9 @@ BAD: dict[str, list[Any]] = {
         "spark.example.com",
         "https://",
     ],
+    "live_model": ["anthropic:claude", "gpt-4o-transcribe", "openai: x"],
+    "speech_model": ["anthropic:claude", "openai:", "tts 1"],
+    "speech_voice": ["a voice", "x" * 41],
 }
 
 

@@ -193,7 +193,8 @@ def test_too_many_tasks_waiting_asks_to_wait_until_the_soonest_running_lease_end
             URL,
             {"text": "hi", "colour": "red"},
             "colour is not a field of this request; the fields here are conversationId, "
-            "text, documentId, attachments, whenBusy, targetUserId and targetFamily",
+            "text, documentId, attachments, whenBusy, targetUserId, targetFamily, input and "
+            "voiceSessionId",
             "colour",
         ),
         (

@@ -83,6 +83,7 @@ async def test_attachments_png_is_normalised_to_jpeg_without_gps_and_upright(
             "width": 80,
             "height": 120,
         },
+        "description": "An image: “map homework.png”.",
     }
     with Image.open(io.BytesIO(jpeg)) as image:
         assert image.format == "JPEG"
@@ -137,6 +138,7 @@ async def test_attachments_pdf_gets_page_count_and_text_with_page_markers(
             "textPath": text_path,
             "textChars": len(text),
         },
+        "description": "A PDF, “essay.pdf”, of 2 pages.",
     }
 
 

@@ -1,0 +1,1 @@
+"""Voice: live-audio sessions and spoken replies (DESIGN §9)."""
