@@ -90,6 +90,17 @@ DESCRIBERS: dict[str, Describe] = {
         f"Restored version {_get(value, 'restored', '?')} of the lesson {_title(value)}."
     ),
     "review_work": _review,
+    # Family messages: counts and names only. A description is read aloud and kept
+    # beside the result, so it never repeats a member's words (an opt-out must hold).
+    "list_family_members": lambda args, value: (
+        f"The members of {_get(value, 'family', 'the family')}: "
+        f"{len(_get(value, 'members') or [])}."
+    ),
+    "read_family_messages": lambda args, value: (
+        f"Read {len(_get(value, 'messages') or [])} family message"
+        f"{'s' * (len(_get(value, 'messages') or []) != 1)}."
+    ),
+    "send_family_message": lambda args, value: f"Sent a message to {_get(value, 'to', 'family')}.",
 }
 
 

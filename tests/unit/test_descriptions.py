@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from shared.clock import SystemClock
+from shared.config import Settings
 from shared.llm.scripted import ScriptedProvider
+from shared.queue.memory import InMemoryTaskQueue
 from shared.schemas.documents import (
     MAX_DESCRIPTION_CHARS,
     ContentPart,
@@ -20,11 +22,15 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.schemas.export import TASK_SCHEMA_PATH, firestore_schema
-from shared.store.files import InMemoryFileStore
-from shared.store.memory import InMemoryLessonStore
+from shared.store.memory import (
+    InMemoryConversationStore,
+    InMemoryLessonStore,
+    InMemoryTaskLedgerStore,
+)
 from shared.tasks.sections import summarise
+from shared.tools.base import ToolRegistry
 from shared.tools.descriptions import DESCRIBERS, describe_output
-from shared.wiring import build_tools
+from shared.wiring import assemble
 
 # One output of each tool, as its run returns it (or, for the client's and the user's
 # tools, as their result is posted).
@@ -65,6 +71,18 @@ OUTPUTS: dict[str, tuple[dict[str, Any], Any]] = {
         {"lessonId": "les_1", "version": 2},
         {"restored": 2, "documentId": "les_1", "title": "Fractions", "version": 5},
     ),
+    "list_family_members": (
+        {},
+        {"family": "The Okafors", "members": [{"userId": "u1", "displayName": "Ada"}]},
+    ),
+    "read_family_messages": (
+        {"limit": 20},
+        {"note": "…", "messages": [{"from": {"displayName": "Ada"}, "text": "Pick up milk"}]},
+    ),
+    "send_family_message": (
+        {"to": "u1", "text": "Please pick up milk"},
+        {"sent": True, "to": "Ada (parent)", "conversationId": "dm_1", "messageId": "m1"},
+    ),
     "review_work": (
         {"file": "x"},
         {
@@ -81,20 +99,25 @@ OUTPUTS: dict[str, tuple[dict[str, Any], Any]] = {
 }
 
 
-def registry_tools() -> list[str]:
-    tools = build_tools(
-        InMemoryLessonStore(), ScriptedProvider([]), SystemClock(), InMemoryFileStore()
-    )
-    return [spec.name for spec in tools.specs()]
+def registry() -> ToolRegistry:
+    """Every tool the agent is built with, the family tools (``assemble``'s) included."""
+    return assemble(
+        Settings(),
+        InMemoryConversationStore(),
+        InMemoryTaskLedgerStore(),
+        InMemoryLessonStore(),
+        InMemoryTaskQueue(),
+        ScriptedProvider([]),
+        SystemClock(),
+        system_prompt="You are Spark AI Agent.",
+    ).deps.tools
 
 
 def test_every_tool_describes_its_output_in_short_words() -> None:
-    names = registry_tools()
+    tools = registry()
+    names = [spec.name for spec in tools.specs()]
     assert sorted(names) == sorted(DESCRIBERS), "a tool without a describer, or a stale one"
     assert sorted(names) == sorted(OUTPUTS)
-    tools = build_tools(
-        InMemoryLessonStore(), ScriptedProvider([]), SystemClock(), InMemoryFileStore()
-    )
     for name in names:
         tool = tools.get(name)
         assert tool is not None
@@ -104,6 +127,15 @@ def test_every_tool_describes_its_output_in_short_words() -> None:
         assert description, name
         assert len(description) <= MAX_DESCRIPTION_CHARS, name
         assert "{" not in description and "None" not in description, (name, description)
+
+
+def test_a_family_message_is_described_without_its_words() -> None:
+    """A description is read aloud and kept beside the result: a member's words (which
+    an opt-out may withhold from the model) never appear in it."""
+    for name in ("read_family_messages", "send_family_message"):
+        raw_args, value = OUTPUTS[name]
+        args = registry().get(name).args.model_construct(**raw_args)  # type: ignore[union-attr]
+        assert "pick up" not in (describe_output(name, args, value) or "").lower()
 
 
 def test_a_lesson_card_and_a_review_say_what_they_show() -> None:
