@@ -17,6 +17,7 @@ from shared.agent.runs import QueueLimits
 from shared.agent.service import RunService
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
+from shared.attachments.voice import VoiceClips
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
@@ -24,6 +25,7 @@ from shared.config import Settings
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
+from shared.llm.transcribe import Transcriber
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
 from shared.store.base import (
@@ -73,6 +75,22 @@ def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
     from shared.llm.openai import OpenAIProvider
 
     return OpenAIProvider.connect(settings.model, key, url)
+
+
+def build_transcriber(settings: Settings) -> Transcriber | None:
+    """What transcribes voice clips (``Settings.transcription``), or ``None`` when its
+    provider has neither a key nor a base URL (offline: voice is refused plainly)."""
+    provider, model = settings.transcription
+    key, url = settings.transcription_key, settings.transcription_base_url
+    if key is None and url is None:
+        return None
+    if provider == "google":
+        from shared.llm.gemini import GeminiTranscriber
+
+        return GeminiTranscriber.connect(model, key, url)
+    from shared.llm.openai import OpenAITranscriber
+
+    return OpenAITranscriber.connect(model, key, url)
 
 
 def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
@@ -189,9 +207,11 @@ def assemble(
     files: FileStore | None = None,
     families: FamilyStore | None = None,
     sections: TaskDocumentStore | None = None,
+    transcriber: Transcriber | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files`` and
-    ``families`` default to empty in-memory stores."""
+    ``families`` default to empty in-memory stores; with no ``transcriber``, voice
+    messages are refused."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -225,7 +245,10 @@ def assemble(
     ids = ids or RandomIds()
     background = Background()
     attachments = Attachments(files, settings.attachment_decodes_at_once)
-    runs = RunService(deps, ids, scheduler, lessons, attachments, background)
+    voice = VoiceClips(
+        files, transcriber, settings.voice_max_seconds, settings.attachment_decodes_at_once
+    )
+    runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(
         runs,
         People(runs, deps, scheduler),
@@ -266,6 +289,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         files=files,
         families=stores.families,
         sections=stores.sections,
+        transcriber=build_transcriber(settings),
     )
     return components, stores
 

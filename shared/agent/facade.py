@@ -13,15 +13,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from shared.agent.background import Background
+from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed
 from shared.agent.resume import Resumes
-from shared.agent.service import RunService, Sent, Stopped, WhenBusy
+from shared.agent.service import Hearing, RunService, Sent, Stopped, WhenBusy
 from shared.agent.sse import EventChannel, sse_stream
+from shared.agent.transcript import Cursor, Frame
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
+from shared.errors import SparkError
 from shared.families.service import Families
 from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
@@ -65,8 +68,10 @@ class Agent:
         when_busy: WhenBusy = "reject",
         document_id: str | None = None,
         attachments: Sequence[Requested] = (),
+        voice: str | None = None,
     ) -> Sent:
-        """Persist the user's message and open its run (``RunService.send``)."""
+        """Persist the user's message and open its run (``RunService.send``); a voice
+        message streamed comes back with a ``hearing`` for ``stream_hearing``."""
         return await self._runs.send(
             user,
             text,
@@ -75,6 +80,8 @@ class Agent:
             when_busy=when_busy,
             document_id=document_id,
             attachments=attachments,
+            voice=voice,
+            listening=not background,
         )
 
     def stream(self, run: Run) -> AsyncIterator[bytes]:
@@ -82,6 +89,34 @@ class Agent:
         leave (its reply is still saved); ``drain`` waits for it."""
         channel = EventChannel()
         task = self._background.spawn(run.execute(channel.emit), name=f"run-{run.run_id}")
+        task.add_done_callback(lambda _: channel.end())
+        return sse_stream(channel, self._keepalive)
+
+    def stream_hearing(self, hearing: Hearing) -> AsyncIterator[bytes]:
+        """The SSE body of a voice message: its transcript as it is heard (``transcript``
+        events, each with the id of the run's very start), then its run as ``stream``
+        gives it. A clip refused now (no words heard, a provider's failure, a run live
+        meanwhile) ends the stream with ``error``, and nothing of it is written."""
+        channel = EventChannel(hearing.run_id)
+        start = Cursor.event_id(hearing.run_id, 0, 0)
+
+        def listener(text: str, *, final: bool) -> None:
+            channel.emit(Frame(start, TranscriptEvent(text, final=final)))
+
+        async def produce() -> None:
+            try:
+                sent = await hearing.finish(listener)
+            except SparkError as exc:
+                error = ErrorEvent(message=exc.message, code=exc.code)
+                channel.emit(Frame(Cursor.end_id(hearing.run_id), error))
+                return
+            if sent.run is None:  # it waits behind a live run (``whenBusy: queue``)
+                done = DoneEvent(message_id=sent.user_message_id, status="queued")
+                channel.emit(Frame(Cursor.end_id(hearing.run_id), done))
+                return
+            await sent.run.execute(channel.emit)
+
+        task = self._background.spawn(produce(), name=f"hear-{hearing.run_id}")
         task.add_done_callback(lambda _: channel.end())
         return sse_stream(channel, self._keepalive)
 
