@@ -45,6 +45,7 @@ NO_PROVIDER = (
     "configured (it runs offline); type your message instead."
 )
 
+
 class Listener(Protocol):
     """Told each piece of the transcript as it comes, then the whole (``final``)."""
 

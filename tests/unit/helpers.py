@@ -22,6 +22,7 @@ from shared.clock import Clock, SystemClock
 from shared.config import Settings
 from shared.ids import SequentialIds
 from shared.llm.base import ModelProvider
+from shared.llm.transcribe import Transcriber
 from shared.queue.memory import InMemoryTaskQueue
 from shared.store.files import InMemoryFileStore
 from shared.store.memory import (
@@ -79,6 +80,7 @@ def make_service(
     clock: Clock | None = None,
     tools: ToolRegistry | None = None,
     fakes: Fakes | None = None,
+    transcriber: Transcriber | None = None,
     **settings: int,
 ) -> Harness:
     fakes = fakes or Fakes(store or InMemoryConversationStore())
@@ -96,6 +98,7 @@ def make_service(
         system_prompt="You are Spark AI Agent.",
         files=fakes.files,
         sections=fakes.sections,
+        transcriber=transcriber,
     )
     return Harness(
         components.agent,
