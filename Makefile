@@ -41,12 +41,17 @@ node_modules/.installed: package.json package-lock.json
 ## Install everything the project needs (Python from uv.lock, firebase-tools from
 ## package-lock.json, the Cloud Tasks emulator from tools/tasks_emulator/requirements.txt,
 ## checkov from tools/checkov/requirements.txt).
-setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed curl ## Install everything: Python (uv.lock), firebase-tools, the Tasks emulator, checkov
+setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed curl espeak-ng ## Install everything: Python (uv.lock), firebase-tools, the Tasks emulator, checkov
 
 # tests/e2e/test_readme.py runs the README's curl lines with real curl: Debian's, if absent.
 .PHONY: curl
 curl:
 	@command -v curl >/dev/null || (apt-get update -qq && apt-get install -y -qq curl)
+
+# The voice tests speak their clips with espeak-ng (tests/voice_samples.py): Debian's, if absent.
+.PHONY: espeak-ng
+espeak-ng:
+	@command -v espeak-ng >/dev/null || (apt-get update -qq && apt-get install -y -qq espeak-ng)
 
 ## Run the whole local stack: Firestore, Auth and Cloud Tasks emulators, the api function on
 ## :8080 (PORT overrides) and the tasks function on :8081.

@@ -70,6 +70,8 @@ Kind = Literal[
     "leaked_slot",
     "unsettled",
     "section_disagrees",
+    # A user's message with no words: a voice clip is refused when nothing is heard.
+    "blank_user_message",
 ]
 
 # A task in these states has not ended (one waiting on its user holds no slot, and waits
@@ -280,6 +282,9 @@ class _Checker:
                 path,
                 f"run {run.run_id} is {run.status}, its lease lapsed {lapsed:.0f} s ago",
             )
+        for message in [*conversation.messages, *(conversation.queued_messages or [])]:
+            if message.role == "user" and not message.text.strip():
+                self.flag("blank_user_message", path, f"user message {message.id} has no text")
         self.calls(whole, ledger)
         self.task_entries(whole, ledger)
         if self.audit.settled:

@@ -13,6 +13,7 @@ from shared.prompts import DEFAULT_DIR
 
 DEFAULT_PROJECT = "demo-spark"
 DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_TRANSCRIBE_MODEL = "gpt-4o-mini-transcribe"
 # Earlier versions kept of each lesson (SPARK_LESSON_VERSIONS_KEPT); the stores' default.
 DEFAULT_LESSON_VERSIONS_KEPT = 20
 
@@ -338,6 +339,18 @@ class Settings:
         "http://127.0.0.1:5173",
         "the web app's origin: invite links are {app_url}/join?token=…",
     )
+    voice_max_seconds: int = setting(
+        "SPARK_VOICE_MAX_SECONDS",
+        120,
+        "the longest voice clip, in seconds of its decoded sound (never the client's word)",
+    )
+    transcribe_model: str = setting(
+        "SPARK_TRANSCRIBE_MODEL",
+        "",
+        "what transcribes voice clips, ``provider:model`` (``openai`` or ``google``: "
+        "Anthropic's models take no audio); a bare name is OpenAI's",
+        shown=f"openai:{DEFAULT_TRANSCRIBE_MODEL}",
+    )
     family_max_members: int = setting(
         "SPARK_FAMILY_MAX_MEMBERS", 10, "the members a family may hold", minimum=2
     )
@@ -432,6 +445,7 @@ class Settings:
         settings = cls(**values, provider=provider, model=model)
         for purpose in DEFAULT_AUDIO_MODELS:  # a misspelt audio model refuses to start
             settings.audio_model(purpose)
+        settings.transcription  # noqa: B018 (refuses a bad SPARK_TRANSCRIBE_MODEL now)
         settings.check()
         return settings
 
@@ -493,6 +507,42 @@ class Settings:
         """The chosen provider has neither a key nor a base URL: use the deterministic
         offline model (a local server may need no key, so a base URL alone will do)."""
         return self.provider_key is None and self.provider_base_url is None
+
+    @property
+    def transcription(self) -> tuple[Provider, str]:
+        """Who transcribes voice clips, and with which model: ``SPARK_TRANSCRIBE_MODEL``,
+        else Gemini's chat model on Gemini and ``gpt-4o-mini-transcribe`` otherwise (on
+        Anthropic too, whose models take no audio: it needs the OpenAI key).
+
+        Raises:
+            ConfigurationError: it names no provider we know, or Anthropic.
+        """
+        if not self.transcribe_model:
+            if self.provider == "google":
+                return "google", self.model
+            return "openai", DEFAULT_TRANSCRIBE_MODEL
+        try:
+            provider, model = parse_model(self.transcribe_model)
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                str(exc).replace("SPARK_MODEL", "SPARK_TRANSCRIBE_MODEL")
+            ) from None
+        if provider == "anthropic":
+            raise ConfigurationError(
+                f"SPARK_TRANSCRIBE_MODEL={self.transcribe_model!r}: Anthropic's models take "
+                "no audio; name an openai: or google: model to transcribe voice clips."
+            )
+        return provider, model
+
+    @property
+    def transcription_key(self) -> str | None:
+        """The transcribing provider's API key."""
+        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.transcription[0]][0]))
+
+    @property
+    def transcription_base_url(self) -> str | None:
+        """Where the transcribing provider is reached, when not at its SDK's default."""
+        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.transcription[0]][1]))
 
     def check(self) -> None:
         """Refuse configurations that must never run.

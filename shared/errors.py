@@ -39,7 +39,9 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   │   └── SlotsTaken          429 rate_limited          (all run slots taken: runs wait)
     │   ├── PayloadTooLarge         413 payload_too_large
     │   ├── UnsupportedMediaType    415 unsupported_media_type
-    │   └── UnprocessableContent    422 unprocessable_content (e.g. an encrypted PDF)
+    │   ├── UnprocessableContent    422 unprocessable_content (e.g. an encrypted PDF)
+    │   │   └── NoSpeech            422 no_speech             (a voice clip with no words)
+    │   └── VoiceUnavailable        422 voice_unavailable     (no transcription provider)
     ├── ProviderError               502 provider_error        (the model provider failed)
     │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
     │   ├── ProviderRateLimited     503 provider_rate_limited
@@ -258,7 +260,8 @@ class VoiceSessionNotFound(NotFound):
 
 class VoiceUnavailable(RequestError):
     """Voice needs an audio provider (OpenAI or Gemini) and this deployment runs
-    offline, or on a provider without audio and names none beside it."""
+    offline, or on a provider without audio and names none beside it: a live-audio
+    session, a spoken reply, or a voice clip with nothing to transcribe it."""
 
     status = 409
     code = "voice_unavailable"
@@ -338,6 +341,12 @@ class UnprocessableContent(RequestError):
 
     status = 422
     code = "unprocessable_content"
+
+
+class NoSpeech(UnprocessableContent):
+    """A voice clip in which nothing could be heard: silence, or no words."""
+
+    code = "no_speech"
 
 
 class ProviderError(SparkError):

@@ -19,6 +19,7 @@ from shared.agent.runs import QueueLimits
 from shared.agent.service import RunService
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
+from shared.attachments.voice import VoiceClips
 from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
@@ -28,6 +29,7 @@ from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
 from shared.llm.base import ModelProvider
+from shared.llm.transcribe import Transcriber
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
 from shared.store.base import (
@@ -113,6 +115,22 @@ def build_voice(settings: Settings, clock: Clock) -> tuple[SecretMinter | None, 
 
     live, speaker = adapter("live"), adapter("speech")
     return cast(SecretMinter | None, live), cast(Speaker | None, speaker)
+
+
+def build_transcriber(settings: Settings) -> Transcriber | None:
+    """What transcribes voice clips (``Settings.transcription``), or ``None`` when its
+    provider has neither a key nor a base URL (offline: voice is refused plainly)."""
+    provider, model = settings.transcription
+    key, url = settings.transcription_key, settings.transcription_base_url
+    if key is None and url is None:
+        return None
+    if provider == "google":
+        from shared.llm.gemini import GeminiTranscriber
+
+        return GeminiTranscriber.connect(model, key, url)
+    from shared.llm.openai import OpenAITranscriber
+
+    return OpenAITranscriber.connect(model, key, url)
 
 
 def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
@@ -236,11 +254,13 @@ def assemble(
     settings_store: SettingsStore | None = None,
     live: SecretMinter | None = None,
     speaker: Speaker | None = None,
+    transcriber: Transcriber | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
     the in-memory one over the conversations and families (when both are in memory);
-    without ``live`` and ``speaker`` (an audio provider's) voice is refused as offline."""
+    without ``live`` and ``speaker`` (an audio provider's) live audio and speech are
+    refused as offline, and without ``transcriber`` voice clips are."""
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -299,7 +319,10 @@ def assemble(
         screen=FamilyScreen(preferences),
     )
     background = Background()
-    runs = RunService(deps, ids, scheduler, lessons, attachments, background)
+    voice = VoiceClips(
+        files, transcriber, settings.voice_max_seconds, settings.attachment_decodes_at_once
+    )
+    runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(
         runs,
         People(runs, deps, scheduler),
@@ -351,6 +374,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         settings_store=stores.settings,
         live=live,
         speaker=speaker,
+        transcriber=build_transcriber(settings),
     )
     return components, stores
 

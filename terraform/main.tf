@@ -23,6 +23,7 @@ locals {
     {
       GOOGLE_CLOUD_PROJECT        = var.project_id
       SPARK_MODEL                 = var.model
+      SPARK_TRANSCRIBE_MODEL      = var.transcribe_model
       OPENAI_BASE_URL             = var.openai_base_url
       ANTHROPIC_BASE_URL          = var.anthropic_base_url
       GEMINI_BASE_URL             = var.gemini_base_url

@@ -53,6 +53,16 @@ variable "model" {
   }
 }
 
+variable "transcribe_model" {
+  description = "SPARK_TRANSCRIBE_MODEL: what transcribes voice clips, openai:<model> or google:<model> (Anthropic's models take no audio). Empty: gpt-4o-mini-transcribe, or the Gemini model when model is google:."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.transcribe_model == "" || can(regex("^(openai:|google:)?[A-Za-z0-9][A-Za-z0-9._/@-]{0,199}$", var.transcribe_model))
+    error_message = "transcribe_model must be empty or a model such as gpt-4o-mini-transcribe, openai:gpt-4o-mini-transcribe or google:gemini-2.5-flash, without spaces."
+  }
+}
+
 variable "openai_base_url" {
   description = "OPENAI_BASE_URL: the OpenAI-compatible API the agent calls (https only)."
   type        = string
@@ -140,6 +150,7 @@ variable "limits" {
     SPARK_VOICE_SESSIONS_PER_DAY           = optional(number, 20)
     SPARK_VOICE_SECRET_SECONDS             = optional(number, 60)
     SPARK_VOICE_SESSION_MINUTES            = optional(number, 30)
+    SPARK_VOICE_MAX_SECONDS                = optional(number, 120)
   })
   default = {}
   validation {

@@ -217,17 +217,20 @@ class ApiApp:
         ]
         target = _verbatim(body)
         if target is not None:
-            return await self._deliver(request, user, body.text, target, attachments)
+            return await self._deliver(request, user, body.text or "", target, attachments)
         sent = await self._agent.send(
             user,
-            body.text,
+            body.text or "",
             body.conversation_id,
             background=background,
             when_busy=body.when_busy,
             document_id=body.document_id,
             attachments=attachments,
             voice_session=body.voice_session_id,
+            voice=body.voice.storage_path if body.voice else None,
         )
+        if sent.hearing is not None:
+            return sse_response(self._agent.stream_hearing(sent.hearing))
         run = sent.run
         if run is None:
             ack = AckResponse(

@@ -25,6 +25,16 @@ class RunStartEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class TranscriptEvent:
+    """A voice message's transcript, before its run starts: each piece as it is heard,
+    then (``final``) the whole of it, which is the user message's text."""
+
+    content: str
+    final: bool = False
+    type: Literal["transcript"] = "transcript"
+
+
+@dataclass(frozen=True, slots=True)
 class TextEvent:
     """A delta of the assistant's text, in order."""
 
@@ -135,7 +145,8 @@ class ErrorEvent:
 
 
 AgentEvent = (
-    RunStartEvent
+    TranscriptEvent
+    | RunStartEvent
     | TextEvent
     | ToolStartEvent
     | ToolEndEvent

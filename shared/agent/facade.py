@@ -15,16 +15,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from shared.agent.background import Background
+from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
-from shared.agent.service import RunService, Sent, Stopped, WhenBusy
+from shared.agent.service import Hearing, RunService, Sent, Stopped, WhenBusy
 from shared.agent.sse import EventChannel, sse_stream
+from shared.agent.transcript import Cursor, Frame
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
-from shared.errors import FamilyNotFound, NoFamily, VoiceUnavailable
+from shared.errors import FamilyNotFound, NoFamily, SparkError, VoiceUnavailable
 from shared.families import progress
 from shared.families.delivery import Delivery
 from shared.families.membership import NOT_YOURS
@@ -83,9 +85,11 @@ class Agent:
         document_id: str | None = None,
         attachments: Sequence[Requested] = (),
         voice_session: str | None = None,
+        voice: str | None = None,
     ) -> Sent:
         """Persist the user's message and open its run (``RunService.send``); with
-        ``voice_session``, a voice message of that live-audio session."""
+        ``voice_session``, a voice message of that live-audio session; with ``voice``, a
+        push-to-talk clip, which a streamed message hears in ``stream_hearing``."""
         return await self._runs.send(
             user,
             text,
@@ -95,6 +99,8 @@ class Agent:
             document_id=document_id,
             attachments=attachments,
             voice_session=voice_session,
+            voice=voice,
+            listening=not background,
         )
 
     async def start_voice_session(self, user_id: str) -> VoiceSession:
@@ -122,6 +128,34 @@ class Agent:
         leave (its reply is still saved); ``drain`` waits for it."""
         channel = EventChannel()
         task = self._background.spawn(run.execute(channel.emit), name=f"run-{run.run_id}")
+        task.add_done_callback(lambda _: channel.end())
+        return sse_stream(channel, self._keepalive)
+
+    def stream_hearing(self, hearing: Hearing) -> AsyncIterator[bytes]:
+        """The SSE body of a voice message: its transcript as it is heard (``transcript``
+        events, each with the id of the run's very start), then its run as ``stream``
+        gives it. A clip refused now (no words heard, a provider's failure, a run live
+        meanwhile) ends the stream with ``error``, and nothing of it is written."""
+        channel = EventChannel(hearing.run_id)
+        start = Cursor.event_id(hearing.run_id, 0, 0)
+
+        def listener(text: str, *, final: bool) -> None:
+            channel.emit(Frame(start, TranscriptEvent(text, final=final)))
+
+        async def produce() -> None:
+            try:
+                sent = await hearing.finish(listener)
+            except SparkError as exc:
+                error = ErrorEvent(message=exc.message, code=exc.code)
+                channel.emit(Frame(Cursor.end_id(hearing.run_id), error))
+                return
+            if sent.run is None:  # it waits behind a live run (``whenBusy: queue``)
+                done = DoneEvent(message_id=sent.user_message_id, status="queued")
+                channel.emit(Frame(Cursor.end_id(hearing.run_id), done))
+                return
+            await sent.run.execute(channel.emit)
+
+        task = self._background.spawn(produce(), name=f"hear-{hearing.run_id}")
         task.add_done_callback(lambda _: channel.end())
         return sse_stream(channel, self._keepalive)
 

@@ -70,6 +70,11 @@ def is_pdf(ref: FileRef) -> bool:
     return ref.content_type == "application/pdf"
 
 
+def is_audio(ref: FileRef) -> bool:
+    """A voice clip: the model reads its transcript (the message's text), never its bytes."""
+    return ref.content_type.startswith("audio/")
+
+
 def choose(messages: Sequence[Message], budget: AttachmentBudget) -> list[Wanted]:
     """The attachments of ``messages`` to show, newest first, within ``budget``."""
     wanted: list[Wanted] = []
@@ -78,6 +83,8 @@ def choose(messages: Sequence[Message], budget: AttachmentBudget) -> list[Wanted
         if message.role != "user":
             continue
         for ref in reversed(attachments(message)):
+            if is_audio(ref):
+                continue
             if is_pdf(ref):
                 left = budget.text_chars - chars
                 need = ref.text_chars or 0
@@ -134,6 +141,9 @@ def describe(ref: FileRef, shown: Mapping[str, Shown]) -> tuple[str, ImagePart |
     """The note a user turn carries for one attachment, and the image it shows."""
     name = ref.name or ref.storage_path.rsplit("/", 1)[-1]
     where = f'file "{ref.storage_path}"'
+    if is_audio(ref):
+        seconds = f", {ref.duration_seconds:.0f} s" if ref.duration_seconds else ""
+        return f'[Voice message: "{name}"{seconds}, {where}; its transcript is above.]', None
     if ref.storage_path not in shown:
         kind = "PDF" if is_pdf(ref) else "Image"
         return (

@@ -11,8 +11,9 @@ it if nobody did, or looks again when the run's lease next lapses.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -37,6 +38,7 @@ from shared.agent.runs import (
     request_stop,
 )
 from shared.attachments.service import Attachments, Requested
+from shared.attachments.voice import Listened, Listener, VoiceClips
 from shared.auth.base import User
 from shared.errors import (
     AlreadyAnswered,
@@ -71,14 +73,42 @@ WAITING = (
 
 
 @dataclass(frozen=True, slots=True)
+class Hearing:
+    """A voice message admitted and its clip decoded, to be transcribed while its client
+    watches (SSE): ``finish`` transcribes it, telling ``listener`` each piece, then opens
+    its run as ``send`` does (its refusals included); it frees the run's place itself
+    should it fail."""
+
+    run_id: str
+    user_message_id: str
+    finish: Callable[[Listener], Awaitable[Sent]]
+
+
+@dataclass(frozen=True, slots=True)
 class Sent:
     """What a send did: a run to produce now (``run``), the reply handed to a task
-    (neither), or the message ``queued`` behind a live run."""
+    (neither), the message ``queued`` behind a live run, or (a voice message streamed)
+    a ``hearing`` to finish first."""
 
     conversation_id: str
     user_message_id: str
     run: Run | None
     queued: bool = False
+    hearing: Hearing | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    """A message being sent, from its admission to its run's opening."""
+
+    user: User
+    conversation_id: str
+    new: bool
+    message: Message
+    record: ActiveRun
+    text: str
+    when_busy: WhenBusy
+    background: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +128,7 @@ class RunService:
         lessons: LessonStore,
         attachments: Attachments,
         background: Background,
+        voice: VoiceClips | None = None,
     ) -> None:
         self._deps = deps
         self._ids = ids
@@ -105,6 +136,7 @@ class RunService:
         self._lessons = lessons
         self._attachments = attachments
         self._background = background
+        self._voice = voice or VoiceClips(deps.files, None, 0)
 
     def lease(self) -> timedelta:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
@@ -135,6 +167,8 @@ class RunService:
         document_id: str | None = None,
         attachments: Sequence[Requested] = (),
         voice_session: str | None = None,
+        voice: str | None = None,
+        listening: bool = False,
     ) -> Sent:
         """Persist the user's message and open its run (the model is not called yet);
         with ``when_busy="queue"`` a live run makes the message wait its turn instead.
@@ -145,13 +179,18 @@ class RunService:
         before anything is written; they are read and decoded only once no user limit
         and no live run refuses the send. ``voice_session`` makes it a voice message
         (``input: "voice"``: the transcript of an utterance of that live-audio session),
-        the session redeemed by the admission.
+        the session redeemed by the admission. ``voice`` (a clip's path) is checked
+        with the attachments, then read and transcribed after the admission; its transcript
+        is the message's text (``text``, if any, follows it) and the clip a ``file`` part.
+        With ``listening`` (SSE) the transcription is left to the ``Sent``'s ``hearing``,
+        so that its client sees each piece as it comes.
 
         Raises:
             NotFound: ``conversation_id`` is not one of this user's conversations, or
                 ``document_id`` not one of their lessons, or an attachment is missing.
-            RequestError: an attachment breaks a rule (400, 403, 413, 415, 422; it is
-                named).
+            RequestError: an attachment or the voice clip breaks a rule (400, 403, 413,
+                415, 422; it is named); no words in the clip (``NoSpeech``); voice with
+                no provider to transcribe it (``VoiceUnavailable``).
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
@@ -161,6 +200,7 @@ class RunService:
             raise NotFound("No lesson with this documentId.")
         # Only what needs no download here: a refused send must not read the files.
         checked = await self._attachments.check(user.uid, attachments) if attachments else []
+        clip = await self._voice.check(user.uid, voice) if voice is not None else None
         now = self._deps.clock.now()
         user_message = Message(
             id=self._ids.new("msg"),
@@ -168,7 +208,7 @@ class RunService:
             author=Author(user_id=user.uid, display_name=user.name),
             created_at=now,
             status="complete",
-            content=[ContentPart.of_text(text)],
+            content=[ContentPart.of_text(text)] if text else [],
             document_id=document_id,
             input="voice" if voice_session is not None else None,
         )
@@ -182,20 +222,84 @@ class RunService:
             model=None if background else self._deps.model.label,
         )
         new = conversation_id is None
-        conversation_id = conversation_id or self._ids.new("conv")
+        draft = _Draft(
+            user,
+            conversation_id or self._ids.new("conv"),
+            new,
+            user_message,
+            record,
+            text,
+            when_busy,
+            background,
+        )
 
         # A per-user limit refuses the send before anything is written.
-        await self.admit(user.uid, record.run_id, conversation_id, voice_session=voice_session)
+        await self.admit(
+            user.uid, record.run_id, draft.conversation_id, voice_session=voice_session
+        )
         try:
-            if checked:
-                if not new:
-                    await self._refuse_early(user.uid, conversation_id, user_message, when_busy)
-                files = await self._attachments.derive(checked)
-                user_message = user_message.model_copy(
-                    update={"content": [*user_message.content, *files]}
-                )
+            if (checked or clip) and not new:
+                await self._refuse_early(user.uid, draft.conversation_id, user_message, when_busy)
+            # The clip first: refused (silent, too long), it leaves no derived file.
+            listened = await self._voice.listen(clip) if clip is not None else None
+            files = await self._attachments.derive(checked) if checked else []
+        except BaseException:
+            await self._scheduler.release_run(user.uid, record.run_id, 0)
+            raise
+        draft = _with_parts(draft, files)
+        if listened is None:
+            return await self._open_draft(draft)
+        if listening:
+            hearing = Hearing(
+                record.run_id,
+                user_message.id,
+                lambda listener: self._hear(draft, listened, listener),
+            )
+            return Sent(draft.conversation_id, user_message.id, None, hearing=hearing)
+        return await self._hear(draft, listened, None)
+
+    async def _hear(self, draft: _Draft, listened: Listened, listener: Listener | None) -> Sent:
+        """Transcribe a voice message's clip, then open its run (its place freed should
+        either fail)."""
+        user_id, run_id = draft.user.uid, draft.record.run_id
+        try:
+            meter = self._scheduler.meter(user_id)
+            heard = await self._voice.transcribe(listened.clip, meter, listener)
+            text = heard if not draft.text else f"{heard}\n\n{draft.text}"
+            # Dated from now: the transcription took some of the run's lease.
+            now = self._deps.clock.now()
+            typed = draft.message.content[1:] if draft.text else draft.message.content
+            content = [ContentPart.of_text(text), listened.part, *typed]
+            message = draft.message.model_copy(update={"content": content, "created_at": now})
+            old = draft.record
+            record = new_run(
+                old.run_id,
+                old.assistant_message_id,
+                now,
+                now + self.lease(),
+                message.id,
+                status="queued" if draft.background else "streaming",
+                model=None if draft.background else self._deps.model.label,
+            )
+            draft = dataclasses.replace(draft, message=message, record=record)
+        except BaseException:
+            await self._scheduler.release_run(user_id, run_id, 0)
+            raise
+        return await self._open_draft(draft)
+
+    async def _open_draft(self, draft: _Draft) -> Sent:
+        """Open ``draft``'s run (or queue its message), once it is admitted: its place is
+        freed should the opening fail, or leave it waiting."""
+        user, record, user_message = draft.user, draft.record, draft.message
+        try:
             conversation = await self._open(
-                user, conversation_id, user_message, record, now, new=new, when_busy=when_busy
+                user,
+                draft.conversation_id,
+                user_message,
+                record,
+                record.started_at,
+                new=draft.new,
+                when_busy=draft.when_busy,
             )
         except BaseException:
             await self._scheduler.release_run(user.uid, record.run_id, 0)
@@ -204,7 +308,7 @@ class RunService:
         if active is None or active.run_id != record.run_id:
             await self._scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
             return Sent(conversation.id, user_message.id, None, queued=True)
-        if background:
+        if draft.background:
             await self.hand_to_task(user.uid, conversation.id, record)
             return Sent(conversation.id, user_message.id, None)
         # Asked for while the run starts (not before its first token): should the
@@ -519,3 +623,11 @@ class RunService:
         log.warning("run %s: closed if its producer stopped renewing its lease", active.run_id)
         await self._scheduler.sweep(user_id)
         return None
+
+
+def _with_parts(draft: _Draft, parts: Sequence[ContentPart]) -> _Draft:
+    """``draft`` with ``parts`` (its attachments) after its message's text."""
+    if not parts:
+        return draft
+    content = [*draft.message.content, *parts]
+    return dataclasses.replace(draft, message=draft.message.model_copy(update={"content": content}))

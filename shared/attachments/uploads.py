@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.attachment_rules import (
-    ACCEPTED,
     DERIVED_SUFFIXES,
     MAX_BYTES,
     MAX_NAME_CHARS,
+    UPLOADABLE,
     MediaType,
+    audio_type,
     display_name,
     path_problem,
     size_text,
@@ -48,6 +49,11 @@ EXTENSIONS: dict[MediaType, str] = {
     "image/jpeg": "jpg",
     "image/png": "png",
     "application/pdf": "pdf",
+    "audio/webm": "webm",
+    "audio/ogg": "ogg",
+    "audio/mpeg": "mp3",
+    "audio/mp4": "m4a",
+    "audio/wav": "wav",
 }
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -101,7 +107,7 @@ def checked_type(file_name: str, content_type: str, size_bytes: int) -> MediaTyp
 
     Raises:
         RequestError: an empty or too long name, or an empty file.
-        UnsupportedMediaType: not JPEG, PNG or PDF.
+        UnsupportedMediaType: not JPEG, PNG, PDF or one of the audio types.
         PayloadTooLarge: more than 25 MB.
     """
     if not file_name.strip():
@@ -111,11 +117,14 @@ def checked_type(file_name: str, content_type: str, size_bytes: int) -> MediaTyp
             f"fileName must be at most {MAX_NAME_CHARS} characters; this one has {len(file_name)}."
         )
     label = f"The file {file_name!r}"
-    media_type = next((t for t in ACCEPTED if t == content_type), None)
+    media_type = next((t for t in UPLOADABLE if t == content_type), None) or audio_type(
+        content_type
+    )
     if media_type is None:
         raise UnsupportedMediaType(
-            f"{label} is {content_type!r}; only JPEG, PNG and PDF files can be uploaded "
-            "(image/jpeg, image/png or application/pdf)."
+            f"{label} is {content_type!r}; only JPEG, PNG and PDF files and voice clips "
+            "can be uploaded (image/jpeg, image/png, application/pdf, audio/webm, "
+            "audio/ogg, audio/mpeg, audio/mp4 or audio/wav)."
         )
     if size_bytes < 1:
         raise RequestError(
@@ -166,7 +175,7 @@ class Uploads:
 
         Raises:
             RequestError: an empty or too long name, or an empty file.
-            UnsupportedMediaType: not JPEG, PNG or PDF.
+            UnsupportedMediaType: not JPEG, PNG, PDF or one of the audio types.
             PayloadTooLarge: more than 25 MB.
             RateLimited: the user's uploads for today are used up.
             StoreError: Cloud Storage did not start the session.

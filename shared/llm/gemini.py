@@ -5,6 +5,10 @@ results go back as ``functionResponse`` parts in the next user turn, by name and
 order. Gemini gives its calls no ids, so the calls get ids of our own. Thought
 signatures, which Gemini wants back on the same parts, are this provider's opaque
 state; thought summaries are never shown as the reply.
+
+Gemini hears audio too: ``GeminiTranscriber`` gives it a voice clip (as the 16 kHz
+WAV it was decoded to, a type every Gemini model takes) with an instruction to
+transcribe it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from google import genai
 from google.genai import errors, types
 
 from shared.errors import (
+    ContentFiltered,
     IncompleteResponse,
     ProviderError,
 )
@@ -40,6 +45,13 @@ from shared.llm.base import (
     status_error,
     transport_error,
     unforeseen_error,
+)
+from shared.llm.transcribe import (
+    TRANSCRIBE_INSTRUCTION,
+    Clip,
+    Transcribed,
+    TranscriptionEvent,
+    estimated_usage,
 )
 from shared.schemas.documents import ModelFinishReason, Usage
 
@@ -205,6 +217,17 @@ class _StreamState:
         yield Finish(reason, self.usage, bounded_state("google", self.opaque()))
 
 
+def _client(api_key: str | None, base_url: str | None, max_retries: int) -> genai.Client:
+    # Retries as the OpenAI SDK makes them: up to ``max_retries`` more attempts,
+    # from 0.5 s doubling to 8 s, on 408, 429 and 5xx or a failed connection.
+    retries = types.HttpRetryOptions(
+        attempts=max_retries + 1, initial_delay=0.5, max_delay=8.0, jitter=0.25
+    )
+    timeout = round(READ_TIMEOUT_SECONDS * 1000)  # in ms
+    options = types.HttpOptions(base_url=base_url, timeout=timeout, retry_options=retries)
+    return genai.Client(api_key=api_key or NO_KEY, http_options=options)
+
+
 class GeminiProvider:
     """Streams the Gemini API's ``streamGenerateContent``, with whole function calls."""
 
@@ -218,15 +241,7 @@ class GeminiProvider:
     def connect(
         cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
     ) -> GeminiProvider:
-        # Retries as the OpenAI SDK makes them: up to ``max_retries`` more attempts,
-        # from 0.5 s doubling to 8 s, on 408, 429 and 5xx or a failed connection.
-        retries = types.HttpRetryOptions(
-            attempts=max_retries + 1, initial_delay=0.5, max_delay=8.0, jitter=0.25
-        )
-        timeout = round(READ_TIMEOUT_SECONDS * 1000)  # in ms
-        options = types.HttpOptions(base_url=base_url, timeout=timeout, retry_options=retries)
-        client = genai.Client(api_key=api_key or NO_KEY, http_options=options)
-        return cls(client, model)
+        return cls(_client(api_key, base_url, max_retries), model)
 
     @property
     def label(self) -> str:
@@ -246,6 +261,65 @@ class GeminiProvider:
             yield await api.async_request_streamed("post", path, _wire_request(request))
 
         return relay(opened, _StreamState(), FAILURES, translate_error)
+
+    async def aclose(self) -> None:
+        await self._client.aio.aclose()
+
+
+class GeminiTranscriber:
+    """A Gemini model told to transcribe a clip, streamed (``streamGenerateContent``).
+    Transcription is no hot path, so the SDK's typed chunks are read here."""
+
+    def __init__(self, client: genai.Client, model: str) -> None:
+        self._client = client
+        self._model = model
+
+    @classmethod
+    def connect(
+        cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
+    ) -> GeminiTranscriber:
+        return cls(_client(api_key, base_url, max_retries), model)
+
+    @property
+    def label(self) -> str:
+        return self._model
+
+    async def transcribe(self, clip: Clip) -> AsyncGenerator[TranscriptionEvent, None]:
+        audio = types.Part.from_bytes(data=clip.wav, mime_type="audio/wav")
+        contents = [
+            types.Content(role="user", parts=[audio, types.Part(text=TRANSCRIBE_INSTRUCTION)])
+        ]
+        texts: list[str] = []
+        usage: Usage | None = None
+        finish: str | None = None
+        try:
+            stream = await self._client.aio.models.generate_content_stream(
+                model=self._model, contents=contents
+            )
+            async for chunk in stream:
+                for candidate in (chunk.candidates or [])[:1]:
+                    for part in (candidate.content.parts if candidate.content else None) or ():
+                        if part.text and not part.thought:
+                            texts.append(part.text)
+                            yield TextDelta(part.text)
+                    if candidate.finish_reason is not None:
+                        finish = str(candidate.finish_reason.value)
+                if chunk.usage_metadata is not None:
+                    meta = chunk.usage_metadata
+                    usage = Usage(
+                        input_tokens=meta.prompt_token_count or 0,
+                        output_tokens=(meta.candidates_token_count or 0)
+                        + (meta.thoughts_token_count or 0),
+                    )
+        except FAILURES as exc:
+            raise translate_error(exc) from exc
+        if finish is None:
+            raise IncompleteResponse("The transcription was cut off before it finished.")
+        if _FINISH_REASONS.get(finish) == "content_filter":
+            raise ContentFiltered(
+                "Spark AI Agent stopped the transcription because the content filter flagged it."
+            )
+        yield Transcribed("".join(texts).strip(), usage or estimated_usage(clip.duration_seconds))
 
     async def aclose(self) -> None:
         await self._client.aio.aclose()

@@ -1,7 +1,8 @@
 """``ModelProvider`` on OpenAI Chat Completions streaming (the only module importing ``openai``).
 
 Chat Completions is the widest-compatible wire format, so ``OPENAI_BASE_URL`` can
-point at any OpenAI-compatible server.
+point at any OpenAI-compatible server. Voice clips are transcribed here too
+(``OpenAITranscriber``, on ``audio.transcriptions``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from shared.llm.base import (
     transport_error,
     unforeseen_error,
 )
+from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
 from shared.schemas.documents import ModelFinishReason, Usage
 
 _FINISH_REASONS: dict[str, ModelFinishReason] = {
@@ -203,6 +205,66 @@ class OpenAIProvider:
             return lines_of(self._client.chat.completions.with_streaming_response.create(**body))
 
         return relay(opened, _StreamState(), FAILURES, translate_error)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _transcript_usage(usage: Any, seconds: float) -> Usage:
+    """What a transcription cost: its tokens, or its seconds of audio (``whisper-1``
+    bills by duration) at ``AUDIO_TOKENS_PER_SECOND``."""
+    if getattr(usage, "type", None) == "tokens":
+        return Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens)
+    return estimated_usage(getattr(usage, "seconds", None) or seconds)
+
+
+class OpenAITranscriber:
+    """``audio.transcriptions``: streamed (``transcript.text.delta`` events, then
+    ``transcript.text.done``) by the ``gpt-4o…-transcribe`` models; ``whisper-1``,
+    which cannot stream, answers in one piece."""
+
+    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+        self._client = client
+        self._model = model
+
+    @classmethod
+    def connect(
+        cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
+    ) -> OpenAITranscriber:
+        return cls(AsyncOpenAI(**client_options(api_key, base_url, max_retries)), model)
+
+    @property
+    def label(self) -> str:
+        return self._model
+
+    @property
+    def streams(self) -> bool:
+        return not self._model.startswith("whisper")
+
+    async def transcribe(self, clip: Clip) -> AsyncGenerator[TranscriptionEvent, None]:
+        upload = (clip.name, clip.data, clip.media_type)
+        transcriptions = self._client.audio.transcriptions
+        try:
+            if not self.streams:
+                whole = await transcriptions.create(
+                    model=self._model, file=upload, response_format="json"
+                )
+                usage = _transcript_usage(whole.usage, clip.duration_seconds)
+                yield Transcribed(whole.text.strip(), usage)
+                return
+            stream = await transcriptions.create(
+                model=self._model, file=upload, response_format="json", stream=True
+            )
+            async for event in stream:
+                if event.type == "transcript.text.delta":
+                    yield TextDelta(event.delta)
+                elif event.type == "transcript.text.done":
+                    usage = _transcript_usage(event.usage, clip.duration_seconds)
+                    yield Transcribed(event.text.strip(), usage)
+                    return
+        except FAILURES as exc:
+            raise translate_error(exc) from exc
+        raise IncompleteResponse("The transcription was cut off before it finished.")
 
     async def aclose(self) -> None:
         await self._client.close()

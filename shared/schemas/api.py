@@ -14,11 +14,13 @@ from pydantic import (
     StrictInt,
     StrictStr,
     StringConstraints,
+    ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from shared.attachment_rules import ACCEPTED, MAX_BYTES, MAX_NAME_CHARS
+from shared.attachment_rules import MAX_BYTES, MAX_NAME_CHARS, UPLOADABLE
 from shared.schemas.documents import FamilyRole
 from shared.schemas.server import Family, Invite, InviteStatus
 
@@ -65,11 +67,36 @@ class AttachmentRef(Inbound):
     size_bytes: StrictInt = Field(alias="sizeBytes", ge=0, description="The file's size in bytes.")
 
 
+class VoiceRef(Inbound):
+    """A push-to-talk clip the sender uploaded: the server transcribes it."""
+
+    storage_path: str = Field(
+        alias="storagePath",
+        min_length=1,
+        max_length=1024,
+        description="Where the clip was uploaded, under `{uid}/uploads/`: WebM or Ogg "
+        "(Opus), MP3, M4A or WAV, at most 25 MB and `SPARK_VOICE_MAX_SECONDS` long "
+        "(judged from its bytes).",
+    )
+
+
 class SendMessageRequest(Inbound):
-    """``POST /api/spark/agent/messages``."""
+    """``POST /api/spark/agent/messages``: ``text``, ``voice`` or both."""
 
     conversation_id: ConversationId | None = Field(default=None, alias="conversationId")
-    text: str = Field(min_length=1, max_length=MAX_TEXT_BYTES, pattern=r"\S")
+    text: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TEXT_BYTES,
+        pattern=r"\S",
+        description="What the sender typed; optional with `voice` (then it follows the "
+        "transcript).",
+    )
+    voice: VoiceRef | None = Field(
+        default=None,
+        description="A voice clip to transcribe before the reply starts: its transcript "
+        "becomes the message's text (with SSE, `transcript` events come first).",
+    )
     document_id: DocumentId | None = Field(
         default=None,
         alias="documentId",
@@ -126,6 +153,8 @@ class SendMessageRequest(Inbound):
             )
         if verbatim and self.document_id is not None:
             raise ValueError("a message to family members carries no documentId")
+        if verbatim and (self.voice is not None or not self.text):
+            raise ValueError("a message to family members is its text (no voice clip)")
         return self
 
     @model_validator(mode="after")
@@ -138,7 +167,9 @@ class SendMessageRequest(Inbound):
 
     @field_validator("text")
     @classmethod
-    def _bounded_and_not_blank(cls, text: str) -> str:
+    def _bounded_and_not_blank(cls, text: str | None) -> str | None:
+        if text is None:
+            return None
         if not text.strip():
             raise ValueError("text must not be blank")
         if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
@@ -147,6 +178,15 @@ class SendMessageRequest(Inbound):
                 f"({MAX_TEXT_BYTES:,} bytes of UTF-8)"
             )
         return text
+
+    @model_validator(mode="after")
+    def _text_or_voice(self) -> SendMessageRequest:
+        if self.text is None and self.voice is None:
+            # Located at ``text``, as a missing field is: the client's fix is there.
+            said = PydanticCustomError("value_error", "text (or voice) is required")
+            problem = InitErrorDetails(type=said, loc=("text",), input=None)
+            raise ValidationError.from_exception_data(type(self).__name__, [problem])
+        return self
 
 
 class DeliveredResponse(BaseModel):
@@ -185,8 +225,9 @@ class UploadRequest(Inbound):
         alias="contentType",
         max_length=100,
         description="The file's type. The server checks the bytes again when a message "
-        "attaches the file.",
-        json_schema_extra={"enum": list(ACCEPTED)},
+        "attaches the file (or sends it as `voice`). Audio may also be named with "
+        "parameters (`audio/webm;codecs=opus`) or a common other name (`audio/x-wav`).",
+        json_schema_extra={"enum": list(UPLOADABLE)},
     )
     size_bytes: StrictInt = Field(
         alias="sizeBytes",

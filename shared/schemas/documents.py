@@ -79,6 +79,8 @@ class FileRef(Document):
     For an image, ``storage_path`` is the normalised JPEG (no metadata) the server wrote
     beside the upload, ``original_path``; for a PDF it is the upload itself, and
     ``text_path`` the text extracted from it (``text_chars`` long, with page markers).
+    A voice clip is the upload itself, ``duration_seconds`` long (as decoded); its
+    transcript is the message's text.
     """
 
     storage_path: str
@@ -91,6 +93,7 @@ class FileRef(Document):
     page_count: int | None = Field(default=None, ge=0)
     text_path: str | None = None
     text_chars: int | None = Field(default=None, ge=0)
+    duration_seconds: float | None = Field(default=None, ge=0)
 
 
 class ToolCall(Document):

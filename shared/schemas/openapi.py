@@ -101,8 +101,9 @@ _SSE = {
     "text/event-stream": {
         "schema": {
             "type": "string",
-            "description": "Server-Sent Events: run_start, text, tool_start, tool_end, "
-            "task_queued, question, approval_required, then done or error (DESIGN §4).",
+            "description": "Server-Sent Events: transcript (a voice message's words, "
+            "before its run), run_start, text, tool_start, tool_end, task_queued, question, "
+            "approval_required, then done or error (DESIGN §4).",
         }
     }
 }

@@ -6,6 +6,10 @@ Real HTTP and the real ``streamGenerateContent?alt=sse`` stream: each chunk a
 ``google-genai`` client talks to it. It plays the same ``Script`` as the OpenAI fake,
 chosen by the last user message's text.
 
+A request carrying audio (an ``inlineData`` part of an ``audio/`` type) is a
+transcription: the fake cannot hear, so ``hear(clip, text)`` says what a clip's exact
+bytes say, streamed a word a chunk; any other clip is heard as nothing.
+
 Run standalone: ``python -m tests.fakes.gemini_server --port N``.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -116,6 +121,7 @@ class FakeGemini:
         # Voice: each ephemeral token minted (its request), and each speech request.
         self.tokens: list[dict[str, Any]] = []
         self.speeches: list[dict[str, Any]] = []
+        self.heard: dict[str, str] = {}
         self.app = Starlette(
             routes=[
                 Route("/{version}/auth_tokens", self._auth_token, methods=["POST"]),
@@ -150,6 +156,28 @@ class FakeGemini:
     def requests_for(self, trigger: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if last_user_text(r) == trigger]
 
+    def hear(self, clip: bytes, text: str) -> None:
+        """Transcribe exactly these bytes as ``text``."""
+        self.heard[hashlib.sha256(clip).hexdigest()] = text
+
+    def _audio(self, body: dict[str, Any]) -> bytes | None:
+        for content in body.get("contents") or []:
+            for part in content.get("parts") or []:
+                inline = part.get("inlineData") or {}
+                # The SDK's typed Part sends ``mime_type``; the API takes either name.
+                kind = inline.get("mimeType") or inline.get("mime_type") or ""
+                if str(kind).startswith("audio/"):
+                    # Either base64 alphabet (google-genai sends the URL-safe one).
+                    return base64.b64decode(inline["data"], altchars=b"-_")
+        return None
+
+    async def _transcript(self, text: str) -> AsyncIterator[bytes]:
+        words = text.split(" ") if text else []
+        for n, word in enumerate(words):
+            yield chunk([{"text": word if n == 0 else " " + word}])
+        usage = {"promptTokenCount": 105, "candidatesTokenCount": len(words)}
+        yield chunk([{"text": ""}], "STOP", {**usage, "totalTokenCount": 105 + len(words)})
+
     async def _generate(self, request: Request) -> Response:
         if not request.path_params["call"].endswith(":streamGenerateContent"):
             return JSONResponse({"error": {"code": 404, "message": "not faked"}}, 404)
@@ -158,6 +186,10 @@ class FakeGemini:
             return self._speech(body)
         self.requests.append(body)
         self.paths.append(f"{request.url.path}?{request.url.query}")
+        audio = self._audio(body)
+        if audio is not None:
+            text = self.heard.get(hashlib.sha256(audio).hexdigest(), "")
+            return StreamingResponse(self._transcript(text), media_type="text/event-stream")
         script = self.scripts.get(last_user_text(body), self.default)
         if ends_with_results(body) and script.then is not None:
             script = script.then

@@ -5,6 +5,11 @@ answers is chosen by the last user message: ``script(trigger, Script(...))``;
 anything else gets a short default reply. Scripts can stream text and tool-call
 fragments, pace tokens, answer with an HTTP error, or drop the connection midway.
 
+It also answers ``audio.transcriptions`` (multipart upload; streamed as
+``transcript.text.delta`` events then ``transcript.text.done`` when ``stream`` is set,
+one JSON object otherwise). It cannot hear: ``hear(clip, text)`` says what a clip's
+exact bytes say; any other clip is heard as nothing (an empty transcript).
+
 Run standalone (for benchmarks): ``python -m tests.fakes.openai_server --port N``.
 """
 
@@ -12,6 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import email.parser
+import email.policy
+import hashlib
 import json
 import threading
 import time
@@ -88,13 +96,41 @@ class FakeOpenAI:
         # speech request, so tests count the provider's calls.
         self.secrets: list[tuple[dict[str, Any], str]] = []
         self.speeches: list[dict[str, Any]] = []
+        self.heard: dict[str, str] = {}
+        self.transcriptions: list[dict[str, Any]] = []
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._complete, methods=["POST"]),
                 Route("/v1/realtime/client_secrets", self._client_secret, methods=["POST"]),
                 Route("/v1/audio/speech", self._speech, methods=["POST"]),
+                Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"]),
             ]
         )
+
+    def hear(self, clip: bytes, text: str) -> None:
+        """Transcribe exactly these bytes as ``text``."""
+        self.heard[hashlib.sha256(clip).hexdigest()] = text
+
+    async def _transcribe(self, request: Request) -> Response:
+        form = _multipart(request.headers["content-type"], await request.body())
+        clip, name, media_type = form["file"]
+        said = {"model": form["model"][0].decode(), "name": name, "type": media_type}
+        said["stream"] = form.get("stream", (b"false",))[0] == b"true"
+        said["size"] = len(clip)
+        self.transcriptions.append(said)
+        text = self.heard.get(hashlib.sha256(clip).hexdigest(), "")
+        if not said["stream"]:
+            return JSONResponse({"text": text, "usage": {"type": "duration", "seconds": 3.2}})
+
+        async def events() -> AsyncIterator[bytes]:
+            for n, word in enumerate(text.split(" ") if text else []):
+                delta = {"type": "transcript.text.delta", "delta": word if n == 0 else " " + word}
+                yield b"data: " + json.dumps(delta).encode() + b"\n\n"
+            usage = {"type": "tokens", "input_tokens": 40, "output_tokens": 12, "total_tokens": 52}
+            done = {"type": "transcript.text.done", "text": text, "usage": usage}
+            yield b"data: " + json.dumps(done).encode() + b"\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
     def script(self, trigger: str, script: Script) -> None:
         """Answer with ``script`` whenever the last user message is ``trigger``, or, when
@@ -199,6 +235,18 @@ class FakeOpenAI:
                 },
             )
         yield b"data: [DONE]\n\n"
+
+
+def _multipart(content_type: str, body: bytes) -> dict[str, tuple[Any, ...]]:
+    """A multipart/form-data body's fields: (value bytes, file name, content type)."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    fields: dict[str, tuple[Any, ...]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True)
+        fields[str(name)] = (data, part.get_filename(), part.get_content_type())
+    return fields
 
 
 def _said(body: dict[str, Any]) -> tuple[str, str]:

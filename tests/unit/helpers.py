@@ -22,6 +22,7 @@ from shared.clock import Clock, SystemClock
 from shared.config import Settings
 from shared.ids import SequentialIds
 from shared.llm.base import ModelProvider
+from shared.llm.transcribe import Transcriber
 from shared.queue.memory import InMemoryTaskQueue
 from shared.store.files import InMemoryFileStore
 from shared.store.memory import (
@@ -83,6 +84,7 @@ def make_service(
     clock: Clock | None = None,
     tools: ToolRegistry | None = None,
     fakes: Fakes | None = None,
+    transcriber: Transcriber | None = None,
     **settings: int,
 ) -> Harness:
     fakes = fakes or Fakes(store or InMemoryConversationStore())
@@ -102,6 +104,7 @@ def make_service(
         sections=fakes.sections,
         families=fakes.families,
         settings_store=fakes.settings,
+        transcriber=transcriber,
     )
     return Harness(
         components.agent,

@@ -176,7 +176,7 @@ def test_too_many_tasks_waiting_asks_to_wait_until_the_soonest_running_lease_end
     ("path", "body", "message", "field"),
     [
         (URL, {"text": "   "}, "text must not be blank", "text"),
-        (URL, {}, "text is required", "text"),
+        (URL, {}, "text (or voice) is required", "text"),
         (
             URL,
             {"text": "hi", "conversationId": "no spaces"},
@@ -193,8 +193,8 @@ def test_too_many_tasks_waiting_asks_to_wait_until_the_soonest_running_lease_end
             URL,
             {"text": "hi", "colour": "red"},
             "colour is not a field of this request; the fields here are conversationId, "
-            "text, documentId, attachments, whenBusy, targetUserId, targetFamily, input and "
-            "voiceSessionId",
+            "text, voice, documentId, attachments, whenBusy, targetUserId, targetFamily, input "
+            "and voiceSessionId",
             "colour",
         ),
         (

@@ -15,6 +15,7 @@ from shared.schemas.documents import (
     ArchiveSegment,
     ContentPart,
     Conversation,
+    FileRef,
     Message,
     TaskState,
     ToolCall,
@@ -459,3 +460,18 @@ def test_audit_flags_a_section_left_behind_once_settled_and_one_missing() -> Non
     assert audit(_with_sections(server, "running"), CHECK) == []  # a write still to come
     assert kinds(audit(_with_sections(server, "running"), SETTLED)) == ["section_disagrees"]
     assert kinds(audit(_with_sections(server), SETTLED)) == ["section_disagrees"]
+
+
+def test_audit_finds_a_user_message_with_no_words() -> None:
+    clip = ContentPart(
+        type="file",
+        file=FileRef(storage_path="u/uploads/a.webm", content_type="audio/webm", size_bytes=9),
+    )
+    blank = user("  ").model_copy(update={"content": [clip]})
+    (found,) = audit(documents(conversation(blank, assistant("a1"))), CHECK)
+    assert found.kind == "blank_user_message" and "u1" in found.detail
+    queued = conversation(
+        user(), assistant("a1"), queued_messages=[user(" ", "u2")], active_run=running(NOW)
+    )
+    assert kinds(audit(documents(queued), CHECK)) == ["blank_user_message"]
+    assert audit(documents(conversation(user(), assistant("a1"))), CHECK) == []

@@ -223,7 +223,7 @@ async def test_post_upload_starts_a_session_then_the_file_can_be_attached(
             {"fileName": "cat.gif", "contentType": "image/gif", "sizeBytes": 10},
             415,
             "unsupported_media_type",
-            "only JPEG, PNG and PDF files can be uploaded",
+            "only JPEG, PNG and PDF files and voice clips can be uploaded",
         ),
         (
             {"fileName": "big.pdf", "contentType": "application/pdf", "sizeBytes": MAX_BYTES + 1},
