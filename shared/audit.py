@@ -319,10 +319,13 @@ class _Checker:
 
     def task_entries(self, whole: _Whole, ledger: TaskLedger | None) -> None:
         conversation, path = whole.live, whole.path
-        calls = {site.call.id for site in whole.sites()}
+        calls = {site.call.id: site.call for site in whole.sites()}
         tasks = ledger.tasks if ledger is not None else {}
         for task_id, state in (conversation.tasks or {}).items():
-            if state.tool_call_id not in calls:
+            call = calls.get(state.tool_call_id)
+            if call is not None and task_id not in tasks and waiting_on_person(call):
+                continue  # an inline call waiting on its person shows waiting_on_user too
+            if call is None:
                 self.flag(
                     "task_entry_without_call",
                     path,

@@ -193,10 +193,25 @@ def test_audit_passes_calls_waiting_for_a_person_and_a_task_under_way() -> None:
         ),
         user("Make one", "u2"),
         assistant("a2", call_part("c2", "running")),
-        tasks=task_state("c2", "running"),
+        # The end of a run shows the calls waiting on the user as waiting_on_user
+        # (shared/agent/finish.py): no task holds them, and none needs to.
+        tasks={
+            **task_state("c2", "running"),
+            **task_state("q1", "waiting_on_user"),
+            **task_state("d1", "waiting_on_user"),
+        },
     )
     server = ledger(record("c2", "running", NOW + timedelta(seconds=60)))
     assert audit(documents(conv, server=server), CHECK) == []
+
+
+def test_audit_finds_a_task_waiting_on_its_user_that_the_ledger_does_not_hold() -> None:
+    conv = conversation(
+        user(),
+        assistant("a1", call_part("c1", "queued")),
+        tasks=task_state("c1", "waiting_on_user"),
+    )
+    assert "call_without_task" in kinds(audit(documents(conv), CHECK))
 
 
 def test_audit_passes_a_live_run_within_its_lease_and_grace() -> None:
