@@ -10,13 +10,16 @@ import pytest
 
 from shared.agent.events import ApprovalRequiredEvent
 from shared.auth.base import User
+from shared.clock import ManualClock
 from shared.families.messages import Target, family_conversation_id
 from shared.llm.base import Finish, ModelRequest, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Conversation
 from shared.schemas.tasks import TASK_PAYLOAD
 from shared.tools.quoting import OWNER_OPTED_OUT
+from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, make_service, run_frames
+from tests.unit.test_voice import harness as voice_harness
 
 MUM = User(uid="mum", name="Mum")
 DAD = User(uid="dad", name="Dad")
@@ -268,3 +271,55 @@ async def test_a_reader_who_opted_out_reads_nothing_and_earlier_reads_are_withhe
     await run_frames(harness, MUM, "thanks", conversation_id)
     assert DINNER not in everything(provider.requests[-1])
     assert OWNER_OPTED_OUT in everything(provider.requests[-1])
+
+
+async def test_a_long_send_waits_for_approval_in_a_conversation_that_reads_back() -> None:
+    """The tool takes up to MAX_SENT_CHARS; the card shows all of it, but the call's
+    part is described without the words (a description is read aloud and kept, and has
+    its own limit): the conversation stays readable, and the text is in no description."""
+    long_text = "Please remember the school trip forms. " * 60  # ~2,300 characters
+    provider = ScriptedProvider([calls(("send_family_message", {"to": "dad", "text": long_text}))])
+    harness = await household(provider)
+    conversation_id, frames = await run_frames(harness, MUM, "tell Dad about the forms")
+    (card,) = [f.event for f in frames if isinstance(f.event, ApprovalRequiredEvent)]
+    assert long_text in card.display_text  # the card shows the exact text
+    stored = await harness.store.get("mum", conversation_id)
+    assert stored is not None
+    (part,) = [p for m in stored.messages for p in m.content if p.tool_call is not None]
+    assert part.tool_call is not None and part.tool_call.display_text == card.display_text
+    assert part.description is not None
+    assert "school trip" not in part.description.lower()
+    assert part.description == "Spark AI Agent asks to send a message to Dad (parent)."
+
+
+async def test_a_reply_read_aloud_after_an_opt_out_withholds_the_members_words() -> None:
+    """Reading a reply aloud gives its text to the speech model: a member's words that
+    the reply quotes are blanked there once they opt out, as in the model's history."""
+    clock = ManualClock()
+    voice = ScriptedVoice(clock)
+    provider = ScriptedProvider(
+        [
+            calls(("read_family_messages", {})),
+            Step.reply(f"Kid wrote: {SECRET} And Dad: {DINNER}"),
+        ]
+    )
+    harness = voice_harness(provider, clock, voice)
+    families = harness.agent.families
+    family = await families.create(MUM, "The Smiths")
+    for user, role in ((DAD, "parent"), (KID, "dependent")):
+        made = await families.invite("mum", family.id, role)  # type: ignore[arg-type]
+        await families.join(user, made.token)
+    await harness.agent.delivery.deliver("kid", SECRET, Target(user_id="mum"))
+    await harness.agent.delivery.deliver("dad", DINNER, Target(family=True))
+    conversation_id, _ = await run_frames(harness, MUM, "what did my family say?")
+    stored = await harness.store.get("mum", conversation_id)
+    assert stored is not None
+    reply = stored.messages[-1]
+    assert SECRET in reply.text
+
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    spoken = await harness.agent.speak("mum", conversation_id, reply.id)
+    assert [c async for c in spoken.chunks]
+    (said,) = voice.spoken
+    assert SECRET not in said and "[withheld]" in said
+    assert DINNER in said  # Dad did not opt out
