@@ -495,3 +495,27 @@ async def test_http_an_idempotency_key_on_a_message_to_the_agent_is_400(
     )
     assert "Idempotency-Key" in refused.json()["error"]["message"]
     assert world.snapshot() == before
+
+
+def test_audit_compares_archived_copies_of_shared_messages_too() -> None:
+    """A copy that rolled over holds older messages in its counted archive segments:
+    they are compared with the other copies (and counted once) as the live ones are; a
+    segment past the marker's count (not yet committed) is not read."""
+    one = {"id": "m1", "role": "user", "content": [{"type": "text", "text": "One"}]}
+    two = {"id": "m2", "role": "user", "content": [{"type": "text", "text": "Two"}]}
+    tampered = {**one, "content": [{"type": "text", "text": "Tampered"}]}
+
+    def rolled(*segments: list[dict[str, Any]], live: list[dict[str, Any]]) -> UserDocuments:
+        conversation = {"kind": "direct", "messages": live, "archived": {"segments": 1}}
+        archives = {"dm_1": [{"messages": s} for s in segments]}
+        return UserDocuments("mum", None, {"dm_1": conversation}, archives)
+
+    kid = UserDocuments("kid", None, {"dm_1": {"kind": "direct", "messages": [one, two]}}, {})
+    assert shared_copies([rolled([one], live=[two]), kid]) == []
+    assert shared_copies([rolled([one], [tampered], live=[two]), kid]) == []  # uncounted
+    found = shared_copies([rolled([tampered], live=[two]), kid])
+    assert [(v.kind, v.user_id, v.detail) for v in found] == [
+        ("shared_copy", "kid", "message m1 differs from mum's copy")
+    ]
+    twice = shared_copies([rolled([one], live=[one, two])])
+    assert [v.detail for v in twice] == ["message m1 is held 2 times"]
