@@ -305,6 +305,7 @@ def assemble(
         roll_over,
     )
     family = family_tools(household, store, preferences, delivery, settings.tool_output_chars)
+    screen = FamilyScreen(preferences)
     deps = RunDeps(
         store=store,
         model=provider,
@@ -316,7 +317,7 @@ def assemble(
         ),
         tasks=scheduler,
         files=files,
-        screen=FamilyScreen(preferences),
+        screen=screen,
     )
     background = Background()
     voice = VoiceClips(
@@ -343,7 +344,7 @@ def assemble(
             timedelta(seconds=settings.voice_secret_seconds),
             timedelta(minutes=settings.voice_session_minutes),
         ),
-        SpokenReplies(speaker, store, files, scheduler),
+        SpokenReplies(speaker, store, files, scheduler, screen),
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)

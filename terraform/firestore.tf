@@ -81,3 +81,16 @@ resource "google_firestore_field" "unindexed" {
   # An empty index_config removes every single-field index of the field.
   index_config {}
 }
+
+# Receipts of deliveries sent with an Idempotency-Key (/{uid}/server/deliveries/{id}):
+# the code judges one expired after 24 hours; this TTL policy deletes it some time after
+# its `expiresAt` (Firestore deletes expired documents within a day or so, not at once).
+# The field is a timestamp that only grows and is never queried: no single-field index.
+resource "google_firestore_field" "delivery_receipts_expire" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "deliveries"
+  field      = "expiresAt"
+  ttl_config {}
+  index_config {}
+}

@@ -67,6 +67,18 @@ ME = "/api/spark/me"
 VOICE = "/api/spark/agent/voice"
 
 
+FAMILY_TEXT_ONLY = (
+    "A message to family members is delivered as its text (and attachments): it cannot "
+    "carry a voice clip, a live-voice utterance (input: voice) or a documentId. Type the "
+    "message, or ask Spark AI Agent to send it for you."
+)
+AGENT_IDEMPOTENCY = (
+    "The Idempotency-Key header is honoured only on messages to family members "
+    "(targetUserId, targetFamily or a direct or family conversationId). Send a message "
+    "to Spark AI Agent without it."
+)
+
+
 @functools.cache
 def _openapi() -> str:
     """Built on first request, not at every instance's start-up."""
@@ -218,6 +230,8 @@ class ApiApp:
         target = _verbatim(body)
         if target is not None:
             return await self._deliver(request, user, body.text or "", target, attachments)
+        if request.headers.get("idempotency-key") is not None:
+            raise RequestError(AGENT_IDEMPOTENCY)
         sent = await self._agent.send(
             user,
             body.text or "",
@@ -555,14 +569,24 @@ class ApiApp:
 
 def _verbatim(body: SendMessageRequest) -> Target | None:
     """Whom a message goes to verbatim, if it is one for family members (``None``: it
-    is for the agent)."""
+    is for the agent). ``whenBusy`` is ignored there: a delivery never waits on a reply.
+
+    Raises:
+        RequestError: it is for family members and carries a voice clip, a live-voice
+            utterance or a lesson (only the agent takes those); nothing is written.
+    """
+    target = None
     if body.target_user_id is not None:
-        return Target(user_id=body.target_user_id)
-    if body.target_family:
-        return Target(family=True)
-    if body.conversation_id is not None and is_shared(body.conversation_id):
-        return Target(conversation_id=body.conversation_id)
-    return None
+        target = Target(user_id=body.target_user_id)
+    elif body.target_family:
+        target = Target(family=True)
+    elif body.conversation_id is not None and is_shared(body.conversation_id):
+        target = Target(conversation_id=body.conversation_id)
+    if target is not None and (
+        body.voice is not None or body.input == "voice" or body.document_id is not None
+    ):
+        raise RequestError(FAMILY_TEXT_ONLY)
+    return target
 
 
 def _header_safe(name: str) -> str:

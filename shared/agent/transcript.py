@@ -52,6 +52,7 @@ from shared.schemas.documents import (
     ToolResult,
     Usage,
 )
+from shared.tools.descriptions import describe_call
 
 STOPPED = "The user stopped the reply before this tool finished."
 CANCELLED = "Cancelled: the reply ended before this started."
@@ -183,7 +184,10 @@ def _opened_call(
         "status": status,
         "approval": True if isinstance(event, ApprovalRequiredEvent) else None,
     }
-    return ContentPart(type="tool_call", tool_call=ToolCall.model_validate(call))
+    described = describe_call(event.tool, event.args_json)
+    return ContentPart(
+        type="tool_call", tool_call=ToolCall.model_validate(call), description=described
+    )
 
 
 _END_STATUS: dict[str, ToolCallStatus] = {"success": "complete", "error": "error"}

@@ -112,7 +112,8 @@ class SendMessageRequest(Inbound):
     when_busy: Literal["reject", "queue"] = Field(
         default="reject",
         alias="whenBusy",
-        description="While a reply is being written: refuse (409) or queue this message.",
+        description="While a reply is being written: refuse (409) or queue this message. "
+        "Ignored by a message to family members (a delivery never waits).",
     )
     target_user_id: UserId | None = Field(
         default=None,

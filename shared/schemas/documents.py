@@ -186,7 +186,14 @@ def _question_description(call: ToolCall) -> str:
 
 def describe(part: ContentPart) -> str | None:
     """What a part shows, said in words: a description for a part written without one
-    (or stored before parts had them). Text needs none."""
+    (or stored before parts had them), within ``MAX_DESCRIPTION_CHARS`` (it is set
+    without validation: a longer one, from a long display text or question, would make
+    the stored conversation unreadable). Text needs none."""
+    said = _described(part)
+    return None if said is None else short(said)
+
+
+def _described(part: ContentPart) -> str | None:
     if part.file is not None:
         return _file_description(part.type, part.file)
     call = part.tool_call

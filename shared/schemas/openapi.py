@@ -286,7 +286,8 @@ def openapi() -> dict[str, Any]:
             "in": "header",
             "description": "(Messages to family members) a retry with the same key, by "
             "the same sender within 24 hours, gets the first answer and delivers nothing "
-            "again; the same key for a different message is 422 idempotency_key_reused.",
+            "again; the same key for a different message is 422 idempotency_key_reused. "
+            "On a message to the agent it is 400 (only deliveries keep receipts).",
             "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
         }
     ]

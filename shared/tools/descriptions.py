@@ -9,6 +9,7 @@ describer, so a new tool without one fails it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -102,6 +103,31 @@ DESCRIBERS: dict[str, Describe] = {
     ),
     "send_family_message": lambda args, value: f"Sent a message to {_get(value, 'to', 'family')}.",
 }
+
+
+def _asks_to_send(args: Mapping[str, Any]) -> str:
+    recipient = args.get("recipient") or args.get("to") or "the family"
+    return f"Spark AI Agent asks to send a message to {recipient}."
+
+
+# A call's own part, where its display text would say too much. ``send_family_message``'s
+# card shows the exact text to approve, but the part's description is read aloud and
+# kept: the text may be another member's words, forwarded, which an opt-out withholds.
+CALL_DESCRIBERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "send_family_message": _asks_to_send,
+}
+
+
+def describe_call(tool: str, args_json: str) -> str | None:
+    """The description of a call's part (``None``: its display text says it)."""
+    describer = CALL_DESCRIBERS.get(tool)
+    if describer is None:
+        return None
+    try:
+        args = json.loads(args_json)
+        return short(describer(args if isinstance(args, Mapping) else {}))
+    except Exception:  # a description must never fail the call it describes
+        return None
 
 
 def describe_output(tool: str, args: BaseModel, value: Any) -> str | None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from shared.families.preferences import Preferences
 from shared.llm.base import ChatMessage, ToolCallRequest
+from shared.schemas.documents import Conversation
 
 READ_TOOL = "read_family_messages"
 # The most characters of one message quoted (the rest is cut, saying so), so that one long
@@ -205,14 +206,49 @@ def _scrubbed(turn: ChatMessage, gone: list[str]) -> ChatMessage:
     return replace(turn, text=scrub(turn.text, gone), tool_calls=calls)
 
 
+def _read_results(conversation: Conversation) -> list[str]:
+    """The outputs of the ``read_family_messages`` calls in ``conversation``'s live
+    messages."""
+    reads = {
+        p.tool_call.id
+        for m in conversation.messages
+        for p in m.content
+        if p.tool_call is not None and p.tool_call.name == READ_TOOL
+    }
+    return [
+        p.tool_result.output_json
+        for m in conversation.messages
+        for p in m.content
+        if p.tool_result is not None and p.tool_result.tool_call_id in reads
+    ]
+
+
 class FamilyScreen:
     """The ``HistoryScreen`` of family messages: run on each model call's history, it
     reads (once, fresh from the store) the settings of the reader and of every author
     quoted in it, and withholds what they opted out of. A history without a
-    ``read_family_messages`` result costs nothing (no read)."""
+    ``read_family_messages`` result costs nothing (no read). ``spoken`` does the same
+    for a reply's text before the speech model reads it aloud."""
 
     def __init__(self, preferences: Preferences) -> None:
         self._preferences = preferences
+
+    async def spoken(self, user_id: str, conversation: Conversation, text: str) -> str:
+        """``text`` (a reply of ``conversation`` to be read aloud) with every verbatim
+        copy of a message blanked whose author (or reader) has opted out, judged on the
+        conversation's live ``read_family_messages`` results and the settings as stored
+        now. A text that quotes no family message is unchanged."""
+        results = _read_results(conversation)
+        if not results:
+            return text
+        authors: set[str] = set()
+        for result in results:
+            authors |= _authors(_load(result))
+        opted_out = await self._preferences.opted_out([user_id, *sorted(authors)])
+        gone: list[str] = []
+        for result in results:
+            gone += screen_result(result, user_id in opted_out, opted_out)[1]
+        return scrub(text, gone)
 
     async def screen(self, user_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
         reads = [i for i, t in enumerate(history) if t.role == "tool" and t.name == READ_TOOL]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from shared.errors import NotFound, RequestError, VoiceUnavailable
-from shared.schemas.documents import Message
+from shared.schemas.documents import Conversation, Message
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
 from shared.voice.live import OFFLINE
@@ -52,6 +52,15 @@ class Speaker(Protocol):
         Raises:
             ProviderError: the provider failed (before or during the stream).
         """
+        ...
+
+
+class SpokenScreen(Protocol):
+    """What of a reply may be given to the speech model (``FamilyScreen``: a family
+    member's quoted words, once they or the reader opted out, are blanked)."""
+
+    async def spoken(self, user_id: str, conversation: Conversation, text: str) -> str:
+        """``text``, a reply of ``conversation``, as the speech model may read it."""
         ...
 
 
@@ -132,11 +141,13 @@ class SpokenReplies:
         store: ConversationStore,
         files: FileStore,
         budget: SpeechBudget,
+        screen: SpokenScreen | None = None,
     ) -> None:
         self._speaker = speaker
         self._store = store
         self._files = files
         self._budget = budget
+        self._screen = screen
 
     async def speak(self, user_id: str, conversation_id: str, message_id: str) -> Spoken:
         """The reply ``message_id`` as audio: from the cache, or from the provider (and
@@ -168,6 +179,11 @@ class SpokenReplies:
             data = await self._files.read(path, MAX_SPEECH_BYTES)
             return Spoken(speaker.media_type, _once(data), cached=True)
         await self._budget.check_tokens(user_id)
+        if self._screen is not None:
+            # Screened when the provider is asked, never before: an opt-out holds from
+            # the next reading on. (Audio kept from before it is replayed: that gives
+            # no model anything.)
+            text = await self._screen.spoken(user_id, conversation, text)
         made = self._made(speaker, user_id, text, path)
         # The first chunk before any answer: a provider that fails at once is an error
         # answer (502/503), not a 200 whose audio stops before it starts.

@@ -5,6 +5,7 @@ the indexes, the package deployed. Parsed with python-hcl2 and evaluated by hcl.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from shared.config import DEFAULT_MODEL, Settings, parse_model
 from shared.errors import ConfigurationError
+from shared.families.delivery import receipt_path
 from shared.schemas.documents import (
     ArchiveSegment,
     Conversation,
@@ -23,6 +25,7 @@ from shared.schemas.documents import (
     LessonVersion,
     TaskDocument,
 )
+from shared.schemas.server import Receipt
 from tests.terraform.code import config_variables, firestore_collections, firestore_queries
 from tests.terraform.conftest import PROJECT, ROOT
 from tests.terraform.hcl import Config, Ref, Scope, dynamic_blocks
@@ -453,3 +456,21 @@ def test_terraform_files_are_formatted(config: Config) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout
+
+
+def test_delivery_receipts_expire_by_a_ttl_policy_on_their_expires_at(
+    config: Config, scope: Scope
+) -> None:
+    """A receipt (``/{uid}/server/deliveries/{id}``) is judged expired after 24 hours by
+    the code; Firestore's TTL deletes it some time after ``expiresAt``, a Timestamp."""
+    ttl = config.resource("google_firestore_field", "delivery_receipts_expire")
+    collection_group = receipt_path("u", "r")[-2]
+    assert scope.eval(ttl["collection"]) == collection_group == "deliveries"
+    assert scope.eval(ttl["field"]) == "expiresAt"
+    assert ttl["ttl_config"] == [{}]
+    # A monotonically growing timestamp, never queried: no single-field index.
+    assert ttl["index_config"] == [{}]
+    expires = Receipt.model_json_schema(by_alias=True)["properties"]["expiresAt"]
+    assert "Timestamp" in json.dumps(expires)
+    queried = {field for query in firestore_queries() for field in query.fields}
+    assert "expiresAt" not in queried

@@ -29,7 +29,7 @@ from shared.store.memory import (
 )
 from shared.tasks.sections import summarise
 from shared.tools.base import ToolRegistry
-from shared.tools.descriptions import DESCRIBERS, describe_output
+from shared.tools.descriptions import DESCRIBERS, describe_call, describe_output
 from shared.wiring import assemble
 
 # One output of each tool, as its run returns it (or, for the client's and the user's
@@ -217,3 +217,28 @@ def test_the_document_schemas_require_a_description_of_every_visual_part() -> No
     task = firestore_schema(TASK_SCHEMA_PATH)
     assert "description" in task["$defs"]["KeyOutput"]["required"]
     assert KeyOutput(kind="mark", text="7 out of 10").description == "The mark: 7 out of 10."
+
+
+def test_a_long_display_text_is_described_within_the_limit_and_reads_back() -> None:
+    """A description made from a call's display text (a long question, an approval card
+    quoting a long text) is cut to the limit, so the stored part validates again."""
+    call = ToolCall(
+        id="c",
+        name="x",
+        args_json="{}",
+        display_text="Send to Dad: " + "a" * 2_000,
+        execution="task",
+        status="awaiting_approval",
+        approval=True,
+    )
+    part = ContentPart(type="tool_call", tool_call=call)
+    assert part.description is not None and len(part.description) <= MAX_DESCRIPTION_CHARS
+    assert ContentPart.model_validate(part.to_firestore()) == part
+
+
+def test_a_send_is_described_by_its_recipient_never_its_words() -> None:
+    assert describe_call(
+        "send_family_message", '{"to": "u1", "text": "Pick up milk", "recipient": "Ada (parent)"}'
+    ) == ("Spark AI Agent asks to send a message to Ada (parent).")
+    assert describe_call("send_family_message", "not json") is None
+    assert describe_call("create_lesson", "{}") is None

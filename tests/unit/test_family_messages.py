@@ -428,3 +428,94 @@ async def test_audit_finds_a_copy_of_a_shared_message_that_differs(world: World)
     kid["messages"].append(copy.deepcopy(kid["messages"][0]))
     twice = [v for v in shared_copies(await documents_of(world, MUM, KID)) if v.user_id == "kid"]
     assert [v.detail for v in twice] == [f"message {direct.message_id} is held 2 times"]
+
+
+# -- what a message to family members may carry ---------------------------------------------
+
+CLIP = {"storagePath": f"{MUM.uid}/uploads/upl_v/clip.webm"}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"voice": CLIP},  # no text at all: it would be delivered blank
+        {"text": "psst", "voice": CLIP},
+        {"text": "psst", "input": "voice", "voiceSessionId": "vs_1"},
+        {"text": "psst", "documentId": "lesson_1"},
+    ],
+    ids=["voice-only", "voice", "input-voice", "documentId"],
+)
+@pytest.mark.parametrize("addressed", ["conversationId", "targetUserId", "targetFamily"])
+async def test_http_a_family_message_with_a_clip_a_voice_input_or_a_document_is_400(
+    world: World, client: Any, body: dict[str, Any], addressed: str
+) -> None:
+    first = await client.post(
+        MESSAGES, headers=auth(MUM), json={"text": "Dinner", "targetUserId": KID.uid}
+    )
+    assert first.status_code == 201, first.text
+    to: dict[str, Any] = {
+        "conversationId": {"conversationId": first.json()["conversationId"]},
+        "targetUserId": {"targetUserId": KID.uid},
+        "targetFamily": {"targetFamily": True},
+    }[addressed]
+    before = world.snapshot()
+    refused = await client.post(MESSAGES, headers=auth(MUM), json={**body, **to})
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid_request"), (
+        refused.text
+    )
+    assert world.snapshot() == before
+
+
+async def test_http_when_busy_is_ignored_by_a_family_message(world: World, client: Any) -> None:
+    """Deliberate (README): a delivery never waits for a reply, so there is nothing to be
+    busy with; a client that always sends ``whenBusy`` still reaches the family."""
+    sent = await client.post(
+        MESSAGES,
+        headers=auth(MUM),
+        json={"text": "Dinner", "targetFamily": True, "whenBusy": "queue"},
+    )
+    assert sent.status_code == 201, sent.text
+    copy_ = await world.copy(KID, sent.json()["conversationId"])
+    assert copy_ is not None and [m.text for m in copy_.messages] == ["Dinner"]
+
+
+async def test_http_an_idempotency_key_on_a_message_to_the_agent_is_400(
+    world: World, client: Any
+) -> None:
+    """Only deliveries keep receipts: a key on a message to the agent would protect
+    nothing, so it is refused rather than silently ignored (a retry would run twice)."""
+    before = world.snapshot()
+    refused = await client.post(
+        MESSAGES,
+        headers={**auth(MUM), "Idempotency-Key": "k-1"},
+        json={"text": "Plan my week"},
+    )
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid_request"), (
+        refused.text
+    )
+    assert "Idempotency-Key" in refused.json()["error"]["message"]
+    assert world.snapshot() == before
+
+
+def test_audit_compares_archived_copies_of_shared_messages_too() -> None:
+    """A copy that rolled over holds older messages in its counted archive segments:
+    they are compared with the other copies (and counted once) as the live ones are; a
+    segment past the marker's count (not yet committed) is not read."""
+    one = {"id": "m1", "role": "user", "content": [{"type": "text", "text": "One"}]}
+    two = {"id": "m2", "role": "user", "content": [{"type": "text", "text": "Two"}]}
+    tampered = {**one, "content": [{"type": "text", "text": "Tampered"}]}
+
+    def rolled(*segments: list[dict[str, Any]], live: list[dict[str, Any]]) -> UserDocuments:
+        conversation = {"kind": "direct", "messages": live, "archived": {"segments": 1}}
+        archives = {"dm_1": [{"messages": s} for s in segments]}
+        return UserDocuments("mum", None, {"dm_1": conversation}, archives)
+
+    kid = UserDocuments("kid", None, {"dm_1": {"kind": "direct", "messages": [one, two]}}, {})
+    assert shared_copies([rolled([one], live=[two]), kid]) == []
+    assert shared_copies([rolled([one], [tampered], live=[two]), kid]) == []  # uncounted
+    found = shared_copies([rolled([tampered], live=[two]), kid])
+    assert [(v.kind, v.user_id, v.detail) for v in found] == [
+        ("shared_copy", "kid", "message m1 differs from mum's copy")
+    ]
+    twice = shared_copies([rolled([one], live=[one, two])])
+    assert [v.detail for v in twice] == ["message m1 is held 2 times"]

@@ -4,19 +4,25 @@ model obeys a message telling it to send), and the opt-out, read fresh at each c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from typing import Any
 
 import pytest
 
 from shared.agent.events import ApprovalRequiredEvent
 from shared.auth.base import User
+from shared.clock import ManualClock
 from shared.families.messages import Target, family_conversation_id
 from shared.llm.base import Finish, ModelRequest, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Conversation
 from shared.schemas.tasks import TASK_PAYLOAD
 from shared.tools.quoting import OWNER_OPTED_OUT
+from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, make_service, run_frames
+from tests.unit.test_voice import harness as voice_harness
 
 MUM = User(uid="mum", name="Mum")
 DAD = User(uid="dad", name="Dad")
@@ -40,9 +46,11 @@ def calls(*pairs: tuple[str, dict[str, object]]) -> Step:
     )
 
 
-async def household(provider: ScriptedProvider, fakes: Fakes | None = None) -> Harness:
+async def household(
+    provider: ScriptedProvider, fakes: Fakes | None = None, **settings: int
+) -> Harness:
     """Mum and Dad (parents) and Kid (a dependent) in one family; Eve in none."""
-    harness = make_service(provider, fakes=fakes or Fakes())
+    harness = make_service(provider, fakes=fakes or Fakes(), **settings)
     families = harness.agent.families
     family = await families.create(MUM, "The Smiths")
     for user, role in ((DAD, "parent"), (KID, "dependent")):
@@ -268,3 +276,111 @@ async def test_a_reader_who_opted_out_reads_nothing_and_earlier_reads_are_withhe
     await run_frames(harness, MUM, "thanks", conversation_id)
     assert DINNER not in everything(provider.requests[-1])
     assert OWNER_OPTED_OUT in everything(provider.requests[-1])
+
+
+async def test_a_long_send_waits_for_approval_in_a_conversation_that_reads_back() -> None:
+    """The tool takes up to MAX_SENT_CHARS; the card shows all of it, but the call's
+    part is described without the words (a description is read aloud and kept, and has
+    its own limit): the conversation stays readable, and the text is in no description."""
+    long_text = "Please remember the school trip forms. " * 60  # ~2,300 characters
+    provider = ScriptedProvider([calls(("send_family_message", {"to": "dad", "text": long_text}))])
+    harness = await household(provider)
+    conversation_id, frames = await run_frames(harness, MUM, "tell Dad about the forms")
+    (card,) = [f.event for f in frames if isinstance(f.event, ApprovalRequiredEvent)]
+    assert long_text in card.display_text  # the card shows the exact text
+    stored = await harness.store.get("mum", conversation_id)
+    assert stored is not None
+    (part,) = [p for m in stored.messages for p in m.content if p.tool_call is not None]
+    assert part.tool_call is not None and part.tool_call.display_text == card.display_text
+    assert part.description is not None
+    assert "school trip" not in part.description.lower()
+    assert part.description == "Spark AI Agent asks to send a message to Dad (parent)."
+
+
+async def test_a_reply_read_aloud_after_an_opt_out_withholds_the_members_words() -> None:
+    """Reading a reply aloud gives its text to the speech model: a member's words that
+    the reply quotes are blanked there once they opt out, as in the model's history."""
+    clock = ManualClock()
+    voice = ScriptedVoice(clock)
+    provider = ScriptedProvider(
+        [
+            calls(("read_family_messages", {})),
+            Step.reply(f"Kid wrote: {SECRET} And Dad: {DINNER}"),
+        ]
+    )
+    harness = voice_harness(provider, clock, voice)
+    families = harness.agent.families
+    family = await families.create(MUM, "The Smiths")
+    for user, role in ((DAD, "parent"), (KID, "dependent")):
+        made = await families.invite("mum", family.id, role)  # type: ignore[arg-type]
+        await families.join(user, made.token)
+    await harness.agent.delivery.deliver("kid", SECRET, Target(user_id="mum"))
+    await harness.agent.delivery.deliver("dad", DINNER, Target(family=True))
+    conversation_id, _ = await run_frames(harness, MUM, "what did my family say?")
+    stored = await harness.store.get("mum", conversation_id)
+    assert stored is not None
+    reply = stored.messages[-1]
+    assert SECRET in reply.text
+
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    spoken = await harness.agent.speak("mum", conversation_id, reply.id)
+    assert [c async for c in spoken.chunks]
+    (said,) = voice.spoken
+    assert SECRET not in said and "[withheld]" in said
+    assert DINNER in said  # Dad did not opt out
+
+
+async def test_an_approved_send_redelivered_to_another_process_after_a_crash_sends_once() -> None:
+    """Process A delivers the message and fails before recording the call's result; the
+    retry is delivered to process B and, at the same time, to A again: the call runs
+    again, and its idempotency key (its conversation and call id) answers from the first
+    delivery's receipt, so each copy holds the message once, and one result is recorded."""
+    fakes = Fakes()
+    provider = ScriptedProvider(
+        [calls(("send_family_message", {"to": "family", "text": OBEYED})), Step.reply("Sent.")]
+    )
+    # Two processes on the same stores; a retry may start at once.
+    first = await household(provider, fakes, task_retry_base_ms=0)
+    second = make_service(provider, fakes=fakes, task_retry_base_ms=0)
+    family_chat = family_conversation_id((await first.agent.families.current("mum")).id)
+    conversation_id, frames = await run_frames(first, MUM, "tell everyone school is off")
+    (card,) = [f.event for f in frames if isinstance(f.event, ApprovalRequiredEvent)]
+    fakes.queue.take()
+    await first.agent.decide(
+        "mum", conversation_id, card.tool_call_id, approved=True, background=False
+    )
+    (task,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
+    payload = TASK_PAYLOAD.validate_json(task.body)
+
+    delivery = first.agent.delivery
+    deliver = delivery.deliver
+
+    async def delivered_then_died(*args: Any, **kwargs: Any) -> Any:
+        await deliver(*args, **kwargs)
+        raise ConnectionError("process A lost its connection after the delivery committed")
+
+    delivery.deliver = delivered_then_died  # type: ignore[method-assign]
+    with contextlib.suppress(Exception):
+        await first.handler().handle(payload)
+    for uid in ("mum", "dad", "kid"):  # A's delivery committed
+        chat = await copy_of(first, uid, family_chat)
+        assert chat is not None and [m.text for m in chat.messages] == [OBEYED]
+
+    # A asked for a retry; Cloud Tasks delivers it to B, and (at least once) to A again.
+    (retry,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
+    again = TASK_PAYLOAD.validate_json(retry.body)
+    assert again.attempt == payload.attempt + 1
+    delivery.deliver = deliver  # type: ignore[method-assign]
+    await asyncio.gather(second.handler().handle(again), first.handler().handle(again))
+    for uid in ("mum", "dad", "kid"):
+        chat = await copy_of(second, uid, family_chat)
+        assert chat is not None and [m.text for m in chat.messages] == [OBEYED], uid
+    after = await second.store.get("mum", conversation_id)
+    assert after is not None
+    results = [
+        json.loads(p.tool_result.output_json)
+        for m in after.messages
+        for p in m.content
+        if p.tool_result is not None and p.tool_result.tool_call_id == card.tool_call_id
+    ]
+    assert len(results) == 1 and results[0]["sent"] is True
