@@ -232,7 +232,7 @@ async def _uid(client: httpx.AsyncClient, auth_host: str, authorization: str) ->
 
 
 def serve(port: int, api: str) -> None:
-    uvicorn.run(app(Upstreams.from_env(api)), host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(app(Upstreams.from_env(api)), host="127.0.0.1", port=port, log_level="info")
 
 
 def main() -> None:

@@ -315,7 +315,8 @@ function render() {
   $("earlier").hidden = !(archived && archived.segments > state.loadedSegments);
   const run = conv && conv.activeRun;
   $("stop").disabled = !run || Boolean(run.stopRequestedAt);
-  $("composer-status").textContent = run && run.waitingFor ? run.waitingFor : "";
+  const waiting = run && run.waitingFor ? run.waitingFor : "";
+  if (waiting !== state.waitingShown) $("composer-status").textContent = state.waitingShown = waiting;
   renderApprovals();
 }
 
