@@ -8,7 +8,7 @@ UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help setup dev dev-reset test lint typecheck checkov package unit schemas bench clean web
+.PHONY: help setup web dev dev-reset test lint typecheck checkov package unit schemas bench clean
 # Playwright (the browser tests' driver) drives Debian's chromium: it never downloads one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 

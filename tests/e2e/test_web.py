@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from tests.e2e.conftest import (
     new_user,
     wait_for,
 )
+from tests.e2e.test_tasks import script_lesson
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.samples import png_with_gps
 from tools.stack import Stack, free_port
@@ -322,7 +321,9 @@ def test_web_an_approval_survives_a_reload_and_is_approved(
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Done with that.")
     wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
     doc = conversation_doc(db, user.uid, conv) or {}
-    calls = [p["toolCall"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_call"]
+    calls = [
+        p["toolCall"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_call"
+    ]
     assert calls[0]["status"] != "awaiting_approval"
 
 
@@ -412,7 +413,8 @@ def test_web_stop_ends_the_reply_stopped_keeping_its_text(
     expect(reply).to_contain_text("Stopped.")
     expect(stop).to_be_disabled()
     shot(page, "07-stopped")
-    doc = wait_for(lambda: (d := conversation_doc(db, user.uid, conv)) and "activeRun" not in d and d)
+    ended = lambda: (d := conversation_doc(db, user.uid, conv)) and "activeRun" not in d and d  # noqa: E731
+    doc = wait_for(ended)
     last = doc["messages"][-1]
     assert last["status"] == "stopped"
     text = "".join(p.get("text", "") for p in last["content"] if p["type"] == "text")
@@ -541,3 +543,67 @@ def audit(page: Page, axe: Path) -> list[dict[str, Any]]:
         for v in result
         if v["impact"] in ("serious", "critical")
     ]
+
+
+def test_web_the_page_answers_get_editor_selection_from_its_editor(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    fake_openai.script(
+        "web: what did I select?",
+        Script(
+            chunks=["Let me look."],
+            tool_calls=[("get_editor_selection", "{}")],
+            then=Script(chunks=["You selected a cat."]),
+        ),
+    )
+    page = context.new_page()
+    sign_in(page, web, user)
+    editor = page.get_by_role("textbox", name="Your text")
+    editor.fill("The cat sat on the mat.")
+    editor.evaluate("e => e.setSelectionRange(4, 7)")
+    send(page, "web: what did I select?")
+    conv = conversation_id(page)
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("You selected a cat.")
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    doc = conversation_doc(db, user.uid, conv) or {}
+    results = [
+        p["toolResult"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_result"
+    ]
+    assert json.loads(results[0]["outputJson"])["selection"] == "cat"
+    expect(page.get_by_text("Reading your selection")).to_be_hidden()  # folded: Done (1 step)
+
+
+def test_web_a_task_shows_its_section_and_the_lesson_its_preview(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    script_lesson(
+        fake_openai,
+        "web: a lesson on tides",
+        "tides in the web client",
+        Script(chunks=["<lesson><h1>Tides</h1><p>The sea ", "rises twice a day.</p></lesson>"]),
+    )
+    page = context.new_page()
+    sign_in(page, web, user)
+    send(page, "web: a lesson on tides")
+    conv = conversation_id(page)
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("Your lesson is ready.")
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    first = articles(page, "Spark AI Agent").first
+    first.get_by_role("button", name="Done (1 step)").click()
+    section = first.get_by_role("region", name="Task:")
+    expect(section).to_contain_text("completed")
+    lesson = page.get_by_role("region", name="Lesson: Tides")
+    expect(lesson).to_contain_text("The sea rises twice a day.")
+    shot(page, "10-task-and-lesson")

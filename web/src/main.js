@@ -212,7 +212,16 @@ async function loadEarlier() {
 
 // ---- rendering ----------------------------------------------------------------------
 
+const VISIBLE = new Set(["text", "image", "file", "tool_call"]);
+
+// What a person sees: a message holding only tool results (hidden or not) shows nothing.
 function shown() {
+  return everything().filter(
+    ({ message }) => message.status !== "complete" || (message.content || []).some((p) => VISIBLE.has(p.type)),
+  );
+}
+
+function everything() {
   const conv = state.conversation;
   if (!conv) return [];
   const live = conv.messages || [];
@@ -227,7 +236,7 @@ function shown() {
 
 function context(queued) {
   const results = new Map();
-  for (const { message } of shown()) {
+  for (const { message } of everything()) {
     for (const part of message.content || []) {
       if (part.type === "tool_result") results.set(part.toolResult.toolCallId, part.toolResult);
     }

@@ -55,7 +55,7 @@ function stepItem(call, result, task) {
 /** A task's section (/{uid}/client/tasks/{taskId}) inside its step. */
 export function taskSection(task) {
   const section = el("section", { className: `task ${task.status}`, "aria-label": `Task: ${task.title}` });
-  section.append(el("p", { className: "task-head" }, el("strong", { text: task.title }), el("span", { className: "badge", text: ` ${task.status.replaceAll("_", " ")}` })));
+  section.append(el("p", { className: "task-head" }, el("strong", { text: task.title }), el("span", { className: "badge", text: `: ${task.status.replaceAll("_", " ")}` })));
   const updates = (task.updates || []).slice(-5);
   if (updates.length) {
     section.append(el("ul", { className: "updates" }, ...updates.map((u) => el("li", { text: u.folded ? `… ${u.folded} earlier steps` : u.text }))));
@@ -140,7 +140,9 @@ export function renderMessage(message, context) {
   const steps = calls.filter((c) => c.execution !== "question");
   if (steps.length) {
     const running = steps.some((c) => stepState(c, context.results.get(c.id)) === "running");
-    const folded = ENDED.has(message.status) && message.status !== "waiting" && !running;
+    // Folded once the message has ended and none of its steps is still under way (a
+    // "waiting" message whose calls all have their results included).
+    const folded = ENDED.has(message.status) && !running;
     const list = el("ul", { className: "steps", id: `steps-${message.id}` }, ...steps.map((c) => stepItem(c, context.results.get(c.id), context.tasks.get(c.id))));
     if (folded) {
       const open = context.expanded.has(message.id);
