@@ -182,7 +182,10 @@ def test_web_a_reply_streams_in_from_firestore_and_ends_as_stored(
     sign_in(page, web, user)
     shot(page, "01-signed-in")
     watch_renders(page)
-    send(page, "web: stream please")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("web: stream please")
+    box.press("Enter")  # sends, as the Send button does
+    expect(box).to_have_value("")
     conv = conversation_id(page)
     expect(articles(page, "You")).to_have_count(1)
     stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
@@ -269,10 +272,16 @@ def test_web_a_question_is_answered_through_its_cards(
     sign_in(page, web, user)
     send(page, "web: ask me")
     conv = conversation_id(page)
-    page.get_by_role("button", name="Year 9").click()
+    # By keyboard only: each answer moves the focus to the next card's first button.
+    page.get_by_role("button", name="Year 9").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="20 minutes")).to_be_focused()
     shot(page, "04-question-card")
-    page.get_by_role("button", name="One hour").click()
-    page.get_by_role("button", name="Continue").click()
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="One hour")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="Continue")).to_be_focused()
+    page.keyboard.press("Enter")
     expect(articles(page, "Spark AI Agent").last).to_contain_text(
         "Thanks, a Year 9 lesson of an hour."
     )
