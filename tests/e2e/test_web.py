@@ -15,15 +15,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from google.cloud import firestore
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.e2e.conftest import (
     Functions,
+    SseEvent,
     StackUser,
+    auth,
     conversation_doc,
+    extra_api,
     new_user,
+    read_events,
     wait_for,
 )
 from tests.e2e.test_tasks import script_lesson
@@ -616,3 +621,49 @@ def test_web_a_task_shows_its_section_and_the_lesson_its_preview(
     lesson = page.get_by_role("region", name="Lesson: Tides")
     expect(lesson).to_contain_text("The sea rises twice a day.")
     shot(page, "10-task-and-lesson")
+
+
+def test_web_earlier_messages_are_paged_from_the_archive(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """An api whose live document holds 16 KiB (and 4 messages of history) rolls the
+    oldest messages into the archive; the page shows only the live ones until asked."""
+    user = new_user(emulators[1])
+    small = extra_api(functions, SPARK_LIVE_DOC_BYTES="16384", SPARK_HISTORY_MESSAGES="4")
+    try:
+        conv = None
+        for n in range(8):
+            text = f"web: archive {n}"
+            fake_openai.script(text, Script(chunks=[f"Reply {n}. " + "long " * 700]))
+            body: dict[str, Any] = {"text": text, **({"conversationId": conv} if conv else {})}
+            with httpx.stream(
+                "POST",
+                f"{small.url}/api/spark/agent/messages",
+                json=body,
+                headers=auth(user),
+                timeout=30,
+            ) as response:
+                assert response.status_code == 200
+                events = [e for e in read_events(response) if isinstance(e, SseEvent)]
+            conv = events[0].data["conversationId"]
+    finally:
+        small.stack.stop()
+    doc = conversation_doc(db, user.uid, str(conv)) or {}
+    assert doc.get("archived", {}).get("segments", 0) >= 1, "nothing rolled over"
+    page = context.new_page()
+    sign_in(page, web, user)
+    page.goto(f"{web}/#/c/{conv}")
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("Reply 7.")
+    mine = articles(page, "You")
+    expect(mine.first).not_to_contain_text("web: archive 0")
+    earlier = page.get_by_role("button", name="Earlier messages")
+    while earlier.is_visible():
+        earlier.click()
+        page.wait_for_timeout(200)
+    expect(mine).to_have_count(8)
+    expect(mine.first).to_contain_text("web: archive 0")
