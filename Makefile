@@ -8,7 +8,9 @@ UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help setup dev dev-reset test lint typecheck checkov package unit schemas bench clean
+.PHONY: help setup web dev dev-reset test lint typecheck checkov package unit schemas bench clean
+# Playwright (the browser tests' driver) drives Debian's chromium: it never downloads one.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 help: ## List the targets, one line each
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)$$/  make \1\t\2/' | expand -t 20
@@ -38,10 +40,11 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-## Install everything the project needs (Python from uv.lock, firebase-tools from
-## package-lock.json, the Cloud Tasks emulator from tools/tasks_emulator/requirements.txt,
-## checkov from tools/checkov/requirements.txt).
-setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed curl espeak-ng ## Install everything: Python (uv.lock), firebase-tools, the Tasks emulator, checkov
+## Install everything the project needs (Python from uv.lock, firebase-tools, the Firebase
+## JS SDK and esbuild from package-lock.json, the Cloud Tasks emulator from
+## tools/tasks_emulator/requirements.txt, checkov from tools/checkov/requirements.txt,
+## Debian's chromium and espeak-ng for the browser and voice tests) and build the web client.
+setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed curl espeak-ng chromium web ## Install everything (uv.lock, package-lock.json, the Tasks emulator, checkov, chromium, espeak-ng) and build the web client
 
 # tests/e2e/test_readme.py runs the README's curl lines with real curl: Debian's, if absent.
 .PHONY: curl
@@ -53,9 +56,23 @@ curl:
 espeak-ng:
 	@command -v espeak-ng >/dev/null || (apt-get update -qq && apt-get install -y -qq espeak-ng)
 
+# tests/e2e/test_web.py drives the web client in Debian's chromium (Playwright cannot
+# download a browser here): Debian's, if absent.
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+
+## The reference web client's bundle, web/dist/ (esbuild, from web/ and the npm packages
+## package-lock.json pins); make dev serves it, the browser tests drive it.
+web: web/dist/.built ## Build the web client (web/ → web/dist/, esbuild)
+
+web/dist/.built: $(wildcard web/src/*.js) web/index.html web/app.css node_modules/.installed .venv/.synced
+	$(PY) -m tools.web build
+	touch $@
+
 ## Run the whole local stack: Firestore, Auth and Cloud Tasks emulators, the api function on
-## :8080 (PORT overrides) and the tasks function on :8081.
-dev: setup ## Run the local stack (emulators, api on :8080, tasks on :8081); Ctrl-C stops it
+## :8080 (PORT overrides), the tasks function on :8081 and the web client on :5173.
+dev: setup ## Run the local stack (emulators, api :8080, tasks :8081, web client :5173); Ctrl-C stops it
 	$(PY) -m tools.stack dev
 
 ## Forget the local data `make dev` keeps between runs (.stack/data/): the next run

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from tools.keep import Keep
 from tools.stack import (
     DEV_TASKS_PORT,
+    DEV_WEB_PORT,
     FAKES,
     PROJECT,
     STATE_DIR,
@@ -76,13 +77,14 @@ PORT_NAMES = {
     "tasks_emulator": "the Cloud Tasks emulator",
     "api": "the api function; PORT moves it",
     "tasks": "the tasks function",
+    "web": "the web client",
 }
 
 
 def dev_ports() -> dict[str, int]:
     """The ports ``make dev`` serves on: firebase.json's, ours and ``PORT``'s."""
     api = int(os.environ.get("PORT", "8080"))
-    return {**firebase_ports(), "api": api, "tasks": DEV_TASKS_PORT}
+    return {**firebase_ports(), "api": api, "tasks": DEV_TASKS_PORT, "web": DEV_WEB_PORT}
 
 
 def taken(ports: Mapping[str, int]) -> dict[str, int]:
@@ -128,6 +130,8 @@ def banner(stack: Stack, api_port: int, model: str, keep: Keep, token: str) -> s
     env = stack.env
     return f"""
 Spark AI Agent local stack is running (logs in {stack.log_dir}):
+  web        http://127.0.0.1:{DEV_WEB_PORT}/   the web client: sign in as teacher@example.com,
+             password spark-local (or any e-mail and password)
   api        http://127.0.0.1:{api_port}   replies from {model}
   tasks      http://127.0.0.1:{DEV_TASKS_PORT}   (called by the Cloud Tasks emulator only)
              (two processes of each behind a round-robin proxy, as production runs
@@ -173,6 +177,16 @@ def dev() -> int:
             save(stack, ports, keep)
 
 
+def start_web(stack: Stack, port: int, api_port: int) -> None:
+    """The web client (``tools/web.py``), freshly built, against the api on ``api_port``."""
+    from tools.web import build
+
+    build()
+    api = f"--api=http://127.0.0.1:{api_port}"
+    stack.spawn("web", [sys.executable, "-m", "tools.web", "serve", f"--port={port}", api])
+    stack.wait_ready("web", f"http://127.0.0.1:{port}/config.json", timeout=30)
+
+
 def serve(stack: Stack, ports: Mapping[str, int], keep: Keep) -> int:
     """Start the functions, say so, and wait for Ctrl-C or a process's death."""
     fake_env: dict[str, str] = {}
@@ -181,6 +195,7 @@ def serve(stack: Stack, ports: Mapping[str, int], keep: Keep) -> int:
         spark_model = os.environ.get("SPARK_MODEL") or "openai:fake-model"
         fake_env, model = start_fake(stack, spark_model)
     start_functions(stack, ports["api"], ports["tasks"], fake_env)
+    start_web(stack, ports["web"], ports["api"])
     auth = stack.env["FIREBASE_AUTH_EMULATOR_HOST"]
     token = sign_up(auth, "teacher@example.com", "spark-local").token
     print(banner(stack, ports["api"], model, keep, token), flush=True)

@@ -49,6 +49,8 @@ TASKS_EMULATOR = ROOT / ".tools" / "tasks-emulator" / "bin" / "python"
 TASKS_EMULATOR_RETRIES = 10
 DEV_TASKS_EMULATOR_PORT = 8123
 DEV_TASKS_PORT = 8081
+# The web client's port: SPARK_APP_URL's default origin, so invite links reach it.
+DEV_WEB_PORT = 5173
 DEV_STORAGE_PORT = 9199
 STORAGE_EMULATOR = ROOT / ".venv" / "bin" / "gcp-storage-emulator"
 # Each provider's fake (tests/fakes/), its SDK's variables, and the base URL it serves.

@@ -1,0 +1,669 @@
+"""The reference web client (``web/``, served by ``tools/web.py``) in a real browser:
+Debian's Chromium driven by Playwright, against the whole local stack (two api and two
+tasks processes, the emulators) and the fake OpenAI server.
+
+The page renders only from Firestore listeners, so each check compares what it shows
+with what Firestore holds. Screenshots of each step go to ``.stack/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from google.cloud import firestore
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from tests.e2e.conftest import (
+    Functions,
+    SseEvent,
+    StackUser,
+    auth,
+    conversation_doc,
+    extra_api,
+    new_user,
+    read_events,
+    wait_for,
+)
+from tests.e2e.test_tasks import script_lesson
+from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.samples import png_with_gps
+from tools.stack import Stack, free_port
+from tools.web import ROOT, build
+
+pytestmark = pytest.mark.emulator
+
+CHROMIUM = os.environ.get("SPARK_CHROMIUM", "/usr/bin/chromium")
+SHOTS = ROOT / ".stack" / "screenshots"
+# Every wait in the page is bounded: a stuck page fails its test in seconds, not minutes.
+TIMEOUT_MS = 20_000
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+@pytest.fixture(scope="module")
+def web(functions: Functions) -> Iterator[str]:
+    """The web client, freshly built, served against the stack's api (as make dev does)."""
+    build()
+    port = free_port()
+    logs = Path(os.environ.get("SPARK_STACK_LOGS") or ROOT / ".stack")
+    stack = Stack(logs)
+    command = [sys.executable, "-m", "tools.web", "serve", f"--port={port}"]
+    stack.spawn("web", [*command, f"--api={functions.api}"])
+    try:
+        stack.wait_ready("web", f"http://127.0.0.1:{port}/config.json", timeout=30)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        # --no-sandbox: the tests may run as root (a container), where Chromium's own
+        # sandbox cannot start.
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def context(browser: Browser) -> Iterator[BrowserContext]:
+    made = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-GB")
+    made.set_default_timeout(TIMEOUT_MS)
+    # What the pages said, for a failure's message.
+    made.on("console", lambda m: _SAID.append(f"console {m.type}: {m.text}"))
+    made.on("requestfailed", lambda r: _SAID.append(f"failed: {r.method} {r.url} {r.failure}"))
+    made.on(
+        "request",
+        lambda r: _SAID.append(f"sent: {r.method} {r.url}") if "/api/" in r.url else None,
+    )
+    made.on(
+        "requestfinished",
+        lambda r: _SAID.append(f"done: {r.method} {r.url}") if "/api/" in r.url else None,
+    )
+    _SAID.clear()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+_SAID: list[str] = []
+
+
+def shot(page: Page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def sign_in(page: Page, web: str, user: StackUser, password: str = "secret-123") -> None:
+    """Signs in through the form, by keyboard only."""
+    page.goto(web + "/")
+    page.get_by_label("Email").fill(user.email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_label("Password").press("Enter")
+    expect(page.get_by_text(f"Signed in as {user.email}")).to_be_visible()
+    expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+
+
+def send(page: Page, text: str) -> None:
+    box = page.get_by_role("textbox", name="Message")
+    box.fill(text)
+    page.get_by_role("button", name="Send").click()
+    try:
+        expect(box).to_have_value("", timeout=TIMEOUT_MS)
+    except AssertionError:
+        status = page.locator("#composer-status").inner_text()
+        said = "\n".join(_SAID[-30:])
+        logs = Path(os.environ.get("SPARK_STACK_LOGS") or ROOT / ".stack") / "web.log"
+        said += "\n" + logs.read_text()[-3000:]
+        raise AssertionError(f"not sent; the page says {status!r}; and:\n{said}") from None
+
+
+def conversation_id(page: Page) -> str:
+    wait_for(lambda: page.evaluate("location.hash").startswith("#/c/"))
+    return str(page.evaluate("location.hash")).removeprefix("#/c/")
+
+
+def articles(page: Page, author: str) -> Any:
+    return page.get_by_role("article", name=author)
+
+
+def last_reply_text(db: firestore.Client, uid: str, conv: str) -> str | None:
+    """The text of the conversation's last finished reply, once no run is active."""
+    doc = conversation_doc(db, uid, conv)
+    if not doc or "activeRun" in doc or doc.get("queuedMessages"):
+        return None
+    replies = [m for m in doc["messages"] if m["role"] == "assistant"]
+    if not replies:
+        return None
+    return "".join(p.get("text", "") for p in replies[-1]["content"] if p["type"] == "text")
+
+
+def watch_renders(page: Page) -> None:
+    """Records the text of the last reply each time the page re-renders it."""
+    page.evaluate(
+        """() => {
+        window.__renders = [];
+        const log = document.getElementById('messages');
+        new MutationObserver(() => {
+          const replies = log.querySelectorAll('article.assistant .text');
+          const last = replies[replies.length - 1];
+          const text = last ? last.textContent : '';
+          if (window.__renders[window.__renders.length - 1] !== text) window.__renders.push(text);
+        }).observe(log, {childList: true, subtree: true, characterData: true});
+      }"""
+    )
+
+
+def normal(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_web_a_reply_streams_in_from_firestore_and_ends_as_stored(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    words = [f"word{n} " for n in range(24)]
+    fake_openai.script("web: stream please", Script(chunks=words, delay=0.08))
+    page = context.new_page()
+    sign_in(page, web, user)
+    shot(page, "01-signed-in")
+    watch_renders(page)
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("web: stream please")
+    box.press("Enter")  # sends, as the Send button does
+    expect(box).to_have_value("")
+    conv = conversation_id(page)
+    expect(articles(page, "You")).to_have_count(1)
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    reply = articles(page, "Spark AI Agent").last
+    expect(reply).to_have_attribute("data-status", "complete")
+    shot(page, "02-reply-streamed")
+    renders = [r for r in page.evaluate("window.__renders") if r]
+    # Throttled writes every 200 ms over ~2 s of tokens: several partial renders.
+    assert len(renders) >= 3, renders
+    assert normal(renders[-1]) == normal(stored) == normal("".join(words))
+    assert all(normal(stored).startswith(normal(r)) for r in renders), renders
+
+
+def test_web_a_tool_step_shows_then_folds_into_done_1_step(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    fake_openai.script(
+        "web: use a skill",
+        Script(
+            chunks=[],
+            tool_calls=[("load_skill", json.dumps({"skill": "fill-blanks"}))],
+            then=Script(chunks=["The rules ", "are loaded."], delay=0.05),
+        ),
+    )
+    page = context.new_page()
+    sign_in(page, web, user)
+    send(page, "web: use a skill")
+    conv = conversation_id(page)
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    reply = articles(page, "Spark AI Agent").last
+    done = reply.get_by_role("button", name="Done (1 step)")
+    expect(done).to_have_attribute("aria-expanded", "false")
+    expect(reply.get_by_text("Checking fill-blanks rules")).to_be_hidden()
+    done.focus()
+    page.keyboard.press("Enter")  # by keyboard
+    expect(done).to_have_attribute("aria-expanded", "true")
+    expect(reply.get_by_text("Checking fill-blanks rules")).to_be_visible()
+    expect(reply.get_by_role("img", name="done")).to_have_count(1)
+    expect(reply).to_contain_text("The rules are loaded.")
+    shot(page, "03-done-1-step")
+
+
+def test_web_a_question_is_answered_through_its_cards(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    questions = {
+        "questions": [
+            {
+                "header": "Year group",
+                "question": "Which year group is it for?",
+                "options": [{"label": "Year 7"}, {"label": "Year 9"}],
+            },
+            {
+                "header": "Length",
+                "question": "How long should it be?",
+                "options": [
+                    {"label": "20 minutes", "description": "A short starter"},
+                    {"label": "One hour"},
+                ],
+            },
+        ]
+    }
+    fake_openai.script(
+        "web: ask me",
+        Script(
+            chunks=["Two questions first."],
+            tool_calls=[("ask_user_question", json.dumps(questions))],
+            then=Script(chunks=["Thanks, a Year 9 lesson of an hour."]),
+        ),
+    )
+    page = context.new_page()
+    sign_in(page, web, user)
+    send(page, "web: ask me")
+    conv = conversation_id(page)
+    # By keyboard only: each answer moves the focus to the next card's first button.
+    page.get_by_role("button", name="Year 9").focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="20 minutes")).to_be_focused()
+    shot(page, "04-question-card")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="One hour")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="Continue")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(articles(page, "Spark AI Agent").last).to_contain_text(
+        "Thanks, a Year 9 lesson of an hour."
+    )
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    assert stored == "Thanks, a Year 9 lesson of an hour."
+    # The hidden result (the answers as the model reads them) is never shown.
+    expect(page.get_by_text('"answers"')).to_have_count(0)
+    expect(page.locator("section.question")).to_have_count(0)
+    doc = conversation_doc(db, user.uid, conv) or {}
+    results = [
+        p["toolResult"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_result"
+    ]
+    assert json.loads(results[0]["outputJson"])["answers"][0]["answer"] == ["Year 9"]
+
+
+def test_web_an_approval_survives_a_reload_and_is_approved(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    fake_openai.script(
+        "web: delete it",
+        Script(
+            chunks=["I need your approval."],
+            tool_calls=[("delete_lesson", json.dumps({"lessonId": "lesson_gone"}))],
+            then=Script(chunks=["Done with that."]),
+        ),
+    )
+    page = context.new_page()
+    sign_in(page, web, user)
+    send(page, "web: delete it")
+    conv = conversation_id(page)
+    panel = page.get_by_role("region", name="Waiting for your approval")
+    expect(panel.get_by_role("button", name="Approve")).to_be_visible()
+    expect(panel).to_contain_text("delete_lesson")
+    expect(panel).to_contain_text("lesson_gone")
+    page.reload()
+    expect(panel.get_by_role("button", name="Deny")).to_be_visible()
+    shot(page, "05-approval")
+    panel.get_by_role("button", name="Approve").click()
+    expect(panel).to_be_hidden()
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("Done with that.")
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    doc = conversation_doc(db, user.uid, conv) or {}
+    calls = [
+        p["toolCall"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_call"
+    ]
+    assert calls[0]["status"] != "awaiting_approval"
+
+
+def test_web_a_reload_mid_reply_shows_the_same_text_continuing(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    words = [f"tide{n} " for n in range(30)]
+    fake_openai.script("web: reload me", Script(chunks=words, delay=0.1))
+    page = context.new_page()
+    sign_in(page, web, user)
+    send(page, "web: reload me")
+    conv = conversation_id(page)
+    reply = articles(page, "Spark AI Agent").last
+    expect(reply).to_contain_text("tide3 ")
+    page.reload()
+    expect(reply).to_have_attribute("data-status", "streaming")
+    before = normal(reply.locator(".text").inner_text())
+    assert before.startswith("tide0 tide1 tide2 tide3"), before
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    expect(reply).to_have_attribute("data-status", "complete")
+    assert normal(reply.locator(".text").inner_text()) == normal(stored) == normal("".join(words))
+
+
+def test_web_two_tabs_send_at_once_one_runs_the_other_queues(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    fake_openai.script("web: first tab", Script(chunks=[f"one{n} " for n in range(12)], delay=0.1))
+    fake_openai.script("web: second tab", Script(chunks=["two done."]))
+    first = context.new_page()
+    sign_in(first, web, user)
+    send(first, "web: opening")
+    conv = conversation_id(first)
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    second = context.new_page()
+    second.goto(f"{web}/#/c/{conv}")
+    expect(articles(second, "Spark AI Agent")).to_have_count(1)
+    for page, text in ((first, "web: first tab"), (second, "web: second tab")):
+        page.get_by_role("textbox", name="Message").fill(text)
+    # Both clicks leave before either answer comes back.
+    first.evaluate("document.getElementById('send').click()")
+    second.evaluate("document.getElementById('send').click()")
+    # One of them waits its turn, shown queued in both tabs at once.
+    for page in (first, second):
+        expect(page.locator("article[data-status=queued]")).to_have_count(1, timeout=10_000)
+    shot(first, "06-two-tabs-queued")
+    wait_for(lambda: (d := conversation_doc(db, user.uid, conv)) and len(d["messages"]) >= 6, 45)
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    for page in (first, second):
+        expect(articles(page, "Spark AI Agent")).to_have_count(3)
+        expect(articles(page, "You")).to_have_count(3)
+        expect(articles(page, "Spark AI Agent").last).to_contain_text(stored.strip())
+    assert first.locator("#messages").inner_text() == second.locator("#messages").inner_text()
+
+
+def test_web_stop_ends_the_reply_stopped_keeping_its_text(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    fake_openai.script("web: stop me", Script(chunks=[f"slow{n} " for n in range(60)], delay=0.2))
+    page = context.new_page()
+    sign_in(page, web, user)
+    send(page, "web: stop me")
+    conv = conversation_id(page)
+    reply = articles(page, "Spark AI Agent").last
+    expect(reply).to_contain_text("slow2 ")
+    stop = page.get_by_role("button", name="Stop")
+    expect(stop).to_be_enabled()
+    stop.click()
+    expect(reply).to_have_attribute("data-status", "stopped")
+    expect(reply).to_contain_text("Stopped.")
+    expect(stop).to_be_disabled()
+    shot(page, "07-stopped")
+    ended = lambda: (d := conversation_doc(db, user.uid, conv)) and "activeRun" not in d and d  # noqa: E731
+    doc = wait_for(ended)
+    last = doc["messages"][-1]
+    assert last["status"] == "stopped"
+    text = "".join(p.get("text", "") for p in last["content"] if p["type"] == "text")
+    assert text.startswith("slow0 slow1 slow2")
+    assert normal(reply.locator(".text").inner_text()) == normal(text)
+
+
+def test_web_an_image_is_uploaded_attached_and_shown(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+    tmp_path: Path,
+) -> None:
+    user = new_user(emulators[1])
+    image = tmp_path / "My homework.png"
+    image.write_bytes(png_with_gps())
+    page = context.new_page()
+    sign_in(page, web, user)
+    page.get_by_label("Attach an image or PDF").set_input_files(str(image))
+    expect(page.get_by_role("button", name="Remove My homework.png")).to_be_visible()
+    send(page, "web: here is my homework")
+    conv = conversation_id(page)
+    mine = articles(page, "You").last
+    shown = mine.get_by_role("img", name="My homework.png")
+    expect(shown).to_be_visible()
+    wait_for(lambda: shown.evaluate("i => i.complete && i.naturalWidth > 0"))
+    # Upright (EXIF orientation 6): 80 wide, 120 high, as the server normalised it.
+    assert shown.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [80, 120]
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    shot(page, "08-image")
+    doc = conversation_doc(db, user.uid, conv) or {}
+    part = next(p for p in doc["messages"][0]["content"] if p["type"] == "image")
+    assert part["file"]["storagePath"].startswith(f"{user.uid}/uploads/")
+
+
+def test_web_an_xss_reply_is_inert(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    fake_openai.script(
+        "web: be nasty",
+        Script(
+            chunks=[
+                "Look: <img src=x onerror=\"window.__pwned='img'\"> ",
+                "<script>window.__pwned='script'</script> ",
+                "[click me](javascript:window.__pwned='link') ",
+                '<a href="javascript:window.__pwned=1">raw</a> **bold**',
+            ]
+        ),
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    sign_in(page, web, user)
+    send(page, "web: be nasty")
+    conv = conversation_id(page)
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    reply = articles(page, "Spark AI Agent").last
+    expect(reply.locator("strong")).to_have_text("bold")
+    for link in reply.locator("a").all():
+        link.click()  # nothing runs, whatever was clicked
+    assert page.evaluate("window.__pwned") is None
+    html = reply.inner_html()
+    assert "onerror" not in html and "<script" not in html and "javascript:" not in html
+    assert reply.locator("[onerror], script").count() == 0
+    # And had something slipped through, the policy forbids inline script.
+    policy = page.request.get(web + "/").headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert errors == []
+    shot(page, "09-xss-inert")
+
+
+def test_web_axe_finds_no_serious_or_critical_violation(
+    functions: Functions,
+    web: str,
+    browser: Browser,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """The sign-in page, and a conversation with a folded tool step and an open
+    question. axe is injected as a script, which the page's own policy forbids: this
+    context alone bypasses it."""
+    user = new_user(emulators[1])
+    fake_openai.script(
+        "web: audit me",
+        Script(
+            chunks=["A **reply** with a [link](https://example.com)."],
+            tool_calls=[("load_skill", json.dumps({"skill": "fill-blanks"}))],
+            then=Script(chunks=["Rules read."]),
+        ),
+    )
+    axe = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+    made = browser.new_context(bypass_csp=True, viewport={"width": 1280, "height": 860})
+    made.set_default_timeout(TIMEOUT_MS)
+    try:
+        page = made.new_page()
+        page.goto(web + "/")
+        expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+        found = audit(page, axe)
+        sign_in(page, web, user)
+        send(page, "web: audit me")
+        conv = conversation_id(page)
+        wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+        expect(page.get_by_role("button", name="Done (1 step)")).to_be_visible()
+        found += audit(page, axe)
+    finally:
+        made.close()
+    assert found == [], json.dumps(found, indent=1)
+
+
+def audit(page: Page, axe: Path) -> list[dict[str, Any]]:
+    """axe-core's serious and critical violations on the page as it is."""
+    page.add_script_tag(path=str(axe))
+    result = page.evaluate("async () => (await axe.run(document)).violations")
+    return [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["html"][:120] for n in v["nodes"]]}
+        for v in result
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def test_web_the_page_answers_get_editor_selection_from_its_editor(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    fake_openai.script(
+        "web: what did I select?",
+        Script(
+            chunks=["Let me look."],
+            tool_calls=[("get_editor_selection", "{}")],
+            then=Script(chunks=["You selected a cat."]),
+        ),
+    )
+    page = context.new_page()
+    sign_in(page, web, user)
+    editor = page.get_by_role("textbox", name="Your text")
+    editor.fill("The cat sat on the mat.")
+    editor.evaluate("e => e.setSelectionRange(4, 7)")
+    send(page, "web: what did I select?")
+    conv = conversation_id(page)
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("You selected a cat.")
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    doc = conversation_doc(db, user.uid, conv) or {}
+    results = [
+        p["toolResult"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_result"
+    ]
+    assert json.loads(results[0]["outputJson"])["selection"] == "cat"
+    expect(page.get_by_text("Reading your selection")).to_be_hidden()  # folded: Done (1 step)
+
+
+def test_web_a_task_shows_its_section_and_the_lesson_its_preview(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    user = new_user(emulators[1])
+    script_lesson(
+        fake_openai,
+        "web: a lesson on tides",
+        "tides in the web client",
+        Script(chunks=["<lesson><h1>Tides</h1><p>The sea ", "rises twice a day.</p></lesson>"]),
+    )
+    page = context.new_page()
+    sign_in(page, web, user)
+    send(page, "web: a lesson on tides")
+    conv = conversation_id(page)
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("Your lesson is ready.")
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    first = articles(page, "Spark AI Agent").first
+    first.get_by_role("button", name="Done (1 step)").click()
+    section = first.get_by_role("region", name="Task:")
+    expect(section).to_contain_text("completed")
+    lesson = page.get_by_role("region", name="Lesson: Tides")
+    expect(lesson).to_contain_text("The sea rises twice a day.")
+    shot(page, "10-task-and-lesson")
+
+
+def test_web_earlier_messages_are_paged_from_the_archive(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """An api whose live document holds 16 KiB (and 4 messages of history) rolls the
+    oldest messages into the archive; the page shows only the live ones until asked."""
+    user = new_user(emulators[1])
+    small = extra_api(functions, SPARK_LIVE_DOC_BYTES="16384", SPARK_HISTORY_MESSAGES="4")
+    try:
+        conv = None
+        for n in range(8):
+            text = f"web: archive {n}"
+            fake_openai.script(text, Script(chunks=[f"Reply {n}. " + "long " * 700]))
+            body: dict[str, Any] = {"text": text, **({"conversationId": conv} if conv else {})}
+            with httpx.stream(
+                "POST",
+                f"{small.url}/api/spark/agent/messages",
+                json=body,
+                headers=auth(user),
+                timeout=30,
+            ) as response:
+                assert response.status_code == 200
+                events = [e for e in read_events(response) if isinstance(e, SseEvent)]
+            conv = events[0].data["conversationId"]
+    finally:
+        small.stack.stop()
+    doc = conversation_doc(db, user.uid, str(conv)) or {}
+    assert doc.get("archived", {}).get("segments", 0) >= 1, "nothing rolled over"
+    page = context.new_page()
+    sign_in(page, web, user)
+    page.goto(f"{web}/#/c/{conv}")
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("Reply 7.")
+    mine = articles(page, "You")
+    expect(mine.first).not_to_contain_text("web: archive 0")
+    earlier = page.get_by_role("button", name="Earlier messages")
+    while earlier.is_visible():
+        earlier.click()
+        page.wait_for_timeout(200)
+    expect(mine).to_have_count(8)
+    expect(mine.first).to_contain_text("web: archive 0")

@@ -1,0 +1,251 @@
+"""The reference web client's local server (``make dev`` serves it on :5173).
+
+    python -m tools.web build                    # bundle web/src into web/dist (esbuild)
+    python -m tools.web serve --port 5173 --api http://127.0.0.1:8080
+
+The page (``web/``) renders a conversation only from Firestore listeners and calls the
+api only to act. This server gives it, on one origin, what a hosting front end gives a
+deployed client:
+
+* the page and its bundle, with a Content-Security-Policy that allows no inline script;
+* ``/config.json``: the project and the emulators' addresses (read from the stack's
+  environment), so the bundle holds no address;
+* ``/api/…`` forwarded to the api as it is (so the browser makes no cross-origin call to
+  it, and the api needs no CORS);
+* ``/upload/…`` forwarded to the Cloud Storage emulator: the upload session URL the api
+  returns points at the emulator, which answers no CORS preflight (Cloud Storage itself
+  answers for the origin the session was started from); the page sends it here instead;
+* ``/files/{path}``: the bytes of one of the caller's own files (the ID token must name
+  the uid the path starts with), checked with the Auth emulator. A deployment reads them
+  through Firebase Storage's own rules instead; nothing like it runs in production.
+
+Nothing is fetched from a CDN: the Firebase JS SDK, marked and DOMPurify come from
+``package-lock.json`` and are bundled here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "web"
+DIST = SOURCE / "dist"
+ESBUILD = ROOT / "node_modules" / ".bin" / "esbuild"
+PROJECT = "demo-spark"
+BUCKET = f"{PROJECT}.appspot.com"
+# Request headers not forwarded: hop-by-hop ones, and Host (the upstream's own).
+_HOP = {"connection", "keep-alive", "host", "transfer-encoding", "content-length", "origin"}
+
+
+def build() -> Path:
+    """Bundle ``web/src/main.js`` (and the npm packages it imports) into
+    ``web/dist/app.js`` and copy the stylesheet; returns the folder. About 0.3 s."""
+    if not ESBUILD.exists():
+        sys.exit("esbuild is not installed; run `make setup` (npm ci) first.")
+    DIST.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            str(ESBUILD),
+            str(SOURCE / "src" / "main.js"),
+            "--bundle",
+            "--format=esm",
+            "--target=es2020",
+            "--minify",
+            "--sourcemap",
+            "--legal-comments=none",
+            f"--outfile={DIST / 'app.js'}",
+        ],
+        check=True,
+        cwd=ROOT,
+    )
+    (DIST / "app.css").write_bytes((SOURCE / "app.css").read_bytes())
+    return DIST
+
+
+@dataclass(frozen=True)
+class Upstreams:
+    """Where the page's calls go: the api, and the emulators the stack started."""
+
+    api: str
+    firestore: str  # host:port
+    auth: str  # host:port
+    storage: str  # http://host:port
+
+    @classmethod
+    def from_env(cls, api: str) -> Upstreams:
+        env = os.environ
+        return cls(
+            api=api.rstrip("/"),
+            firestore=env.get("FIRESTORE_EMULATOR_HOST", "127.0.0.1:8180"),
+            auth=env.get("FIREBASE_AUTH_EMULATOR_HOST", "127.0.0.1:9099"),
+            storage=env.get("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9199").rstrip("/"),
+        )
+
+    def policy(self) -> str:
+        """The page's Content-Security-Policy: its own scripts only, no inline script or
+        style, and connections only to itself and the two emulators the SDK talks to."""
+        emulators = f"http://{self.firestore} http://{self.auth}"
+        return "; ".join(
+            [
+                "default-src 'none'",
+                "script-src 'self'",
+                "style-src 'self'",
+                "img-src 'self' blob: data:",
+                f"connect-src 'self' {emulators}",
+                "base-uri 'none'",
+                "form-action 'none'",
+                "frame-ancestors 'none'",
+            ]
+        )
+
+
+def app(upstreams: Upstreams) -> Starlette:
+    client = httpx.AsyncClient(timeout=httpx.Timeout(30, read=None))
+    headers = {
+        "Content-Security-Policy": upstreams.policy(),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
+
+    async def page(request: Request) -> Response:
+        return FileResponse(SOURCE / "index.html", headers=headers)
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in {"app.js", "app.js.map", "app.css"}:
+            return JSONResponse({"error": {"code": "not_found", "message": "No such file."}}, 404)
+        path = DIST / name
+        if not path.exists():
+            message = "The web client is not built: run `python -m tools.web build`."
+            return JSONResponse({"error": {"code": "not_built", "message": message}}, 503)
+        return FileResponse(path, headers=headers)
+
+    async def config(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "projectId": PROJECT,
+                "apiKey": "local",
+                "authEmulator": f"http://{upstreams.auth}",
+                "firestoreEmulator": upstreams.firestore,
+                "uploadsVia": upstreams.storage,
+                "filesUrl": "/files/",
+                "testUser": {"email": "teacher@example.com", "password": "spark-local"},
+            },
+            headers=headers,
+        )
+
+    async def forward(request: Request, base: str) -> Response:
+        url = base + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        sent = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        upstream = await client.send(
+            client.build_request(request.method, url, headers=sent, content=await request.body()),
+            stream=True,
+        )
+        kept = {
+            k: v
+            for k, v in upstream.headers.items()
+            if k.lower() not in _HOP and k.lower() != "content-encoding"
+        }
+        return StreamingResponse(
+            _raw(upstream), upstream.status_code, kept, background=BackgroundTask(upstream.aclose)
+        )
+
+    async def api(request: Request) -> Response:
+        return await forward(request, upstreams.api)
+
+    async def upload(request: Request) -> Response:
+        return await forward(request, upstreams.storage)
+
+    async def files(request: Request) -> Response:
+        path = request.path_params["path"]
+        uid = await _uid(client, upstreams.auth, request.headers.get("authorization", ""))
+        if uid is None or not path.startswith(f"{uid}/") or ".." in path.split("/"):
+            message = "Only your own files can be read."
+            return JSONResponse({"error": {"code": "forbidden", "message": message}}, 403)
+        quoted = urllib.parse.quote(path, safe="")
+        found = await client.get(f"{upstreams.storage}/storage/v1/b/{BUCKET}/o/{quoted}?alt=media")
+        if found.status_code != 200:
+            message = "There is no such file."
+            return JSONResponse({"error": {"code": "not_found", "message": message}}, 404)
+        media = found.headers.get("content-type", "application/octet-stream")
+        return Response(found.content, media_type=media, headers={"Cache-Control": "private"})
+
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    return Starlette(
+        routes=[
+            Route("/", page),
+            Route("/join", page),
+            Route("/config.json", config),
+            Route("/{name:str}", asset),
+            Route("/api/{rest:path}", api, methods=methods),
+            Route("/upload/{rest:path}", upload, methods=["PUT", "POST"]),
+            Route("/files/{path:path}", files),
+        ],
+        lifespan=lambda _: _closing(client),
+    )
+
+
+@contextlib.asynccontextmanager
+async def _closing(client: httpx.AsyncClient) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+async def _raw(response: httpx.Response) -> AsyncIterator[bytes]:
+    async for chunk in response.aiter_raw():
+        yield chunk
+
+
+async def _uid(client: httpx.AsyncClient, auth_host: str, authorization: str) -> str | None:
+    """The uid of the bearer's ID token, as the Auth emulator knows it (``None``: none)."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return None
+    answer = await client.post(
+        f"http://{auth_host}/identitytoolkit.googleapis.com/v1/accounts:lookup?key=local",
+        json={"idToken": token},
+    )
+    users = answer.json().get("users") if answer.status_code == 200 else None
+    return str(users[0]["localId"]) if users else None
+
+
+def serve(port: int, api: str) -> None:
+    uvicorn.run(app(Upstreams.from_env(api)), host="127.0.0.1", port=port, log_level="info")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=["build", "serve"])
+    parser.add_argument("--port", type=int, default=5173)
+    parser.add_argument("--api", default="http://127.0.0.1:8080")
+    args = parser.parse_args()
+    if args.mode == "build":
+        print(json.dumps({"built": str(build())}))
+    else:
+        serve(args.port, args.api)
+
+
+if __name__ == "__main__":
+    main()

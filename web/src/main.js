@@ -1,0 +1,538 @@
+// Spark AI Agent's reference web client (DESIGN §12). It renders a conversation only
+// from Firestore listeners on the signed-in user's own documents (`messages`, then
+// `activeRun.message`, then the messages queued behind it) and calls the api only to
+// act. A reload or a second tab shows the same thing because there is nothing else.
+import { initializeApp } from "firebase/app";
+import {
+  connectAuthEmulator,
+  createUserWithEmailAndPassword,
+  getAuth,
+  onAuthStateChanged,
+  signInWithEmailAndPassword,
+  signOut,
+} from "firebase/auth";
+import {
+  collection,
+  connectFirestoreEmulator,
+  doc,
+  getDoc,
+  getFirestore,
+  limit,
+  onSnapshot,
+  orderBy,
+  query,
+  where,
+} from "firebase/firestore";
+import { makeApi } from "./api.js";
+import { lessonPreview } from "./lesson.js";
+import { renderMessage } from "./render.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  user: null,
+  conversationId: null,
+  conversation: null,
+  earlier: [], // messages read from the archive, oldest first
+  loadedSegments: 0,
+  tasks: new Map(), // toolCallId → task section document
+  expanded: new Set(), // message ids whose "Done (N steps)" is open
+  questions: new Map(), // toolCallId → {index, answers, picked}
+  posted: new Set(), // client tool calls this page has answered
+  deciding: new Set(), // approvals this page has sent
+  signatures: new Map(), // message id → what its article was built from
+  articles: new Map(), // message id → article
+  attachments: [], // uploaded, waiting for the next send
+  unsubscribe: [],
+  files: new Map(), // storage path → Promise of an object URL
+};
+
+let config;
+let auth;
+let db;
+let api;
+
+async function boot() {
+  config = await (await fetch("/config.json")).json();
+  const app = initializeApp({ apiKey: config.apiKey, projectId: config.projectId, authDomain: "localhost" });
+  auth = getAuth(app);
+  db = getFirestore(app);
+  if (config.authEmulator) connectAuthEmulator(auth, config.authEmulator, { disableWarnings: true });
+  if (config.firestoreEmulator) {
+    const [host, port] = config.firestoreEmulator.split(":");
+    connectFirestoreEmulator(db, host, Number(port));
+  }
+  api = makeApi(() => auth.currentUser.getIdToken());
+  if (config.testUser) {
+    $("sign-in-hint").textContent = `Local test user: ${config.testUser.email}, password ${config.testUser.password} (or any e-mail and password: the Auth emulator signs you up).`;
+  }
+  wire();
+  onAuthStateChanged(auth, (user) => {
+    state.user = user;
+    $("sign-in-view").hidden = Boolean(user);
+    $("app-view").hidden = !user;
+    $("who").hidden = $("sign-out").hidden = !user;
+    closeAll(true);
+    if (user) {
+      $("who").textContent = `Signed in as ${user.email}`;
+      listenToList();
+      route();
+    } else {
+      $("email").focus();
+    }
+  });
+}
+
+// ---- signing in -------------------------------------------------------------------
+
+async function signIn(event) {
+  event.preventDefault();
+  const email = $("email").value.trim();
+  const password = $("password").value;
+  $("sign-in-error").textContent = "";
+  try {
+    await signInWithEmailAndPassword(auth, email, password);
+  } catch (error) {
+    const unknown = ["auth/user-not-found", "auth/invalid-credential", "auth/invalid-login-credentials"];
+    if (config.authEmulator && unknown.includes(error.code)) {
+      try {
+        await createUserWithEmailAndPassword(auth, email, password);
+        return;
+      } catch (second) {
+        $("sign-in-error").textContent = second.code === "auth/email-already-in-use" ? "Wrong email or password." : second.message;
+        return;
+      }
+    }
+    $("sign-in-error").textContent = error.code === "auth/invalid-email" ? "That is not an e-mail address." : "Wrong email or password.";
+  }
+}
+
+// ---- listeners ----------------------------------------------------------------------
+
+const client = (...path) => [state.user.uid, "client", ...path];
+
+function closeAll(list) {
+  for (const stop of state.unsubscribe) stop();
+  state.unsubscribe = [];
+  if (list && state.listStop) {
+    state.listStop();
+    state.listStop = null;
+  }
+}
+
+function listenToList() {
+  const conversations = query(collection(db, ...client("conversations")), orderBy("lastMessageAt", "desc"), limit(30));
+  state.listStop = onSnapshot(conversations, (snapshot) => {
+    const list = $("conversation-list");
+    list.replaceChildren(
+      ...snapshot.docs.map((d) => {
+        const data = d.data();
+        const first = (data.messages || []).find((m) => m.role === "user");
+        const label = data.title || (first && first.content.map((p) => p.text || "").join("").slice(0, 60)) || "Conversation";
+        const link = document.createElement("a");
+        link.href = `#/c/${d.id}`;
+        link.textContent = label;
+        if (d.id === state.conversationId) link.setAttribute("aria-current", "page");
+        const item = document.createElement("li");
+        item.append(link);
+        return item;
+      }),
+    );
+  });
+}
+
+function route() {
+  if (!state.user) return;
+  const match = /^#\/c\/([A-Za-z0-9_-]{1,64})$/.exec(location.hash);
+  open(match ? match[1] : null);
+}
+
+function open(conversationId) {
+  if (conversationId === state.conversationId && state.unsubscribe.length) return;
+  closeAll(false);
+  Object.assign(state, { conversationId, conversation: null, earlier: [], loadedSegments: 0 });
+  state.tasks = new Map();
+  state.signatures.clear();
+  state.articles.clear();
+  $("messages").replaceChildren();
+  $("chat-title").textContent = conversationId ? "Conversation" : "New conversation";
+  $("lesson").hidden = true;
+  for (const link of $("conversation-list").querySelectorAll("a")) {
+    if (link.getAttribute("href") === `#/c/${conversationId}`) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  render();
+  if (!conversationId) return;
+  const ref = doc(db, ...client("conversations", conversationId));
+  state.unsubscribe.push(
+    onSnapshot(ref, (snapshot) => {
+      state.conversation = snapshot.exists() ? snapshot.data() : null;
+      render();
+      carryOutClientTools();
+      followLesson();
+    }),
+  );
+  const sections = query(collection(db, ...client("tasks")), where("conversationId", "==", conversationId));
+  state.unsubscribe.push(
+    onSnapshot(sections, (snapshot) => {
+      state.tasks = new Map(snapshot.docs.map((d) => [d.data().toolCallId, d.data()]));
+      render();
+    }),
+  );
+}
+
+let lessonFollowed = null;
+function followLesson() {
+  const id = state.conversation && state.conversation.documentId;
+  if (!id || id === lessonFollowed) return;
+  lessonFollowed = id;
+  state.unsubscribe.push(
+    onSnapshot(doc(db, ...client("lessons", id)), (snapshot) => {
+      const lesson = snapshot.data();
+      $("lesson").hidden = !lesson;
+      if (!lesson) return;
+      $("lesson-title").textContent = `Lesson: ${lesson.title}`;
+      $("lesson-body").replaceChildren(lessonPreview(lesson.body));
+    }),
+  );
+  state.unsubscribe.push(() => { lessonFollowed = null; });
+}
+
+async function loadEarlier() {
+  const archived = state.conversation && state.conversation.archived;
+  if (!archived) return;
+  const segment = archived.segments - state.loadedSegments;
+  if (segment < 1) return;
+  const ref = doc(db, ...client("conversations", state.conversationId, "archive", String(segment).padStart(6, "0")));
+  const found = await getDoc(ref);
+  state.loadedSegments += 1;
+  if (found.exists()) state.earlier = [...found.data().messages, ...state.earlier];
+  render();
+}
+
+// ---- rendering ----------------------------------------------------------------------
+
+const VISIBLE = new Set(["text", "image", "file", "tool_call"]);
+
+// What a person sees: a message holding only tool results (hidden or not) shows nothing.
+function shown() {
+  return everything().filter(
+    ({ message }) => message.status !== "complete" || (message.content || []).some((p) => VISIBLE.has(p.type)),
+  );
+}
+
+function everything() {
+  const conv = state.conversation;
+  if (!conv) return [];
+  const live = conv.messages || [];
+  const ids = new Set(live.map((m) => m.id));
+  const items = state.earlier.filter((m) => !ids.has(m.id)).map((m) => ({ message: m, queued: false }));
+  for (const m of live) items.push({ message: m, queued: false });
+  const active = conv.activeRun && conv.activeRun.message;
+  if (active && !ids.has(active.id)) items.push({ message: active, queued: false });
+  for (const m of conv.queuedMessages || []) items.push({ message: m, queued: true });
+  return items;
+}
+
+function context(queued) {
+  const results = new Map();
+  for (const { message } of everything()) {
+    for (const part of message.content || []) {
+      if (part.type === "tool_result") results.set(part.toolResult.toolCallId, part.toolResult);
+    }
+  }
+  return {
+    uid: state.user.uid,
+    results,
+    tasks: state.tasks,
+    expanded: state.expanded,
+    questions: state.questions,
+    queued,
+    onToggle: (id) => {
+      state.expanded.has(id) ? state.expanded.delete(id) : state.expanded.add(id);
+      rerender(id, `button.done`);
+    },
+    onPick: (call, q, question, label) => {
+      if (question.multiSelect) {
+        q.picked = q.picked.includes(label) ? q.picked.filter((l) => l !== label) : [...q.picked, label];
+        rerenderCall(call, `button.option[aria-pressed]`);
+        return;
+      }
+      q.answers[q.index] = label;
+      q.index += 1;
+      rerenderCall(call, "section.question button");
+    },
+    onNext: (call, q) => {
+      if (!q.picked.length) return;
+      q.answers[q.index] = q.picked;
+      q.picked = [];
+      q.index += 1;
+      rerenderCall(call, "section.question button");
+    },
+    onAnswer: (call, q) => answer(call, q),
+    loadFile,
+  };
+}
+
+function messageOf(callId) {
+  for (const { message } of shown()) {
+    if ((message.content || []).some((p) => p.type === "tool_call" && p.toolCall.id === callId)) return message.id;
+  }
+  return null;
+}
+
+function rerender(messageId, focus) {
+  state.signatures.delete(messageId);
+  render();
+  const article = state.articles.get(messageId);
+  const target = article && article.querySelector(focus);
+  if (target) target.focus();
+}
+
+function rerenderCall(call, focus) {
+  rerender(messageOf(call.id), focus);
+}
+
+function render() {
+  if (!state.user) return;
+  const conv = state.conversation;
+  const items = shown();
+  const container = $("messages");
+  const wanted = [];
+  const taskKey = JSON.stringify([...state.tasks.values()]);
+  for (const { message, queued } of items) {
+    const signature = JSON.stringify([message, queued, taskKey, message.status === "waiting" ? [...state.questions] : 0]);
+    let article = state.articles.get(message.id);
+    if (!article || state.signatures.get(message.id) !== signature) {
+      const fresh = renderMessage(message, context(queued));
+      if (article) article.replaceWith(fresh);
+      article = fresh;
+      state.articles.set(message.id, article);
+      state.signatures.set(message.id, signature);
+    }
+    wanted.push(article);
+  }
+  const keep = new Set(wanted);
+  for (const child of [...container.children]) if (!keep.has(child)) child.remove();
+  wanted.forEach((article, index) => {
+    if (container.children[index] !== article) container.insertBefore(article, container.children[index] || null);
+  });
+  for (const id of [...state.articles.keys()]) if (!items.some((i) => i.message.id === id)) state.articles.delete(id);
+
+  if (conv) $("chat-title").textContent = conv.title || "Conversation";
+  const archived = conv && conv.archived;
+  $("earlier").hidden = !(archived && archived.segments > state.loadedSegments);
+  const run = conv && conv.activeRun;
+  $("stop").disabled = !run || Boolean(run.stopRequestedAt);
+  const waiting = run && run.waitingFor ? run.waitingFor : "";
+  if (waiting !== state.waitingShown) $("composer-status").textContent = state.waitingShown = waiting;
+  renderApprovals();
+}
+
+function renderApprovals() {
+  const conv = state.conversation;
+  const waiting = [];
+  for (const message of (conv && conv.messages) || []) {
+    for (const part of message.content || []) {
+      if (part.type === "tool_call" && part.toolCall.status === "awaiting_approval") waiting.push(part.toolCall);
+    }
+  }
+  $("approvals").hidden = !waiting.length;
+  const list = $("approval-list");
+  const ids = waiting.map((c) => c.id).join(",");
+  if (list.dataset.ids === ids) return;
+  list.dataset.ids = ids;
+  list.replaceChildren(
+    ...waiting.map((call) => {
+      const item = document.createElement("li");
+      item.className = "approval";
+      const title = document.createElement("p");
+      const strong = document.createElement("strong");
+      strong.textContent = call.displayText || call.name;
+      title.append(strong, document.createTextNode(` (${call.name})`));
+      const args = document.createElement("pre");
+      try {
+        args.textContent = JSON.stringify(JSON.parse(call.argsJson), null, 2);
+      } catch {
+        args.textContent = call.argsJson;
+      }
+      args.setAttribute("aria-label", "Arguments");
+      const approve = button("Approve", () => decide(call, true));
+      const deny = button("Deny", () => decide(call, false));
+      item.append(title, args, approve, deny);
+      return item;
+    }),
+  );
+}
+
+function button(label, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+// ---- acting: the api ------------------------------------------------------------------
+
+function say(text) {
+  $("composer-status").textContent = text;
+}
+
+async function send(event) {
+  event.preventDefault();
+  const box = $("composer-text");
+  const text = box.value.trim();
+  if (!text && !state.attachments.length) return;
+  const body = { text, whenBusy: "queue" };
+  if (state.conversationId) body.conversationId = state.conversationId;
+  if (state.attachments.length) {
+    body.attachments = state.attachments.map(({ storagePath, contentType, sizeBytes }) => ({ storagePath, contentType, sizeBytes }));
+  }
+  $("send").disabled = true;
+  try {
+    const sent = await api.send(body);
+    box.value = "";
+    state.attachments = [];
+    renderAttached();
+    say("");
+    if (!state.conversationId) location.hash = `#/c/${sent.conversationId}`;
+  } catch (error) {
+    say(error.message); // the text stays in the box: nothing the user wrote is lost
+  } finally {
+    $("send").disabled = false;
+  }
+}
+
+async function stop() {
+  if (!state.conversationId) return;
+  try {
+    await api.stop(state.conversationId);
+    say("Stopping…");
+  } catch (error) {
+    say(error.message);
+  }
+}
+
+async function answer(call, q) {
+  const answers = {};
+  Object.entries(q.answers).forEach(([i, value]) => { answers[String(i)] = value; });
+  try {
+    await api.answer(state.conversationId, call.id, answers);
+    state.questions.delete(call.id);
+    say("");
+  } catch (error) {
+    say(error.message);
+  }
+}
+
+async function decide(call, approved) {
+  if (state.deciding.has(call.id)) return;
+  state.deciding.add(call.id);
+  try {
+    await api.approve(state.conversationId, call.id, approved);
+    say(approved ? "Approved." : "Denied.");
+  } catch (error) {
+    state.deciding.delete(call.id);
+    say(error.message);
+  }
+}
+
+// Client tools the page carries out itself: only once their message has ended (the
+// api refuses a result before the call is saved), once per call per page.
+function carryOutClientTools() {
+  const conv = state.conversation;
+  if (!conv) return;
+  const results = context(false).results;
+  for (const message of conv.messages || []) {
+    for (const part of message.content || []) {
+      const call = part.type === "tool_call" && part.toolCall;
+      if (!call || call.execution !== "client" || call.status !== "pending") continue;
+      if (results.has(call.id) || state.posted.has(call.id)) continue;
+      state.posted.add(call.id);
+      const [output, status] = clientTool(call);
+      api.toolResult(state.conversationId, call.id, output, status).catch((error) => {
+        if (error.status === 409 && error.code === "run_in_progress") state.posted.delete(call.id);
+      });
+    }
+  }
+}
+
+function clientTool(call) {
+  if (call.name !== "get_editor_selection") return [{ error: `This page cannot run ${call.name}.` }, "error"];
+  const editor = $("editor");
+  const selection = editor.value.slice(editor.selectionStart, editor.selectionEnd);
+  return [{ documentId: (state.conversation && state.conversation.documentId) || null, selection }, "ok"];
+}
+
+// ---- attachments ----------------------------------------------------------------------
+
+async function attach(event) {
+  const input = event.target;
+  for (const file of [...input.files]) {
+    say(`Uploading ${file.name}…`);
+    try {
+      const session = await api.upload(file);
+      let url = session.uploadUrl;
+      // Locally the session points at the Storage emulator, which answers no CORS:
+      // the page's own server forwards it (tools/web.py).
+      if (config.uploadsVia && url.startsWith(config.uploadsVia)) url = url.slice(config.uploadsVia.length);
+      const put = await fetch(url, { method: session.method, headers: session.headers, body: file });
+      if (!put.ok) throw new Error(`The upload of ${file.name} failed (${put.status}).`);
+      state.attachments.push({ storagePath: session.storagePath, contentType: file.type, sizeBytes: file.size, name: file.name });
+      say(`${file.name} is attached.`);
+    } catch (error) {
+      say(error.message);
+    }
+  }
+  input.value = "";
+  renderAttached();
+}
+
+function renderAttached() {
+  $("attached").replaceChildren(
+    ...state.attachments.map((a, index) => {
+      const item = document.createElement("li");
+      item.append(document.createTextNode(`${a.name} `));
+      item.append(button(`Remove ${a.name}`, () => { state.attachments.splice(index, 1); renderAttached(); }));
+      return item;
+    }),
+  );
+}
+
+function loadFile(path) {
+  if (!config.filesUrl) return Promise.resolve(null);
+  if (!state.files.has(path)) {
+    const url = config.filesUrl + path.split("/").map(encodeURIComponent).join("/");
+    state.files.set(
+      path,
+      auth.currentUser
+        .getIdToken()
+        .then((token) => fetch(url, { headers: { Authorization: `Bearer ${token}` } }))
+        .then((r) => (r.ok ? r.blob() : null))
+        .then((blob) => (blob ? URL.createObjectURL(blob) : null))
+        .catch(() => null),
+    );
+  }
+  return state.files.get(path);
+}
+
+// ---- wiring ----------------------------------------------------------------------------
+
+function wire() {
+  $("sign-in").addEventListener("submit", signIn);
+  $("sign-out").addEventListener("click", () => signOut(auth));
+  $("composer").addEventListener("submit", send);
+  $("composer-text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("stop").addEventListener("click", stop);
+  $("earlier").addEventListener("click", loadEarlier);
+  $("attach").addEventListener("change", attach);
+  window.addEventListener("hashchange", route);
+}
+
+boot();
