@@ -54,7 +54,9 @@ class TaskScheduler:
     policy: ledgers.LedgerPolicy
     watchdog_grace: timedelta
     limits: ledgers.UserLimits
-    # Each task's section (``/{uid}/client/tasks/{taskId}``), following its ledger record.
+    # Each task's section (``/{uid}/client/tasks/{taskId}``): its start and progress steps
+    # are written here (``show``); its status moves with the ledger, written by the
+    # ledger store (``apply_with_sections``; in memory, into its own ``sections``).
     sections: TaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
     voice: ledgers.VoiceLimits = field(default_factory=ledgers.VoiceLimits)
 
