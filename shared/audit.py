@@ -429,10 +429,12 @@ class _Checker:
     # -- task sections --------------------------------------------------------------------
 
     def sections(self, raw: Mapping[str, Mapping[str, Any]], ledger: TaskLedger | None) -> None:
-        """A section is written after its ledger record (which decides), so it is never
-        ahead of it: never finished unlike its record, never started while its record
-        is queued; once settled, it has caught up. A section whose record was pruned
-        (50 finished kept) stands alone, still readable."""
+        """A section moves in the same write as its ledger record when the record is
+        made, ends or waits (``TaskLedgerStore.apply_with_sections``), so at any moment
+        it exists beside its record and has ended exactly as its record did; it may only
+        lag in showing a start (``running``, written by the handler as the tool starts).
+        A section whose record was pruned (50 finished kept) stands alone, still
+        readable. A task found unapproved leaves its section as it was (queued)."""
         records = ledger.tasks if ledger is not None else {}
         for task_id, stored in raw.items():
             path = task_path(self.user_id, task_id)
@@ -441,27 +443,22 @@ class _Checker:
             if section is None or record is None:
                 continue
             shown, decided = section.status, record.status
+            unapproved = decided == "cancelled" and record.error == NOT_APPROVED
             if shown in TERMINAL and shown != decided:
                 self.flag("section_disagrees", path, f"section is {shown}; ledger says {decided}")
             elif decided == "queued" and shown not in ("queued", "waiting_on_user"):
                 # (an answer queues a waiting task again; it shows running once it starts)
                 self.flag("section_disagrees", path, f"section is {shown}; ledger says queued")
-            elif (
-                self.audit.settled
-                and decided in TERMINAL
-                and shown != decided
-                and not (decided == "cancelled" and record.error == NOT_APPROVED)
-            ):
+            elif decided in TERMINAL and shown != decided and not unapproved:
                 self.flag("section_disagrees", path, f"section is {shown}; ledger says {decided}")
-        if self.audit.settled:
-            for task_id, record in records.items():
-                unapproved = record.status == "cancelled" and record.error == NOT_APPROVED
-                if task_id not in raw and not unapproved:
-                    self.flag(
-                        "section_disagrees",
-                        task_path(self.user_id, task_id),
-                        f"ledger has task {task_id} ({record.status}); it has no section",
-                    )
+        for task_id, record in records.items():
+            unapproved = record.status == "cancelled" and record.error == NOT_APPROVED
+            if task_id not in raw and not unapproved:
+                self.flag(
+                    "section_disagrees",
+                    task_path(self.user_id, task_id),
+                    f"ledger has task {task_id} ({record.status}); it has no section",
+                )
 
 
 def _hands_off(message: Message) -> bool:

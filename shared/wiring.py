@@ -45,8 +45,8 @@ from shared.store.files import FileStore, InMemoryFileStore
 from shared.store.memory import (
     InMemoryFamilyStore,
     InMemorySettingsStore,
-    InMemoryTaskDocumentStore,
     posts_beside,
+    sections_beside,
 )
 from shared.tasks.handler import TaskHandler, TaskPolicy
 from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
@@ -276,7 +276,7 @@ def assemble(
         policy,
         timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
-        sections if sections is not None else InMemoryTaskDocumentStore(),
+        sections if sections is not None else sections_beside(ledger),
         VoiceLimits(
             settings.voice_sessions_per_day, timedelta(minutes=settings.voice_session_minutes)
         ),

@@ -90,7 +90,8 @@ class TaskPort(Protocol):
         key_outputs: Sequence[KeyOutput] = (),
     ) -> None:
         """End the task, free its slot, and start the next queued tasks; its section
-        ends with ``summary`` and ``key_outputs`` (or ``error`` told plainly)."""
+        ends with ``summary`` and ``key_outputs`` (or ``error`` told plainly) in the
+        same write as its ledger record (both land, or neither)."""
         ...
 
     async def show(self, user_id: str, task_id: str, change: SectionChange) -> None:
@@ -126,9 +127,10 @@ class TaskPort(Protocol):
         """
         ...
 
-    async def wait(self, user_id: str, task_id: str, attempt: int) -> None:
-        """The task asked its user a question: it waits, without its slot or lease, until
-        the answer queues it again (``submit`` with ``again``)."""
+    async def wait(self, user_id: str, task_id: str, attempt: int, question: str) -> None:
+        """The task asked its user ``question``: it waits, without its slot or lease, until
+        the answer queues it again (``submit`` with ``again``); its section shows the
+        question from the same write."""
         ...
 
     async def sweep(self, user_id: str) -> None:

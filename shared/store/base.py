@@ -246,10 +246,19 @@ LedgerDecision = Callable[[TaskLedger], tuple[TaskLedger, R]]
 """A ``LedgerChange`` that also returns what it decided (a claim's verdict, the attempts
 granted): ``TaskLedgerStore.apply``."""
 
+SectionChange = Callable[[TaskDocument | None], TaskDocument | None]
+"""A pure change to a task's section: given the stored one (``None`` if there is none
+yet), the one to write, or ``None`` to write nothing. It may run more than once."""
+
+LedgerAndSections = Callable[[TaskLedger], tuple[TaskLedger, R, Mapping[str, SectionChange]]]
+"""A ``LedgerDecision`` that also names, by task id, the changes to those tasks'
+sections that must land in the same write: ``TaskLedgerStore.apply_with_sections``."""
+
 
 class TaskLedgerStore(Protocol):
-    """Each user's task ledger at ``/{userId}/server`` (server-only). The adapters
-    subclass this Protocol for its one written method, ``mutate``."""
+    """Each user's task ledger at ``/{userId}/server`` (server-only), and, written with
+    it, its tasks' sections at ``/{userId}/client/tasks/{taskId}``. The adapters subclass
+    this Protocol for its one written method, ``apply_with_sections``."""
 
     async def get(self, user_id: str) -> TaskLedger:
         """The ledger (empty if the user never had a task)."""
@@ -273,12 +282,23 @@ class TaskLedgerStore(Protocol):
         Raises:
             StoreError: the store failed.
         """
+        return await self.apply_with_sections(user_id, lambda led: (*change(led), {}))
+
+    async def apply_with_sections(
+        self, user_id: str, change: LedgerAndSections[R]
+    ) -> tuple[TaskLedger, R]:
+        """``apply``, and the section changes ``change`` names, in one atomic write: the
+        ledger and each section named are read, every change runs on what was read, and
+        all the results are written together, each on the condition that it is still the
+        version read (a section not there yet: that none was created meanwhile). If any
+        of them changed in between, nothing lands and all is judged again on a fresh
+        read; so a section never says a task ended unlike its record, nor lags behind it.
+
+        Raises:
+            IllegalTransition: from a section's change (nothing is written).
+            StoreError: the store failed (nothing is written).
+        """
         ...
-
-
-SectionChange = Callable[[TaskDocument | None], TaskDocument | None]
-"""A pure change to a task's section: given the stored one (``None`` if there is none
-yet), the one to write, or ``None`` to write nothing. It may run more than once."""
 
 
 class TaskDocumentStore(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
@@ -27,7 +27,7 @@ from shared.store.base import (
     FamilyChange,
     Household,
     KeptVersion,
-    LedgerDecision,
+    LedgerAndSections,
     PostStore,
     Put,
     R,
@@ -177,22 +177,31 @@ def _view(document: dict[str, Any] | None) -> RunView | None:
 
 
 class InMemoryTaskLedgerStore(TaskLedgerStore):
-    """Task ledgers in a dict, one lock per store. ``writes`` counts the changes written
-    (a change that changes nothing writes nothing, as on Firestore), so tests can check
-    that a refused request wrote none."""
+    """Task ledgers in a dict, one lock per store, and the sections written with them
+    (``sections``: the section store this one writes into, its own unless given).
+    ``writes`` counts the changes written (a change that changes nothing writes nothing,
+    as on Firestore), so tests can check that a refused request wrote none."""
 
-    def __init__(self) -> None:
+    def __init__(self, sections: InMemoryTaskDocumentStore | None = None) -> None:
         self._documents: dict[str, dict[str, Any]] = {}
         self._lock = asyncio.Lock()
         self.writes = 0
+        self.sections = sections if sections is not None else InMemoryTaskDocumentStore()
 
     async def get(self, user_id: str) -> TaskLedger:
         document = self._documents.get(user_id)
         return TaskLedger() if document is None else TaskLedger.model_validate(document)
 
-    async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
+    async def apply_with_sections(
+        self, user_id: str, change: LedgerAndSections[R]
+    ) -> tuple[TaskLedger, R]:
         async with self._lock:
-            updated, decided = change(await self.get(user_id))
+            updated, decided, named = change(await self.get(user_id))
+            sections = self.sections.changed(user_id, named)
+            # Every change has run: the sections go in first (``put`` may fail, as a
+            # commit may, before anything is kept), then the ledger, with no await
+            # in between.
+            self.sections.put(user_id, sections)
             document = updated.to_firestore()
             if document != self._documents.get(user_id):
                 self._documents[user_id] = copy.deepcopy(document)
@@ -208,18 +217,38 @@ class InMemoryTaskDocumentStore(TaskDocumentStore):
         self.writes: dict[str, int] = {}
 
     async def get(self, user_id: str, task_id: str) -> TaskDocument | None:
+        return self._read(user_id, task_id)
+
+    def _read(self, user_id: str, task_id: str) -> TaskDocument | None:
         document = self._documents.get((user_id, task_id))
         return None if document is None else TaskDocument.model_validate(copy.deepcopy(document))
 
     async def apply(self, user_id: str, task_id: str, change: SectionChange) -> TaskDocument | None:
         # No await between the read and the write: atomic, as Firestore's precondition.
-        current = await self.get(user_id, task_id)
-        updated = change(current)
-        if updated is None or updated == current:
+        current = self._read(user_id, task_id)
+        updated = self.changed(user_id, {task_id: change}).get(task_id)
+        if updated is None:
             return current
-        self._documents[(user_id, task_id)] = updated.to_firestore()
-        self.writes[task_id] = self.writes.get(task_id, 0) + 1
+        self.put(user_id, {task_id: updated})
         return updated
+
+    def changed(
+        self, user_id: str, changes: Mapping[str, SectionChange]
+    ) -> dict[str, TaskDocument]:
+        """The sections ``changes`` change, as they would be written (none is written)."""
+        written: dict[str, TaskDocument] = {}
+        for task_id, change in changes.items():
+            current = self._read(user_id, task_id)
+            updated = change(current)
+            if updated is not None and updated != current:
+                written[task_id] = updated
+        return written
+
+    def put(self, user_id: str, sections: Mapping[str, TaskDocument]) -> None:
+        """Write ``sections`` (by task id), all at once."""
+        for task_id, section in sections.items():
+            self._documents[(user_id, task_id)] = section.to_firestore()
+            self.writes[task_id] = self.writes.get(task_id, 0) + 1
 
     async def recent(
         self, user_id: str, limit: int = 20, conversation_id: str | None = None
@@ -419,6 +448,14 @@ def posts_beside(conversations: ConversationStore, families: object) -> PostStor
     ):
         return InMemoryPostStore(conversations, families)
     return _NoPosts()
+
+
+def sections_beside(ledger: TaskLedgerStore) -> TaskDocumentStore:
+    """The section store a ledger store writes sections into, if it is in memory (an
+    empty one otherwise: a test's ledger on Firestore without its sections)."""
+    if isinstance(ledger, InMemoryTaskLedgerStore):
+        return ledger.sections
+    return InMemoryTaskDocumentStore()
 
 
 class InMemorySettingsStore:

@@ -259,18 +259,9 @@ class TaskHandler:
         return True
 
     async def _wait(self, task: ToolTask, question: str) -> None:
-        """The section waits on the user (showing ``question``); the ledger frees the
-        slot until the answer queues the task again (``People.answer``)."""
-        now = self._deps.clock.now()
-        await self._show(
-            task,
-            lambda s: (
-                None
-                if s is None or s.status in sections.TERMINAL
-                else sections.waiting(s, question, now)
-            ),
-        )
-        await self._tasks.wait(task.user_id, task.task_id, task.attempt)
+        """The task waits on the user: the ledger frees the slot until the answer queues
+        it again (``People.answer``), and the section shows ``question``, in one write."""
+        await self._tasks.wait(task.user_id, task.task_id, task.attempt, question)
 
     async def _cancelled(self, task: ToolTask, call: ToolCall) -> Conversation:
         """Its user cancelled the task: the call gets the result the model sees, and the

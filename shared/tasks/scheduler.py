@@ -10,7 +10,14 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from shared.clock import Clock
-from shared.errors import NotFound, RateLimited, TaskCancelled, TaskFinished, ToolError
+from shared.errors import (
+    IllegalTransition,
+    NotFound,
+    RateLimited,
+    TaskCancelled,
+    TaskFinished,
+    ToolError,
+)
 from shared.llm.base import Meter
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.queue.naming import (
@@ -47,7 +54,9 @@ class TaskScheduler:
     policy: ledgers.LedgerPolicy
     watchdog_grace: timedelta
     limits: ledgers.UserLimits
-    # Each task's section (``/{uid}/client/tasks/{taskId}``), following its ledger record.
+    # Each task's section (``/{uid}/client/tasks/{taskId}``): its start and progress steps
+    # are written here (``show``); its status moves with the ledger, written by the
+    # ledger store (``apply_with_sections``; in memory, into its own ``sections``).
     sections: TaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
     voice: ledgers.VoiceLimits = field(default_factory=ledgers.VoiceLimits)
 
@@ -56,36 +65,28 @@ class TaskScheduler:
         user_id: str,
         change: Callable[[TaskLedger], tuple[TaskLedger, R]],
         ending: Ending | None = None,
+        question: str | None = None,
     ) -> R:
-        """Apply a ledger change and return what it decided (from the attempt that landed);
-        then bring the sections of the tasks whose status it changed in line with it."""
-
-        def tracked(ledger: TaskLedger) -> tuple[TaskLedger, tuple[R, list[TaskRecord]]]:
-            updated, decided = change(ledger)
-            moved = [
-                record
-                for task_id, record in updated.tasks.items()
-                if (before := ledger.tasks.get(task_id)) is None or before.status != record.status
-            ]
-            return updated, (decided, moved)
-
-        _, (decided, moved) = await self.ledger.apply(user_id, tracked)
-        for record in moved:
-            await self._follow(user_id, record, ending)
-        return decided
-
-    async def _follow(self, user_id: str, record: TaskRecord, ending: Ending | None) -> None:
-        # Written after the ledger (which decides): a section is never ahead of its
-        # record. A failed write leaves it behind until the record moves again.
+        """Apply a ledger change and return what it decided (from the attempt that landed).
+        The sections of the tasks whose status it changes follow their records in the
+        same write (``TaskLedgerStore.apply_with_sections``): a finished task's section
+        ends, with ``ending``, or waits showing ``question``, exactly when its record
+        does, never a write later."""
         now = self.clock.now()
 
-        def change(section: TaskDocument | None) -> TaskDocument | None:
-            return follow(section, record, now, ending)
+        def tracked(
+            ledger: TaskLedger,
+        ) -> tuple[TaskLedger, R, dict[str, SectionChange]]:
+            updated, decided = change(ledger)
+            moved = {
+                task_id: _following(record, now, ending, question)
+                for task_id, record in updated.tasks.items()
+                if (before := ledger.tasks.get(task_id)) is None or before.status != record.status
+            }
+            return updated, decided, moved
 
-        try:
-            await self.sections.apply(user_id, record.task_id, change)
-        except Exception:
-            log.warning("task %s: its section was not updated", record.task_id, exc_info=True)
+        _, decided = await self.ledger.apply_with_sections(user_id, tracked)
+        return decided
 
     async def show(self, user_id: str, task_id: str, change: SectionChange) -> None:
         """``TaskPort.show``: a change to the task's section."""
@@ -367,11 +368,14 @@ class TaskScheduler:
         )
         await self._dispatch_quietly(user_id, granted)
 
-    async def wait(self, user_id: str, task_id: str, attempt: int) -> None:
+    async def wait(self, user_id: str, task_id: str, attempt: int, question: str) -> None:
         """``TaskPort.wait``: the task waits for its user's answer, its slot freed."""
         now = self.clock.now()
         granted = await self._apply(
-            user_id, lambda led: ledgers.wait(led, task_id, attempt, now, self.policy)
+            user_id,
+            lambda led: ledgers.wait(led, task_id, attempt, now, self.policy),
+            None,
+            question,
         )
         await self._dispatch_quietly(user_id, granted)
 
@@ -424,6 +428,22 @@ class TaskScheduler:
         except Exception:
             # Their leases lapse and the next ledger change grants them again.
             log.exception("could not dispatch the next tasks of %s", user_id)
+
+
+def _following(
+    record: TaskRecord, now: datetime, ending: Ending | None, question: str | None
+) -> SectionChange:
+    """The change that brings a section in line with its ledger record (``follow``)."""
+
+    def change(section: TaskDocument | None) -> TaskDocument | None:
+        try:
+            return follow(section, record, now, ending, question)
+        except IllegalTransition:
+            # A bug in a view: the ledger, which decides, is written all the same.
+            log.exception("task %s: its section cannot follow its record", record.task_id)
+            return None
+
+    return change
 
 
 @dataclass(frozen=True, slots=True)

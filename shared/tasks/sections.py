@@ -183,16 +183,26 @@ def _folded(updates: list[TaskUpdate]) -> list[TaskUpdate]:
 
 
 def follow(
-    section: TaskDocument | None, record: TaskRecord, now: datetime, ending: Ending | None = None
+    section: TaskDocument | None,
+    record: TaskRecord,
+    now: datetime,
+    ending: Ending | None = None,
+    question: str | None = None,
 ) -> TaskDocument | None:
     """The section brought in line with its ledger record (``None``: nothing to write).
 
     A new live record opens the section; a finished one ends it (with ``ending``, or
-    the record's error told plainly). A granted attempt changes nothing: the section
-    shows ``running`` once a handler starts the tool (``move``).
+    the record's error told plainly); one waiting on its user shows ``question``. A
+    granted attempt changes nothing: the section shows ``running`` once a handler
+    starts the tool (``started``), which only the handler knows.
     """
     if section is None:
         return opened(record, now) if record.status in ("queued", "running") else None
+    if record.status == "waiting_on_user":
+        if question is None or section.status in TERMINAL:
+            return None
+        # (a section still queued: the write that showed the tool start failed)
+        return waiting(started(section, now) or section, question, now)
     if record.status not in TERMINAL or section.status in TERMINAL:
         return None
     if record.status == "cancelled" and record.error == NOT_APPROVED:

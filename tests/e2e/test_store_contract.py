@@ -38,6 +38,7 @@ from shared.schemas.documents import (
     FamilyMirror,
     Lesson,
     Message,
+    TaskDocument,
 )
 from shared.schemas.server import Family, Invite, TaskLedger, TaskRecord
 from shared.store.base import (
@@ -946,3 +947,169 @@ async def test_section_store_lists_newest_first_by_conversation(
     listed = await sections_store.recent(uid, conversation_id="c1")
     assert [t.id for t in listed] == ["task_3", "task_2", "task_0"]
     assert await sections_store.recent(f"other-{uid}") == []
+
+
+# -- the ledger and its sections in one write ------------------------------------------
+
+
+@dataclass
+class Book:
+    """A ledger store, another instance's (the same for the fake), and the sections
+    they write (read through the first instance's section store)."""
+
+    ledger: TaskLedgerStore
+    other: TaskLedgerStore
+    sections: TaskDocumentStore
+    on_firestore: bool
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def book(request: pytest.FixtureRequest, emulators: object) -> AsyncIterator[Book]:
+    if request.param == "memory":
+        ledger = InMemoryTaskLedgerStore()
+        yield Book(ledger, ledger, ledger.sections, on_firestore=False)
+        return
+    first, second = connect(PROJECT), connect(PROJECT)
+    yield Book(first.ledgers, second.ledgers, first.sections, on_firestore=True)
+    first.close()
+    second.close()
+
+
+def submitted(record: TaskRecord) -> Callable[[TaskLedger], tuple[TaskLedger, None, Any]]:
+    """Record the task queued and open its section, in one write."""
+
+    def change(ledger: TaskLedger) -> tuple[TaskLedger, None, Any]:
+        updated = ledger.model_copy(update={"tasks": {**ledger.tasks, record.task_id: record}})
+        return updated, None, {record.task_id: lambda s: sections.follow(s, record, NOW)}
+
+    return change
+
+
+def ended(
+    task_id: str, summary: Callable[[TaskLedger], str]
+) -> Callable[[TaskLedger], tuple[TaskLedger, int, Any]]:
+    """End the task completed in the ledger and in its section (with ``summary`` of the
+    ledger it was judged on), in one write; it decides the ledger's ``next_seq`` seen."""
+
+    def change(ledger: TaskLedger) -> tuple[TaskLedger, int, Any]:
+        record = ledger.tasks[task_id].model_copy(update={"status": "completed"})
+        updated = bump(ledger.model_copy(update={"tasks": {**ledger.tasks, task_id: record}}))
+        ending = sections.Ending(summary(ledger))
+        return (
+            updated,
+            ledger.next_seq,
+            {task_id: lambda s: sections.follow(s, record, NOW, ending)},
+        )
+
+    return change
+
+
+async def test_ledger_store_writes_a_record_and_its_section_together(book: Book) -> None:
+    uid = f"u-{secrets.token_hex(4)}"
+    record = task_record("task_a", "conv_a", NOW)
+    await book.ledger.apply_with_sections(uid, submitted(record))
+    opened = await book.sections.get(uid, "task_a")
+    assert opened is not None and opened.status == "queued"
+    assert (await book.other.get(uid)).tasks["task_a"].status == "queued"
+    await book.sections.apply(uid, "task_a", lambda s: sections.started(s, NOW))
+    _, seen = await book.other.apply_with_sections(
+        uid, ended("task_a", lambda led: f"Done at {led.next_seq}.")
+    )
+    done = await book.sections.get(uid, "task_a")
+    assert done is not None and (done.status, done.summary) == ("completed", f"Done at {seen}.")
+    assert (await book.ledger.get(uid)).tasks["task_a"].status == "completed"
+    # A change that names no section is ``apply``; one whose section change writes
+    # nothing writes the ledger alone.
+    ledger, _ = await book.ledger.apply_with_sections(uid, lambda led: (bump(led), None, {}))
+    again, _ = await book.ledger.apply_with_sections(
+        uid, lambda led: (bump(led), None, {"task_a": lambda s: None})
+    )
+    assert again.next_seq == ledger.next_seq + 1
+    assert await book.sections.get(uid, "task_a") == done
+
+
+async def test_ledger_store_writes_neither_when_a_section_change_raises(book: Book) -> None:
+    uid = f"u-{secrets.token_hex(4)}"
+    record = task_record("task_a", "conv_a", NOW)
+    await book.ledger.apply_with_sections(uid, submitted(record))
+    before = await book.other.get(uid)
+
+    def illegal(led: TaskLedger) -> tuple[TaskLedger, None, Any]:
+        return bump(led), None, {"task_a": lambda s: s and sections.move(s, "completed", NOW)}
+
+    with pytest.raises(IllegalTransition):  # queued cannot become completed
+        await book.ledger.apply_with_sections(uid, illegal)
+    assert await book.other.get(uid) == before
+    section = await book.sections.get(uid, "task_a")
+    assert section is not None and section.status == "queued"
+
+
+async def test_ledger_store_loses_no_write_to_the_section_or_the_ledger(book: Book) -> None:
+    """Steps appended to the section and other changes to the ledger, from another
+    instance, race the write that ends the task: each lands once, and the end lands
+    with its summary (each write's precondition sent the loser round again)."""
+    uid = f"u-{secrets.token_hex(4)}"
+    record = task_record("task_a", "conv_a", NOW).model_copy(update={"status": "running"})
+    await book.ledger.apply_with_sections(uid, submitted(record))
+    await book.sections.apply(uid, "task_a", lambda s: sections.started(s, NOW))
+
+    async def step(n: int) -> None:
+        await book.sections.apply(
+            uid,
+            "task_a",
+            lambda s: None if s is None else sections.with_steps(s, [Step(n, 1, f"step {n}")], NOW),
+        )
+
+    async def end() -> None:
+        await asyncio.sleep(0.01)
+        await book.ledger.apply_with_sections(uid, ended("task_a", lambda _: "Done."))
+
+    await asyncio.gather(
+        *(step(n) for n in range(1, 6)), *(book.other.mutate(uid, bump) for _ in range(5)), end()
+    )
+    ledger = await book.ledger.get(uid)
+    section = await book.sections.get(uid, "task_a")
+    assert section is not None
+    assert ledger.next_seq == 6  # five bumps and the end's
+    assert (ledger.tasks["task_a"].status, section.status) == ("completed", "completed")
+    assert section.summary == "Done."
+    # Steps that lost to the end are refused by the finished section, never written over it.
+    assert len({u.text for u in section.updates}) == len(section.updates)
+
+
+async def test_ledger_store_judges_again_when_either_changed_between_read_and_write(
+    book: Book, db: firestore.Client
+) -> None:
+    """Another writer lands between this write's reads and its commit, first on the
+    section, then on the ledger: nothing of the first try lands, and the second is
+    judged on what the other wrote (Firestore only: the fake has no such moment)."""
+    if not book.on_firestore:
+        pytest.skip("the in-memory store reads and writes with no moment between")
+    uid = f"u-{secrets.token_hex(4)}"
+    record = task_record("task_a", "conv_a", NOW).model_copy(update={"status": "running"})
+    await book.ledger.apply_with_sections(uid, submitted(record))
+    section_ref = db.collection(uid).document("client").collection("tasks").document("task_a")
+    ledger_ref = db.collection(uid).document("server")
+    tries: list[str] = []
+
+    def change(led: TaskLedger) -> tuple[TaskLedger, int, Any]:
+        updated, seen, named = ended("task_a", lambda _: "Done.")(led)
+
+        def follow(s: TaskDocument | None) -> TaskDocument | None:
+            tries.append(s.title if s is not None else "-")
+            if len(tries) == 1:  # the section changes under this write
+                section_ref.update({"title": "Renamed"})
+            elif len(tries) == 2:  # then the ledger does
+                ledger_ref.update({"nextSeq": led.next_seq + 10})
+            return named["task_a"](s)
+
+        return updated, seen, {"task_a": follow}
+
+    _, seen = await book.ledger.apply_with_sections(uid, change)
+    assert tries == ["Creating lesson", "Renamed", "Renamed"]
+    assert seen == 10  # judged on the ledger the other writer left
+    ledger = await book.other.get(uid)
+    section = await book.sections.get(uid, "task_a")
+    assert section is not None
+    assert (ledger.next_seq, ledger.tasks["task_a"].status) == (11, "completed")
+    assert (section.title, section.status, section.summary) == ("Renamed", "completed", "Done.")

@@ -4,20 +4,27 @@ statuses as a listener sees them, its summary and key outputs."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import threading
+import time
 from typing import Any
 
 import httpx
 import pytest
 from google.cloud import firestore
 
+from shared.queue.base import SIGNATURE_HEADER, TASK_NAME_HEADER, sign
+from shared.queue.naming import attempt_name
+from shared.schemas.tasks import ToolTask
 from shared.store.cloudstorage import CloudStorageFileStore
 from tests.e2e.conftest import (
     Functions,
     SseEvent,
     StackUser,
     conversation_doc,
+    extra_api,
     new_user,
     read_events,
     upload,
@@ -323,3 +330,233 @@ def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
     ]
     second = fake_openai.requests_for("Review this piece of work.")[-1]
     assert "they answered: Task 2." in json.dumps(second)
+
+
+class Updates:
+    """Every version of one section's progress steps a listener saw, in order."""
+
+    def __init__(self, db: firestore.Client, uid: str, task_id: str) -> None:
+        self.seen: list[list[tuple[int, int, int, str]]] = []
+        self._lock = threading.Lock()
+        self._watch = sections_of(db, uid).document(task_id).on_snapshot(self._on)
+
+    def _on(self, snapshots: list[Any], changes: Any, read_time: Any) -> None:
+        with self._lock:
+            for snapshot in snapshots:
+                updates = (snapshot.to_dict() or {}).get("updates") or []
+                self.seen.append([(u["seq"], u["attempt"], u["step"], u["text"]) for u in updates])
+
+    def close(self) -> None:
+        self._watch.unsubscribe()
+
+
+PLAN = {
+    "lessons": [
+        {"title": "Sources", "focus": "Where rivers begin"},
+        {"title": "Bends", "focus": "Meanders and oxbow lakes"},
+        {"title": "Mouths", "focus": "Where rivers end"},
+    ]
+}
+
+
+def planned_brief(topic: str, index: int) -> str:
+    """The drafting request plan_lessons sends for lesson ``index`` of ``PLAN``."""
+    titles = [lesson["title"] for lesson in PLAN["lessons"]]
+    others = "; ".join(f"{i + 1}. {t}" for i, t in enumerate(titles))
+    lesson = PLAN["lessons"][index]
+    return (
+        f"Write the lesson.\n\nTopic: {topic}\nLearners: Year 4\nDuration: 45 minutes\n"
+        f"Lesson {index + 1} of 3 in the sequence: {others}\n"
+        f"This lesson: {lesson['title']}: {lesson['focus']}"
+    )
+
+
+def redeliver(
+    functions: Functions, uid: str, conversation_id: str, task_id: str, attempt: int
+) -> int:
+    """Deliver attempt ``attempt`` of the task again, as Cloud Tasks may at any time."""
+    body = ToolTask(
+        user_id=uid, conversation_id=conversation_id, task_id=task_id, attempt=attempt
+    ).to_bytes()
+    name = attempt_name(task_id, attempt)
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: sign(os.environ["SPARK_TASKS_LOCAL_KEY"], body, name, int(time.time())),
+        TASK_NAME_HEADER: name,
+    }
+    return httpx.post(functions.tasks, content=body, headers=headers, timeout=30).status_code
+
+
+def test_e2e_progress_steps_append_across_a_redelivered_and_a_retried_attempt(
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    # Three planned lessons; the second's draft fails once (the attempt fails and is
+    # retried), the first is slow (its attempt is delivered again while it runs).
+    topic = "river journeys"
+    args = {"topic": topic, "audience": "Year 4", "count": 3}
+    fake_openai.script(
+        "plan three river journeys",
+        Script(
+            chunks=["Planning them now."],
+            tool_calls=[("plan_lessons", json.dumps(args))],
+            then=Script(chunks=["Your three lessons are ready."]),
+        ),
+    )
+    fake_openai.script("Plan a sequence of 3 lessons.", Script(chunks=[json.dumps(PLAN)]))
+    for index, lesson in enumerate(PLAN["lessons"]):
+        draft = Script(
+            chunks=[f"<lesson><h1>{lesson['title']}</h1><h2>Starter</h2>", "<p>Go.</p></lesson>"],
+            first_delay=2 if index == 0 else 0,
+        )
+        if index == 1:
+            fake_openai.script(planned_brief(topic, index), Script(status=400), after=draft)
+        else:
+            fake_openai.script(planned_brief(topic, index), draft)
+    events = send(functions.api, alice, "plan three river journeys")
+    conversation_id = events[0].data["conversationId"]
+    task_id = events[-2].data["taskId"]
+    updates = Updates(db, alice.uid, task_id)
+    wait_for(
+        lambda: {} if fake_openai.requests_for(planned_brief(topic, 0)) else None,
+        "the first lesson's draft",
+    )
+    # Delivered again while its first attempt runs: the other delivery holds it.
+    assert redeliver(functions, alice.uid, conversation_id, task_id, 1) == 409
+
+    def completed() -> dict[str, Any] | None:
+        found = section_of(db, alice.uid, task_id)
+        return found if found.get("status") == "completed" else None
+
+    section = wait_for(completed, "the section to complete", 60)
+    wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
+    # Delivered again once it is over: each attempt is stale, nothing changes.
+    assert redeliver(functions, alice.uid, conversation_id, task_id, 1) == 200
+    assert redeliver(functions, alice.uid, conversation_id, task_id, 2) == 200
+    assert section_of(db, alice.uid, task_id) == section
+    updates.close()
+    steps = [(u["seq"], u["attempt"], u["step"], u["text"]) for u in section["updates"]]
+    assert steps == [
+        (1, 1, 1, "Planning 3 lessons"),
+        (2, 1, 2, "Creating lesson 1 of 3"),
+        (3, 1, 3, "Creating lesson 2 of 3"),
+        # The retry found the plan and the first lesson made: it went on from the second.
+        (4, 2, 1, "Creating lesson 2 of 3"),
+        (5, 2, 2, "Creating lesson 3 of 3"),
+    ]
+    # Each version a listener saw extends the one before: steps append, never replaced.
+    for before, after in itertools.pairwise(updates.seen):
+        assert after[: len(before)] == before, (before, after)
+    assert updates.seen[-1] == steps
+    assert len(fake_openai.requests_for(planned_brief(topic, 1))) == 2
+    assert len(fake_openai.requests_for(planned_brief(topic, 0))) == 1
+
+
+def test_e2e_plan_lessons_leaves_each_planned_lesson_readable(
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    topic = "river mouths"
+    args = {"topic": topic, "audience": "Year 4", "count": 3}
+    fake_openai.script(
+        "plan three river mouths",
+        Script(
+            chunks=["Planning them now."],
+            tool_calls=[("plan_lessons", json.dumps(args))],
+            then=Script(chunks=["Your three lessons are ready."]),
+        ),
+    )
+    fake_openai.script("Plan a sequence of 3 lessons.", Script(chunks=[json.dumps(PLAN)]))
+    for index, lesson in enumerate(PLAN["lessons"]):
+        fake_openai.script(
+            planned_brief(topic, index),
+            Script(
+                chunks=[f"<lesson><h1>{lesson['title']}</h1><h2>Starter</h2><p>Go.</p></lesson>"]
+            ),
+        )
+    events = send(functions.api, alice, "plan three river mouths")
+    conversation_id = events[0].data["conversationId"]
+    task_id = events[-2].data["taskId"]
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 60)
+    section = section_of(db, alice.uid, task_id)
+    assert (section["status"], section["tool"]) == ("completed", "plan_lessons")
+    assert section["summary"] == "Planned and wrote 3 lessons."
+    planned = section["keyOutputs"]
+    assert [(o["kind"], o["text"]) for o in planned] == [
+        ("planned_lesson", "Sources"),
+        ("planned_lesson", "Bends"),
+        ("planned_lesson", "Mouths"),
+    ]
+    (result,) = [
+        p["toolResult"] for m in doc["messages"] for p in m["content"] if "toolResult" in p
+    ]
+    made = json.loads(result["outputJson"])["lessons"]
+    assert [o["documentId"] for o in planned] == [lesson["documentId"] for lesson in made]
+    lessons = db.collection(alice.uid).document("client").collection("lessons")
+    for output in planned:
+        stored = lessons.document(output["documentId"]).get().to_dict() or {}
+        assert (stored["title"], stored["status"]) == (output["text"], "ready")
+
+
+def test_e2e_a_task_whose_call_rolled_over_into_the_archive_stays_readable(
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    # An api instance whose conversations roll over as soon as they pass 16 KB, keeping
+    # the last two messages live.
+    small = extra_api(functions, SPARK_LIVE_DOC_BYTES="16384", SPARK_HISTORY_MESSAGES="2")
+    try:
+        script_lesson(
+            fake_openai,
+            "section lesson on lagoons",
+            "lagoons",
+            Script(chunks=["<lesson><h1>Lagoons</h1><h2>Starter</h2>", "<p>Go.</p></lesson>"]),
+        )
+        events = send(small.url, alice, "section lesson on lagoons")
+        conversation_id = events[0].data["conversationId"]
+        task_id, call_id = events[-2].data["taskId"], events[-2].data["toolCallId"]
+        wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 60)
+        before = section_of(db, alice.uid, task_id)
+        assert before["status"] == "completed"
+        for n in range(3):
+            # Streamed, so the reply runs (and the conversation rolls over) in that api.
+            with httpx.stream(
+                "POST",
+                f"{small.url}/api/spark/agent/messages",
+                headers={"Authorization": f"Bearer {alice.token}", "Accept": "text/event-stream"},
+                json={
+                    "conversationId": conversation_id,
+                    "text": f"note {n}: " + "the tide comes in. " * 500,
+                },
+                timeout=30,
+            ) as r:
+                more = [e for e in read_events(r) if isinstance(e, SseEvent)]
+            assert more[-1].event == "done", more[-1]
+
+        def archived() -> dict[str, Any] | None:
+            doc = conversation_doc(db, alice.uid, conversation_id) or {}
+            live = json.dumps(doc.get("messages") or [], default=str)
+            return doc if doc.get("archived") and call_id not in live else None
+
+        doc = wait_for(archived, "the task's call to roll over into the archive", 30)
+    finally:
+        small.stack.stop()
+    assert doc["archived"]["count"] >= 4
+    segments = (
+        db.collection(alice.uid)
+        .document("client")
+        .collection("conversations")
+        .document(conversation_id)
+        .collection("archive")
+        .stream()
+    )
+    assert call_id in json.dumps([s.to_dict() for s in segments], default=str)
+    # The section is its own document: as it was, and listed with its conversation.
+    assert section_of(db, alice.uid, task_id) == before
+    assert before["summary"] == "Created the lesson “Lagoons”."
+    (lesson,) = before["keyOutputs"]
+    assert (lesson["kind"], lesson["text"]) == ("lesson", "Lagoons")
+    listed = (
+        sections_of(db, alice.uid)
+        .where(filter=firestore.FieldFilter("conversationId", "==", conversation_id))
+        .order_by("createdAt", direction=firestore.Query.DESCENDING)
+        .stream()
+    )
+    assert [s.id for s in listed] == [task_id]

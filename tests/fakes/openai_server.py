@@ -91,6 +91,7 @@ class FakeOpenAI:
     def __init__(self, default: Script | None = None) -> None:
         self.default = default or Script()
         self.scripts: dict[str, Script] = {}
+        self.afterwards: dict[str, Script] = {}
         self.requests: list[dict[str, Any]] = []
         # Voice: each Realtime client secret minted (its request and value), and each
         # speech request, so tests count the provider's calls.
@@ -132,11 +133,14 @@ class FakeOpenAI:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    def script(self, trigger: str, script: Script) -> None:
+    def script(self, trigger: str, script: Script, after: Script | None = None) -> None:
         """Answer with ``script`` whenever the last user message is ``trigger``, or, when
         no script has its whole text, its first paragraph is (attachments' notes, a
-        brief, a document follow it)."""
+        brief, a document follow it); with ``after``, only the first time, and with
+        ``after`` from then on (a failure, then a success on the retry)."""
         self.scripts[trigger] = script
+        if after is not None:
+            self.afterwards[trigger] = after
 
     def requests_for(self, trigger: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if trigger in _said(r)]
@@ -173,6 +177,9 @@ class FakeOpenAI:
         self.requests.append(body)
         whole, first = _said(body)
         script = self.scripts.get(whole) or self.scripts.get(first) or self.default
+        for key in (whole, first):
+            if self.scripts.get(key) is script and key in self.afterwards:
+                self.scripts[key] = self.afterwards.pop(key)
         messages = body.get("messages") or [{}]
         if messages[-1].get("role") == "tool":
             # The agent's step after its n-th round of tools since the user spoke.

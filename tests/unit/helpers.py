@@ -49,9 +49,13 @@ class Fakes:
     lessons: InMemoryLessonStore = field(default_factory=InMemoryLessonStore)
     queue: InMemoryTaskQueue = field(default_factory=InMemoryTaskQueue)
     files: InMemoryFileStore = field(default_factory=InMemoryFileStore)
-    sections: InMemoryTaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
     families: InMemoryFamilyStore = field(default_factory=InMemoryFamilyStore)
     settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
+
+    @property
+    def sections(self) -> InMemoryTaskDocumentStore:
+        """The task sections, written with the ledger (``InMemoryTaskLedgerStore``)."""
+        return self.ledger.sections
 
 
 @dataclass

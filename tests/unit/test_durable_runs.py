@@ -350,11 +350,11 @@ async def test_task_calls_reach_the_ledger_before_the_message_says_queued() -> N
     class FailingLedger(InMemoryTaskLedgerStore):
         """Run slots are taken and freed; recording a task fails."""
 
-        async def apply(self, user_id, change):  # type: ignore[no-untyped-def]
+        async def apply_with_sections(self, user_id, change):  # type: ignore[no-untyped-def]
             current = await self.get(user_id)
             if change(current)[0].tasks != current.tasks:
                 raise StoreError("Firestore write failed: unavailable")
-            return await super().apply(user_id, change)
+            return await super().apply_with_sections(user_id, change)
 
     runs: list[str] = []
     fakes = Fakes(ledger=FailingLedger())

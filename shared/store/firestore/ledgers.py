@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -10,16 +11,20 @@ from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient
 
 from shared.errors import StoreError
+from shared.schemas.documents import TaskDocument
 from shared.schemas.server import TaskLedger
-from shared.store.base import LedgerDecision, R, TaskLedgerStore
+from shared.store.base import LedgerAndSections, R, SectionChange, TaskLedgerStore, reserved
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
+from shared.store.firestore.tasks import sections_of
 
 # Task ledgers whose latest version this process remembers.
 _LEDGERS_KEPT = 4096
 
 
 class FirestoreTaskLedgerStore(TaskLedgerStore):
-    """Task ledgers at ``/{userId}/server``, changed by compare-and-set like conversations.
+    """Task ledgers at ``/{userId}/server``, changed by compare-and-set like conversations,
+    with the task sections a change names (``/{userId}/client/tasks/{taskId}``) in the
+    same batch.
 
     The version each write produces is remembered (a few thousand small documents at
     most), so taking a run slot on a send costs one RPC, not a read and a write. The
@@ -45,7 +50,9 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
             snapshot = await self._ref(user_id).get()
         return TaskLedger.model_validate(snapshot.to_dict()) if snapshot.exists else TaskLedger()
 
-    async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
+    async def apply_with_sections(
+        self, user_id: str, change: LedgerAndSections[R]
+    ) -> tuple[TaskLedger, R]:
         for attempt in range(MAX_ATTEMPTS):
             if attempt > 1:
                 await back_off(attempt)
@@ -59,39 +66,71 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
         raise StoreError("The task list is changing too fast to save; please try again.")
 
     async def _attempt(
-        self, user_id: str, change: LedgerDecision[R]
+        self, user_id: str, change: LedgerAndSections[R]
     ) -> tuple[TaskLedger, R] | None:
-        """One compare-and-set: the ledger written and what ``change`` decided, or
-        ``None`` when it must be judged again on a fresh read."""
+        """One compare-and-set of the ledger and the sections ``change`` names, in one
+        batch: what was written and what ``change`` decided, or ``None`` when it must be
+        judged again on a fresh read."""
         ref = self._ref(user_id)
         known = self._known.pop(user_id, None)
         remembered = known is not None
         if known is None:
             snapshot = await ref.get()
-            if not snapshot.exists:
-                updated, decided = change(TaskLedger())
-                document = updated.to_firestore()
-                result = await ref.create(document)
-                self._remember(user_id, document, result.update_time)
-                return updated, decided
-            known = (snapshot.to_dict(), snapshot.update_time)
-        before, update_time = known
+            before = snapshot.to_dict() if snapshot.exists else None
+            update_time = snapshot.update_time if snapshot.exists else None
+        else:
+            before, update_time = known
         try:
-            updated, decided = change(TaskLedger.model_validate(before))
+            ledger = TaskLedger() if before is None else TaskLedger.model_validate(before)
+            updated, decided, named = change(ledger)
         except Exception:
             if remembered:
                 return None  # judged on a remembered copy: read afresh and judge again
             raise
         document = updated.to_firestore()
-        fields = changed_fields(before, document)
+        fields = document if before is None else changed_fields(before, document)
         if not fields and remembered:
             # A change that writes nothing (a claim found ``stale``, a finish of a
             # superseded attempt) decided on a remembered copy: another process may
             # have granted the attempt since. Its verdict drops work, so it stands only
             # once a fresh read agrees.
             return None
-        if fields:
-            option = self._client.write_option(last_update_time=update_time)
-            update_time = (await ref.update(fields, option=option)).update_time
-        self._remember(user_id, document, update_time)
+        # One batch, one RPC: each write carries its own precondition, and if one fails
+        # none lands (a section never ends unlike its record). The ledger goes first.
+        batch = self._client.batch()
+        if before is None:
+            batch.create(ref, document)
+        elif fields:
+            batch.update(
+                ref, fields, option=self._client.write_option(last_update_time=update_time)
+            )
+        sections = await self._sections(batch, user_id, named)
+        if before is None or fields or sections:
+            results = await batch.commit()
+            if before is None or fields:
+                update_time = results[0].update_time
+        if update_time is not None:  # (always, by now: read, or just written)
+            self._remember(user_id, document, update_time)
         return updated, decided
+
+    async def _sections(self, batch: Any, user_id: str, named: Mapping[str, SectionChange]) -> int:
+        """Add to ``batch`` the sections ``named`` changes (each read afresh, in one
+        call, and written on the condition that it is still that version); how many."""
+        refs = [sections_of(self._client, user_id).document(t) for t in named if not reserved(t)]
+        if not refs:
+            return 0
+        count = 0
+        async for snapshot in self._client.get_all(refs):
+            stored = snapshot.to_dict() if snapshot.exists else None
+            current = None if stored is None else TaskDocument.model_validate(stored)
+            updated = named[snapshot.id](current)
+            if updated is None or updated == current:
+                continue
+            section = updated.to_firestore()
+            if stored is None:
+                batch.create(snapshot.reference, section)
+            else:
+                option = self._client.write_option(last_update_time=snapshot.update_time)
+                batch.update(snapshot.reference, changed_fields(stored, section), option=option)
+            count += 1
+        return count

@@ -14,6 +14,11 @@ from shared.store.base import SectionChange, TaskDocumentStore, reserved
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
 
 
+def sections_of(client: AsyncClient, user_id: str) -> Any:
+    """Where a user's task sections are: ``/{userId}/client/tasks``."""
+    return client.collection(user_id).document("client").collection("tasks")
+
+
 class FirestoreTaskDocumentStore(TaskDocumentStore):
     """Task sections at ``/{userId}/client/tasks/{taskId}``, changed by compare-and-set
     (``create`` for a new one, an ``update_time`` precondition for the others): two
@@ -24,7 +29,7 @@ class FirestoreTaskDocumentStore(TaskDocumentStore):
         self._client = client
 
     def _tasks(self, user_id: str) -> Any:
-        return self._client.collection(user_id).document("client").collection("tasks")
+        return sections_of(self._client, user_id)
 
     async def get(self, user_id: str, task_id: str) -> TaskDocument | None:
         if reserved(task_id):
