@@ -8,25 +8,17 @@ can refuse calls that did not come through our queue.
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from google.api_core import exceptions as gexc
+from google.cloud import tasks_v2
 from google.protobuf import timestamp_pb2
 
 from shared.errors import QueueUnavailable
 from shared.queue.base import SIGNATURE_HEADER, QueuedTask, sign
-
-if TYPE_CHECKING:
-    from google.cloud import tasks_v2
-
-# The SDK is imported on the first task, not at start-up: it costs ~95 ms of an
-# instance's cold start (`python -X importtime`) that most first requests do not need.
-SDK = "google.cloud.tasks_v2"
 
 UNAVAILABLE = "Spark AI Agent could not schedule background work right now; please try again."
 
@@ -67,8 +59,6 @@ class CloudTasksQueue:
         """
 
         def client() -> Any:
-            from google.cloud import tasks_v2
-
             if not emulator_host:
                 return tasks_v2.CloudTasksAsyncClient()
             import grpc
@@ -81,12 +71,10 @@ class CloudTasksQueue:
                 transport=CloudTasksGrpcAsyncIOTransport(channel=channel)
             )
 
-        path = f"projects/{project}/locations/{location}/queues/{queue}"
+        path = tasks_v2.CloudTasksAsyncClient.queue_path(project, location, queue)
         return cls(client, path, handler_url, service_account, local_key)
 
     def _request(self, task: QueuedTask) -> tasks_v2.Task:
-        from google.cloud import tasks_v2
-
         headers = {"Content-Type": "application/json"}
         if self._local_key:
             due = task.schedule_at.timestamp() if task.schedule_at else time.time()
@@ -108,8 +96,6 @@ class CloudTasksQueue:
 
     async def enqueue(self, task: QueuedTask) -> None:
         if self._client is None:
-            # Imported off the event loop so the streams it serves keep flowing.
-            await asyncio.to_thread(importlib.import_module, SDK)
             self._client = self._make_client()
         try:
             await self._client.create_task(parent=self._queue_path, task=self._request(task))
