@@ -203,7 +203,15 @@ class OpenAIProvider:
         # few thousand tokens a second (see bench/stream_overhead.py).
         def opened() -> AbstractAsyncContextManager[AsyncIterator[str]]:
             body = _wire_request(self._model, request)
-            return lines_of(self._client.chat.completions.with_streaming_response.create(**body))
+            # Everything but the model goes in ``extra_body``, which the SDK sends as
+            # given: its typed arguments are walked field by field against their
+            # TypedDicts first (the system prompt, history and every tool's schema),
+            # ~0.8 ms of CPU per request here, ~8 % of a short stream's api CPU (py-spy).
+            return lines_of(
+                self._client.chat.completions.with_streaming_response.create(
+                    model=self._model, messages=(), stream=True, extra_body=body
+                )
+            )
 
         return relay(opened, _StreamState(), _FAILURES, translate_error)
 
