@@ -153,6 +153,7 @@ def first_requests(starts: int) -> None:
         "OPENAI_API_KEY": "bench",
         "SPARK_MODEL": "bench",
         "SPARK_TASKS_URL": f"http://127.0.0.1:{free_port()}/",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",  # this tree's code, whichever is installed
     }
     auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
     tokens = [sign_up(auth_host, f"cold-{n}@example.com", "bench-pass").token for n in range(3)]

@@ -549,7 +549,7 @@ def main() -> None:
         if "a" in only:
             asyncio.run(ttft(endpoint, provider, args.samples))
         if "b" in only:
-            asyncio.run(per_token(endpoint, provider, max(5, args.samples // 10)))
+            asyncio.run(per_token(endpoint, provider, max(10, args.samples // 2)))
         if "c" in only:
             levels = [int(n) for n in args.levels.split(",")]
             spy = (
