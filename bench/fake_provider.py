@@ -3,7 +3,8 @@
 The test suite's fakes (tests/fakes/) are built for scripting; this one is built to
 cost as little CPU as possible, so the benchmark measures our side rather than the
 fake. The last user message says what to stream: ``tokens=N rate=R`` (R tokens per
-second, 0 for as fast as possible). ``--wire`` picks the format: OpenAI Chat
+second, 0 for as fast as possible), optionally `` ttft=MS`` (wait that long before
+answering, as a model does before its first token). ``--wire`` picks the format: OpenAI Chat
 Completions (the default), Anthropic Messages or Gemini ``streamGenerateContent``;
 the path of the request is not looked at.
 """
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.fakes import anthropic_server, gemini_server
 from tests.fakes.openai_server import chunk
 
-_RULE = re.compile(rb"tokens=(\d+) rate=(\d+)")
+_RULE = re.compile(rb"tokens=(\d+) rate=(\d+)(?: ttft=(\d+))?")
 _HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
     b"Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
@@ -61,6 +62,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         body = await reader.readexactly(length)
         rule = _RULE.findall(body)
         tokens, rate = (int(rule[-1][0]), int(rule[-1][1])) if rule else (20, 0)
+        ttft = int(rule[-1][2] or 0) if rule else 0
+        if ttft:  # the model's own time to first token (ms), before it answers at all
+            await asyncio.sleep(ttft / 1000)
         writer.write(_HEAD + FIRST)
         loop = asyncio.get_running_loop()
         start = loop.time()

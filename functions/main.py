@@ -6,6 +6,8 @@ unsafely (for example the Auth emulator in production) refuses to start.
 
 from __future__ import annotations
 
+import functools
+
 import functions_framework.aio
 from spark_http import logs
 from spark_http.app import ApiApp
@@ -19,17 +21,34 @@ from shared.wiring import build_components, build_task_verifier, build_verifier
 settings = Settings.from_env()
 logs.configure(settings.project_id)
 _components, _stores = build_components(settings)
-_api = ApiApp(_components.agent, build_verifier(settings), settings)
-_tasks = TasksApp(_components.handler, build_task_verifier(settings))
+
+
+@functools.cache
+def _api() -> ApiApp:
+    return ApiApp(_components.agent, build_verifier(settings), settings)
+
+
+@functools.cache
+def _tasks() -> TasksApp:
+    return TasksApp(_components.handler, build_task_verifier(settings))
+
+
+# Each deployed function has its own instances: the one this process serves is made
+# now, the other only if it is ever called (firebase-admin, ~0.4 s of a cold start, is
+# the api's alone; OIDC's verifier is the tasks function's).
+if settings.function_target != "tasks":
+    _api()
+if settings.function_target != "api":
+    _tasks()
 
 
 @functions_framework.aio.http
 async def api(request: Request) -> Response:
     """The public HTTP function: ``/api/spark/agent/...``."""
-    return await _api(request)
+    return await _api()(request)
 
 
 @functions_framework.aio.http
 async def tasks(request: Request) -> Response:
     """The private HTTP function Cloud Tasks calls: runs task tools, replies, watchdogs."""
-    return await _tasks(request)
+    return await _tasks()(request)

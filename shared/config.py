@@ -209,6 +209,10 @@ class Settings:
     )
     # Set by Cloud Functions gen2 / Cloud Run; its presence means "production".
     cloud_service: str | None = setting("K_SERVICE", None, "set by Cloud Run: production")
+    # Set by Cloud Functions and by functions-framework's --target before it imports main.
+    function_target: str | None = setting(
+        "FUNCTION_TARGET", None, "the function this process serves (api or tasks)"
+    )
     prompts_dir: str = setting(
         "SPARK_PROMPTS_DIR",
         "",

@@ -10,14 +10,16 @@ it ends (``access``): method, path, status, duration and request id, in Cloud Lo
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 _IDS = ("conversationId", "runId", "requestId", "userId", "taskId", "httpRequest")
 
@@ -59,10 +61,27 @@ def configure(project: str | None = None, level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
+class LoggedStream(StreamingResponse):
+    """A stream that logs its request once it is over (its last byte sent, or its client
+    gone): around the whole response, where wrapping its body resumed one more generator
+    for every token."""
+
+    ended: Callable[[], None] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.ended is not None:
+                self.ended()
+
+
 def access(request: Request, response: Response, request_id: str, started: float) -> Response:
     """Log ``request`` once it ends: now, or for a stream when its last byte is sent (or
     its client leaves), with the time it took from ``started`` (``time.monotonic``)."""
-    if isinstance(response, StreamingResponse):
+    if isinstance(response, LoggedStream):
+        response.ended = functools.partial(_log, request, response.status_code, request_id, started)
+    elif isinstance(response, StreamingResponse):
         response.body_iterator = _logged(
             response.body_iterator, request, response, request_id, started
         )

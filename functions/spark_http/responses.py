@@ -18,7 +18,7 @@ from shared.errors import (
     SparkError,
 )
 from shared.schemas.api import ErrorBody, ErrorDetail, Problem
-from spark_http.logs import access
+from spark_http.logs import LoggedStream, access
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,7 @@ def error_response(exc: SparkError, request_id: str | None = None) -> JSONRespon
 
 
 def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
-    return StreamingResponse(
-        body, status_code=200, media_type="text/event-stream", headers=SSE_HEADERS
-    )
+    return LoggedStream(body, status_code=200, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 Handler = Callable[[Request], Awaitable[Response]]

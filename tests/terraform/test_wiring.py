@@ -48,6 +48,7 @@ LOCAL_ONLY = {
 # Variables the platform sets, or that stand in for one Terraform sets.
 PLATFORM = {
     "K_SERVICE": "set by Cloud Run on every instance",
+    "FUNCTION_TARGET": "set by Cloud Functions to the function's entry point (api or tasks)",
     "GCLOUD_PROJECT": "an older name of GOOGLE_CLOUD_PROJECT, which is set",
 }
 # Variables the deployment leaves unset because the code's default is the deployed one.

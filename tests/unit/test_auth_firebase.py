@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from shared.auth import firebase
 from shared.auth.firebase import FirebaseTokenVerifier
 from shared.errors import TokenExpired, Unauthenticated
 from tests.fakes.keys import key_and_cert
@@ -103,3 +104,24 @@ async def test_firebase_verifier_refuses_expired_and_misaddressed_tokens(
         await verifier.verify(token(key, project, kid="unknown-key"))
     with pytest.raises(Unauthenticated):
         await verifier.verify("not.a.jwt")
+
+
+async def test_firebase_verifier_checks_a_token_once_then_only_its_expiry(
+    verifier: FirebaseTokenVerifier,
+    signing: tuple[rsa.RSAPrivateKey, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A token verified once is not parsed and checked again on each request (each of
+    a user's requests carries the same one for up to an hour), but it still expires."""
+    genuine = token(signing[0], project_of(verifier))
+    assert (await verifier.verify(genuine)).uid == "uid-alice"
+
+    def refuse(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("verified again")
+
+    monkeypatch.setattr(firebase.auth, "verify_id_token", refuse)
+    assert (await verifier.verify(genuine)).uid == "uid-alice"
+    later = time.time() + 7200
+    monkeypatch.setattr(firebase.time, "time", lambda: later)
+    with pytest.raises(TokenExpired):
+        await verifier.verify(genuine)

@@ -13,7 +13,7 @@ import itertools
 import json
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from shared.llm.base import (
     TextDelta,
     ToolCallRequest,
     ToolSpec,
+    sse_lines,
 )
 from shared.llm.gemini import GeminiProvider
 from shared.llm.openai import OpenAIProvider
@@ -416,3 +417,16 @@ async def test_provider_ignores_another_providers_state(adapter: Adapter) -> Non
     sent = adapter.decode(adapter.sent("moved"))
     assert sent == expected(adapter, history)
     assert not any(item[0] == "state" for item in sent)
+
+
+async def test_sse_lines_are_whole_whatever_the_chunks() -> None:
+    """A chunk may end inside a line, a ``\\r\\n`` or a UTF-8 character."""
+    body = 'data: {"a": "café"}\r\n\r\ndata: 2\n\ndata: tail'.encode()
+
+    async def chunks(size: int) -> AsyncIterator[bytes]:
+        for start in range(0, len(body), size):
+            yield body[start : start + size]
+
+    for size in (1, 2, 3, 7, len(body)):
+        lines = [line async for line in sse_lines(chunks(size))]
+        assert lines == ['data: {"a": "café"}', "", "data: 2", "", "data: tail"], size

@@ -1,0 +1,228 @@
+"""Cold start: what an instance pays before its first request, side by side with the
+framework alone.
+
+Run with ``make bench`` (it starts the emulators). Prints:
+
+(a) ``import main`` (the entry of both functions, as each deployed function imports it,
+    ``FUNCTION_TARGET`` set) beside ``import functions_framework.aio`` alone, each in a
+    fresh process, interleaved, median of ``--runs``: wall time of the whole process
+    (interpreter start included, the same on both sides), its CPU and its peak RSS;
+    target: ``import main`` <= 1.5x the framework.
+(b) the ``api`` function started as Cloud Functions would (functions-framework, ASGI):
+    time until its port accepts connections, then its first request (a message whose
+    reply is one token from a lean fake model) beside the second and third, each from
+    a user signed in beforehand; target: the first within 1.2x of the second. Also its
+    RSS after that. One extra start first warms the emulators and is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+from tools.stack import Stack, free_port, sign_up  # noqa: E402
+
+IMPORT_TARGET = 1.5
+FIRST_REQUEST_TARGET = 1.2
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "not met"
+
+
+def timed_import(module: str, env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB) of a fresh ``python -c "import module"``."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"import {module}"], cwd=ROOT / "functions", env=env
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if status:
+        raise SystemExit(f"import {module} failed (status {status})")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def imports(runs: int, env: dict[str, str]) -> None:
+    sides = {
+        "functions_framework.aio": ("functions_framework.aio", env),
+        "import main (api)": ("main", {**env, "FUNCTION_TARGET": "api"}),
+        "import main (tasks)": ("main", {**env, "FUNCTION_TARGET": "tasks"}),
+    }
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in sides}
+    for _ in range(runs):  # interleaved, so the machine's load falls on every side alike
+        for name, (module, side_env) in sides.items():
+            results[name].append(timed_import(module, side_env))
+    print(f"(a) import in a fresh process, median of {runs} (interleaved):")
+    base = [
+        statistics.median(column)
+        for column in zip(*results["functions_framework.aio"], strict=True)
+    ]
+    for name, rows in results.items():
+        wall, cpu, rss = (statistics.median(column) for column in zip(*rows, strict=True))
+        line = f"    {name:24s} wall {wall:5.2f} s | CPU {cpu:5.2f} s | RSS {rss:5.0f} MB"
+        if name != "functions_framework.aio":
+            ratio = wall / base[0]
+            line += (
+                f" | {ratio:4.2f}x the framework's wall, {cpu / base[1]:4.2f}x its CPU "
+                f"(target <= {IMPORT_TARGET}x: {verdict(ratio <= IMPORT_TARGET)})"
+            )
+        print(line)
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the api function exited with status {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.01)
+    raise SystemExit(f"the api function did not listen on {port} in {timeout:.0f} s")
+
+
+def message(port: int, token: str) -> float:
+    """Seconds to send one message and read its whole streamed reply."""
+    body = json.dumps({"text": "tokens=1 rate=0"}).encode()
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(
+            b"POST /api/spark/agent/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            + f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n".encode()
+            + b"Connection: close\r\n\r\n"
+            + body
+        )
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    if not reply.startswith(b"HTTP/1.1 200") or b"event: done" not in reply:
+        raise SystemExit(f"the message failed: {reply[:400]!r}")
+    return time.perf_counter() - started
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of ``pid`` and its direct children (the uvicorn worker)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its children (the uvicorn worker), MB."""
+    total = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(
+                line.split(":", 1) for line in status.read_text().splitlines() if ":" in line
+            )
+        except OSError:
+            continue
+        if status.parent.name == str(pid) or fields.get("PPid", "").strip() == str(pid):
+            total += int(fields.get("VmRSS", "0 kB").split()[0])
+    return total / 1024
+
+
+def first_requests(starts: int) -> None:
+    stack = Stack(Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="bench-")))
+    provider_port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
+        "OPENAI_API_KEY": "bench",
+        "SPARK_MODEL": "bench",
+        "SPARK_TASKS_URL": f"http://127.0.0.1:{free_port()}/",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",  # this tree's code, whichever is installed
+    }
+    auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
+    tokens = [sign_up(auth_host, f"cold-{n}@example.com", "bench-pass").token for n in range(3)]
+    fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
+    framework = str(ROOT / ".venv" / "bin" / "functions-framework")
+    rows = []
+    try:
+        stack.spawn("bench-provider", fake)
+        # The first start's figures are dropped: it warms the emulators (the Firestore
+        # emulator's first query in its life takes ~1.6 s here), not our code.
+        for n in range(starts + 1):
+            port = free_port()
+            argv = [framework, "--target=api", f"--source={ROOT / 'functions' / 'main.py'}"]
+            argv += ["--asgi", "--host=127.0.0.1", f"--port={port}"]
+            started = time.perf_counter()
+            stack.spawn(f"api-{n}", argv, env=env)
+            process = dict(stack.processes)[f"api-{n}"]
+            wait_for_port(port, process)
+            listening = time.perf_counter() - started
+            times, cpus = [], []
+            for token in tokens:
+                before = cpu_seconds(process.pid)
+                times.append(message(port, token))
+                time.sleep(0.3)  # the run's work after its last byte (its watchdog) counts too
+                cpus.append(cpu_seconds(process.pid) - before)
+            rows.append((listening, *times, *cpus, rss_mb(process.pid)))
+            stack.stop([f"api-{n}"])
+    finally:
+        stack.stop()
+    listening, first, second, third, *cpus, rss = (
+        statistics.median(c) for c in zip(*rows[1:], strict=True)
+    )
+    ratio = first / second
+    print(f"(b) the api function started {starts} times, median:")
+    print(
+        f"    listening after {listening:5.2f} s | first request {first * 1e3:6.0f} ms "
+        f"| second {second * 1e3:6.0f} ms | third {third * 1e3:6.0f} ms | RSS {rss:4.0f} MB"
+    )
+    print(
+        "    api CPU per request (incl. the 0.3 s after it): "
+        + " | ".join(f"{cpu * 1e3:5.0f} ms" for cpu in cpus)
+        + f" -> first / second {cpus[0] / max(cpus[1], 1e-3):4.1f}x"
+    )
+    print(
+        f"    first / second request {ratio:4.2f}x "
+        f"(target <= {FIRST_REQUEST_TARGET}x: {verdict(ratio <= FIRST_REQUEST_TARGET)})"
+    )
+    print(f"    start-up + first request {listening + first:5.2f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--starts", type=int, default=3)
+    args = parser.parse_args()
+    if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        raise SystemExit("run through `make bench` (it starts the emulators)")
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "bench",
+        "SPARK_TASKS_URL": "http://127.0.0.1:9/",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
+    }
+    print(f"cold_start: {os.cpu_count()} cores, {sys.version.split()[0]}")
+    imports(args.runs, env)
+    first_requests(args.starts)
+
+
+if __name__ == "__main__":
+    main()
