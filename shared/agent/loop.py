@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncGenerator
 
 from shared.agent.deps import RunDeps
 from shared.agent.events import (
@@ -31,6 +32,7 @@ from shared.agent.events import (
 )
 from shared.agent.files import FileLoader, choose
 from shared.agent.finish import Ending, RunEnd
+from shared.agent.head_start import HeadStart
 from shared.agent.history import build_history, open_document_note
 from shared.agent.runs import INTERRUPTED, put_message
 from shared.agent.throttle import ThrottledWriter
@@ -47,6 +49,7 @@ from shared.errors import (
 from shared.ids import derived
 from shared.llm.base import (
     Finish,
+    ModelEvent,
     ModelRequest,
     TextDelta,
     ToolCallRequest,
@@ -80,6 +83,7 @@ class Run:
         conversation: Conversation,
         record: ActiveRun,
         steps_before: int = 0,
+        head_start: HeadStart | None = None,
     ) -> None:
         assert record.message is not None
         self.deps = deps
@@ -87,6 +91,8 @@ class Run:
         self.conversation = conversation
         self.record = record
         self.steps_before = steps_before
+        # The first model request, sent before the run was opened (``head_start.py``).
+        self.head_start = head_start
         self.transcript = Transcript(record.message)
         self._files = FileLoader(deps.files)
         self._emit: Emit = ignore
@@ -186,6 +192,8 @@ class Run:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            if self.head_start is not None:  # ended before its first model call
+                await asyncio.shield(self.head_start.discard())
         if outcome is None:
             assert self._ended is not None
             await end.badly(self._ended)
@@ -225,7 +233,7 @@ class Run:
                     return
 
     async def _loop(self) -> Ending:
-        steps = max(self.deps.limits.max_steps - self.steps_before, 1)
+        steps = self._steps()
         for step in range(steps):
             self._step = step
             last = step == steps - 1
@@ -251,7 +259,15 @@ class Run:
         own = derived("call", self.run_id, str(self._step), str(index))
         return ToolCallRequest(own, call.name, call.arguments)
 
-    async def _model_step(self, offer_tools: bool) -> list[ToolCallRequest]:
+    def _steps(self) -> int:
+        return max(self.deps.limits.max_steps - self.steps_before, 1)
+
+    async def first_request(self) -> ModelRequest:
+        """The request of this run's first model call, as ``_model_step`` builds it (what
+        a ``HeadStart`` sends before the run is opened)."""
+        return await self._request(offer_tools=self._steps() > 1)
+
+    async def _request(self, offer_tools: bool) -> ModelRequest:
         deps = self.deps
         previous = list(self.conversation.messages)
         if self.transcript.has_content:
@@ -271,13 +287,30 @@ class Run:
         history = await deps.screen.screen(self.user_id, history)
         tools = deps.tools.specs() if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)
-        request = ModelRequest(system=system, messages=history, tools=tools)
+        return ModelRequest(system=system, messages=history, tools=tools)
+
+    async def _open_stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """The model's reply to ``request``: the head start's, if it asked for exactly
+        this (the committed conversation gives the request it guessed), else a new one."""
+        head, self.head_start = self.head_start, None
+        if head is not None:
+            taken = head.take(request)
+            if taken is not None:
+                return taken
+            # Someone wrote to the conversation meanwhile: ask again on what is stored.
+            await head.discard()
+        return self.deps.model.stream(request)
+
+    async def _model_step(self, offer_tools: bool) -> list[ToolCallRequest]:
+        deps = self.deps
+        request = await self._request(offer_tools)
         finish: Finish | None = None
         calls: list[ToolCallRequest] = []
         clock = deps.clock
+        replies = await self._open_stream(request)
         self._model_since = clock.monotonic()
         try:
-            async with contextlib.aclosing(deps.model.stream(request)) as stream:
+            async with contextlib.aclosing(replies) as stream:
                 async for event in stream:
                     self._model_since = clock.monotonic()
                     if isinstance(event, TextDelta):

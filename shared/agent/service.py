@@ -11,6 +11,7 @@ it if nobody did, or looks again when the run's lease next lapses.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,6 +21,7 @@ from typing import Literal
 
 from shared.agent.background import Background
 from shared.agent.deps import RunDeps
+from shared.agent.head_start import HeadStart
 from shared.agent.history import steps_since_user
 from shared.agent.loop import Run
 from shared.agent.runs import (
@@ -142,10 +144,55 @@ class RunService:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
         return self._deps.limits.lease
 
-    def _run(self, user_id: str, conversation: Conversation, record: ActiveRun) -> Run:
-        return Run(
-            self._deps, user_id, conversation, record, steps_since_user(conversation.messages)
-        )
+    def _run(
+        self,
+        user_id: str,
+        conversation: Conversation,
+        record: ActiveRun,
+        head_start: HeadStart | None = None,
+    ) -> Run:
+        steps = steps_since_user(conversation.messages)
+        return Run(self._deps, user_id, conversation, record, steps, head_start)
+
+    def _start_early(self, draft: _Draft) -> asyncio.Task[HeadStart | None]:
+        """Ask the model for ``draft``'s reply now, while its admission and its message
+        are written (~20 ms of the first token's time, bench/stream_overhead.py (a))."""
+        return asyncio.create_task(self._head_start(draft))
+
+    async def _head_start(self, draft: _Draft) -> HeadStart | None:
+        """The first model request of ``draft``'s run, sent on the conversation its
+        opening should leave (a new one: fully known; an existing one: read now, a guess
+        the run checks against what is committed). ``None``: no good guess."""
+        user_id, message, record = draft.user.uid, draft.message, draft.record
+        try:
+            if draft.new:
+                guess = _new_conversation(draft.user, draft.conversation_id, message, record)
+            else:
+                stored = await self._deps.store.get(user_id, draft.conversation_id)
+                if stored is None:
+                    return None
+                queue = self._deps.limits.queue
+                guess = open_run(stored, message, record, draft.when_busy, queue)
+            active = guess.active_run
+            if active is None or active.run_id != record.run_id:
+                return None  # it would wait, queued
+            request = await self._run(user_id, guess, record).first_request()
+        except Exception as exc:  # only a head start lost: the run asks once opened
+            log.debug("run %s: no head start (%s)", record.run_id, exc)
+            return None
+        spend = self._scheduler.meter(user_id).spend
+        return HeadStart(request, self._deps.model.stream(request), spend)
+
+    @staticmethod
+    async def _drop(early: asyncio.Task[HeadStart | None] | None) -> None:
+        """Cancel a head start whose run will not stream here (refused, failed, queued)."""
+        if early is None:
+            return
+        early.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            head = await early
+            if head is not None:
+                await head.discard()
 
     async def watchdog(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
         """Have a task check on ``record`` once its lease lapses (a queue that refuses
@@ -233,10 +280,17 @@ class RunService:
             background,
         )
 
+        # Only a message whose request is known before anything is read or decoded.
+        plain = not (background or checked or clip)
+        early = self._start_early(draft) if plain else None
         # A per-user limit refuses the send before anything is written.
-        await self.admit(
-            user.uid, record.run_id, draft.conversation_id, voice_session=voice_session
-        )
+        try:
+            await self.admit(
+                user.uid, record.run_id, draft.conversation_id, voice_session=voice_session
+            )
+        except BaseException:
+            await self._drop(early)
+            raise
         try:
             if (checked or clip) and not new:
                 await self._refuse_early(user.uid, draft.conversation_id, user_message, when_busy)
@@ -248,7 +302,7 @@ class RunService:
             raise
         draft = _with_parts(draft, files)
         if listened is None:
-            return await self._open_draft(draft)
+            return await self._open_draft(draft, early)
         if listening:
             hearing = Hearing(
                 record.run_id,
@@ -287,9 +341,12 @@ class RunService:
             raise
         return await self._open_draft(draft)
 
-    async def _open_draft(self, draft: _Draft) -> Sent:
+    async def _open_draft(
+        self, draft: _Draft, early: asyncio.Task[HeadStart | None] | None = None
+    ) -> Sent:
         """Open ``draft``'s run (or queue its message), once it is admitted: its place is
-        freed should the opening fail, or leave it waiting."""
+        freed should the opening fail, or leave it waiting. ``early``: its head start,
+        cancelled unless the run opens here."""
         user, record, user_message = draft.user, draft.record, draft.message
         try:
             conversation = await self._open(
@@ -302,19 +359,23 @@ class RunService:
                 when_busy=draft.when_busy,
             )
         except BaseException:
+            await self._drop(early)
             await self._scheduler.release_run(user.uid, record.run_id, 0)
             raise
         active = conversation.active_run
         if active is None or active.run_id != record.run_id:
+            await self._drop(early)
             await self._scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
             return Sent(conversation.id, user_message.id, None, queued=True)
+        head = await early if early is not None else None
         if draft.background:
             await self.hand_to_task(user.uid, conversation.id, record)
             return Sent(conversation.id, user_message.id, None)
         # Asked for while the run starts (not before its first token): should the
         # process die first, the next send or stop in the conversation closes the run.
         self._background.spawn(self.watchdog(user.uid, conversation.id, record))
-        return Sent(conversation.id, user_message.id, self._run(user.uid, conversation, record))
+        run = self._run(user.uid, conversation, record, head)
+        return Sent(conversation.id, user_message.id, run)
 
     async def _refuse_at_once(
         self, user_id: str, conversation_id: str, when_busy: WhenBusy
@@ -368,16 +429,7 @@ class RunService:
         when_busy: WhenBusy,
     ) -> Conversation:
         if new:
-            conversation = Conversation(
-                id=conversation_id,
-                participant_ids=[user.uid],
-                created_at=now,
-                updated_at=now,
-                last_message_at=now,
-                messages=[user_message],
-                active_run=record,
-                document_id=user_message.document_id,
-            )
+            conversation = _new_conversation(user, conversation_id, user_message, record)
             await self._deps.store.create(user.uid, conversation)
             return conversation
         await self.close_if_dead(user.uid, conversation_id)
@@ -631,3 +683,20 @@ def _with_parts(draft: _Draft, parts: Sequence[ContentPart]) -> _Draft:
         return draft
     content = [*draft.message.content, *parts]
     return dataclasses.replace(draft, message=draft.message.model_copy(update={"content": content}))
+
+
+def _new_conversation(
+    user: User, conversation_id: str, user_message: Message, record: ActiveRun
+) -> Conversation:
+    """The conversation a first message opens, with its run active."""
+    now = record.started_at
+    return Conversation(
+        id=conversation_id,
+        participant_ids=[user.uid],
+        created_at=now,
+        updated_at=now,
+        last_message_at=now,
+        messages=[user_message],
+        active_run=record,
+        document_id=user_message.document_id,
+    )

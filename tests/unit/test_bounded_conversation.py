@@ -197,14 +197,19 @@ async def test_the_queue_is_capped_by_bytes_then_429() -> None:
 async def brim(service: Harness) -> tuple[str, Run]:
     """A new conversation whose first message is as long as a send accepts (the
     document as full as new content can make it), and its run, opened, not started."""
+    # Probed on a harness of its own: each accepted probe asks the model at once (its
+    # head start), and ``service``'s script is for the run returned here.
+    probes = ScriptedProvider([Step.reply("probe")] * 32)
+    prober = make_service(probes, clock=ManualClock(), runs_per_user=100)
     low, high = 0, MAX_DOCUMENT_BYTES
     while low < high:  # the longest text a send takes, each probe in its own conversation
         middle = (low + high + 1) // 2
         try:
-            await service.agent.send(ALICE, "x" * middle, None)
+            await prober.agent.send(ALICE, "x" * middle, None)
             low = middle
         except ConversationTooLarge:
             high = middle - 1
+    probes.steps.clear()  # the probes' runs are never executed
     sent = await service.agent.send(ALICE, "x" * low, None)
     assert sent.run is not None
     return sent.conversation_id, sent.run

@@ -158,7 +158,9 @@ async def test_start_while_a_run_is_live_is_refused_and_changes_nothing() -> Non
 
 async def test_start_closes_a_run_whose_lease_lapsed() -> None:
     clock = ManualClock()
-    service = make_service(ScriptedProvider([Step.reply("again")]), clock=clock)
+    # The dead instance had asked the model already (its head start), then died.
+    script = [Step.reply("never read"), Step.reply("again")]
+    service = make_service(ScriptedProvider(script), clock=clock)
     dead = await service.start(ALICE, "first", None)  # its instance "dies": never executed
     await clock.advance(timedelta(seconds=service.settings.run_lease_seconds + 1).total_seconds())
     run = await service.start(ALICE, "second", dead.conversation_id)

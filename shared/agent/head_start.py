@@ -1,0 +1,99 @@
+"""A run's first model request, started while its admission and the user's message are
+still being written (``HeadStart``).
+
+The two commits a send makes before its run may stream (the ledger's admission, then the
+conversation's append) took ~20 ms of the first token's time when they ran before the
+model was asked (bench/stream_overhead.py (a)). The request they lead to is known before
+either is written, so it is sent at once and its events only kept here: nothing is shown
+or written until the run takes them (``take``), which it does only for the very request
+it builds from the committed conversation. A refused or failed send, or a different
+request (someone wrote to the conversation meanwhile), ``discard``s it: the provider's
+request is cancelled (usually before its first byte) and any usage it already reported
+is counted in the user's budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
+
+from shared.llm.base import Finish, ModelEvent, ModelRequest
+from shared.schemas.documents import Usage
+
+log = logging.getLogger(__name__)
+
+Spend = Callable[[Usage], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    """The provider's stream ended (``error``: how it failed)."""
+
+    error: BaseException | None = None
+
+
+class HeadStart:
+    """One model request in flight whose events nobody has seen yet."""
+
+    def __init__(
+        self, request: ModelRequest, stream: AsyncGenerator[ModelEvent, None], spend: Spend
+    ) -> None:
+        self.request = request
+        self._spend = spend
+        self._events: asyncio.Queue[ModelEvent | _End] = asyncio.Queue()
+        self._finish: Finish | None = None
+        self._taken = False
+        self._task = asyncio.create_task(self._pump(stream))
+
+    async def _pump(self, stream: AsyncGenerator[ModelEvent, None]) -> None:
+        try:
+            async with contextlib.aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, Finish):
+                        self._finish = event
+                    self._events.put_nowait(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # replayed to whoever takes it, as if it failed then
+            self._events.put_nowait(_End(exc))
+        else:
+            self._events.put_nowait(_End())
+
+    def take(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None] | None:
+        """The events of ``request`` (those kept, then the rest as they come), or ``None``
+        when this head start asked for something else (then discard it)."""
+        if self._taken or request != self.request:
+            return None
+        self._taken = True
+        return self._replay()
+
+    async def _replay(self) -> AsyncGenerator[ModelEvent, None]:
+        try:
+            while True:
+                item = await self._events.get()
+                if isinstance(item, _End):
+                    if item.error is not None:
+                        raise item.error
+                    return
+                yield item
+        finally:
+            # The run stopped reading (a stop, a takeover): the request goes with it.
+            self._task.cancel()
+
+    async def discard(self) -> None:
+        """Cancel the request unless a run took it; count what it had used, if the
+        provider said (a request cancelled before its finish reports nothing)."""
+        if self._taken:
+            return
+        self._taken = True
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        if self._finish is not None:
+            try:
+                await self._spend(self._finish.usage)
+            except Exception:  # the send's own outcome stands; say so and go on
+                log.warning("a discarded head start's usage was not counted", exc_info=True)

@@ -1,0 +1,228 @@
+"""The first model request of a send starts while its admission and its message are
+written (``shared/agent/head_start.py``); nothing of it is shown or kept unless both
+commits succeed and the committed conversation asks for exactly that request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, ClassVar
+
+import pytest
+
+from shared.agent.events import TextEvent
+from shared.agent.transcript import Frame
+from shared.errors import SlotsTaken, StoreError
+from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
+from shared.schemas.documents import Conversation, Message, Usage
+from shared.store.memory import InMemoryConversationStore, InMemoryTaskLedgerStore
+from tests.unit.helpers import ALICE, Fakes, Harness, make_service
+
+
+class Held:
+    """A model whose reply to each request waits until the test lets it come (its
+    time to first token); it records each request and each one cancelled."""
+
+    provider: ClassVar[ProviderName] = "scripted"
+    label = "held"
+
+    def __init__(self, *replies: str) -> None:
+        self.replies = list(replies)
+        self.requests: list[ModelRequest] = []
+        self.answer: list[asyncio.Event] = [asyncio.Event() for _ in replies]
+        self.cancelled = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        n = len(self.requests)
+        self.requests.append(request)
+        try:
+            await self.answer[n].wait()
+            yield TextDelta(self.replies[n])
+            yield Finish("stop", Usage(input_tokens=7, output_tokens=1))
+        except (asyncio.CancelledError, GeneratorExit):
+            self.cancelled += 1
+            raise
+
+
+class GatedStore(InMemoryConversationStore):
+    """A conversation store whose next write (``arm``) waits until ``gate`` opens,
+    failing with ``fail`` if set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.fail: Exception | None = None
+
+    async def _hold(self) -> None:
+        if self.armed:
+            self.armed = False
+            self.entered.set()
+            await self.gate.wait()
+            if self.fail is not None:
+                raise self.fail
+
+    async def create(self, user_id: str, conversation: Conversation) -> None:
+        await self._hold()
+        await super().create(user_id, conversation)
+
+    async def apply(self, *args: Any, **kwargs: Any) -> Any:
+        await self._hold()
+        return await super().apply(*args, **kwargs)
+
+
+class GatedLedger(InMemoryTaskLedgerStore):
+    """A ledger whose next write (``arm``) waits until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.gate = asyncio.Event()
+
+    async def apply_with_sections(self, *args: Any, **kwargs: Any) -> Any:
+        if self.armed:
+            self.armed = False
+            await self.gate.wait()
+        return await super().apply_with_sections(*args, **kwargs)
+
+
+def harness(model: Held, **settings: int) -> tuple[Harness, GatedStore, GatedLedger]:
+    store, ledger = GatedStore(), GatedLedger()
+    return make_service(model, fakes=Fakes(store, ledger), **settings), store, ledger
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("never happened")
+
+
+def texts(frames: list[Frame]) -> list[str]:
+    return [f.event.content for f in frames if isinstance(f.event, TextEvent)]
+
+
+async def test_the_model_is_asked_before_the_conversation_is_written() -> None:
+    model = Held("Hello")
+    service, store, _ = harness(model)
+    store.armed = True
+    send = asyncio.create_task(service.agent.send(ALICE, "hi", None))
+    await store.entered.wait()
+    await until(lambda: len(model.requests) == 1)
+    assert not store.writes  # asked while the conversation's write is still in flight
+    assert [(m.role, m.text) for m in model.requests[0].messages] == [("user", "hi")]
+
+    model.answer[0].set()  # the reply is ready before the commit: it waits, unseen
+    await asyncio.sleep(0)
+    store.gate.set()
+    sent = await send
+    assert sent.run is not None
+    frames: list[Frame] = []
+    await sent.run.execute(frames.append)
+
+    assert texts(frames) == ["Hello"]
+    assert len(model.requests) == 1 and model.cancelled == 0
+    stored = await service.store.get("alice", sent.conversation_id)
+    assert stored is not None
+    assert [(m.role, m.text) for m in stored.messages] == [("user", "hi"), ("assistant", "Hello")]
+
+
+async def test_a_refused_admission_cancels_the_request_and_writes_nothing() -> None:
+    model = Held("first", "never shown")
+    service, store, ledger = harness(model, runs_per_user=1)
+    first = await service.start(ALICE, "one")  # holds the only slot
+    ledger.armed = True
+    send = asyncio.create_task(service.agent.send(ALICE, "two", None))
+    await until(lambda: len(model.requests) == 2)
+    ledger.gate.set()
+    with pytest.raises(SlotsTaken):
+        await send
+
+    assert model.cancelled == 1  # cancelled before its first byte
+    assert list(store.writes) == [first.conversation_id]
+    assert first.head_start is not None
+    await first.head_start.discard()
+
+
+async def test_a_refused_admission_counts_what_the_cancelled_request_used() -> None:
+    model = Held("first", "never shown")
+    service, store, ledger = harness(model, runs_per_user=1)
+    first = await service.start(ALICE, "one")
+    ledger.armed = True
+    send = asyncio.create_task(service.agent.send(ALICE, "two", None))
+    await until(lambda: len(model.requests) == 2)
+    model.answer[1].set()  # the model answered before the refusal came
+    await asyncio.sleep(0.01)
+    ledger.gate.set()
+    with pytest.raises(SlotsTaken):
+        await send
+
+    assert (await ledger.get("alice")).usage.tokens == 8
+    assert list(store.writes) == [first.conversation_id]
+    assert first.head_start is not None
+    await first.head_start.discard()
+
+
+async def test_a_failed_conversation_write_cancels_the_request_and_shows_nothing() -> None:
+    model = Held("never shown")
+    service, store, ledger = harness(model)
+    store.armed, store.fail = True, StoreError("Firestore is unavailable.")
+    send = asyncio.create_task(service.agent.send(ALICE, "hi", None))
+    await store.entered.wait()
+    await until(lambda: len(model.requests) == 1)
+    store.gate.set()
+    with pytest.raises(StoreError):
+        await send
+
+    assert model.cancelled == 1
+    assert not store.writes
+    assert not (await ledger.get("alice")).runs  # the run's place freed
+
+
+async def test_a_history_changed_meanwhile_asks_again_on_the_committed_one() -> None:
+    model = Held("First.", "stale", "fresh")
+    model.answer[0].set()
+    service, store, _ = harness(model)
+    sent = await service.agent.send(ALICE, "one", None)
+    assert sent.run is not None
+    await sent.run.execute(lambda _: None)
+    conversation_id = sent.conversation_id
+
+    store.armed = True  # the send's first write (closing a dead run, if any) waits
+    send = asyncio.create_task(service.agent.send(ALICE, "two", conversation_id))
+    await store.entered.wait()
+    await until(lambda: len(model.requests) == 2)
+    # Meanwhile another process adds to the conversation.
+    other = Message.model_validate(
+        {
+            "id": "msg_other",
+            "role": "user",
+            "createdAt": sent.run.record.started_at,
+            "status": "complete",
+            "content": [{"type": "text", "text": "from elsewhere"}],
+        }
+    )
+    await InMemoryConversationStore.apply(
+        store,
+        "alice",
+        conversation_id,
+        lambda c: (c.model_copy(update={"messages": [*c.messages, other]}), None),
+    )
+    store.gate.set()
+    again = await send
+    assert again.run is not None
+    model.answer[2].set()
+    frames: list[Frame] = []
+    await again.run.execute(frames.append)
+
+    assert texts(frames) == ["fresh"]
+    assert model.cancelled == 1  # the guess's request, cancelled unseen
+    assert [m.text for m in model.requests[1].messages] == ["one", "First.", "two"]
+    assert [m.text for m in model.requests[2].messages] == [
+        "one",
+        "First.",
+        "from elsewhere",
+        "two",
+    ]
