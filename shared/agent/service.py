@@ -65,6 +65,8 @@ from shared.store.base import LessonStore, reserved
 from shared.store.limits import CLOSING_RESERVE
 
 log = logging.getLogger(__name__)
+# How long a user refused a reply goes without head starts (``RunService._refused``).
+_REFUSED_FOR = timedelta(seconds=60)
 
 WhenBusy = Literal["reject", "queue"]
 
@@ -139,6 +141,11 @@ class RunService:
         self._attachments = attachments
         self._background = background
         self._voice = voice or VoiceClips(deps.files, None, 0)
+        # Users this process saw refused a reply (a limit), and when: their next sends
+        # get no head start for a while, so a user past a limit does not have each
+        # refused send's prompt go to the provider first. A guess, in this process only:
+        # it only ever withholds a head start, never decides a send.
+        self._refused: dict[str, datetime] = {}
 
     def lease(self) -> timedelta:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
@@ -153,6 +160,12 @@ class RunService:
     ) -> Run:
         steps = steps_since_user(conversation.messages)
         return Run(self._deps, user_id, conversation, record, steps, head_start)
+
+    def _may_start_early(self, user_id: str) -> bool:
+        """No head start for a user refused here within ``_REFUSED_FOR``."""
+        now = self._deps.clock.now()
+        self._refused = {u: t for u, t in self._refused.items() if now - t < _REFUSED_FOR}
+        return user_id not in self._refused
 
     def _start_early(self, draft: _Draft) -> asyncio.Task[HeadStart | None]:
         """Ask the model for ``draft``'s reply now, while its admission and its message
@@ -281,13 +294,17 @@ class RunService:
         )
 
         # Only a message whose request is known before anything is read or decoded.
-        plain = not (background or checked or clip)
+        plain = not (background or checked or clip) and self._may_start_early(user.uid)
         early = self._start_early(draft) if plain else None
         # A per-user limit refuses the send before anything is written.
         try:
             await self.admit(
                 user.uid, record.run_id, draft.conversation_id, voice_session=voice_session
             )
+        except RateLimited:
+            self._refused[user.uid] = self._deps.clock.now()
+            await self._drop(early)
+            raise
         except BaseException:
             await self._drop(early)
             raise

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import pytest
 
 from shared.agent.events import TextEvent
 from shared.agent.transcript import Frame
+from shared.clock import ManualClock
 from shared.errors import SlotsTaken, StoreError
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
 from shared.schemas.documents import Conversation, Message, Usage
@@ -144,6 +146,42 @@ async def test_a_refused_admission_cancels_the_request_and_writes_nothing() -> N
     assert list(store.writes) == [first.conversation_id]
     assert first.head_start is not None
     await first.head_start.discard()
+
+
+async def test_a_user_refused_a_reply_gets_no_head_start_for_a_while() -> None:
+    """Past a limit, each further send is refused too: its prompt must not go to the
+    provider first (a cost per refused send), so this process withholds head starts
+    from that user for a minute."""
+    model = Held("first", "never shown", "later")
+    clock = ManualClock(datetime(2026, 11, 23, 12, 0, tzinfo=UTC))
+    store, ledger = GatedStore(), GatedLedger()
+    service = make_service(model, clock=clock, fakes=Fakes(store, ledger), runs_per_user=1)
+    first = await service.start(ALICE, "one")
+    ledger.armed = True
+    send = asyncio.create_task(service.agent.send(ALICE, "two", None))
+    await until(lambda: len(model.requests) == 2)
+    ledger.gate.set()
+    with pytest.raises(SlotsTaken):
+        await send
+
+    ledger.gate, ledger.armed = asyncio.Event(), True
+    again = asyncio.create_task(service.agent.send(ALICE, "three", None))
+    await asyncio.sleep(0.01)
+    assert len(model.requests) == 2  # not asked while the admission is decided
+    ledger.gate.set()
+    with pytest.raises(SlotsTaken):
+        await again
+    assert len(model.requests) == 2
+
+    await clock.advance(61)
+    assert first.head_start is not None
+    await first.head_start.discard()
+    ledger.gate, ledger.armed = asyncio.Event(), True
+    later = asyncio.create_task(service.agent.send(ALICE, "four", None))
+    await until(lambda: len(model.requests) == 3)  # a head start again, a minute on
+    ledger.gate.set()
+    with pytest.raises(SlotsTaken):
+        await later
 
 
 async def test_a_refused_admission_counts_what_the_cancelled_request_used() -> None:
