@@ -178,12 +178,15 @@ function renderList() {
       link.href = `#/c/${entry.id}`;
       const kind = entry.data.kind;
       if (kind === "direct" || kind === "family") {
+        const label = listLabel(entry, names);
+        const what = kind === "direct" ? "direct messages" : "family messages";
         link.className = `shared ${kind}`;
-        // Seen as a mark, heard as part of the name: "Dad, direct messages".
-        const mark = document.createElement("span");
-        mark.className = "visually-hidden";
-        mark.textContent = kind === "direct" ? ", direct messages" : ", family messages";
-        link.append(document.createTextNode(listLabel(entry, names)), mark);
+        // Seen as a badge, heard as part of the name: "Dad, direct messages".
+        link.setAttribute("aria-label", `${label}, ${what}`);
+        const badge = document.createElement("span");
+        badge.className = "kind";
+        badge.textContent = kind === "direct" ? "direct" : "family";
+        link.append(document.createTextNode(label), badge);
       } else {
         link.textContent = listLabel(entry, names);
       }
