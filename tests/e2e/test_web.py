@@ -520,9 +520,9 @@ def test_web_axe_finds_no_serious_or_critical_violation(
     db: firestore.Client,
     fake_openai: FakeOpenAI,
 ) -> None:
-    """The sign-in page, and a conversation with a folded tool step and an open
-    question. axe is injected as a script, which the page's own policy forbids: this
-    context alone bypasses it."""
+    """The sign-in page, a conversation with a folded tool step, and the family panel
+    of a parent with an invite link. axe is injected as a script, which the page's own
+    policy forbids: this context alone bypasses it."""
     user = new_user(emulators[1])
     fake_openai.script(
         "web: audit me",
@@ -545,6 +545,13 @@ def test_web_axe_finds_no_serious_or_critical_violation(
         conv = conversation_id(page)
         wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
         expect(page.get_by_role("button", name="Done (1 step)")).to_be_visible()
+        found += audit(page, axe)
+        # The family panel as a parent sees it: members, an invite link, the opt-out.
+        panel = page.get_by_role("region", name="Family")
+        panel.get_by_role("textbox", name="Family name").fill("The Auditors")
+        panel.get_by_role("button", name="Create family").click()
+        panel.get_by_role("button", name="Create invite link").click()
+        expect(panel.get_by_role("textbox", name="Invite link")).to_be_visible()
         found += audit(page, axe)
     finally:
         made.close()
@@ -730,7 +737,7 @@ def test_web_a_family_is_made_joined_and_written_to(
         # The parent writes to the whole family; Sam's page shows it, authored by Mum.
         panel.get_by_role("button", name="Message the family").click()
         expect(mum.get_by_role("heading", name="The Testers (family messages)")).to_be_visible()
-        send(mum, "Dinner at **six**, <img src=x onerror=\"window.__pwned=1\">")
+        send(mum, 'Dinner at **six**, <img src=x onerror="window.__pwned=1">')
         family_conv = conversation_id(mum)
         assert family_conv.startswith("fc_")
         expect(articles(mum, "You")).to_contain_text("Dinner at six")
