@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,9 +109,11 @@ def shot(page: Page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def sign_in(page: Page, web: str, user: StackUser, password: str = "secret-123") -> None:
-    """Signs in through the form, by keyboard only."""
-    page.goto(web + "/")
+def sign_in(
+    page: Page, web: str, user: StackUser, password: str = "secret-123", path: str = "/"
+) -> None:
+    """Signs in through the form (on the page at ``path``), by keyboard only."""
+    page.goto(web + path)
     page.get_by_label("Email").fill(user.email)
     page.get_by_label("Password").fill(password)
     page.get_by_label("Password").press("Enter")
@@ -517,9 +520,9 @@ def test_web_axe_finds_no_serious_or_critical_violation(
     db: firestore.Client,
     fake_openai: FakeOpenAI,
 ) -> None:
-    """The sign-in page, and a conversation with a folded tool step and an open
-    question. axe is injected as a script, which the page's own policy forbids: this
-    context alone bypasses it."""
+    """The sign-in page, a conversation with a folded tool step, and the family panel
+    of a parent with an invite link. axe is injected as a script, which the page's own
+    policy forbids: this context alone bypasses it."""
     user = new_user(emulators[1])
     fake_openai.script(
         "web: audit me",
@@ -542,6 +545,13 @@ def test_web_axe_finds_no_serious_or_critical_violation(
         conv = conversation_id(page)
         wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
         expect(page.get_by_role("button", name="Done (1 step)")).to_be_visible()
+        found += audit(page, axe)
+        # The family panel as a parent sees it: members, an invite link, the opt-out.
+        panel = page.get_by_role("region", name="Family")
+        panel.get_by_role("textbox", name="Family name").fill("The Auditors")
+        panel.get_by_role("button", name="Create family").click()
+        panel.get_by_role("button", name="Create invite link").click()
+        expect(panel.get_by_role("textbox", name="Invite link")).to_be_visible()
         found += audit(page, axe)
     finally:
         made.close()
@@ -667,3 +677,112 @@ def test_web_earlier_messages_are_paged_from_the_archive(
         page.wait_for_timeout(200)
     expect(mine).to_have_count(8)
     expect(mine.first).to_contain_text("web: archive 0")
+
+
+def family_mirror(db: firestore.Client, uid: str) -> dict[str, Any] | None:
+    return db.document(f"{uid}/client/family/current").get().to_dict()
+
+
+def reads_family(db: firestore.Client, uid: str) -> bool | None:
+    found = db.document(f"{uid}/client/settings/current").get().to_dict()
+    return None if found is None else bool(found["aiReadsFamilyMessages"])
+
+
+def test_web_a_family_is_made_joined_and_written_to(
+    functions: Functions,
+    web: str,
+    browser: Browser,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+) -> None:
+    """A parent makes a family and an invite link in the panel; a second user opens the
+    link, signs in and joins; the parent writes to the family and the other member
+    sees it, authored by the parent, from Firestore; a direct message comes back; the
+    opt-out flips the member's settings mirror; the parent removes the member, then
+    leaves. Each browser context is one person (Firebase keeps one user per origin)."""
+    parent, child = new_user(emulators[1]), new_user(emulators[1])
+    mum = context.new_page()
+    sign_in(mum, web, parent)
+    panel = mum.get_by_role("region", name="Family")
+    panel.get_by_role("textbox", name="Family name").fill("The Testers")
+    panel.get_by_role("textbox", name="Your name in the family").fill("Mum")
+    panel.get_by_role("textbox", name="Your name in the family").press("Enter")  # by keyboard
+    expect(mum.get_by_role("region", name="Family: The Testers")).to_be_visible()
+    members = panel.get_by_role("list", name="Members")
+    expect(members).to_contain_text("Mum (you) parent")
+    assert (family_mirror(db, parent.uid) or {}).get("myRole") == "parent"
+    panel.get_by_role("combobox", name="Invite someone as").select_option("dependent")
+    panel.get_by_role("button", name="Create invite link").click()
+    link = panel.get_by_role("textbox", name="Invite link")
+    expect(link).to_have_value(re.compile(r"/join\?token=[A-Za-z0-9_-]{40,}$"))
+    token = str(link.input_value()).split("/join?token=", 1)[1]
+    shot(mum, "11-family-invite")
+
+    other = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-GB")
+    other.set_default_timeout(TIMEOUT_MS)
+    try:
+        sam = other.new_page()
+        sign_in(sam, web, child, path=f"/join?token={token}")
+        invited = sam.get_by_role("region", name="Family")
+        expect(invited).to_contain_text("You have been invited to join a family.")
+        invited.get_by_role("textbox", name="Your name in the family").fill("Sam")
+        invited.get_by_role("button", name="Join family").click()
+        expect(sam.get_by_role("region", name="Family: The Testers")).to_be_visible()
+        expect(invited.get_by_role("list", name="Members")).to_contain_text("Sam (you) dependent")
+        expect(sam).to_have_url(f"{web}/")  # the used token leaves the address bar
+        expect(members).to_contain_text("Sam dependent")  # the parent's mirror followed
+        shot(sam, "12-family-joined")
+
+        # The parent writes to the whole family; Sam's page shows it, authored by Mum.
+        panel.get_by_role("button", name="Message the family").click()
+        expect(mum.get_by_role("heading", name="The Testers (family messages)")).to_be_visible()
+        send(mum, 'Dinner at **six**, <img src=x onerror="window.__pwned=1">')
+        family_conv = conversation_id(mum)
+        assert family_conv.startswith("fc_")
+        expect(articles(mum, "You")).to_contain_text("Dinner at six")
+        sam.get_by_role("link", name="The Testers, family messages").click()
+        from_mum = articles(sam, "Mum")
+        expect(from_mum).to_contain_text("Dinner at six")
+        expect(from_mum.locator("strong")).to_have_text("six")
+        assert sam.evaluate("window.__pwned") is None
+        assert from_mum.locator("[onerror]").count() == 0
+        copy = conversation_doc(db, child.uid, family_conv) or {}
+        assert copy["kind"] == "family"
+        assert copy["messages"][-1]["author"]["displayName"] == "Mum"
+        shot(sam, "13-family-message")
+
+        # A direct message back, started from the member list.
+        invited.get_by_role("button", name="Message Mum").click()
+        expect(sam.get_by_role("heading", name="Mum (direct messages)")).to_be_visible()
+        send(sam, "See you then.")
+        direct = conversation_id(sam)
+        assert direct.startswith("dm_")
+        mum.get_by_role("link", name="Sam, direct messages").click()
+        expect(articles(mum, "Sam")).to_contain_text("See you then.")
+        expect(mum.get_by_role("button", name="Stop")).to_be_hidden()
+        shot(mum, "14-direct-message")
+
+        # The opt-out: the box flips the settings mirror, and shows it after a reload.
+        opt = invited.get_by_role("checkbox", name="Let Spark AI Agent read my family messages")
+        expect(opt).to_be_checked()
+        opt.press("Space")  # by keyboard
+        wait_for(lambda: reads_family(db, child.uid) is False)
+        sam.reload()
+        expect(opt).not_to_be_checked()
+        opt.click()
+        wait_for(lambda: reads_family(db, child.uid) is True)
+        expect(opt).to_be_checked()
+
+        # A parent removes a member; then leaves, the family ending with them.
+        mum.once("dialog", lambda dialog: dialog.accept())
+        panel.get_by_role("button", name="Remove Sam").click()
+        expect(invited.get_by_role("button", name="Create family")).to_be_visible()
+        expect(sam.get_by_role("link", name="Mum, direct messages")).to_be_visible()  # kept
+        assert family_mirror(db, child.uid) is None
+        mum.once("dialog", lambda dialog: dialog.accept())
+        panel.get_by_role("button", name="Leave family").click()
+        expect(panel.get_by_role("button", name="Create family")).to_be_visible()
+        assert family_mirror(db, parent.uid) is None
+    finally:
+        other.close()

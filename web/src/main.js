@@ -24,6 +24,7 @@ import {
   where,
 } from "firebase/firestore";
 import { makeApi } from "./api.js";
+import { authorNames, makeFamilyPanel, sharedTitle } from "./family.js";
 import { lessonPreview } from "./lesson.js";
 import { renderMessage } from "./render.js";
 
@@ -33,6 +34,9 @@ const state = {
   user: null,
   conversationId: null,
   conversation: null,
+  target: null, // a new shared conversation: {targetUserId} or {targetFamily: true}
+  listed: [], // the conversation list's documents, newest first
+  delivery: null, // {fingerprint, key}: the Idempotency-Key of a message to members until it is sent
   earlier: [], // messages read from the archive, oldest first
   loadedSegments: 0,
   tasks: new Map(), // toolCallId → task section document
@@ -44,6 +48,7 @@ const state = {
   articles: new Map(), // message id → article
   attachments: [], // uploaded, waiting for the next send
   unsubscribe: [],
+  globalStops: [], // the list's and the family's listeners, until signing out
   files: new Map(), // storage path → Promise of an object URL
 };
 
@@ -51,6 +56,7 @@ let config;
 let auth;
 let db;
 let api;
+let family;
 
 async function boot() {
   config = await (await fetch("/config.json")).json();
@@ -63,6 +69,12 @@ async function boot() {
     connectFirestoreEmulator(db, host, Number(port));
   }
   api = makeApi(() => auth.currentUser.getIdToken());
+  family = makeFamilyPanel({
+    $,
+    api,
+    uid: () => state.user && state.user.uid,
+    open: (hash) => { location.hash = hash; },
+  });
   if (config.testUser) {
     $("sign-in-hint").textContent = `Local test user: ${config.testUser.email}, password ${config.testUser.password} (or any e-mail and password: the Auth emulator signs you up).`;
   }
@@ -73,9 +85,11 @@ async function boot() {
     $("app-view").hidden = !user;
     $("who").hidden = $("sign-out").hidden = !user;
     closeAll(true);
+    family.reset();
     if (user) {
       $("who").textContent = `Signed in as ${user.email}`;
       listenToList();
+      listenToFamily();
       route();
     } else {
       $("email").focus();
@@ -114,43 +128,109 @@ const client = (...path) => [state.user.uid, "client", ...path];
 function closeAll(list) {
   for (const stop of state.unsubscribe) stop();
   state.unsubscribe = [];
-  if (list && state.listStop) {
-    state.listStop();
-    state.listStop = null;
+  if (list) {
+    for (const stop of state.globalStops || []) stop();
+    state.globalStops = [];
+    state.listed = [];
   }
 }
 
+// A conversation between family members: the id alone says so, as on the server.
+const isShared = (id) => /^(dm|fc)_/.test(id || "");
+
 function listenToList() {
   const conversations = query(collection(db, ...client("conversations")), orderBy("lastMessageAt", "desc"), limit(30));
-  state.listStop = onSnapshot(conversations, (snapshot) => {
-    const list = $("conversation-list");
-    list.replaceChildren(
-      ...snapshot.docs.map((d) => {
-        const data = d.data();
-        const first = (data.messages || []).find((m) => m.role === "user");
-        const label = data.title || (first && first.content.map((p) => p.text || "").join("").slice(0, 60)) || "Conversation";
-        const link = document.createElement("a");
-        link.href = `#/c/${d.id}`;
-        link.textContent = label;
-        if (d.id === state.conversationId) link.setAttribute("aria-current", "page");
-        const item = document.createElement("li");
-        item.append(link);
-        return item;
-      }),
-    );
-  });
+  state.globalStops.push(
+    onSnapshot(conversations, (snapshot) => {
+      state.listed = snapshot.docs.map((d) => ({ id: d.id, data: d.data() }));
+      renderList();
+    }),
+  );
+}
+
+// The family panel and the titles of shared conversations follow the user's mirror.
+function listenToFamily() {
+  state.globalStops.push(
+    onSnapshot(doc(db, ...client("family", "current")), (snapshot) => {
+      family.setFamily(snapshot.exists() ? snapshot.data() : null);
+      renderList();
+      render();
+    }),
+    onSnapshot(doc(db, ...client("settings", "current")), (snapshot) => {
+      family.setSettings(snapshot.exists() ? snapshot.data() : null);
+    }),
+  );
+}
+
+function listLabel({ data }, names) {
+  const shared = sharedTitle(data, family.family, state.user.uid, names);
+  if (shared) return shared;
+  const first = (data.messages || []).find((m) => m.role === "user");
+  return data.title || (first && first.content.map((p) => p.text || "").join("").slice(0, 60)) || "Conversation";
+}
+
+function renderList() {
+  if (!state.user) return;
+  const names = authorNames(state.listed.map((entry) => entry.data));
+  $("conversation-list").replaceChildren(
+    ...state.listed.map((entry) => {
+      const link = document.createElement("a");
+      link.href = `#/c/${entry.id}`;
+      const kind = entry.data.kind;
+      if (kind === "direct" || kind === "family") {
+        const label = listLabel(entry, names);
+        const what = kind === "direct" ? "direct messages" : "family messages";
+        link.className = `shared ${kind}`;
+        // Seen as a badge, heard as part of the name: "Dad, direct messages".
+        link.setAttribute("aria-label", `${label}, ${what}`);
+        const badge = document.createElement("span");
+        badge.className = "kind";
+        badge.textContent = kind === "direct" ? "direct" : "family";
+        link.append(document.createTextNode(label), badge);
+      } else {
+        link.textContent = listLabel(entry, names);
+      }
+      if (entry.id === state.conversationId) link.setAttribute("aria-current", "page");
+      const item = document.createElement("li");
+      item.append(link);
+      return item;
+    }),
+  );
+}
+
+// The shared conversation already listed for a member (`#/to/{userId}`) or the family
+// (`#/family`), if any: a message to them lands there anyway.
+function listedFor(target) {
+  const mirror = family.family;
+  if (!mirror) return null;
+  const found = state.listed.find(({ data }) =>
+    data.familyId === mirror.familyId &&
+    (target.targetFamily ? data.kind === "family" : data.kind === "direct" && (data.participantIds || []).includes(target.targetUserId)),
+  );
+  return found ? found.id : null;
 }
 
 function route() {
   if (!state.user) return;
-  const match = /^#\/c\/([A-Za-z0-9_-]{1,64})$/.exec(location.hash);
-  open(match ? match[1] : null);
+  const hash = location.hash;
+  const match = /^#\/c\/([A-Za-z0-9_-]{1,64})$/.exec(hash);
+  const member = /^#\/to\/([A-Za-z0-9_-]{1,128})$/.exec(hash);
+  const target = member ? { targetUserId: member[1] } : hash === "#/family" ? { targetFamily: true } : null;
+  if (target) {
+    const listed = listedFor(target);
+    if (listed) {
+      location.replace(`#/c/${listed}`);
+      return;
+    }
+  }
+  open(match ? match[1] : null, target);
 }
 
-function open(conversationId) {
-  if (conversationId === state.conversationId && state.unsubscribe.length) return;
+function open(conversationId, target = null) {
+  const same = JSON.stringify(target) === JSON.stringify(state.target);
+  if (conversationId === state.conversationId && same && state.unsubscribe.length) return;
   closeAll(false);
-  Object.assign(state, { conversationId, conversation: null, earlier: [], loadedSegments: 0 });
+  Object.assign(state, { conversationId, conversation: null, earlier: [], loadedSegments: 0, target });
   state.tasks = new Map();
   state.signatures.clear();
   state.articles.clear();
@@ -319,14 +399,48 @@ function render() {
   });
   for (const id of [...state.articles.keys()]) if (!items.some((i) => i.message.id === id)) state.articles.delete(id);
 
-  if (conv) $("chat-title").textContent = conv.title || "Conversation";
+  renderHeading();
   const archived = conv && conv.archived;
   $("earlier").hidden = !(archived && archived.segments > state.loadedSegments);
   const run = conv && conv.activeRun;
+  $("stop").hidden = shared();
   $("stop").disabled = !run || Boolean(run.stopRequestedAt);
   const waiting = run && run.waitingFor ? run.waitingFor : "";
   if (waiting !== state.waitingShown) $("composer-status").textContent = state.waitingShown = waiting;
   renderApprovals();
+}
+
+// Whether the open conversation (or the new one) is between family members.
+function shared() {
+  return Boolean(state.target) || isShared(state.conversationId);
+}
+
+// Who the open shared conversation is with: a member's name or the family's.
+function sharedName() {
+  const mirror = family.family;
+  const target = state.target;
+  if (target && target.targetFamily) return (mirror && mirror.name) || "your family";
+  if (target) {
+    const member = mirror && (mirror.members || []).find((m) => m.userId === target.targetUserId);
+    return member ? member.displayName : "a family member";
+  }
+  return sharedTitle(state.conversation, mirror, state.user.uid, authorNames(state.listed.map((entry) => entry.data)));
+}
+
+function renderHeading() {
+  const conv = state.conversation;
+  let title = state.conversationId ? "Conversation" : "New conversation";
+  let placeholder = "Ask Spark AI Agent…";
+  const name = shared() && sharedName();
+  if (name) {
+    const direct = state.target ? Boolean(state.target.targetUserId) : state.conversationId.startsWith("dm_");
+    title = `${name} (${direct ? "direct messages" : "family messages"})`;
+    placeholder = `Write to ${name}…`;
+  } else if (conv && conv.title) {
+    title = conv.title;
+  }
+  if ($("chat-title").textContent !== title) $("chat-title").textContent = title;
+  $("composer-text").placeholder = placeholder;
 }
 
 function renderApprovals() {
@@ -384,14 +498,17 @@ async function send(event) {
   const box = $("composer-text");
   const text = box.value.trim();
   if (!text && !state.attachments.length) return;
-  const body = { text, whenBusy: "queue" };
+  // To family members the text is delivered as it is; to the agent it waits its turn.
+  const body = shared() ? { text } : { text, whenBusy: "queue" };
   if (state.conversationId) body.conversationId = state.conversationId;
+  else if (state.target) Object.assign(body, state.target);
   if (state.attachments.length) {
     body.attachments = state.attachments.map(({ storagePath, contentType, sizeBytes }) => ({ storagePath, contentType, sizeBytes }));
   }
   $("send").disabled = true;
   try {
-    const sent = await api.send(body);
+    const sent = shared() ? await api.deliver(body, deliveryKey(body)) : await api.send(body);
+    state.delivery = null;
     box.value = "";
     state.attachments = [];
     renderAttached();
@@ -402,6 +519,18 @@ async function send(event) {
   } finally {
     $("send").disabled = false;
   }
+}
+
+// The same message sent again after a failure (a lost answer) keeps its
+// Idempotency-Key, so the members get it once; a different message gets a new one.
+function deliveryKey(body) {
+  const fingerprint = JSON.stringify(body);
+  if (!state.delivery || state.delivery.fingerprint !== fingerprint) {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    const key = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+    state.delivery = { fingerprint, key };
+  }
+  return state.delivery.key;
 }
 
 async function stop() {
@@ -500,21 +629,29 @@ function renderAttached() {
   );
 }
 
+// The bytes of a file a message shows, as an object URL: one's own files through the
+// page's server, another member's (in a shared conversation) through the api, which
+// checks that a message of the caller's copy names it.
 function loadFile(path) {
-  if (!config.filesUrl) return Promise.resolve(null);
-  if (!state.files.has(path)) {
-    const url = config.filesUrl + path.split("/").map(encodeURIComponent).join("/");
+  const conversationId = state.conversationId;
+  const viaApi = isShared(conversationId) && !path.startsWith(`${state.user.uid}/`);
+  if (!viaApi && !config.filesUrl) return Promise.resolve(null);
+  const key = viaApi ? `${conversationId}:${path}` : path;
+  if (!state.files.has(key)) {
+    const fetched = viaApi
+      ? api.sharedFile(conversationId, path)
+      : auth.currentUser
+          .getIdToken()
+          .then((token) => fetch(config.filesUrl + path.split("/").map(encodeURIComponent).join("/"), { headers: { Authorization: `Bearer ${token}` } }));
     state.files.set(
-      path,
-      auth.currentUser
-        .getIdToken()
-        .then((token) => fetch(url, { headers: { Authorization: `Bearer ${token}` } }))
+      key,
+      fetched
         .then((r) => (r.ok ? r.blob() : null))
         .then((blob) => (blob ? URL.createObjectURL(blob) : null))
         .catch(() => null),
     );
   }
-  return state.files.get(path);
+  return state.files.get(key);
 }
 
 // ---- wiring ----------------------------------------------------------------------------

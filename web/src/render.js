@@ -127,8 +127,9 @@ function attachment(part, context) {
 export function renderMessage(message, context) {
   const who = authorName(message, context.uid);
   const headId = `h-${message.id}`;
+  const theirs = who !== "You" && message.role === "user";
   const article = el("article", {
-    className: `message ${message.role} ${message.status}${context.queued ? " queued" : ""}`,
+    className: `message ${message.role}${theirs ? " theirs" : ""} ${message.status}${context.queued ? " queued" : ""}`,
     "aria-labelledby": headId,
     "aria-busy": message.status === "streaming" ? "true" : undefined,
     "data-message-id": message.id,
@@ -167,6 +168,8 @@ export function renderMessage(message, context) {
       if (card) article.append(card);
     }
   }
+  // A member's message their agent sent, with their approval of this exact text.
+  if (message.via === "agent") article.append(el("p", { className: "note", text: "Sent by Spark AI Agent, as approved." }));
   if (context.queued) article.append(el("p", { className: "note", text: "Queued: sent after the reply in progress." }));
   else if (message.status === "stopped") article.append(el("p", { className: "note", text: "Stopped." }));
   else if (message.status === "error") article.append(el("p", { className: "note error", text: (message.error && message.error.message) || "Something went wrong." }));

@@ -1,0 +1,207 @@
+// The family panel (DESIGN §8, §12), rendered only from the signed-in user's own
+// documents: the mirror /{uid}/client/family/current (name, their role, the members)
+// and /{uid}/client/settings/current (the opt-out). The api is called only to act:
+// create a family, make an invite link, join with one (`/join?token=…`), remove a
+// member, leave, and change the setting.
+
+/** How a shared conversation is titled: a `direct` one by the other member, a
+ * `family` one by the family's name; `null` for an agent conversation. `names`
+ * (userId → displayName, from messages the page has read) names a former member. */
+export function sharedTitle(conversation, family, uid, names = new Map()) {
+  if (!conversation || (conversation.kind !== "direct" && conversation.kind !== "family")) return null;
+  const current = family && family.familyId === conversation.familyId;
+  if (conversation.kind === "family") return current ? family.name : "Your former family";
+  const other = (conversation.participantIds || []).find((id) => id !== uid);
+  const member = current && (family.members || []).find((m) => m.userId === other);
+  if (member) return member.displayName;
+  // A member who has left is still named by what they wrote.
+  const theirs = (conversation.messages || []).find((m) => m.author && m.author.userId === other);
+  if (theirs) return theirs.author.displayName;
+  return names.get(other) || "A former family member";
+}
+
+/** userId → displayName of every author of the given conversations' messages. */
+export function authorNames(conversations) {
+  const names = new Map();
+  for (const conversation of conversations) {
+    for (const message of conversation.messages || []) {
+      if (message.author && message.author.userId) names.set(message.author.userId, message.author.displayName);
+    }
+  }
+  return names;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "text") node.textContent = value;
+    else if (key === "className") node.className = value;
+    else node.setAttribute(key, String(value));
+  }
+  node.append(...children);
+  return node;
+}
+
+const ROLE = { parent: "parent", dependent: "dependent" };
+
+/**
+ * The panel's behaviour. `deps`: {$, api, uid(), say(text), open(hash)}; `open` shows a
+ * conversation with a member (`#/to/{userId}`) or the family (`#/family`).
+ */
+export function makeFamilyPanel(deps) {
+  const { $, api } = deps;
+  const panel = { family: null, settings: null, token: null, busy: false };
+
+  function status(text) {
+    $("family-status").textContent = text;
+  }
+
+  /** Runs one action at a time; false if it did not happen (the reason is shown). */
+  async function act(work, done) {
+    if (panel.busy) return false;
+    panel.busy = true;
+    status("");
+    try {
+      const answer = await work();
+      status(typeof done === "function" ? done(answer) : done);
+      return true;
+    } catch (error) {
+      status(error.message); // what the api said, which says what to do
+      return false;
+    } finally {
+      panel.busy = false;
+    }
+  }
+
+  function memberItem(member, family, uid) {
+    const mine = member.userId === uid;
+    const item = el("li", { className: "member" });
+    item.append(
+      el("span", { className: "member-name", text: mine ? `${member.displayName} (you)` : member.displayName }),
+      el("span", { className: "role", text: ` ${ROLE[member.role] || member.role}` }),
+    );
+    if (!mine) {
+      const write = el("button", { type: "button", className: "link", text: `Message ${member.displayName}` });
+      write.addEventListener("click", () => deps.open(`#/to/${member.userId}`));
+      item.append(write);
+      if (family.myRole === "parent") {
+        const remove = el("button", { type: "button", className: "danger", text: `Remove ${member.displayName}` });
+        remove.addEventListener("click", () => {
+          if (!window.confirm(`Remove ${member.displayName} from ${family.name}?`)) return;
+          act(() => api.removeMember(family.familyId, member.userId), `${member.displayName} was removed.`);
+        });
+        item.append(remove);
+      }
+    }
+    return item;
+  }
+
+  function render() {
+    const family = panel.family;
+    const uid = deps.uid();
+    $("join").hidden = !panel.token;
+    $("family-create").hidden = Boolean(family) || Boolean(panel.token);
+    $("family-view").hidden = !family;
+    const reads = !panel.settings || panel.settings.aiReadsFamilyMessages !== false;
+    $("ai-reads").checked = reads;
+    if (!family) {
+      $("family-title").textContent = "Family";
+      return;
+    }
+    $("family-title").textContent = `Family: ${family.name}`;
+    $("family-summary").textContent = `You are ${family.myRole === "parent" ? "a parent" : "a dependent"} in ${family.name}.`;
+    const signature = JSON.stringify([family.members, family.myRole, uid]);
+    const list = $("member-list");
+    if (list.dataset.signature !== signature) {
+      list.dataset.signature = signature;
+      list.replaceChildren(...(family.members || []).map((m) => memberItem(m, family, uid)));
+    }
+    $("invite-form").hidden = family.myRole !== "parent";
+    $("family-chat").hidden = (family.members || []).length < 2;
+  }
+
+  async function create(event) {
+    event.preventDefault();
+    const name = $("family-name").value.trim();
+    if (!name) {
+      status("Give the family a name.");
+      $("family-name").focus();
+      return;
+    }
+    await act(() => api.createFamily(name, $("family-my-name").value.trim()), `${name} is created: you are its parent.`);
+  }
+
+  async function invite(event) {
+    event.preventDefault();
+    const family = panel.family;
+    if (!family) return;
+    const role = $("invite-role").value;
+    await act(async () => {
+      const made = await api.invite(family.familyId, role);
+      const link = $("invite-link");
+      link.value = made.link;
+      $("invite-made").hidden = false;
+      const hours = Math.round((Date.parse(made.invite.expiresAt) - Date.now()) / 3_600_000);
+      const uses = made.invite.maxUses === 1 ? "once" : `${made.invite.maxUses} times`;
+      $("invite-note").textContent = `It lets someone join as a ${role}; it works ${uses}, for ${hours} hours. Only this page shows it: copy it now.`;
+      link.focus();
+      link.select();
+    }, "Invite link made.");
+  }
+
+  async function join(event) {
+    event.preventDefault();
+    const token = panel.token;
+    if (!token) return;
+    await act(async () => {
+      const answer = await api.join(token, $("join-name").value.trim());
+      forgetToken();
+      return answer;
+    }, (answer) => `You joined ${answer.family.name}.`);
+  }
+
+  function forgetToken() {
+    panel.token = null;
+    // The token leaves the address bar (and the history) once used or declined.
+    history.replaceState(null, "", `/${location.hash}`);
+    render();
+  }
+
+  async function leave() {
+    const family = panel.family;
+    if (!family || !window.confirm(`Leave ${family.name}? You keep your messages; nothing more reaches you.`)) return;
+    await act(() => api.removeMember(family.familyId, deps.uid()), `You left ${family.name}.`);
+  }
+
+  async function toggle(event) {
+    const wanted = event.target.checked;
+    const said = wanted ? "Spark AI Agent may read your family messages." : "Spark AI Agent will not read your family messages.";
+    // Done, the mirror's snapshot confirms it; refused, the box shows the stored setting again.
+    if (!(await act(() => api.settings(wanted), said))) render();
+  }
+
+  $("family-create").addEventListener("submit", create);
+  $("invite-form").addEventListener("submit", invite);
+  $("join").addEventListener("submit", join);
+  $("join-cancel").addEventListener("click", () => { forgetToken(); status(""); });
+  $("leave").addEventListener("click", leave);
+  $("family-chat").addEventListener("click", () => deps.open("#/family"));
+  $("ai-reads").addEventListener("change", toggle);
+
+  // `/join?token=…`: kept until the signed-in user joins or declines.
+  const token = new URLSearchParams(location.search).get("token");
+  if (location.pathname === "/join" && token) panel.token = token;
+
+  return {
+    get family() { return panel.family; },
+    setFamily(family) { panel.family = family; render(); },
+    setSettings(settings) { panel.settings = settings; render(); },
+    reset() {
+      panel.family = panel.settings = null;
+      $("invite-made").hidden = true;
+      $("invite-link").value = "";
+      status("");
+      render();
+    },
+  };
+}
