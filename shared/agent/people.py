@@ -123,6 +123,7 @@ class People:
             conversation.id,
             [(task_call.id, task_call.name, task_call.display_text)],
             again=True,
+            answered=True,
         )
 
         def record(current: Conversation) -> Conversation:

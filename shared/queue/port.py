@@ -35,11 +35,18 @@ class TaskPort(Protocol):
     # -- task tool calls: submit ─▶ dispatch ─▶ claim ─▶ renew … ─▶ reschedule | finish
 
     async def submit(
-        self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
+        self,
+        user_id: str,
+        conversation_id: str,
+        calls: Sequence[Call],
+        again: bool = False,
+        *,
+        answered: bool = False,
     ) -> list[TaskRecord]:
         """Record the calls' tasks in the user's ledger (once each); returns the attempts
         granted now, to ``dispatch`` once the run's message is saved (``again``: queue
-        anew a task that ended cancelled, or that waits for its user's answer).
+        anew a task that ended cancelled, or that waits for its user's answer; with
+        ``answered``, only one that waits: a task its user cancelled stays cancelled).
 
         Raises:
             StoreError: nothing was recorded.

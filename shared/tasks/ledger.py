@@ -115,12 +115,16 @@ def submit(
     now: datetime,
     policy: LedgerPolicy,
     again: bool = False,
+    *,
+    answered: bool = False,
 ) -> tuple[TaskLedger, list[TaskRecord]]:
     """Add a queued task (once: submitting the same task id again changes nothing new).
 
     With ``again``, a task that ended cancelled (it found its call not yet approved)
     is queued anew: the owner's approval is what lets it run; so is a task waiting for
-    its user's answer (the answer is what lets it go on).
+    its user's answer (the answer is what lets it go on). An answer (``answered``)
+    queues only a task still waiting, judged here on the stored ledger: its user may
+    have cancelled it since the answer read the question open (another request).
     """
     existing = ledger.tasks.get(record.task_id)
     live = sum(1 for r in ledger.tasks.values() if r.status in ("queued", "running"))
@@ -131,7 +135,8 @@ def submit(
             "again.",
             _soonest_lease_end(ledger, now, policy),
         )
-    if again and existing is not None and existing.status in ("cancelled", "waiting_on_user"):
+    anew = ("waiting_on_user",) if answered else ("cancelled", "waiting_on_user")
+    if again and existing is not None and existing.status in anew:
         # Its attempts go on counting: each attempt's Cloud Task name is used once.
         requeued = existing.model_copy(
             update={"status": "queued", "seq": ledger.next_seq, "error": None, "updated_at": now}

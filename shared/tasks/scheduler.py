@@ -93,7 +93,13 @@ class TaskScheduler:
         await self.sections.apply(user_id, task_id, change)
 
     async def submit(
-        self, user_id: str, conversation_id: str, calls: Sequence[Call], again: bool = False
+        self,
+        user_id: str,
+        conversation_id: str,
+        calls: Sequence[Call],
+        again: bool = False,
+        *,
+        answered: bool = False,
     ) -> list[TaskRecord]:
         """Record the calls' tasks (once each) and return the attempts that may start now.
 
@@ -119,7 +125,9 @@ class TaskScheduler:
         def change(ledger: TaskLedger) -> tuple[TaskLedger, list[TaskRecord]]:
             granted: dict[str, TaskRecord] = {}
             for record in records:
-                ledger, dispatch = ledgers.submit(ledger, record, now, self.policy, again)
+                ledger, dispatch = ledgers.submit(
+                    ledger, record, now, self.policy, again, answered=answered
+                )
                 granted.update((r.task_id, r) for r in dispatch)
             return ledger, [ledger.tasks[k] for k in granted]
 

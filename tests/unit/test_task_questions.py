@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.agent.results import question_call_id
-from shared.errors import RequestError
+from shared.errors import RequestError, SparkError
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.tools.base import Ask, ToolContext, ToolOutput, ToolRegistry
 from tests.unit.helpers import ALICE, make_service, run_to_end
@@ -137,4 +137,30 @@ async def test_a_waiting_task_is_cancelled_at_once_and_its_question_closed() -> 
         question_call_id(record.tool_call_id): "error",
     }
     await deliver_all(service, f.queue)  # the agent follows up the cancelled task
+    assert (await stored(service, conversation_id)).messages[-1].text == "Reviewed page 2."
+
+
+async def test_an_answer_racing_a_cancel_does_not_queue_the_cancelled_task_again() -> None:
+    """The answer read the question still open, then the user cancelled the task (another
+    request, another process) before the answer reached the ledger: the cancel stands,
+    judged on the ledger as stored, not on the conversation the answer read first."""
+    service, f, _, conversation_id = await asked()
+    (record,) = (await f.ledger.get("alice")).tasks.values()
+    read = f.store.get
+
+    async def read_then_cancelled(user_id: str, conversation_id: str) -> Any:
+        f.store.get = read  # type: ignore[method-assign]
+        seen = await read(user_id, conversation_id)
+        await service.agent.cancel_task("alice", record.task_id)
+        return seen
+
+    f.store.get = read_then_cancelled  # type: ignore[method-assign]
+    question = question_call_id(record.tool_call_id)
+    with pytest.raises(SparkError):
+        await service.agent.answer(
+            "alice", conversation_id, question, {"0": "Page 2"}, background=True
+        )
+    assert (await f.ledger.get("alice")).tasks[record.task_id].status == "cancelled"
+    await deliver_all(service, f.queue)  # the agent follows up the cancelled task
+    assert (await f.ledger.get("alice")).tasks[record.task_id].status == "cancelled"
     assert (await stored(service, conversation_id)).messages[-1].text == "Reviewed page 2."
