@@ -384,13 +384,16 @@ class RunService:
             await self._drop(early)
             await self._scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
             return Sent(conversation.id, user_message.id, None, queued=True)
-        head = await early if early is not None else None
-        if draft.background:
+        if draft.background:  # (no head start: a task asks the model)
+            await self._drop(early)
             await self.hand_to_task(user.uid, conversation.id, record)
             return Sent(conversation.id, user_message.id, None)
         # Asked for while the run starts (not before its first token): should the
         # process die first, the next send or stop in the conversation closes the run.
+        # Before the head start is awaited, so the committed run has its watchdog even
+        # should this request be cancelled in that wait.
         self._background.spawn(self.watchdog(user.uid, conversation.id, record))
+        head = await early if early is not None else None
         run = self._run(user.uid, conversation, record, head)
         return Sent(conversation.id, user_message.id, run)
 
