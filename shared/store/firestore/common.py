@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
-from google.cloud.firestore import DELETE_FIELD
+from google.api_core import exceptions as gexc
+from google.cloud.firestore import DELETE_FIELD, AsyncClient, AsyncTransaction
 
+from shared.errors import StoreError
 from shared.store import failures
+
+T = TypeVar("T")
 
 UNAVAILABLE = "Spark AI Agent could not reach its storage right now; please try again."
 # A mutation that keeps losing the race is given up after this many attempts.
@@ -28,6 +33,44 @@ async def back_off(attempt: int, base: float = 0.005, cap: float = 0.2) -> None:
     delay that doubles from ``base`` (5 ms) up to ``cap`` (200 ms), so racing writers
     spread out."""
     await asyncio.sleep(random.uniform(0, min(cap, base * 2**attempt)))
+
+
+async def in_transaction(
+    client: AsyncClient,
+    attempt: Callable[[AsyncTransaction], Awaitable[T]],
+    *,
+    read_only: bool,
+    too_fast: str,
+) -> T:
+    """``attempt`` (an ``async_transactional`` read-decide-write) in a transaction of
+    one try, tried again after a random wait when its reads or its commit are aborted;
+    ``StoreError(too_fast)`` after ``MAX_ATTEMPTS``. The family and delivery stores'
+    transactions (several users' documents) run here."""
+    for tried in range(MAX_ATTEMPTS):
+        if tried > 0:
+            # Never at once by the client library (``max_attempts=1``): on the emulator,
+            # transactions that read one document and then write it wait for its lock
+            # timeout (~2 s) and are often all aborted together; retried at once they
+            # met again in lockstep, round after round (five joins for one link went a
+            # minute and more without a winner on a loaded machine). Spread out, one
+            # wins most rounds: five joins for one link took 0.5-5 s there, five counts
+            # against one user's allowance 4-9 s. Firestore itself (pessimistic mode,
+            # the default) delays or fails one of the contenders instead ("Data
+            # contention in transactions" in its documentation); that cost is not
+            # measured here. The window doubles from 0.1 s up to 2 s: the emulator's
+            # lock timeout (transactions retried within it would meet again).
+            await back_off(tried, 0.05, 2.0)
+        transaction = client.transaction(max_attempts=1, read_only=read_only)
+        with unavailable("Firestore transaction"):
+            try:
+                return await attempt(transaction)
+            except gexc.Aborted:
+                continue
+            except ValueError as exc:
+                if not isinstance(exc.__cause__, gexc.Aborted):
+                    raise
+                continue  # its commit was aborted (the client library tries once)
+    raise StoreError(too_fast)
 
 
 def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient, AsyncTransaction, async_transactional
 
-from shared.errors import StoreError
 from shared.schemas.server import Family, Invite, Membership
 from shared.store.base import FamilyChange, Household, R, Reads
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
+from shared.store.firestore.common import in_transaction
 from shared.store.households import (
     Path,
     family_path,
@@ -20,18 +18,8 @@ from shared.store.households import (
     token_path,
 )
 
-# A transaction that loses a race is run again here, after a random wait, never at
-# once by the client library (``max_attempts=1``): on the emulator, transactions that
-# read one document and then write it wait for its lock timeout (~2 s) and are often
-# all aborted together; retried at once they met again in lockstep, round after round
-# (five joins for one link went a minute and more without a winner on a loaded
-# machine). Spread out, one wins most rounds: five joins for one link took 0.5–5 s
-# there, five counts against one user's allowance 4–9 s. Firestore itself (pessimistic
-# mode, the default) delays or fails one of the contenders instead ("Data contention
-# in transactions" in its documentation); that cost is not measured here.
-# The window doubles from 0.1 s up to 2 s: the emulator's lock timeout (transactions
-# retried within it would meet again).
-_BACK_OFF_BASE, _BACK_OFF_CAP = 0.05, 2.0
+# A transaction that loses a race is run again after a random wait
+# (``common.in_transaction``, which says why and what it cost).
 
 
 class FirestoreFamilyStore:
@@ -58,21 +46,13 @@ class FirestoreFamilyStore:
     ) -> tuple[Household, R]:
         """The transaction, retried while competing ones abort it: during its reads
         (which the client library does not retry) or at each of its commits."""
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt > 0:
-                await back_off(attempt, _BACK_OFF_BASE, _BACK_OFF_CAP)
-            transaction = self._client.transaction(max_attempts=1, read_only=read_only)
-            with unavailable("Firestore transaction"):
-                try:
-                    done: tuple[Household, R] = await _transact(transaction, self, reads, change)
-                except gexc.Aborted:
-                    continue
-                except ValueError as exc:
-                    if not isinstance(exc.__cause__, gexc.Aborted):
-                        raise
-                    continue  # its commit was aborted (the client library tries once)
-                return done
-        raise StoreError("Your family is changing too fast to save; please try again.")
+        done: tuple[Household, R] = await in_transaction(
+            self._client,
+            lambda transaction: _transact(transaction, self, reads, change),
+            read_only=read_only,
+            too_fast="Your family is changing too fast to save; please try again.",
+        )
+        return done
 
     async def household(self, transaction: AsyncTransaction, reads: Reads) -> Household:
         """What ``reads`` names, read in ``transaction``."""

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud.firestore import ArrayUnion, AsyncClient, AsyncTransaction, async_transactional
 
-from shared.errors import StoreError
 from shared.store.base import Path, Put, R, Transacted
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
+from shared.store.firestore.common import in_transaction
 
-# As the family store's (``families.py``): a transaction that loses a race is run again
-# here after a random wait that doubles from 0.1 s up to the emulator's lock timeout,
-# never at once by the client library.
-_BACK_OFF_BASE, _BACK_OFF_CAP = 0.05, 2.0
+# A transaction that loses a race is run again after a random wait
+# (``common.in_transaction``).
 
 
 class _TransactionReader:
@@ -37,21 +33,13 @@ class FirestorePostStore:
         self._client = client
 
     async def transact(self, work: Transacted[R], *, read_only: bool = False) -> R:
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt > 0:
-                await back_off(attempt, _BACK_OFF_BASE, _BACK_OFF_CAP)
-            transaction = self._client.transaction(max_attempts=1, read_only=read_only)
-            with unavailable("Firestore transaction"):
-                try:
-                    decided: R = await _transact(transaction, self, work)
-                except gexc.Aborted:
-                    continue
-                except ValueError as exc:
-                    if not isinstance(exc.__cause__, gexc.Aborted):
-                        raise
-                    continue  # its commit was aborted (the client library tries once)
-                return decided
-        raise StoreError("Too many changes at once to save this; please try again.")
+        decided: R = await in_transaction(
+            self._client,
+            lambda transaction: _transact(transaction, self, work),
+            read_only=read_only,
+            too_fast="Too many changes at once to save this; please try again.",
+        )
+        return decided
 
     async def run(self, transaction: AsyncTransaction, work: Transacted[R]) -> R:
         """One attempt: read through the transaction, then add the writes to it."""
