@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from tools.stack import Stack, free_port, sign_up  # noqa: E402
+from tools.stack import Stack, cpu_seconds, free_port, sign_up  # noqa: E402
 
 IMPORT_TARGET = 1.5
 FIRST_REQUEST_TARGET = 1.2
@@ -112,20 +112,6 @@ def message(port: int, token: str) -> float:
     if not reply.startswith(b"HTTP/1.1 200") or b"event: done" not in reply:
         raise SystemExit(f"the message failed: {reply[:400]!r}")
     return time.perf_counter() - started
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of ``pid`` and its direct children (the uvicorn worker)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if stat.parent.name == str(pid) or fields[1] == str(pid):
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
 
 
 def rss_mb(pid: int) -> float:

@@ -49,7 +49,7 @@ from shared.agent.runs import new_run, put_message  # noqa: E402
 from shared.schemas.documents import ContentPart, Conversation, Message  # noqa: E402
 from shared.store.base import RunView  # noqa: E402
 from shared.store.firestore import FirestoreConversationStore, connect  # noqa: E402
-from tools.stack import Stack, free_port, sign_up, start_functions  # noqa: E402
+from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
 
 TEXT_MARK = b"event: text\n"
 STREAMS_TARGET = 300  # concurrent 50 tokens/s streams per api process within +50 ms p99
@@ -473,20 +473,6 @@ def firestore_emulator_pid() -> int | None:
         if argv and argv[0].endswith(b"java") and any(b"firestore" in a for a in argv):
             return int(cmdline.parent.name)
     return None
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of ``pid`` and its direct children (the gunicorn worker)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if stat.parent.name == str(pid) or fields[1] == str(pid):
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
 
 
 def main() -> None:
