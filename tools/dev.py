@@ -29,7 +29,6 @@ from tools.stack import (
     running,
     sign_up,
     start_functions,
-    tcp_ok,
 )
 
 # What make dev keeps between runs (tools/keep.py); `make dev-reset` removes it.
@@ -45,12 +44,7 @@ def start_fake(stack: Stack, spark_model: str) -> tuple[dict[str, str], str]:
     module, prefix, path = FAKES[provider]
     port = free_port()
     stack.spawn("fake-model", [sys.executable, "-m", module, f"--port={port}"])
-    process = dict(stack.processes)["fake-model"]
-    deadline = time.monotonic() + 30
-    while not tcp_ok("127.0.0.1", port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            stack.fail("fake-model", "did not start")
-        time.sleep(0.1)
+    stack.wait_listening("fake-model", port)
     env = {
         "SPARK_MODEL": f"{provider}:{model}",
         f"{prefix}_API_KEY": "local-fake",

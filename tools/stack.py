@@ -142,6 +142,15 @@ class Stack:
             time.sleep(0.2)
         self.fail(name, f"not ready at {url} after {timeout:.0f} s")
 
+    def wait_listening(self, name: str, port: int, timeout: float = 30) -> None:
+        """Wait until ``name`` accepts connections on ``port`` (no HTTP to ask)."""
+        deadline = time.monotonic() + timeout
+        process = dict(self.processes)[name]
+        while not tcp_ok("127.0.0.1", port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                self.fail(name, "did not start")
+            time.sleep(0.1)
+
     def fail(self, name: str, why: str) -> None:
         log = (self.log_dir / f"{name}.log").read_text(errors="replace")[-3000:]
         self.stop()
@@ -276,12 +285,7 @@ def start_tasks_emulator(stack: Stack, port: int) -> None:
             f"--max-retries={TASKS_EMULATOR_RETRIES}",
         ],
     )
-    process = dict(stack.processes)["tasks-emulator"]
-    deadline = time.monotonic() + 30
-    while not tcp_ok("127.0.0.1", port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            stack.fail("tasks-emulator", "did not start")
-        time.sleep(0.1)
+    stack.wait_listening("tasks-emulator", port)
     stack.env.update(
         {
             "CLOUD_TASKS_EMULATOR_HOST": f"127.0.0.1:{port}",
