@@ -46,7 +46,7 @@ class Statuses:
 
     def __init__(self, db: firestore.Client, uid: str) -> None:
         self.seen: dict[str, list[str]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._watch = sections_of(db, uid).on_snapshot(self._on)
 
     def _on(self, snapshots: list[Any], changes: Any, read_time: Any) -> None:
@@ -56,8 +56,15 @@ class Statuses:
                 shown = self.seen.setdefault(snapshot.id, [])
                 if status and (not shown or shown[-1] != status):
                     shown.append(status)
+            self._lock.notify_all()
 
-    def close(self) -> None:
+    def close(self, *, after: dict[str, str], timeout: float = 15) -> None:
+        """Stop listening once each section in `after` has shown its status: a read of
+        the document can see a status before the listener's snapshot brings it."""
+        with self._lock:
+            self._lock.wait_for(
+                lambda: all(self.seen.get(t, [""])[-1] == s for t, s in after.items()), timeout
+            )
         self._watch.unsubscribe()
 
 
@@ -96,7 +103,7 @@ def test_e2e_three_tasks_at_once_and_a_fourth_queued_each_a_section_in_order(
         .order_by("createdAt", direction=firestore.Query.DESCENDING)
         .stream()
     ]
-    listener.close()
+    listener.close(after={s["id"]: "completed" for s in listed})
     assert len(listed) == 4
     assert [s["conversationId"] for s in listed] == conversations[::-1]  # newest first
     for section in listed:
@@ -227,7 +234,7 @@ def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
     record = ledger(db, alice.uid)["tasks"][task_id]
     assert record["status"] == "cancelled"
     assert cancel(functions.api, alice, task_id).status_code == 409
-    listener.close()
+    listener.close(after={task_id: "cancelled"})
     assert listener.seen[task_id][-2:] == ["running", "cancelled"]
 
 
@@ -319,7 +326,7 @@ def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
         return found if found.get("status") == "completed" else None
 
     section = wait_for(completed, "the section to complete", 60)
-    listener.close()
+    listener.close(after={task_id: "completed"})
     assert section["summary"] == FEEDBACK["summary"]
     kinds = [o["kind"] for o in section["keyOutputs"]]
     assert kinds == ["strength", "correction"]  # no mark was asked for
@@ -337,7 +344,7 @@ class Updates:
 
     def __init__(self, db: firestore.Client, uid: str, task_id: str) -> None:
         self.seen: list[list[tuple[int, int, int, str]]] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._watch = sections_of(db, uid).document(task_id).on_snapshot(self._on)
 
     def _on(self, snapshots: list[Any], changes: Any, read_time: Any) -> None:
