@@ -36,6 +36,16 @@ help: ## List the targets, one line each
 	.tools/checkov/bin/pip install --quiet --require-hashes --no-deps -r tools/checkov/requirements.txt
 	touch $@
 
+# The benchmarks' peers (the OpenAI Agents SDK and Pydantic AI, served by bench/peers.py)
+# pin their own dependencies: they get their own virtualenv, from a hash-pinned
+# requirements file (bench/peers-requirements.in says how it was made), so uv.lock never
+# carries them.
+.bench-peers/.installed: bench/peers-requirements.txt .tools/bin/uv
+	rm -rf .bench-peers
+	$(UV) venv --quiet --python python3 .bench-peers
+	$(UV) pip install --quiet --require-hashes --no-deps --python .bench-peers/bin/python -r bench/peers-requirements.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
@@ -108,8 +118,11 @@ unit: .venv/.synced ## Unit tests only (no emulators)
 schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, OpenAPI)
 	$(PY) -m shared.schemas.export
 
-## Benchmarks (not part of `make test`).
+## Benchmarks (not part of `make test`). The peers' virtualenv is made first; should it
+## fail (no registry, say), the benchmarks still run and stream_overhead.py says why the
+## peers are missing from its figures.
 bench: setup ## Benchmarks (not part of make test)
+	@$(MAKE) --no-print-directory .bench-peers/.installed || echo "bench: the peers' virtualenv (.bench-peers) could not be made; stream_overhead.py measures the endpoint alone"
 	$(PY) bench/provider_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
@@ -118,5 +131,5 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) bench/attachments.py
 	$(PY) -m tools.stack run -- $(PY) bench/cold_start.py
 
-clean: ## Remove .venv, .tools, node_modules and .stack (the kept local data too)
-	rm -rf .venv .tools node_modules .stack
+clean: ## Remove .venv, .tools, node_modules, .bench-peers and .stack (the kept local data too)
+	rm -rf .venv .tools node_modules .stack .bench-peers
