@@ -19,8 +19,14 @@ Run with ``make bench`` (it starts the emulators). Prints:
     listener per stream parsing the whole conversation (how resume worked before), and
     with no stream, in this process and in the Firestore emulator.
 
-Both sides are read with the same raw asyncio HTTP client, which timestamps each
-socket read, so the client costs the same on both sides.
+(a), (b) and (c) also measure the peers that persist nothing, in the same run: a chat
+endpoint on the OpenAI Agents SDK and one on Pydantic AI (``bench/peers.py``, served from
+their own virtualenv, ``.bench-peers``, which ``make bench`` makes), against the same
+fake model, each printed beside ours with the ratio ours/peer. Should that virtualenv or
+a peer be missing, the run goes on without it and says why.
+
+Every side is read with the same raw asyncio HTTP client, which timestamps each
+socket read, so the client costs the same on every side.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,17 +57,31 @@ from shared.agent.runs import new_run, put_message  # noqa: E402
 from shared.schemas.documents import ContentPart, Conversation, Message  # noqa: E402
 from shared.store.base import RunView  # noqa: E402
 from shared.store.firestore import FirestoreConversationStore, connect  # noqa: E402
-from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
+from tools.stack import (  # noqa: E402
+    Stack,
+    cpu_seconds,
+    free_port,
+    sign_up,
+    start_functions,
+    tcp_ok,
+)
 
 TEXT_MARK = b"event: text\n"
 STREAMS_TARGET = 300  # concurrent 50 tokens/s streams per api process within +50 ms p99
 CPU_TARGET = 0.002  # s of api CPU per stream-second
 TTFT_TARGET = 0.002  # s added to the first token p50, beyond a model slower than a commit
 PROVIDER_MARK = b'{"content": " tok'
+PEERS_PYTHON = ROOT / ".bench-peers" / "bin" / "python"
+PEERS = {"agents": "OpenAI Agents SDK", "pydantic-ai": "Pydantic AI"}  # bench/peers.py
 
 
 def verdict(met: bool) -> str:
     return "met" if met else "not met"
+
+
+def ratio(ours: float, peer: float) -> str:
+    """ours/peer, for the lines that set a peer's figure beside ours."""
+    return f"{ours / peer:5.2f}x" if peer > 0 else "  n/a"
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -119,6 +141,15 @@ class Target:
         return await stream_once(self.port, self.path, body, headers, self.mark)
 
 
+class Peer(Target):
+    """A peer's endpoint (``bench/peers.py``): the same body and frames as ours, no auth;
+    ``pid`` is its process, whose CPU (c) reads."""
+
+    def __init__(self, name: str, port: int, pid: int) -> None:
+        super().__init__(PEERS[name], port, "/messages", "Accept: text/event-stream\r\n", TEXT_MARK)
+        self.pid = pid
+
+
 async def firestore_create_p50(samples: int) -> float:
     client = AsyncClient(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "demo-spark"))
     now = datetime.now(UTC)
@@ -158,14 +189,19 @@ async def firestore_create_p50(samples: int) -> float:
     return statistics.median(times)
 
 
-async def ttft(endpoint: Target, provider: Target, samples: int) -> None:
+async def ttft(
+    endpoint: Target, provider: Target, samples: int, peers: Sequence[Peer] = ()
+) -> None:
     write = await firestore_create_p50(samples)
     print(f"(a) time to first token, p50 of {samples}:")
     for model_ttft in (0, 50):
         ours, direct = [], []
+        theirs: dict[str, list[float]] = {peer.name: [] for peer in peers}
         for _ in range(samples):
             direct.append((await provider.run(1, 0, model_ttft))[0])
             ours.append((await endpoint.run(1, 0, model_ttft))[0])
+            for peer in peers:
+                theirs[peer.name].append((await peer.run(1, 0, model_ttft))[0])
         p50_ours, p50_direct = statistics.median(ours), statistics.median(direct)
         added = p50_ours - p50_direct
         line = (
@@ -176,10 +212,18 @@ async def ttft(endpoint: Target, provider: Target, samples: int) -> None:
         if model_ttft * 1e-3 > write:  # the target holds when the model is slower than a commit
             line += f" (target <= {TTFT_TARGET * 1e3:.0f} ms: {verdict(added <= TTFT_TARGET)})"
         print(line)
+        for name, times in theirs.items():
+            peer_added = statistics.median(times) - p50_direct
+            print(
+                f"      {name:18s} endpoint {statistics.median(times) * 1e3:7.2f} ms "
+                f"| added {peer_added * 1e3:6.2f} ms | ours/peer added {ratio(added, peer_added)}"
+            )
     print(f"    Firestore conversation write p50 {write * 1e3:6.2f} ms (one commit, for scale)")
 
 
-async def per_token(endpoint: Target, provider: Target, samples: int, tokens: int = 500) -> None:
+async def per_token(
+    endpoint: Target, provider: Target, samples: int, tokens: int = 500, peers: Sequence[Peer] = ()
+) -> None:
     """Time per token of an unpaced stream: (whole request at ``tokens`` - at one token)
     / (``tokens`` - 1). Unpaced tokens arrive many to a socket read, so the spread of
     their arrival times says nothing; the whole request's time does."""
@@ -191,7 +235,7 @@ async def per_token(endpoint: Target, provider: Target, samples: int, tokens: in
 
     times: dict[tuple[str, int], list[float]] = {}
     for _ in range(samples):
-        for target in (provider, endpoint):
+        for target in (provider, endpoint, *peers):
             for count in (1, tokens):
                 times.setdefault((target.name, count), []).append(await whole(target, count))
 
@@ -205,6 +249,12 @@ async def per_token(endpoint: Target, provider: Target, samples: int, tokens: in
         f"    provider direct {d * 1e6:7.1f} us | endpoint {o * 1e6:7.1f} us "
         f"| added {(o - d) * 1e6:7.1f} us/token | ratio {o / d:5.2f}x"
     )
+    for peer in peers:
+        p = each(peer.name)
+        print(
+            f"      {peer.name:18s} endpoint {p * 1e6:7.1f} us "
+            f"| added {(p - d) * 1e6:7.1f} us/token | ours/peer added {ratio(o - d, p - d)}"
+        )
 
 
 async def concurrent(target: Target, streams: int, tokens: int, rate: int) -> tuple[float, int]:
@@ -226,14 +276,25 @@ async def concurrent(target: Target, streams: int, tokens: int, rate: int) -> tu
     return (quantile(gaps, 0.99) * 1e3 if gaps else float("inf")), failed
 
 
+@dataclass
+class Held:
+    """What one side held in (c): the most streams within +50 ms p99, its CPU per
+    stream-second (s) at each level, and the provider's own p99 gap (ms) at each."""
+
+    best: int = 0
+    cost: dict[int, float] = field(default_factory=dict)
+    direct: dict[int, float] = field(default_factory=dict)
+
+
 async def capacity(
     endpoint: Target, provider: Target, levels: list[int], rate: int, api_pid: int
-) -> None:
+) -> Held:
     tokens = rate * 3
     print(f"(c) concurrent streams at {rate} tokens/s ({tokens} tokens each), added p99 gap:")
-    best, per_stream_second = 0, []
+    best, per_stream_second, held = 0, [], Held()
     for streams in levels:
         direct, direct_failed = await concurrent(provider, streams, tokens, rate)
+        held.direct[streams] = direct
         emulator = firestore_emulator_pid()
         cpu_before, wall_before = cpu_seconds(api_pid), time.perf_counter()
         emulator_before = cpu_seconds(emulator) if emulator else 0.0
@@ -246,6 +307,7 @@ async def capacity(
         # streams (admission, each token, the writes, the release) over their seconds.
         stream_seconds = streams * tokens / rate
         per_stream_second.append(api_cpu / stream_seconds)
+        held.cost[streams] = api_cpu / stream_seconds
         added = ours - direct
         print(
             f"    {streams:5d} streams: provider p99 gap {direct:7.1f} ms "
@@ -267,6 +329,62 @@ async def capacity(
         f"    -> api CPU per stream-second {cost * 1e6:5.0f} us, median over the levels "
         f"(target <= {CPU_TARGET * 1e6:.0f} us: {verdict(cost <= CPU_TARGET)}); "
         f"at that cost one core holds {1 / cost:5.0f} streams"
+    )
+    held.best = best
+    return held
+
+
+async def peers_capacity(
+    peers: Sequence[Peer], provider: Target, levels: list[int], rate: int, ours: Held
+) -> None:
+    """(c) for each peer: the same streams, the same rule (stop past +50 ms p99 or at a
+    failure), beside the provider's p99 gap measured for ours at each level (measured
+    again past the levels ours reached). CPU per stream-second is compared at the levels
+    both ran: it falls as streams share the fixed costs."""
+    tokens = rate * 3
+    print("(c) the peers, the same streams (api CPU: the peer's process):")
+    held: dict[str, Held] = {}
+    for peer in peers:
+        held[peer.name] = side = Held()
+        for streams in levels:
+            if streams not in ours.direct:
+                ours.direct[streams] = (await concurrent(provider, streams, tokens, rate))[0]
+            cpu_before, wall_before = cpu_seconds(peer.pid), time.perf_counter()
+            gap, failed = await concurrent(peer, streams, tokens, rate)
+            await asyncio.sleep(0.5)  # as for ours
+            cpu = cpu_seconds(peer.pid) - cpu_before
+            wall = time.perf_counter() - wall_before
+            side.cost[streams] = cpu / (streams * tokens / rate)
+            added = gap - ours.direct[streams]
+            print(
+                f"    {peer.name:18s} {streams:5d} streams: p99 gap {gap:7.1f} ms "
+                f"| added {added:7.1f} ms | CPU {cpu / wall * 100:3.0f}% "
+                f"({side.cost[streams] * 1e6:5.0f} us per stream-second) "
+                f"| failed {failed}/{streams}"
+            )
+            if added > 50 or failed:
+                break
+            side.best = streams
+    line = "".join(
+        f" | {name} {side.best} (ours/peer {ratio(ours.best, side.best)})"
+        for name, side in held.items()
+    )
+    print(
+        f"    -> held within +50 ms p99: ours {ours.best}{line} "
+        f"(target >= {STREAMS_TARGET}: {verdict(ours.best >= STREAMS_TARGET)})"
+    )
+    common = [n for n in ours.cost if all(n in side.cost for side in held.values())]
+    if not common:
+        return
+    cost = statistics.median(ours.cost[n] for n in common)
+    line = ""
+    for name, side in held.items():
+        theirs = statistics.median(side.cost[n] for n in common)
+        line += f" | {name} {theirs * 1e6:5.0f} us (ours/peer {ratio(cost, theirs)})"
+    print(
+        f"    -> CPU per stream-second, median at {','.join(map(str, common))} streams: "
+        f"ours {cost * 1e6:5.0f} us{line} "
+        f"(target <= {CPU_TARGET * 1e6:.0f} us: {verdict(cost <= CPU_TARGET)})"
     )
 
 
@@ -475,6 +593,56 @@ def firestore_emulator_pid() -> int | None:
     return None
 
 
+def start_peers(stack: Stack, provider_port: int) -> list[Peer]:
+    """The peers of ``bench/peers.py``, each in its own process, answering; says why any
+    is missing (the run goes on without it)."""
+    if not PEERS_PYTHON.exists():
+        print(
+            f"peers: not measured: {PEERS_PYTHON.relative_to(ROOT)} is missing "
+            "(`make bench` makes it from bench/peers-requirements.txt)"
+        )
+        return []
+    peers = []
+    for name, label in PEERS.items():
+        port, process_name = free_port(), f"peer-{name}"
+        stack.spawn(
+            process_name,
+            [
+                *(str(PEERS_PYTHON), str(ROOT / "bench" / "peers.py"), f"--peer={name}"),
+                *(f"--port={port}", f"--provider=http://127.0.0.1:{provider_port}/v1"),
+            ],
+        )
+        process = dict(stack.processes)[process_name]
+        peer = Peer(name, port, process.pid)
+        why = peer_fault(peer, process)
+        if why is None:
+            peers.append(peer)
+            continue
+        log = (stack.log_dir / f"{process_name}.log").read_text(errors="replace")
+        last = log.strip().splitlines()[-1:] or [""]
+        print(f"peers: {label} not measured: {why} {last[0]}".rstrip())
+        stack.stop([process_name])
+    if peers:
+        print("peers: " + ", ".join(peer.name for peer in peers) + " (bench/peers.py)")
+    return peers
+
+
+def peer_fault(peer: Peer, process: subprocess.Popen[bytes], timeout: float = 60) -> str | None:
+    """Why ``peer`` cannot be measured (it died, never listened, streamed no text), or None."""
+    deadline = time.monotonic() + timeout
+    while not tcp_ok("127.0.0.1", peer.port):
+        if process.poll() is not None:
+            return f"it exited with status {process.returncode}:"
+        if time.monotonic() > deadline:
+            return f"not listening after {timeout:.0f} s:"
+        time.sleep(0.2)
+    try:
+        _, arrivals = asyncio.run(asyncio.wait_for(peer.run(3, 0), timeout))
+    except (OSError, TimeoutError) as exc:
+        return f"its first request failed ({exc!r}):"
+    return None if len(arrivals) == 3 else f"it streamed {len(arrivals)} of 3 tokens:"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -485,6 +653,9 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--only", choices=["a", "b", "c", "d", "e"], action="append")
+    parser.add_argument(
+        "--no-peers", action="store_true", help="measure our endpoint alone (no bench/peers.py)"
+    )
     parser.add_argument(
         "--py-spy",
         metavar="FILE",
@@ -532,10 +703,12 @@ def main() -> None:
             f"stream_overhead: {os.cpu_count()} cores, one api process (uvicorn worker), "
             f"Firestore + Auth emulators on this machine"
         )
+        peers = [] if args.no_peers else start_peers(stack, provider_port)
         if "a" in only:
-            asyncio.run(ttft(endpoint, provider, args.samples))
+            asyncio.run(ttft(endpoint, provider, args.samples, peers))
         if "b" in only:
-            asyncio.run(per_token(endpoint, provider, max(10, args.samples // 2)))
+            samples = max(10, args.samples // 2)
+            asyncio.run(per_token(endpoint, provider, samples, peers=peers))
         if "c" in only:
             levels = [int(n) for n in args.levels.split(",")]
             spy = (
@@ -550,11 +723,13 @@ def main() -> None:
                 else None
             )
             try:
-                asyncio.run(capacity(endpoint, provider, levels, args.rate, api_pid))
+                held = asyncio.run(capacity(endpoint, provider, levels, args.rate, api_pid))
             finally:
                 if spy is not None:
                     spy.send_signal(signal.SIGINT)
                     spy.wait()
+            if peers:
+                asyncio.run(peers_capacity(peers, provider, levels, args.rate, held))
         if "d" in only:
             asyncio.run(write_costs(args.writes))
         if "e" in only:
