@@ -337,16 +337,20 @@ async def capacity(
 async def peers_capacity(
     peers: Sequence[Peer], provider: Target, levels: list[int], rate: int, ours: Held
 ) -> None:
-    """(c) for each peer: the same streams, the same rule (stop past +50 ms p99 or at a
-    failure), beside the provider's p99 gap measured for ours at each level (measured
-    again past the levels ours reached). CPU per stream-second is compared at the levels
-    both ran: it falls as streams share the fixed costs."""
+    """(c) for each peer: the same streams and the same rule (held: the last level before
+    the added p99 gap passes 50 ms or a stream fails), beside the provider's p99 gap
+    measured for ours at each level (measured again past the levels ours reached). A peer
+    goes on past its own limit to the last level ours ran, so that CPU per stream-second
+    (which falls as streams share the fixed costs) is compared at the same levels."""
     tokens = rate * 3
     print("(c) the peers, the same streams (api CPU: the peer's process):")
     held: dict[str, Held] = {}
     for peer in peers:
         held[peer.name] = side = Held()
+        broken = False
         for streams in levels:
+            if broken and streams > max(ours.cost, default=0):
+                break
             if streams not in ours.direct:
                 ours.direct[streams] = (await concurrent(provider, streams, tokens, rate))[0]
             cpu_before, wall_before = cpu_seconds(peer.pid), time.perf_counter()
@@ -362,9 +366,9 @@ async def peers_capacity(
                 f"({side.cost[streams] * 1e6:5.0f} us per stream-second) "
                 f"| failed {failed}/{streams}"
             )
-            if added > 50 or failed:
-                break
-            side.best = streams
+            broken = broken or added > 50 or failed > 0
+            if not broken:
+                side.best = streams
     line = "".join(
         f" | {name} {side.best} (ours/peer {ratio(ours.best, side.best)})"
         for name, side in held.items()
