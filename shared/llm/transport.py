@@ -47,7 +47,7 @@ class DeadlineStream(httpcore2.AsyncNetworkStream):
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         reader = None
         if timeout is not None:
-            reader = asyncio.current_task()
+            reader = asyncio.current_task(self._loop)  # the loop given: no lookup of it
             self._deadline = self._loop.time() + timeout
             if self._timer is None:
                 self._timer = self._loop.call_at(self._deadline, self._expire)
