@@ -12,6 +12,9 @@ early, checks it. Connecting, TLS, writes and everything above the socket (pooli
 HTTP/1.1, the SDKs' retries and errors) are httpcore's and the SDKs' as before.
 """
 
+# The ``timeout`` parameters are httpcore's interface (its backend passes them).
+# ruff: noqa: ASYNC109
+
 from __future__ import annotations
 
 import asyncio
@@ -191,7 +194,7 @@ class DeadlineBackend(httpcore2.AsyncNetworkBackend):
 class DeadlineTransport(httpx2.AsyncHTTPTransport):
     """httpx's transport (no proxy), its connections made by ``DeadlineBackend``."""
 
-    def __init__(self, limits: httpx2.Limits = LIMITS) -> None:  # noqa: PLW0231
+    def __init__(self, limits: httpx2.Limits = LIMITS) -> None:
         # The parent's own ``__init__`` would build a pool (and an SSL context, ~10 ms)
         # only to have it replaced: httpx takes no backend, httpcore's pool does, and
         # the parent uses nothing else than its pool.
@@ -207,6 +210,4 @@ class DeadlineTransport(httpx2.AsyncHTTPTransport):
 def http_client(timeout: httpx2.Timeout) -> httpx2.AsyncClient:
     """The client an SDK is made with: as its default one (limits, timeout, redirects),
     over ``DeadlineTransport``."""
-    return httpx2.AsyncClient(
-        transport=DeadlineTransport(), timeout=timeout, follow_redirects=True
-    )
+    return httpx2.AsyncClient(transport=DeadlineTransport(), timeout=timeout, follow_redirects=True)
