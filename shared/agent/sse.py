@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import fields
 from typing import Any
 
@@ -14,6 +14,10 @@ from shared.agent.transcript import Cursor, Frame
 from shared.errors import INTERNAL_MESSAGE
 
 KEEPALIVE = b": keep-alive\n\n"
+
+# The JSON string of a ``str`` (quoted, escaped, non-ASCII kept), as ``json.dumps`` with
+# ``ensure_ascii=False`` writes it: the C function its encoder calls.
+_json_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 _WIRE_NAMES: dict[type[Any], tuple[tuple[str, str], ...]] = {}
@@ -47,7 +51,9 @@ def encode(frame: Frame) -> bytes:
     JSON ``data``."""
     event = frame.event
     if type(event) is TextEvent:  # the hot path: one per token
-        payload = json.dumps({"content": event.content}, ensure_ascii=False)
+        # What ``json.dumps({"content": ...}, ensure_ascii=False)`` writes, without
+        # its encoder object and generator (~2 µs a token).
+        payload = '{"content": ' + _json_string(event.content) + "}"
     else:
         payload = json.dumps(event_data(event), ensure_ascii=False)
     return f"id: {frame.id}\nevent: {event.type}\ndata: {payload}\n\n".encode()

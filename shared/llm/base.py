@@ -42,6 +42,7 @@ from shared.errors import (
     ProviderRejected,
     ProviderUnavailable,
 )
+from shared.llm.transport import http_client
 from shared.schemas.documents import ModelFinishReason, Usage
 
 log = logging.getLogger(__name__)
@@ -59,12 +60,14 @@ NO_KEY = "no-key"
 
 def client_options(api_key: str | None, base_url: str | None, max_retries: int) -> dict[str, Any]:
     """The options the OpenAI and Anthropic clients are made with (one generator made
-    both SDKs, so they take the same ones)."""
+    both SDKs, so they take the same ones), over our leaner HTTP client (``transport.py``)."""
+    timeout = httpx2.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
     return {
         "api_key": api_key or NO_KEY,
         "base_url": base_url,
         "max_retries": max_retries,
-        "timeout": httpx2.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
+        "timeout": timeout,
+        "http_client": http_client(timeout),
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from shared.agent.events import TextEvent
+from shared.agent.head_start import HeadStart
 from shared.agent.transcript import Frame
 from shared.clock import ManualClock
 from shared.errors import SlotsTaken, StoreError
@@ -264,3 +265,71 @@ async def test_a_history_changed_meanwhile_asks_again_on_the_committed_one() -> 
         "from elsewhere",
         "two",
     ]
+
+
+class Paced:
+    """A reply whose events come when the test lets them (``step``), recording the task
+    that read each one and whether the stream was closed."""
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = texts
+        self.go = asyncio.Event()
+        self.readers: list[asyncio.Task[Any] | None] = []
+        self.closed = False
+
+    async def stream(self) -> AsyncGenerator[ModelEvent, None]:
+        try:
+            for text in self.texts:
+                await self.go.wait()
+                self.go.clear()
+                self.readers.append(asyncio.current_task())
+                yield TextDelta(text)
+            yield Finish("stop")
+        finally:
+            self.closed = True
+
+
+async def _spend(usage: Usage) -> None:
+    raise AssertionError("a taken head start spends nothing")
+
+
+async def test_a_taken_head_start_hands_the_stream_to_its_run() -> None:
+    # Events kept before the take are replayed; once one more arrives the pump stops and
+    # the run reads the rest itself, in its own task (one task switch less a token).
+    reply = Paced("a", "b", "c")
+    request = ModelRequest(system="s", messages=[])
+    head = HeadStart(request, reply.stream(), _spend)
+    reply.go.set()
+    await until(lambda: len(reply.readers) == 1)
+    events = head.take(request)
+    assert events is not None
+    got: list[str] = []
+
+    async def run() -> None:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                got.append(event.text)
+                reply.go.set()
+
+    reply.go.set()
+    taker = asyncio.create_task(run())
+    await asyncio.wait_for(taker, 1)
+    assert got == ["a", "b", "c"]
+    assert reply.readers[1] is not taker  # read by the pump, which then handed over
+    assert reply.readers[2] is taker
+    assert reply.closed
+
+
+async def test_a_run_that_stops_reading_after_the_handover_closes_the_request() -> None:
+    reply = Paced("a", "b", "c")
+    request = ModelRequest(system="s", messages=[])
+    head = HeadStart(request, reply.stream(), _spend)
+    events = head.take(request)
+    assert events is not None
+    reply.go.set()
+    first = await events.__anext__()
+    assert first == TextDelta("a")
+    reply.go.set()
+    assert await events.__anext__() == TextDelta("b")  # read by the run itself
+    await events.aclose()  # a stop: the request goes with it
+    assert reply.closed

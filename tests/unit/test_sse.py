@@ -41,6 +41,14 @@ def test_sse_text_with_newlines_stays_one_data_line() -> None:
     assert json.loads(frame.split("data: ", 1)[1]) == {"content": "line one\nline two"}
 
 
+def test_sse_text_frames_are_byte_for_byte_what_json_dumps_writes() -> None:
+    # The text frame skips json.dumps (the hot path): its bytes must not change.
+    for text in ["Hi", ' say "no" \\ ', "tab\there", "\u2028é😀", "\x00\x1f\x7f", ""]:
+        frame = encode(Frame("r:1:2", TextEvent(text)))
+        payload = json.dumps({"content": text}, ensure_ascii=False)
+        assert frame == f"id: r:1:2\nevent: text\ndata: {payload}\n\n".encode()
+
+
 async def test_sse_stream_sends_frames_with_their_ids_and_ends_after_done() -> None:
     channel = EventChannel()
     channel.emit(Frame("r:1:1", TextEvent("a")))
