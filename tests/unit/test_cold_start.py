@@ -1,0 +1,59 @@
+"""What an instance imports before its first request (issue 25, cold start;
+``bench/cold_start.py`` measures it): only what a text message needs. A voice clip's
+decoder is imported with the first clip; what every first request would otherwise
+import lazily on its own time is imported with ``main``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def modules_after_import_main(target: str) -> set[str]:
+    """The modules a fresh process holds once ``import main`` (as ``target``) returns:
+    emulator addresses that nothing listens on, since importing connects to nothing."""
+    env = {
+        **os.environ,
+        "FUNCTION_TARGET": target,
+        "GCLOUD_PROJECT": "demo-cold-start",
+        "FIRESTORE_EMULATOR_HOST": "127.0.0.1:9",
+        "FIREBASE_AUTH_EMULATOR_HOST": "127.0.0.1:9",
+        "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9",
+        "OPENAI_API_KEY": "k",
+        "SPARK_TASKS_URL": "http://127.0.0.1:9/",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", "import json, sys, main; print(json.dumps(sorted(sys.modules)))"],
+        cwd=ROOT / "functions",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+@pytest.fixture(scope="module", params=["api", "tasks"])
+def imported(request: pytest.FixtureRequest) -> set[str]:
+    return modules_after_import_main(request.param)
+
+
+def test_the_voice_decoder_waits_for_the_first_voice_clip(imported: set[str]) -> None:
+    # PyAV: ~35 ms of `import main` (`python -X importtime`), used by voice clips alone.
+    assert "av" not in imported
+
+
+def test_what_every_first_request_needs_is_imported_before_it(imported: set[str]) -> None:
+    # anyio loads its asyncio back-end on first use (Starlette's response, httpx2's pool):
+    # ~60 ms of the first request (py-spy, cProfile), paid by none after it.
+    assert "anyio._backends._asyncio" in imported
