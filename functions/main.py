@@ -21,11 +21,22 @@ from shared.wiring import build_components, build_task_verifier, build_verifier
 
 
 def _load_lazy_imports() -> None:
-    """Import now what every first request would otherwise import on its own time:
-    anyio loads its asyncio back-end (and ``Event``, ``Lock``) only when Starlette's
-    response or httpx2's pool first uses them, ~60 ms of the first request's ~120 ms
-    above a second one here (cProfile on the first request, no bytecode cached). The
-    cost is the same either way; paid here, no user waits for it."""
+    """Import now what every first request would otherwise wait for (the cost is the
+    same either way; paid here, no user waits for it):
+
+    * anyio loads its asyncio back-end (and ``Event``, ``Lock``) only when Starlette's
+      response or httpx2's pool first uses them: ~60 ms of the first request's ~120 ms
+      above a second one here (cProfile on the first request, no bytecode cached);
+    * functions-framework serves through gunicorn, whose worker is forked once the port
+      is bound and only then imports uvicorn's loop (uvloop) and protocols (httptools,
+      websockets), ~45 ms (``python -X importtime`` on the server) while the first
+      request waits in the socket's backlog; imported before the fork, it inherits them.
+    """
+    import uvicorn.protocols.http.auto
+    import uvicorn.protocols.websockets.auto  # noqa: F401 (imported for the worker)
+    from uvicorn.loops.auto import auto_loop_factory
+
+    auto_loop_factory()  # imports uvloop, as the worker's would
 
     async def first_use() -> None:
         anyio.Event()

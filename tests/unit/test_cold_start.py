@@ -57,3 +57,13 @@ def test_what_every_first_request_needs_is_imported_before_it(imported: set[str]
     # anyio loads its asyncio back-end on first use (Starlette's response, httpx2's pool):
     # ~60 ms of the first request (py-spy, cProfile), paid by none after it.
     assert "anyio._backends._asyncio" in imported
+
+
+def test_what_the_server_worker_imports_after_the_port_is_bound_is_imported_before(
+    imported: set[str],
+) -> None:
+    # functions-framework serves through gunicorn: its worker is forked once the port is
+    # bound and then imports uvicorn's loop and protocols (~45 ms, `python -X importtime`
+    # on the server) while the first request waits; imported with main, it inherits them.
+    assert {"uvicorn.protocols.http.auto", "uvicorn.protocols.websockets.auto"} <= imported
+    assert "uvloop" in imported
