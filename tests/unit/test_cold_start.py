@@ -67,3 +67,32 @@ def test_what_the_server_worker_imports_after_the_port_is_bound_is_imported_befo
     # on the server) while the first request waits; imported with main, it inherits them.
     assert {"uvicorn.protocols.http.auto", "uvicorn.protocols.websockets.auto"} <= imported
     assert "uvloop" in imported
+
+
+def test_the_openai_clients_made_at_start_up_share_one_tls_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each context loads the system's trust store (~60-90 ms of CPU here); a process
+    # configured for OpenAI makes four clients at start-up (model, transcription, live
+    # audio, speech).
+    import httpcore2
+
+    from shared.clock import SystemClock
+    from shared.config import Settings
+    from shared.wiring import build_provider, build_transcriber, build_voice
+
+    made: list[object] = []
+    real = httpcore2.default_ssl_context
+
+    def counted(**kwargs: bool) -> object:
+        made.append(real(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
+    settings = Settings.from_env({"OPENAI_API_KEY": "k", "SPARK_MODEL": "gpt-4o-mini"})
+    build_provider(settings, SystemClock())
+    assert build_transcriber(settings) is not None
+    live, speaker = build_voice(settings, SystemClock())
+    assert live is not None
+    assert speaker is not None
+    assert len(made) <= 1
