@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 
+import anyio
 import functions_framework.aio
 from spark_http import logs
 from spark_http.app import ApiApp
@@ -17,6 +18,32 @@ from starlette.responses import Response
 
 from shared.config import Settings
 from shared.wiring import build_components, build_task_verifier, build_verifier
+
+
+def _load_lazy_imports() -> None:
+    """Import now what every first request would otherwise wait for (the cost is the
+    same either way; paid here, no user waits for it):
+
+    * anyio loads its asyncio back-end (and ``Event``, ``Lock``) only when Starlette's
+      response or httpx2's pool first uses them: ~60 ms of the first request's ~120 ms
+      above a second one here (cProfile on the first request, no bytecode cached);
+    * functions-framework serves through gunicorn, whose worker is forked once the port
+      is bound and only then imports uvicorn's loop (uvloop) and protocols (httptools,
+      websockets), ~45 ms (``python -X importtime`` on the server) while the first
+      request waits in the socket's backlog; imported before the fork, it inherits them.
+    """
+    import uvicorn.protocols.http.auto
+    import uvicorn.protocols.websockets.auto  # noqa: F401 (imported for the worker)
+    from uvicorn.loops.auto import auto_loop_factory
+
+    auto_loop_factory()  # imports uvloop, as the worker's would
+
+    async def first_use() -> None:
+        anyio.Event()
+        anyio.Lock()
+
+    anyio.run(first_use)
+
 
 settings = Settings.from_env()
 logs.configure(settings.project_id)
@@ -40,6 +67,7 @@ if settings.function_target != "tasks":
     _api()
 if settings.function_target != "api":
     _tasks()
+_load_lazy_imports()
 
 
 @functions_framework.aio.http

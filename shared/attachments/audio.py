@@ -20,8 +20,6 @@ from array import array
 from dataclasses import dataclass
 from operator import mul
 
-import av
-
 RATE = 16_000
 """Samples a second the sound is measured at (mono, 16-bit): speech needs no more."""
 WINDOW = RATE // 20
@@ -95,6 +93,10 @@ def probe(data: bytes, max_seconds: float) -> Sound:
         NotAudio: no container PyAV can open, no audio stream, nothing decodable.
         TooLong: it holds more than ``max_seconds`` of sound.
     """
+    # Imported with the first clip, not with the process: PyAV is ~35 ms of an
+    # instance's cold start (`python -X importtime`) that only voice clips need.
+    import av
+
     limit = math.floor(max_seconds * RATE)
     loudness = _Loudness()
     try:

@@ -14,8 +14,7 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from shared.llm.base import client_options
-from shared.llm.openai import FAILURES, translate_error
+from shared.llm.openai import FAILURES, connect_client, translate_error
 from shared.voice.live import LiveSecret
 from shared.voice.speech import pieces
 
@@ -65,7 +64,7 @@ class OpenAIVoice:
         speech_model: str,
         voice: str = "",
     ) -> OpenAIVoice:
-        client = AsyncOpenAI(**client_options(api_key, base_url, max_retries=2))
+        client = connect_client(api_key, base_url, max_retries=2)
         return cls(client, live_model, speech_model, voice)
 
     @property

@@ -1,0 +1,98 @@
+"""What an instance imports before its first request (issue 25, cold start;
+``bench/cold_start.py`` measures it): only what a text message needs. A voice clip's
+decoder is imported with the first clip; what every first request would otherwise
+import lazily on its own time is imported with ``main``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def modules_after_import_main(target: str) -> set[str]:
+    """The modules a fresh process holds once ``import main`` (as ``target``) returns:
+    emulator addresses that nothing listens on, since importing connects to nothing."""
+    env = {
+        **os.environ,
+        "FUNCTION_TARGET": target,
+        "GCLOUD_PROJECT": "demo-cold-start",
+        "FIRESTORE_EMULATOR_HOST": "127.0.0.1:9",
+        "FIREBASE_AUTH_EMULATOR_HOST": "127.0.0.1:9",
+        "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9",
+        "OPENAI_API_KEY": "k",
+        "SPARK_TASKS_URL": "http://127.0.0.1:9/",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", "import json, sys, main; print(json.dumps(sorted(sys.modules)))"],
+        cwd=ROOT / "functions",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+@pytest.fixture(scope="module", params=["api", "tasks"])
+def imported(request: pytest.FixtureRequest) -> set[str]:
+    return modules_after_import_main(request.param)
+
+
+def test_the_voice_decoder_waits_for_the_first_voice_clip(imported: set[str]) -> None:
+    # PyAV: ~35 ms of `import main` (`python -X importtime`), used by voice clips alone.
+    assert "av" not in imported
+
+
+def test_what_every_first_request_needs_is_imported_before_it(imported: set[str]) -> None:
+    # anyio loads its asyncio back-end on first use (Starlette's response, httpx2's pool):
+    # ~60 ms of the first request (py-spy, cProfile), paid by none after it.
+    assert "anyio._backends._asyncio" in imported
+
+
+def test_what_the_server_worker_imports_after_the_port_is_bound_is_imported_before(
+    imported: set[str],
+) -> None:
+    # functions-framework serves through gunicorn: its worker is forked once the port is
+    # bound and then imports uvicorn's loop and protocols (~45 ms, `python -X importtime`
+    # on the server) while the first request waits; imported with main, it inherits them.
+    assert {"uvicorn.protocols.http.auto", "uvicorn.protocols.websockets.auto"} <= imported
+    assert "uvloop" in imported
+
+
+def test_the_openai_clients_made_at_start_up_share_one_tls_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each context loads the system's trust store (~60-90 ms of CPU here); a process
+    # configured for OpenAI makes four clients at start-up (model, transcription, live
+    # audio, speech).
+    import httpcore2
+
+    from shared.clock import SystemClock
+    from shared.config import Settings
+    from shared.wiring import build_provider, build_transcriber, build_voice
+
+    made: list[object] = []
+    real = httpcore2.default_ssl_context
+
+    def counted(**kwargs: bool) -> object:
+        made.append(real(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
+    settings = Settings.from_env({"OPENAI_API_KEY": "k", "SPARK_MODEL": "gpt-4o-mini"})
+    build_provider(settings, SystemClock())
+    assert build_transcriber(settings) is not None
+    live, speaker = build_voice(settings, SystemClock())
+    assert live is not None
+    assert speaker is not None
+    assert len(made) <= 1
