@@ -18,6 +18,7 @@ HTTP/1.1, the SDKs' retries and errors) are httpcore's and the SDKs' as before.
 from __future__ import annotations
 
 import asyncio
+import functools
 import select
 import ssl
 from collections.abc import Iterable
@@ -34,6 +35,16 @@ import httpx2
 LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 
 _BROKEN = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context of every SDK client of the process (the SDKs' own default).
+    Making a context loads the system's trust store, and a process configured for
+    OpenAI makes four clients at start-up (the model, transcription, live audio,
+    speech): 70 ms of CPU for four clients each on its own context against 18 ms on
+    one, here."""
+    return httpx2.create_ssl_context()
 
 
 class DeadlineStream(httpcore2.AsyncNetworkStream):
@@ -199,7 +210,7 @@ class DeadlineTransport(httpx2.AsyncHTTPTransport):
         # only to have it replaced: httpx takes no backend, httpcore's pool does, and
         # the parent uses nothing else than its pool.
         self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(),
+            ssl_context=tls_context(),
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
