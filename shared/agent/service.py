@@ -50,6 +50,7 @@ from shared.errors import (
     RunInProgress,
     SlotsTaken,
     SparkError,
+    StoreError,
 )
 from shared.ids import IdGenerator
 from shared.queue.port import TaskPort
@@ -113,6 +114,10 @@ class _Draft:
     text: str
     when_busy: WhenBusy
     background: bool
+    voice_session: str | None = None
+    # A fresh read saw a run in the conversation (one whose producer died is closed
+    # before the message is appended); always, for a message with files or a clip.
+    seen_run: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,8 +259,9 @@ class RunService:
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
+        seen_run = False
         if conversation_id is not None:
-            await self._refuse_at_once(user.uid, conversation_id, when_busy)
+            seen_run = await self._refuse_at_once(user.uid, conversation_id, when_busy)
         if document_id is not None and await self._lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
         # Only what needs no download here: a refused send must not read the files.
@@ -291,12 +297,18 @@ class RunService:
             text,
             when_busy,
             background,
+            voice_session,
+            seen_run,
         )
 
         # Only a message whose request is known before anything is read or decoded.
         plain = not (background or checked or clip) and self._may_start_early(user.uid)
         early = self._start_early(draft) if plain else None
-        # A per-user limit refuses the send before anything is written.
+        if not (checked or clip):
+            # Nothing to read first: its admission and its message in one commit.
+            return await self._open_draft(draft, early, admitted=False)
+        draft = dataclasses.replace(draft, seen_run=True)
+        # A per-user limit refuses the send before its files are read.
         try:
             await self.admit(
                 user.uid, record.run_id, draft.conversation_id, voice_session=voice_session
@@ -319,7 +331,7 @@ class RunService:
             raise
         draft = _with_parts(draft, files)
         if listened is None:
-            return await self._open_draft(draft, early)
+            return await self._open_draft(draft, early, admitted=True)
         if listening:
             hearing = Hearing(
                 record.run_id,
@@ -356,33 +368,35 @@ class RunService:
         except BaseException:
             await self._scheduler.release_run(user_id, run_id, 0)
             raise
-        return await self._open_draft(draft)
+        return await self._open_draft(draft, admitted=True)
 
     async def _open_draft(
-        self, draft: _Draft, early: asyncio.Task[HeadStart | None] | None = None
+        self,
+        draft: _Draft,
+        early: asyncio.Task[HeadStart | None] | None = None,
+        *,
+        admitted: bool,
     ) -> Sent:
-        """Open ``draft``'s run (or queue its message), once it is admitted: its place is
-        freed should the opening fail, or leave it waiting. ``early``: its head start,
-        cancelled unless the run opens here."""
+        """Open ``draft``'s run (or queue its message): ``admitted`` already (its place
+        is freed should the opening fail, or leave it waiting), or admitted in the same
+        commit (``TaskPort.admit_and_open``: refused, nothing is written). ``early``: its
+        head start, cancelled unless the run opens here."""
         user, record, user_message = draft.user, draft.record, draft.message
         try:
-            conversation = await self._open(
-                user,
-                draft.conversation_id,
-                user_message,
-                record,
-                record.started_at,
-                new=draft.new,
-                when_busy=draft.when_busy,
-            )
+            if admitted:
+                conversation = await self._open(draft)
+            else:
+                conversation = await self._admit_and_open(draft)
         except BaseException:
             await self._drop(early)
-            await self._scheduler.release_run(user.uid, record.run_id, 0)
+            if admitted:
+                await self._scheduler.release_run(user.uid, record.run_id, 0)
             raise
         active = conversation.active_run
         if active is None or active.run_id != record.run_id:
             await self._drop(early)
-            await self._scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
+            if admitted:  # it waits, queued (admitted with its message, it took no slot)
+                await self._scheduler.release_run(user.uid, record.run_id, 0)
             return Sent(conversation.id, user_message.id, None, queued=True)
         if draft.background:  # (no head start: a task asks the model)
             await self._drop(early)
@@ -399,11 +413,12 @@ class RunService:
 
     async def _refuse_at_once(
         self, user_id: str, conversation_id: str, when_busy: WhenBusy
-    ) -> None:
+    ) -> bool:
         """Refuse, before the admission writes to the user's ledger, a send to a
         conversation that does not exist or (``when_busy="reject"``) has a live run,
         judged on a fresh cheap read of its active run (``probe``: no messages read).
-        ``open_run`` judges the live run again in its own write.
+        ``open_run`` judges the live run again in its own write. Returns whether that
+        read saw a run (live or not).
 
         Raises:
             NotFound: no such conversation for this user (a reserved id included: as a
@@ -415,6 +430,7 @@ class RunService:
         probe = await self._deps.store.probe(user_id, conversation_id)
         if when_busy == "reject" and probe.live(self._deps.clock.now()):
             raise RunInProgress(BUSY)
+        return probe.run_id is not None
 
     async def _refuse_early(
         self, user_id: str, conversation_id: str, user_message: Message, when_busy: WhenBusy
@@ -437,29 +453,76 @@ class RunService:
             raise RunInProgress(BUSY)
         check_queue(conversation.queued_messages or [], user_message, self._deps.limits.queue)
 
-    async def _open(
-        self,
-        user: User,
-        conversation_id: str,
-        user_message: Message,
-        record: ActiveRun,
-        now: datetime,
-        *,
-        new: bool,
-        when_busy: WhenBusy,
-    ) -> Conversation:
-        if new:
-            conversation = _new_conversation(user, conversation_id, user_message, record)
-            await self._deps.store.create(user.uid, conversation)
+    def _opening(self, draft: _Draft) -> Callable[[Conversation | None], Conversation]:
+        """The pure change that appends ``draft``'s message (or makes its conversation),
+        given the conversation as stored (``None``: there is none)."""
+        user, conversation_id = draft.user, draft.conversation_id
+        message, record, queue = draft.message, draft.record, self._deps.limits.queue
+
+        def opening(stored: Conversation | None) -> Conversation:
+            if draft.new:
+                if stored is not None:
+                    raise StoreError(f"conversation {conversation_id} already exists")
+                return _new_conversation(user, conversation_id, message, record)
+            if stored is None:
+                raise NotFound("No conversation with this id.")
+            return open_run(stored, message, record, draft.when_busy, queue)
+
+        return opening
+
+    async def _open(self, draft: _Draft) -> Conversation:
+        """Append ``draft``'s message, once admitted (its own commit)."""
+        user_id, conversation_id = draft.user.uid, draft.conversation_id
+        opening = self._opening(draft)
+        if draft.new:
+            conversation = opening(None)
+            await self._deps.store.create(user_id, conversation)
             return conversation
-        await self.close_if_dead(user.uid, conversation_id)
-        queue = self._deps.limits.queue
+        await self.close_if_dead(user_id, conversation_id)
         return await self._deps.store.mutate(
-            user.uid,
+            user_id,
             conversation_id,
-            lambda c: open_run(c, user_message, record, when_busy, queue),
+            opening,
             reserve=CLOSING_RESERVE,  # new content: closing a run must still find room
         )
+
+    async def _admit_and_open(self, draft: _Draft) -> Conversation:
+        """Admit ``draft``'s run and append its message in one commit (one commit where
+        there were two, the admission's then the message's: ~5 ms of the first token's
+        time on the emulator, bench/stream_overhead.py (a)).
+
+        Raises:
+            RateLimited: a user limit (this user then gets no head start for a while),
+                or the conversation's queue is full.
+            RunInProgress, NotFound: as ``open_run``.
+        """
+        user_id, conversation_id = draft.user.uid, draft.conversation_id
+        if draft.seen_run:  # one whose producer died is closed first, in its own write
+            await self.close_if_dead(user_id, conversation_id)
+        opening = self._opening(draft)
+        refused_here: list[BaseException] = []
+
+        def judged(stored: Conversation | None) -> Conversation:
+            try:
+                return opening(stored)
+            except BaseException as exc:
+                refused_here.append(exc)
+                raise
+
+        try:
+            return await self._scheduler.admit_and_open(
+                user_id,
+                draft.record.run_id,
+                conversation_id,
+                judged,
+                new=draft.new,
+                voice_session=draft.voice_session,
+                reserve=CLOSING_RESERVE,  # new content: closing a run must still find room
+            )
+        except RateLimited as exc:
+            if not any(exc is mine for mine in refused_here):  # a user limit
+                self._refused[user_id] = self._deps.clock.now()
+            raise
 
     async def hand_to_task(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
         """Have a Cloud Task produce the queued run just opened (with its watchdog).
