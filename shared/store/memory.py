@@ -484,10 +484,11 @@ class InMemoryOpeningStore(OpeningStore):
                 patch = diff(current, updated)
                 document, fields = apply(stored, copy.deepcopy(patch)), patch.paths
                 check_size(Sizes.of(document).total, reserve, Sizes.of(stored).total)
-            # Every check has passed: both are stored, with no await in between.
-            self._ledgers.put(user_id, ledger)
+            # Every check has passed: both are stored, with no await in between (the
+            # conversation first: ``put`` may fail, as a commit may, before anything is kept).
             if fields is None or fields:
                 self._conversations.put(user_id, conversation_id, document, fields)
+            self._ledgers.put(user_id, ledger)
             return updated, decided
 
 
