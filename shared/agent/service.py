@@ -115,9 +115,11 @@ class _Draft:
     when_busy: WhenBusy
     background: bool
     voice_session: str | None = None
-    # A fresh read saw a run in the conversation (one whose producer died is closed
-    # before the message is appended); always, for a message with files or a clip.
-    seen_run: bool = True
+
+
+class _Lapsed(Exception):
+    """The conversation's active run's lease lapsed: it is closed (or, queued, renewed
+    and handed on) in a write of its own before the message is appended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,9 +261,8 @@ class RunService:
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
-        seen_run = False
         if conversation_id is not None:
-            seen_run = await self._refuse_at_once(user.uid, conversation_id, when_busy)
+            await self._refuse_at_once(user.uid, conversation_id, when_busy)
         if document_id is not None and await self._lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
         # Only what needs no download here: a refused send must not read the files.
@@ -298,7 +299,6 @@ class RunService:
             when_busy,
             background,
             voice_session,
-            seen_run,
         )
 
         # Only a message whose request is known before anything is read or decoded.
@@ -307,7 +307,6 @@ class RunService:
         if not (checked or clip):
             # Nothing to read first: its admission and its message in one commit.
             return await self._open_draft(draft, early, admitted=False)
-        draft = dataclasses.replace(draft, seen_run=True)
         # A per-user limit refuses the send before its files are read.
         try:
             await self.admit(
@@ -413,12 +412,11 @@ class RunService:
 
     async def _refuse_at_once(
         self, user_id: str, conversation_id: str, when_busy: WhenBusy
-    ) -> bool:
+    ) -> None:
         """Refuse, before the admission writes to the user's ledger, a send to a
         conversation that does not exist or (``when_busy="reject"``) has a live run,
         judged on a fresh cheap read of its active run (``probe``: no messages read).
-        ``open_run`` judges the live run again in its own write. Returns whether that
-        read saw a run (live or not).
+        ``open_run`` judges the live run again in its own write.
 
         Raises:
             NotFound: no such conversation for this user (a reserved id included: as a
@@ -430,7 +428,6 @@ class RunService:
         probe = await self._deps.store.probe(user_id, conversation_id)
         if when_busy == "reject" and probe.live(self._deps.clock.now()):
             raise RunInProgress(BUSY)
-        return probe.run_id is not None
 
     async def _refuse_early(
         self, user_id: str, conversation_id: str, user_message: Message, when_busy: WhenBusy
@@ -453,9 +450,12 @@ class RunService:
             raise RunInProgress(BUSY)
         check_queue(conversation.queued_messages or [], user_message, self._deps.limits.queue)
 
-    def _opening(self, draft: _Draft) -> Callable[[Conversation | None], Conversation]:
+    def _opening(
+        self, draft: _Draft, lapsed_by: datetime | None = None
+    ) -> Callable[[Conversation | None], Conversation]:
         """The pure change that appends ``draft``'s message (or makes its conversation),
-        given the conversation as stored (``None``: there is none)."""
+        given the conversation as stored (``None``: there is none); with ``lapsed_by``,
+        it raises ``_Lapsed`` for an active run whose lease lapsed by then."""
         user, conversation_id = draft.user, draft.conversation_id
         message, record, queue = draft.message, draft.record, self._deps.limits.queue
 
@@ -466,6 +466,9 @@ class RunService:
                 return _new_conversation(user, conversation_id, message, record)
             if stored is None:
                 raise NotFound("No conversation with this id.")
+            active = stored.active_run
+            if lapsed_by is not None and active and active.lease_expires_at <= lapsed_by:
+                raise _Lapsed(active.run_id)
             return open_run(stored, message, record, draft.when_busy, queue)
 
         return opening
@@ -496,10 +499,21 @@ class RunService:
                 or the conversation's queue is full.
             RunInProgress, NotFound: as ``open_run``.
         """
-        user_id, conversation_id = draft.user.uid, draft.conversation_id
-        if draft.seen_run:  # one whose producer died is closed first, in its own write
-            await self.close_if_dead(user_id, conversation_id)
-        opening = self._opening(draft)
+        try:
+            return await self._commit(draft, self._opening(draft, self._deps.clock.now()))
+        except _Lapsed:
+            # Admitted, but a run whose producer died is in the way: it is closed first,
+            # in its own write (a change that raises writes nothing: it cannot close and
+            # refuse at once), and the send judged again (any run there now is live).
+            await self.close_if_dead(draft.user.uid, draft.conversation_id)
+        return await self._commit(draft, self._opening(draft))
+
+    async def _commit(
+        self, draft: _Draft, opening: Callable[[Conversation | None], Conversation]
+    ) -> Conversation:
+        """``TaskPort.admit_and_open`` with ``opening``; a user refused a limit (not a full
+        queue) gets no head start for a while."""
+        user_id = draft.user.uid
         refused_here: list[BaseException] = []
 
         def judged(stored: Conversation | None) -> Conversation:
@@ -513,7 +527,7 @@ class RunService:
             return await self._scheduler.admit_and_open(
                 user_id,
                 draft.record.run_id,
-                conversation_id,
+                draft.conversation_id,
                 judged,
                 new=draft.new,
                 voice_session=draft.voice_session,
