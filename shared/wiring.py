@@ -36,6 +36,7 @@ from shared.store.base import (
     ConversationStore,
     FamilyStore,
     LessonStore,
+    OpeningStore,
     PostStore,
     SettingsStore,
     TaskDocumentStore,
@@ -45,6 +46,7 @@ from shared.store.files import FileStore, InMemoryFileStore
 from shared.store.memory import (
     InMemoryFamilyStore,
     InMemorySettingsStore,
+    openings_beside,
     posts_beside,
     sections_beside,
 )
@@ -255,10 +257,12 @@ def assemble(
     live: SecretMinter | None = None,
     speaker: Speaker | None = None,
     transcriber: Transcriber | None = None,
+    openings: OpeningStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
-    the in-memory one over the conversations and families (when both are in memory);
+    the in-memory one over the conversations and families (when both are in memory),
+    ``openings`` likewise over the conversations and the ledger;
     without ``live`` and ``speaker`` (an audio provider's) live audio and speech are
     refused as offline, and without ``transcriber`` voice clips are."""
     policy = LedgerPolicy(
@@ -280,6 +284,7 @@ def assemble(
         VoiceLimits(
             settings.voice_sessions_per_day, timedelta(minutes=settings.voice_session_minutes)
         ),
+        openings if openings is not None else openings_beside(store, ledger),
     )
     files = files if files is not None else InMemoryFileStore()
     ids = ids or RandomIds()
@@ -376,6 +381,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         live=live,
         speaker=speaker,
         transcriber=build_transcriber(settings),
+        openings=stores.openings,
     )
     return components, stores
 

@@ -50,6 +50,7 @@ from shared.errors import (
     RunInProgress,
     SlotsTaken,
     SparkError,
+    StoreError,
 )
 from shared.ids import IdGenerator
 from shared.queue.port import TaskPort
@@ -113,6 +114,12 @@ class _Draft:
     text: str
     when_busy: WhenBusy
     background: bool
+    voice_session: str | None = None
+
+
+class _Lapsed(Exception):
+    """The conversation's active run's lease lapsed: it is closed (or, queued, renewed
+    and handed on) in a write of its own before the message is appended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,12 +298,16 @@ class RunService:
             text,
             when_busy,
             background,
+            voice_session,
         )
 
         # Only a message whose request is known before anything is read or decoded.
         plain = not (background or checked or clip) and self._may_start_early(user.uid)
         early = self._start_early(draft) if plain else None
-        # A per-user limit refuses the send before anything is written.
+        if not (checked or clip):
+            # Nothing to read first: its admission and its message in one commit.
+            return await self._open_draft(draft, early, admitted=False)
+        # A per-user limit refuses the send before its files are read.
         try:
             await self.admit(
                 user.uid, record.run_id, draft.conversation_id, voice_session=voice_session
@@ -319,7 +330,7 @@ class RunService:
             raise
         draft = _with_parts(draft, files)
         if listened is None:
-            return await self._open_draft(draft, early)
+            return await self._open_draft(draft, early, admitted=True)
         if listening:
             hearing = Hearing(
                 record.run_id,
@@ -356,33 +367,35 @@ class RunService:
         except BaseException:
             await self._scheduler.release_run(user_id, run_id, 0)
             raise
-        return await self._open_draft(draft)
+        return await self._open_draft(draft, admitted=True)
 
     async def _open_draft(
-        self, draft: _Draft, early: asyncio.Task[HeadStart | None] | None = None
+        self,
+        draft: _Draft,
+        early: asyncio.Task[HeadStart | None] | None = None,
+        *,
+        admitted: bool,
     ) -> Sent:
-        """Open ``draft``'s run (or queue its message), once it is admitted: its place is
-        freed should the opening fail, or leave it waiting. ``early``: its head start,
-        cancelled unless the run opens here."""
+        """Open ``draft``'s run (or queue its message): ``admitted`` already (its place
+        is freed should the opening fail, or leave it waiting), or admitted in the same
+        commit (``TaskPort.admit_and_open``: refused, nothing is written). ``early``: its
+        head start, cancelled unless the run opens here."""
         user, record, user_message = draft.user, draft.record, draft.message
         try:
-            conversation = await self._open(
-                user,
-                draft.conversation_id,
-                user_message,
-                record,
-                record.started_at,
-                new=draft.new,
-                when_busy=draft.when_busy,
-            )
+            if admitted:
+                conversation = await self._open(draft)
+            else:
+                conversation = await self._admit_and_open(draft)
         except BaseException:
             await self._drop(early)
-            await self._scheduler.release_run(user.uid, record.run_id, 0)
+            if admitted:
+                await self._scheduler.release_run(user.uid, record.run_id, 0)
             raise
         active = conversation.active_run
         if active is None or active.run_id != record.run_id:
             await self._drop(early)
-            await self._scheduler.release_run(user.uid, record.run_id, 0)  # it waits, queued
+            if admitted:  # it waits, queued (admitted with its message, it took no slot)
+                await self._scheduler.release_run(user.uid, record.run_id, 0)
             return Sent(conversation.id, user_message.id, None, queued=True)
         if draft.background:  # (no head start: a task asks the model)
             await self._drop(early)
@@ -437,29 +450,93 @@ class RunService:
             raise RunInProgress(BUSY)
         check_queue(conversation.queued_messages or [], user_message, self._deps.limits.queue)
 
-    async def _open(
-        self,
-        user: User,
-        conversation_id: str,
-        user_message: Message,
-        record: ActiveRun,
-        now: datetime,
-        *,
-        new: bool,
-        when_busy: WhenBusy,
-    ) -> Conversation:
-        if new:
-            conversation = _new_conversation(user, conversation_id, user_message, record)
-            await self._deps.store.create(user.uid, conversation)
+    def _opening(
+        self, draft: _Draft, lapsed_by: datetime | None = None
+    ) -> Callable[[Conversation | None], Conversation]:
+        """The pure change that appends ``draft``'s message (or makes its conversation),
+        given the conversation as stored (``None``: there is none); with ``lapsed_by``,
+        it raises ``_Lapsed`` for an active run whose lease lapsed by then."""
+        user, conversation_id = draft.user, draft.conversation_id
+        message, record, queue = draft.message, draft.record, self._deps.limits.queue
+
+        def opening(stored: Conversation | None) -> Conversation:
+            if draft.new:
+                if stored is not None:
+                    raise StoreError(f"conversation {conversation_id} already exists")
+                return _new_conversation(user, conversation_id, message, record)
+            if stored is None:
+                raise NotFound("No conversation with this id.")
+            active = stored.active_run
+            if lapsed_by is not None and active and active.lease_expires_at <= lapsed_by:
+                raise _Lapsed(active.run_id)
+            return open_run(stored, message, record, draft.when_busy, queue)
+
+        return opening
+
+    async def _open(self, draft: _Draft) -> Conversation:
+        """Append ``draft``'s message, once admitted (its own commit)."""
+        user_id, conversation_id = draft.user.uid, draft.conversation_id
+        opening = self._opening(draft)
+        if draft.new:
+            conversation = opening(None)
+            await self._deps.store.create(user_id, conversation)
             return conversation
-        await self.close_if_dead(user.uid, conversation_id)
-        queue = self._deps.limits.queue
+        await self.close_if_dead(user_id, conversation_id)
         return await self._deps.store.mutate(
-            user.uid,
+            user_id,
             conversation_id,
-            lambda c: open_run(c, user_message, record, when_busy, queue),
+            opening,
             reserve=CLOSING_RESERVE,  # new content: closing a run must still find room
         )
+
+    async def _admit_and_open(self, draft: _Draft) -> Conversation:
+        """Admit ``draft``'s run and append its message in one commit (one commit where
+        there were two, the admission's then the message's: ~5 ms of the first token's
+        time on the emulator, bench/stream_overhead.py (a)).
+
+        Raises:
+            RateLimited: a user limit (this user then gets no head start for a while),
+                or the conversation's queue is full.
+            RunInProgress, NotFound: as ``open_run``.
+        """
+        try:
+            return await self._commit(draft, self._opening(draft, self._deps.clock.now()))
+        except _Lapsed:
+            # Admitted, but a run whose producer died is in the way: it is closed first,
+            # in its own write (a change that raises writes nothing: it cannot close and
+            # refuse at once), and the send judged again (any run there now is live).
+            await self.close_if_dead(draft.user.uid, draft.conversation_id)
+        return await self._commit(draft, self._opening(draft))
+
+    async def _commit(
+        self, draft: _Draft, opening: Callable[[Conversation | None], Conversation]
+    ) -> Conversation:
+        """``TaskPort.admit_and_open`` with ``opening``; a user refused a limit (not a full
+        queue) gets no head start for a while."""
+        user_id = draft.user.uid
+        refused_here: list[BaseException] = []
+
+        def judged(stored: Conversation | None) -> Conversation:
+            try:
+                return opening(stored)
+            except BaseException as exc:
+                refused_here.append(exc)
+                raise
+
+        try:
+            return await self._scheduler.admit_and_open(
+                user_id,
+                draft.record.run_id,
+                draft.conversation_id,
+                judged,
+                new=draft.new,
+                voice_session=draft.voice_session,
+                reserve=CLOSING_RESERVE,  # new content: closing a run must still find room
+            )
+        except RateLimited as exc:
+            if not any(exc is mine for mine in refused_here):  # a user limit
+                self._refused[user_id] = self._deps.clock.now()
+            raise
 
     async def hand_to_task(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
         """Have a Cloud Task produce the queued run just opened (with its watchdog).

@@ -9,12 +9,12 @@ depending on ``shared.tasks``, which depends on the agent (its handler drives ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Literal, Protocol
 
 from shared.llm.base import Meter
-from shared.schemas.documents import ActiveRun, KeyOutput
+from shared.schemas.documents import ActiveRun, Conversation, KeyOutput
 from shared.schemas.server import TaskRecord
 from shared.store.base import SectionChange
 
@@ -168,6 +168,35 @@ class TaskPort(Protocol):
             SlotsTaken: every slot is taken; with ``wait`` the run is recorded as
                 waiting for one, otherwise nothing was written.
             RateLimited: today's tokens are spent; nothing was written.
+        """
+        ...
+
+    async def admit_and_open(
+        self,
+        user_id: str,
+        run_id: str,
+        conversation_id: str,
+        opening: Callable[[Conversation | None], Conversation],
+        *,
+        new: bool,
+        voice_session: str | None = None,
+        reserve: int = 0,
+    ) -> Conversation:
+        """``admit_run`` and ``opening`` (a pure change given the conversation as stored,
+        ``None`` if there is none, that opens the run or queues its message) in one
+        commit: both land, or neither does. A run left waiting, queued, takes no slot;
+        its claim admits it when its turn comes. ``new``: the conversation's id was just
+        made (it is not read first). ``reserve`` as in ``ConversationStore.mutate``.
+
+        Returns:
+            The conversation as written.
+
+        Raises:
+            SlotsTaken: every slot is taken (nothing was written).
+            RateLimited: today's tokens are spent (nothing was written).
+            VoiceSessionNotFound, VoiceSessionEnded, VoiceSessionUsed: as ``admit_run``.
+            What ``opening`` raises (nothing was written).
+            ConversationTooLarge, StoreError: as ``ConversationStore.mutate``.
         """
         ...
 

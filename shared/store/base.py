@@ -301,6 +301,47 @@ class TaskLedgerStore(Protocol):
         ...
 
 
+Opening = Callable[[TaskLedger, Conversation | None], tuple[TaskLedger, Conversation, R]]
+"""A pure change to a user's ledger and one of their conversations together, given both
+as stored (``None``: no such conversation yet): a send's admission (a run slot, today's
+tokens) and its message (``TaskPort.admit_and_open``). It may run more than once; what it
+raises aborts the write."""
+
+
+class OpeningStore(Protocol):
+    """A user's ledger (``/{userId}/server``) and one of their conversations changed in
+    one commit: a send's admission and its message land together or not at all, and the
+    send waits for one commit rather than two in turn (``bench/stream_overhead.py`` (a))."""
+
+    async def open(
+        self,
+        user_id: str,
+        conversation_id: str,
+        change: Opening[R],
+        *,
+        new: bool,
+        reserve: int = 0,
+    ) -> tuple[Conversation, R]:
+        """Read the ledger and the conversation, apply ``change`` to both and write both
+        results in one commit, each on the condition that it is still the version read
+        (a conversation not there: that none was created meanwhile). If either changed
+        in between, nothing lands and ``change`` runs again on a fresh read.
+
+        ``new``: the conversation is expected not to exist (its id was just made), so it
+        is not read first. ``reserve`` as in ``ConversationStore.mutate``.
+
+        Returns:
+            The conversation as written, and what ``change`` decided (in the run that
+            was written).
+
+        Raises:
+            What ``change`` raises, judged on the latest versions (nothing is written).
+            ConversationTooLarge: the conversation would not fit (with ``reserve``).
+            StoreError: the store failed (nothing is written).
+        """
+        ...
+
+
 class TaskDocumentStore(Protocol):
     """Task sections at ``/{userId}/client/tasks/{taskId}`` (the owner reads them)."""
 

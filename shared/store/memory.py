@@ -28,6 +28,8 @@ from shared.store.base import (
     Household,
     KeptVersion,
     LedgerAndSections,
+    Opening,
+    OpeningStore,
     PostStore,
     Put,
     R,
@@ -91,9 +93,18 @@ class InMemoryConversationStore(ConversationStore):
         document = self._documents.get((user_id, conversation_id))
         return None if document is None else copy.deepcopy(document)
 
-    def put(self, user_id: str, conversation_id: str, document: dict[str, Any]) -> None:
-        """Store ``document`` whole, counted as a write: for a holder of ``lock``."""
-        self._store((user_id, conversation_id), document, set(document))
+    def put(
+        self,
+        user_id: str,
+        conversation_id: str,
+        document: dict[str, Any],
+        fields: set[str] | None = None,
+    ) -> None:
+        """Store ``document`` whole, counted as a write (of ``fields``, all of them
+        unless given): for a holder of ``lock``."""
+        self._store(
+            (user_id, conversation_id), document, set(document) if fields is None else fields
+        )
 
     async def create(self, user_id: str, conversation: Conversation) -> None:
         async with self._lock:
@@ -192,6 +203,18 @@ class InMemoryTaskLedgerStore(TaskLedgerStore):
         document = self._documents.get(user_id)
         return TaskLedger() if document is None else TaskLedger.model_validate(document)
 
+    @property
+    def lock(self) -> asyncio.Lock:
+        """Held by each change (a write across stores holds it too)."""
+        return self._lock
+
+    def put(self, user_id: str, ledger: TaskLedger) -> None:
+        """Store ``ledger``, counted as a write if it changed: for a holder of ``lock``."""
+        document = ledger.to_firestore()
+        if document != self._documents.get(user_id):
+            self._documents[user_id] = copy.deepcopy(document)
+            self.writes += 1
+
     async def apply_with_sections(
         self, user_id: str, change: LedgerAndSections[R]
     ) -> tuple[TaskLedger, R]:
@@ -202,10 +225,7 @@ class InMemoryTaskLedgerStore(TaskLedgerStore):
             # commit may, before anything is kept), then the ledger, with no await
             # in between.
             self.sections.put(user_id, sections)
-            document = updated.to_firestore()
-            if document != self._documents.get(user_id):
-                self._documents[user_id] = copy.deepcopy(document)
-                self.writes += 1
+            self.put(user_id, updated)
             return updated, decided
 
 
@@ -431,6 +451,71 @@ class InMemoryPostStore:
             self._conversations.put(*key, document)
         else:
             self._families.documents[write.path] = document
+
+
+class InMemoryOpeningStore(OpeningStore):
+    """``OpeningStore`` over the in-memory conversations and ledgers: both locks held for
+    the whole change, and both documents stored with no await in between (both or
+    neither, as Firestore's batch)."""
+
+    def __init__(
+        self, conversations: InMemoryConversationStore, ledgers: InMemoryTaskLedgerStore
+    ) -> None:
+        self._conversations = conversations
+        self._ledgers = ledgers
+
+    async def open(
+        self,
+        user_id: str,
+        conversation_id: str,
+        change: Opening[R],
+        *,
+        new: bool,
+        reserve: int = 0,
+    ) -> tuple[Conversation, R]:
+        async with self._conversations.lock, self._ledgers.lock:
+            stored = self._conversations.document(user_id, conversation_id)
+            current = None if stored is None else Conversation.model_validate(stored)
+            ledger, updated, decided = change(await self._ledgers.get(user_id), current)
+            if stored is None or current is None:
+                document, fields = updated.to_firestore(), None
+                check_size(Sizes.of(document).total, reserve)
+            else:
+                patch = diff(current, updated)
+                document, fields = apply(stored, copy.deepcopy(patch)), patch.paths
+                check_size(Sizes.of(document).total, reserve, Sizes.of(stored).total)
+            # Every check has passed: both are stored, with no await in between (the
+            # conversation first: ``put`` may fail, as a commit may, before anything is kept).
+            if fields is None or fields:
+                self._conversations.put(user_id, conversation_id, document, fields)
+            self._ledgers.put(user_id, ledger)
+            return updated, decided
+
+
+class _NoOpenings:
+    """The opening store of stores that are neither both in memory nor both on
+    Firestore (a test's wrapped stores, given none): every opening fails, as a store
+    that is down."""
+
+    async def open(
+        self,
+        user_id: str,
+        conversation_id: str,
+        change: Opening[R],
+        *,
+        new: bool,
+        reserve: int = 0,
+    ) -> tuple[Conversation, R]:
+        raise StoreError("No opening store was given beside these stores.")
+
+
+def openings_beside(conversations: ConversationStore, ledgers: TaskLedgerStore) -> OpeningStore:
+    """The in-memory opening store over these stores, if both are in memory."""
+    if isinstance(conversations, InMemoryConversationStore) and isinstance(
+        ledgers, InMemoryTaskLedgerStore
+    ):
+        return InMemoryOpeningStore(conversations, ledgers)
+    return _NoOpenings()
 
 
 class _NoPosts:

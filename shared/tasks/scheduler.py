@@ -14,6 +14,7 @@ from shared.errors import (
     IllegalTransition,
     NotFound,
     RateLimited,
+    StoreError,
     TaskCancelled,
     TaskFinished,
     ToolError,
@@ -29,10 +30,10 @@ from shared.queue.naming import (
     watchdog_name,
 )
 from shared.queue.port import Call, Claimed, Ended
-from shared.schemas.documents import ActiveRun, KeyOutput, TaskDocument, Usage
+from shared.schemas.documents import ActiveRun, Conversation, KeyOutput, TaskDocument, Usage
 from shared.schemas.server import TaskLedger, TaskRecord
 from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
-from shared.store.base import SectionChange, TaskDocumentStore, TaskLedgerStore
+from shared.store.base import OpeningStore, SectionChange, TaskDocumentStore, TaskLedgerStore
 from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks import ledger as ledgers
 from shared.tasks.sections import Ending, follow
@@ -59,6 +60,9 @@ class TaskScheduler:
     # ledger store (``apply_with_sections``; in memory, into its own ``sections``).
     sections: TaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
     voice: ledgers.VoiceLimits = field(default_factory=ledgers.VoiceLimits)
+    # The ledger with one conversation, in one commit (``admit_and_open``); none given:
+    # the in-memory one over this ledger, if it is in memory, with no conversation.
+    openings: OpeningStore | None = None
 
     async def _apply(
         self,
@@ -231,6 +235,42 @@ class TaskScheduler:
         refused = await self._apply(user_id, change)
         if refused is not None:
             raise refused
+
+    async def admit_and_open(
+        self,
+        user_id: str,
+        run_id: str,
+        conversation_id: str,
+        opening: Callable[[Conversation | None], Conversation],
+        *,
+        new: bool,
+        voice_session: str | None = None,
+        reserve: int = 0,
+    ) -> Conversation:
+        """``TaskPort.admit_and_open``: ``admit_run``'s change (``redeem_voice`` first)
+        and ``opening`` in one commit (``OpeningStore``); a run left waiting, queued,
+        takes no slot (its claim admits it when its turn comes)."""
+        now = self.clock.now()
+
+        def change(
+            ledger: TaskLedger, conversation: Conversation | None
+        ) -> tuple[TaskLedger, Conversation, None]:
+            if voice_session is not None:
+                ledger = ledgers.redeem_voice(ledger, voice_session, conversation_id, now)
+            admitted, _ = ledgers.admit_run(ledger, run_id, conversation_id, now, self.limits)
+            opened = opening(conversation)
+            active = opened.active_run
+            if active is None or active.run_id != run_id:
+                admitted = ledger  # it waits, queued
+            return admitted, opened, None
+
+        store = self.openings
+        if store is None:
+            raise StoreError("No opening store was given to this scheduler.")
+        conversation, _ = await store.open(
+            user_id, conversation_id, change, new=new, reserve=reserve
+        )
+        return conversation
 
     async def grant_voice(self, user_id: str, session_id: str, provider: str, model: str) -> None:
         """``VoiceAllowance.grant_voice``: the ledger's ``grant_voice`` decides."""

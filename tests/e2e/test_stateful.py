@@ -242,6 +242,7 @@ class Process:
                 tools=tools,
                 system_prompt="You are Spark AI Agent.",
                 sections=sections,  # type: ignore[arg-type]
+                openings=Dead(self.stores.openings, self),  # type: ignore[arg-type]
             )
         self.agent = components.agent
         self.scheduler = components.scheduler

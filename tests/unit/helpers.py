@@ -29,6 +29,7 @@ from shared.store.memory import (
     InMemoryConversationStore,
     InMemoryFamilyStore,
     InMemoryLessonStore,
+    InMemoryOpeningStore,
     InMemorySettingsStore,
     InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
@@ -51,6 +52,8 @@ class Fakes:
     files: InMemoryFileStore = field(default_factory=InMemoryFileStore)
     families: InMemoryFamilyStore = field(default_factory=InMemoryFamilyStore)
     settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
+    # A send's admission with its message; none: the one over ``store`` and ``ledger``.
+    openings: InMemoryOpeningStore | None = None
 
     @property
     def sections(self) -> InMemoryTaskDocumentStore:
@@ -109,6 +112,7 @@ def make_service(
         families=fakes.families,
         settings_store=fakes.settings,
         transcriber=transcriber,
+        openings=fakes.openings,
     )
     return Harness(
         components.agent,

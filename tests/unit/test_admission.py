@@ -15,13 +15,14 @@ import json
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from shared.agent.people import Resumed
 from shared.clock import ManualClock
-from shared.errors import RateLimited, SlotsTaken, ToolError
+from shared.errors import RateLimited, SlotsTaken, StoreError, ToolError
 from shared.llm.base import (
     Finish,
     ModelEvent,
@@ -34,6 +35,7 @@ from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Conversation, Lesson, Usage
 from shared.schemas.server import TaskLedger
 from shared.schemas.tasks import TASK_PAYLOAD, ExpireTask
+from shared.store.memory import InMemoryConversationStore
 from shared.tasks.ledger import UserLimits, admit_run, release_run, spend
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from shared.tools.lessons import create_lesson_tool, plan_lessons_tool
@@ -408,6 +410,43 @@ async def test_a_new_message_past_the_daily_budget_is_refused_and_nothing_is_wri
     with pytest.raises(RateLimited) as refused:
         await service.agent.send(ALICE, "more", run.conversation_id, when_busy="queue")
     assert SPENT in refused.value.message and dict(service.store.writes) == writes
+
+
+# -- one commit: a send's admission and its message land together (issue 25) -----------
+
+
+class Unwritable(InMemoryConversationStore):
+    """A conversation store whose every write fails, as a commit Firestore refuses."""
+
+    def put(self, *args: Any, **kwargs: Any) -> None:
+        raise StoreError("Firestore write failed: unavailable")
+
+    async def create(self, *args: Any, **kwargs: Any) -> None:
+        raise StoreError("Firestore write failed: unavailable")
+
+
+async def test_a_send_whose_message_is_not_written_writes_no_admission_either() -> None:
+    """The admission and the message are one commit: the ledger is never written for a
+    message that was not (before: the slot was taken, then freed, two more commits)."""
+    fakes = Fakes(Unwritable())
+    service = make_service(Gauge([]), fakes=fakes)
+    with pytest.raises(StoreError):
+        await service.agent.send(ALICE, "hi", None)
+    assert fakes.ledger.writes == 0
+    assert await fakes.ledger.get("alice") == TaskLedger()
+
+
+async def test_a_send_is_one_write_of_the_ledger_and_a_queued_one_none() -> None:
+    gauge = Gauge([Step.reply("One.")])
+    service = make_service(gauge)
+    run = await service.start(ALICE, "one")
+    assert service.fakes.ledger.writes == 1  # the slot, with the message
+    assert (await service.fakes.ledger.get("alice")).runs[run.conversation_id].run_id == (
+        run.record.run_id
+    )
+    sent = await service.agent.send(ALICE, "two", run.conversation_id, when_busy="queue")
+    assert sent.queued and service.fakes.ledger.writes == 1  # it took no slot, freed none
+    await run.execute()
 
 
 # -- tokens spent inside task tools ----------------------------------------------------

@@ -1,6 +1,7 @@
 """The first model request of a send starts while its admission and its message are
-written (``shared/agent/head_start.py``); nothing of it is shown or kept unless both
-commits succeed and the committed conversation asks for exactly that request."""
+written, in one commit (``shared/agent/head_start.py``); nothing of it is shown or kept
+unless that commit succeeds and the committed conversation asks for exactly that
+request."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ from shared.agent.transcript import Frame
 from shared.clock import ManualClock
 from shared.errors import SlotsTaken, StoreError
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
-from shared.schemas.documents import Conversation, Message, Usage
-from shared.store.memory import InMemoryConversationStore, InMemoryTaskLedgerStore
+from shared.schemas.documents import Message, Usage
+from shared.store.memory import (
+    InMemoryConversationStore,
+    InMemoryOpeningStore,
+    InMemoryTaskLedgerStore,
+)
 from tests.unit.helpers import ALICE, Fakes, Harness, make_service
 
 
@@ -47,52 +52,46 @@ class Held:
             raise
 
 
-class GatedStore(InMemoryConversationStore):
-    """A conversation store whose next write (``arm``) waits until ``gate`` opens,
-    failing with ``fail`` if set."""
+class GatedOpenings(InMemoryOpeningStore):
+    """The commit of a send's admission and message: the next one (``arm``) waits until
+    ``gate`` opens, failing with ``fail`` if set."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(
+        self, conversations: InMemoryConversationStore, ledger: InMemoryTaskLedgerStore
+    ) -> None:
+        super().__init__(conversations, ledger)
         self.armed = False
         self.entered = asyncio.Event()
         self.gate = asyncio.Event()
         self.fail: Exception | None = None
 
-    async def _hold(self) -> None:
+    def rearm(self) -> None:
+        self.armed, self.entered, self.gate = True, asyncio.Event(), asyncio.Event()
+
+    async def open(self, *args: Any, **kwargs: Any) -> Any:
         if self.armed:
             self.armed = False
             self.entered.set()
             await self.gate.wait()
             if self.fail is not None:
                 raise self.fail
-
-    async def create(self, user_id: str, conversation: Conversation) -> None:
-        await self._hold()
-        await super().create(user_id, conversation)
-
-    async def apply(self, *args: Any, **kwargs: Any) -> Any:
-        await self._hold()
-        return await super().apply(*args, **kwargs)
+        return await super().open(*args, **kwargs)
 
 
-class GatedLedger(InMemoryTaskLedgerStore):
-    """A ledger whose next write (``arm``) waits until ``gate`` opens."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed = False
-        self.gate = asyncio.Event()
-
-    async def apply_with_sections(self, *args: Any, **kwargs: Any) -> Any:
-        if self.armed:
-            self.armed = False
-            await self.gate.wait()
-        return await super().apply_with_sections(*args, **kwargs)
+def gated(
+    model: Held, clock: ManualClock | None = None, **settings: int
+) -> tuple[Harness, GatedOpenings]:
+    store, ledger = InMemoryConversationStore(), InMemoryTaskLedgerStore()
+    openings = GatedOpenings(store, ledger)
+    fakes = Fakes(store, ledger, openings=openings)
+    return make_service(model, clock=clock, fakes=fakes, **settings), openings
 
 
-def harness(model: Held, **settings: int) -> tuple[Harness, GatedStore, GatedLedger]:
-    store, ledger = GatedStore(), GatedLedger()
-    return make_service(model, fakes=Fakes(store, ledger), **settings), store, ledger
+def harness(
+    model: Held, **settings: int
+) -> tuple[Harness, InMemoryConversationStore, GatedOpenings]:
+    service, openings = gated(model, **settings)
+    return service, service.store, openings
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -109,17 +108,17 @@ def texts(frames: list[Frame]) -> list[str]:
 
 async def test_the_model_is_asked_before_the_conversation_is_written() -> None:
     model = Held("Hello")
-    service, store, _ = harness(model)
-    store.armed = True
+    service, store, commit = harness(model)
+    commit.armed = True
     send = asyncio.create_task(service.agent.send(ALICE, "hi", None))
-    await store.entered.wait()
+    await commit.entered.wait()
     await until(lambda: len(model.requests) == 1)
     assert not store.writes  # asked while the conversation's write is still in flight
     assert [(m.role, m.text) for m in model.requests[0].messages] == [("user", "hi")]
 
     model.answer[0].set()  # the reply is ready before the commit: it waits, unseen
     await asyncio.sleep(0)
-    store.gate.set()
+    commit.gate.set()
     sent = await send
     assert sent.run is not None
     frames: list[Frame] = []
@@ -134,12 +133,12 @@ async def test_the_model_is_asked_before_the_conversation_is_written() -> None:
 
 async def test_a_refused_admission_cancels_the_request_and_writes_nothing() -> None:
     model = Held("first", "never shown")
-    service, store, ledger = harness(model, runs_per_user=1)
+    service, store, commit = harness(model, runs_per_user=1)
     first = await service.start(ALICE, "one")  # holds the only slot
-    ledger.armed = True
+    commit.armed = True
     send = asyncio.create_task(service.agent.send(ALICE, "two", None))
     await until(lambda: len(model.requests) == 2)
-    ledger.gate.set()
+    commit.gate.set()
     with pytest.raises(SlotsTaken):
         await send
 
@@ -155,21 +154,20 @@ async def test_a_user_refused_a_reply_gets_no_head_start_for_a_while() -> None:
     from that user for a minute."""
     model = Held("first", "never shown", "later")
     clock = ManualClock(datetime(2026, 11, 23, 12, 0, tzinfo=UTC))
-    store, ledger = GatedStore(), GatedLedger()
-    service = make_service(model, clock=clock, fakes=Fakes(store, ledger), runs_per_user=1)
+    service, commit = gated(model, clock, runs_per_user=1)
     first = await service.start(ALICE, "one")
-    ledger.armed = True
+    commit.armed = True
     send = asyncio.create_task(service.agent.send(ALICE, "two", None))
     await until(lambda: len(model.requests) == 2)
-    ledger.gate.set()
+    commit.gate.set()
     with pytest.raises(SlotsTaken):
         await send
 
-    ledger.gate, ledger.armed = asyncio.Event(), True
+    commit.rearm()
     again = asyncio.create_task(service.agent.send(ALICE, "three", None))
     await asyncio.sleep(0.01)
     assert len(model.requests) == 2  # not asked while the admission is decided
-    ledger.gate.set()
+    commit.gate.set()
     with pytest.raises(SlotsTaken):
         await again
     assert len(model.requests) == 2
@@ -177,61 +175,61 @@ async def test_a_user_refused_a_reply_gets_no_head_start_for_a_while() -> None:
     await clock.advance(61)
     assert first.head_start is not None
     await first.head_start.discard()
-    ledger.gate, ledger.armed = asyncio.Event(), True
+    commit.rearm()
     later = asyncio.create_task(service.agent.send(ALICE, "four", None))
     await until(lambda: len(model.requests) == 3)  # a head start again, a minute on
-    ledger.gate.set()
+    commit.gate.set()
     with pytest.raises(SlotsTaken):
         await later
 
 
 async def test_a_refused_admission_counts_what_the_cancelled_request_used() -> None:
     model = Held("first", "never shown")
-    service, store, ledger = harness(model, runs_per_user=1)
+    service, store, commit = harness(model, runs_per_user=1)
     first = await service.start(ALICE, "one")
-    ledger.armed = True
+    commit.armed = True
     send = asyncio.create_task(service.agent.send(ALICE, "two", None))
     await until(lambda: len(model.requests) == 2)
     model.answer[1].set()  # the model answered before the refusal came
     await asyncio.sleep(0.01)
-    ledger.gate.set()
+    commit.gate.set()
     with pytest.raises(SlotsTaken):
         await send
 
-    assert (await ledger.get("alice")).usage.tokens == 8
+    assert (await service.fakes.ledger.get("alice")).usage.tokens == 8
     assert list(store.writes) == [first.conversation_id]
     assert first.head_start is not None
     await first.head_start.discard()
 
 
-async def test_a_failed_conversation_write_cancels_the_request_and_shows_nothing() -> None:
+async def test_a_failed_commit_cancels_the_request_and_shows_nothing() -> None:
     model = Held("never shown")
-    service, store, ledger = harness(model)
-    store.armed, store.fail = True, StoreError("Firestore is unavailable.")
+    service, store, commit = harness(model)
+    commit.armed, commit.fail = True, StoreError("Firestore is unavailable.")
     send = asyncio.create_task(service.agent.send(ALICE, "hi", None))
-    await store.entered.wait()
+    await commit.entered.wait()
     await until(lambda: len(model.requests) == 1)
-    store.gate.set()
+    commit.gate.set()
     with pytest.raises(StoreError):
         await send
 
     assert model.cancelled == 1
     assert not store.writes
-    assert not (await ledger.get("alice")).runs  # the run's place freed
+    assert not service.fakes.ledger.writes  # the admission was never written either
 
 
 async def test_a_history_changed_meanwhile_asks_again_on_the_committed_one() -> None:
     model = Held("First.", "stale", "fresh")
     model.answer[0].set()
-    service, store, _ = harness(model)
+    service, store, commit = harness(model)
     sent = await service.agent.send(ALICE, "one", None)
     assert sent.run is not None
     await sent.run.execute(lambda _: None)
     conversation_id = sent.conversation_id
 
-    store.armed = True  # the send's first write (closing a dead run, if any) waits
+    commit.armed = True  # the send's commit waits
     send = asyncio.create_task(service.agent.send(ALICE, "two", conversation_id))
-    await store.entered.wait()
+    await commit.entered.wait()
     await until(lambda: len(model.requests) == 2)
     # Meanwhile another process adds to the conversation.
     other = Message.model_validate(
@@ -249,7 +247,7 @@ async def test_a_history_changed_meanwhile_asks_again_on_the_committed_one() -> 
         conversation_id,
         lambda c: (c.model_copy(update={"messages": [*c.messages, other]}), None),
     )
-    store.gate.set()
+    commit.gate.set()
     again = await send
     assert again.run is not None
     model.answer[2].set()

@@ -1,6 +1,7 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
-task ledgers, lessons, families, task sections, family messages' posts and users'
-settings, all on one client per process (``connect``)."""
+task ledgers, lessons, families, task sections, family messages' posts, users'
+settings and a send's admission with its message (openings), all on one client per
+process (``connect``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from shared.store.firestore.conversations import FirestoreConversationStore
 from shared.store.firestore.families import FirestoreFamilyStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
+from shared.store.firestore.openings import FirestoreOpeningStore
 from shared.store.firestore.posts import FirestorePostStore
 from shared.store.firestore.settings import FirestoreSettingsStore
 from shared.store.firestore.tasks import FirestoreTaskDocumentStore
@@ -21,6 +23,7 @@ __all__ = [
     "FirestoreConversationStore",
     "FirestoreFamilyStore",
     "FirestoreLessonStore",
+    "FirestoreOpeningStore",
     "FirestorePostStore",
     "FirestoreSettingsStore",
     "FirestoreStores",
@@ -43,6 +46,7 @@ class FirestoreStores:
     sections: FirestoreTaskDocumentStore
     posts: FirestorePostStore
     settings: FirestoreSettingsStore
+    openings: FirestoreOpeningStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -54,13 +58,16 @@ def connect(
 ) -> FirestoreStores:
     """The stores on the project's default database (the emulator if its variable is set)."""
     client = AsyncClient(project=project_id)
+    conversations = FirestoreConversationStore(client, lambda: Client(project=project_id))
+    ledgers = FirestoreTaskLedgerStore(client)
     return FirestoreStores(
         client,
-        FirestoreConversationStore(client, lambda: Client(project=project_id)),
-        FirestoreTaskLedgerStore(client),
+        conversations,
+        ledgers,
         FirestoreLessonStore(client, lesson_versions_kept),
         FirestoreFamilyStore(client),
         FirestoreTaskDocumentStore(client),
         FirestorePostStore(client),
         FirestoreSettingsStore(client),
+        FirestoreOpeningStore(client, conversations, ledgers),
     )

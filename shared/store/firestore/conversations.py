@@ -32,7 +32,9 @@ def _streaming_only(patch: Patch) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Version:
+class Version:
+    """A conversation as this process last wrote or read it, and when it was written."""
+
     conversation: Conversation
     sizes: Sizes
     update_time: datetime
@@ -54,7 +56,7 @@ class FirestoreConversationStore(ConversationStore):
         self._client = client
         self._listener_factory = listener
         self._listener: Client | None = None
-        self._versions: OrderedDict[tuple[str, str], _Version] = OrderedDict()
+        self._versions: OrderedDict[tuple[str, str], Version] = OrderedDict()
         self._cached_bytes = 0
         self._batcher = WriteBatcher(client)
         # One listener per watched conversation, shared by all who watch it (resume).
@@ -63,7 +65,28 @@ class FirestoreConversationStore(ConversationStore):
     def _ref(self, user_id: str, conversation_id: str) -> Any:
         return _conversation(self._client, user_id, conversation_id)
 
-    def _remember(self, key: tuple[str, str], version: _Version) -> None:
+    def ref(self, user_id: str, conversation_id: str) -> Any:
+        """The conversation's document reference (for a write across documents)."""
+        return self._ref(user_id, conversation_id)
+
+    def remembered(self, user_id: str, conversation_id: str) -> Version | None:
+        """The version this process last wrote or read, if it still keeps it (a guess:
+        writes over it carry its ``update_time`` as their precondition)."""
+        return self._versions.get((user_id, conversation_id))
+
+    async def read(self, user_id: str, conversation_id: str) -> Version | None:
+        """The stored version, read now (and remembered); ``None`` if there is none."""
+        return await self._read(user_id, conversation_id)
+
+    def remember(self, user_id: str, conversation_id: str, version: Version | None) -> None:
+        """Keep ``version`` as the latest (one written across documents), or forget the
+        one kept (``None``: someone else wrote, read it again)."""
+        if version is None:
+            self._forget((user_id, conversation_id))
+        else:
+            self._remember((user_id, conversation_id), version)
+
+    def _remember(self, key: tuple[str, str], version: Version) -> None:
         self._forget(key)
         self._versions[key] = version
         self._cached_bytes += version.sizes.total
@@ -76,7 +99,7 @@ class FirestoreConversationStore(ConversationStore):
         if old is not None:
             self._cached_bytes -= old.sizes.total
 
-    async def _read(self, user_id: str, conversation_id: str) -> _Version | None:
+    async def _read(self, user_id: str, conversation_id: str) -> Version | None:
         if reserved(conversation_id):
             return None  # Firestore would refuse the id itself: no such conversation
         with unavailable("Firestore read"):
@@ -85,7 +108,7 @@ class FirestoreConversationStore(ConversationStore):
             self._forget((user_id, conversation_id))
             return None
         document = snapshot.to_dict()
-        version = _Version(
+        version = Version(
             Conversation.model_validate(document), Sizes.of(document), snapshot.update_time
         )
         self._remember((user_id, conversation_id), version)
@@ -104,9 +127,7 @@ class FirestoreConversationStore(ConversationStore):
                 result = await self._ref(user_id, conversation.id).create(document)
             except gexc.AlreadyExists as exc:
                 raise StoreError(f"conversation {conversation.id} already exists") from exc
-        self._remember(
-            (user_id, conversation.id), _Version(conversation, sizes, result.update_time)
-        )
+        self._remember((user_id, conversation.id), Version(conversation, sizes, result.update_time))
 
     async def apply(
         self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
@@ -149,7 +170,7 @@ class FirestoreConversationStore(ConversationStore):
             if written is None:
                 self._forget(key)  # someone else wrote: read again and redo
                 continue
-            self._remember(key, _Version(updated, sizes, written))
+            self._remember(key, Version(updated, sizes, written))
             return updated, decided
         raise StoreError("The conversation is changing too fast to save; please try again.")
 
@@ -159,8 +180,10 @@ class FirestoreConversationStore(ConversationStore):
         with unavailable("Firestore write"):
             try:
                 if _streaming_only(patch):
-                    return await self._batcher.update(ref, _fields(patch), option)
-                written: datetime = (await ref.update(_fields(patch), option=option)).update_time
+                    return await self._batcher.update(ref, write_fields(patch), option)
+                written: datetime = (
+                    await ref.update(write_fields(patch), option=option)
+                ).update_time
                 return written
             except (gexc.FailedPrecondition, gexc.NotFound):
                 return None
@@ -264,7 +287,8 @@ def _conversation(client: Any, user_id: str, conversation_id: str) -> Any:
     )
 
 
-def _fields(patch: Patch) -> dict[str, Any]:
+def write_fields(patch: Patch) -> dict[str, Any]:
+    """What an ``update`` sends for ``patch`` (appends as ``ArrayUnion``)."""
     fields: dict[str, Any] = dict(patch.put)
     fields.update({k: ArrayUnion(v) for k, v in patch.append.items()})
     fields.update(dict.fromkeys(patch.delete, DELETE_FIELD))

@@ -39,7 +39,18 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
     def _ref(self, user_id: str) -> Any:
         return self._client.collection(user_id).document("server")
 
-    def _remember(self, user_id: str, document: dict[str, Any], update_time: datetime) -> None:
+    def ref(self, user_id: str) -> Any:
+        """The ledger's document reference (for a write across documents)."""
+        return self._ref(user_id)
+
+    def recall(self, user_id: str) -> tuple[dict[str, Any], datetime] | None:
+        """The ledger as this process last wrote or read it, and its ``update_time``,
+        forgotten until ``remember``ed again (a guess: a write over it is checked by its
+        precondition)."""
+        return self._known.pop(user_id, None)
+
+    def remember(self, user_id: str, document: dict[str, Any], update_time: datetime) -> None:
+        """Keep ``document`` (stored at ``update_time``) as the ledger's latest version."""
         self._known[user_id] = (document, update_time)
         self._known.move_to_end(user_id)
         while len(self._known) > _LEDGERS_KEPT:
@@ -72,7 +83,7 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
         batch: what was written and what ``change`` decided, or ``None`` when it must be
         judged again on a fresh read."""
         ref = self._ref(user_id)
-        known = self._known.pop(user_id, None)
+        known = self.recall(user_id)
         remembered = known is not None
         if known is None:
             snapshot = await ref.get()
@@ -110,7 +121,7 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
             if before is None or fields:
                 update_time = results[0].update_time
         if update_time is not None:  # (always, by now: read, or just written)
-            self._remember(user_id, document, update_time)
+            self.remember(user_id, document, update_time)
         return updated, decided
 
     async def _sections(self, batch: Any, user_id: str, named: Mapping[str, SectionChange]) -> int:
