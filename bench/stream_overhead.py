@@ -61,6 +61,7 @@ from tools.stack import (  # noqa: E402
     Stack,
     cpu_seconds,
     free_port,
+    peak_rss_mb,
     sign_up,
     start_functions,
     tcp_ok,
@@ -315,11 +316,20 @@ async def capacity(
             f"| added {added:7.1f} ms | api CPU {api_cpu / wall * 100:3.0f}% "
             f"({api_cpu / stream_seconds * 1e6:5.0f} us per stream-second) "
             f"| Firestore emulator CPU {emulator_cpu * 100:3.0f}% "
-            f"| failed {failed}/{streams} (direct {direct_failed})"
+            f"| failed {failed}/{streams} (direct {direct_failed}) "
+            f"| api peak RSS {peak_rss_mb(api_pid):4.0f} MB"
         )
         if added > 50 or failed:
             break
         best = streams
+    if levels and max(levels) >= STREAMS_TARGET and not held.direct.get(STREAMS_TARGET):
+        # The issue asks for the memory at the target's streams even when the p99 rule
+        # stopped the levels before them.
+        _, failed = await concurrent(endpoint, STREAMS_TARGET, tokens, rate)
+        print(
+            f"    {STREAMS_TARGET:5d} streams (for memory only): api peak RSS "
+            f"{peak_rss_mb(api_pid):4.0f} MB | failed {failed}/{STREAMS_TARGET}"
+        )
     print(
         f"    -> held {best} concurrent streams within +50 ms p99 "
         f"(target >= {STREAMS_TARGET}: {verdict(best >= STREAMS_TARGET)})"

@@ -76,6 +76,25 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def peak_rss_mb(pid: int) -> float:
+    """The highest resident memory (``VmHWM``) so far of ``pid`` or one of its direct
+    children (a server's worker, which serves the requests), in MB."""
+    peak = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+            if stat.parent.name != str(pid) and parent != str(pid):
+                continue
+            status = (stat.parent / "status").read_text()
+        except OSError:
+            continue
+        peak = max(
+            peak,
+            next((int(n.split()[1]) for n in status.splitlines() if n.startswith("VmHWM:")), 0),
+        )
+    return peak / 1024
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
