@@ -175,6 +175,20 @@ def section_of(db: firestore.Client, uid: str, task_id: str) -> dict[str, Any]:
     return sections_of(db, uid).document(task_id).get().to_dict() or {}
 
 
+def section_when(
+    db: firestore.Client, uid: str, task_id: str, status: str, timeout: float = 30
+) -> dict[str, Any]:
+    """The section once it shows ``status``. A task ends (its section with it) only once
+    its follow-up is written, so a finished conversation does not yet mean an ended
+    section: read at once, it can still say ``running``."""
+
+    def shown() -> dict[str, Any] | None:
+        found = section_of(db, uid, task_id)
+        return found if found.get("status") == status else None
+
+    return wait_for(shown, f"the section to show {status}", timeout)
+
+
 def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
@@ -483,7 +497,7 @@ def test_e2e_plan_lessons_leaves_each_planned_lesson_readable(
     conversation_id = events[0].data["conversationId"]
     task_id = events[-2].data["taskId"]
     doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 60)
-    section = section_of(db, alice.uid, task_id)
+    section = section_when(db, alice.uid, task_id, "completed")
     assert (section["status"], section["tool"]) == ("completed", "plan_lessons")
     assert section["summary"] == "Planned and wrote 3 lessons."
     planned = section["keyOutputs"]
@@ -520,8 +534,7 @@ def test_e2e_a_task_whose_call_rolled_over_into_the_archive_stays_readable(
         conversation_id = events[0].data["conversationId"]
         task_id, call_id = events[-2].data["taskId"], events[-2].data["toolCallId"]
         wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 60)
-        before = section_of(db, alice.uid, task_id)
-        assert before["status"] == "completed"
+        before = section_when(db, alice.uid, task_id, "completed")
         for n in range(3):
             # Streamed, so the reply runs (and the conversation rolls over) in that api.
             with httpx.stream(
