@@ -152,11 +152,7 @@ def test_e2e_a_failed_task_says_what_went_wrong_and_what_to_try(
     wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 60)
     task_id = events[-2].data["taskId"]
 
-    def ended() -> dict[str, Any] | None:
-        found = sections_of(db, alice.uid).document(task_id).get().to_dict() or {}
-        return found if found.get("status") == "failed" else None
-
-    section = wait_for(ended, "the section to end")
+    section = section_when(db, alice.uid, task_id, "failed")
     assert section["status"] == "failed"
     assert section["summary"].startswith("This did not work: Creating lesson did not work")
     assert section["keyOutputs"][0]["kind"] == "try"
@@ -230,11 +226,7 @@ def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
         "status": "cancelling",
     }
 
-    def ended() -> dict[str, Any] | None:
-        found = section_of(db, alice.uid, task_id)
-        return found if found.get("status") == "cancelled" else None
-
-    section = wait_for(ended, "the section to end cancelled", 30)
+    section = section_when(db, alice.uid, task_id, "cancelled")
     assert section["summary"] == "Cancelled by the user."
     doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
     results = [p["toolResult"] for m in doc["messages"] for p in m["content"] if "toolResult" in p]
@@ -311,11 +303,7 @@ def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
     conversation_id = events[0].data["conversationId"]
     task_id = events[-2].data["taskId"]
 
-    def waiting() -> dict[str, Any] | None:
-        found = section_of(db, alice.uid, task_id)
-        return found if found.get("status") == "waiting_on_user" else None
-
-    section = wait_for(waiting, "the task to wait on the user", 30)
+    section = section_when(db, alice.uid, task_id, "waiting_on_user")
     assert section["question"] == "Which task does this answer?"
     assert ledger(db, alice.uid)["tasks"][task_id]["status"] == "waiting_on_user"
     doc = conversation_doc(db, alice.uid, conversation_id) or {}
@@ -335,11 +323,7 @@ def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
     )
     assert answered.status_code == 202, answered.text
 
-    def completed() -> dict[str, Any] | None:
-        found = section_of(db, alice.uid, task_id)
-        return found if found.get("status") == "completed" else None
-
-    section = wait_for(completed, "the section to complete", 60)
+    section = section_when(db, alice.uid, task_id, "completed", 60)
     listener.close(after={task_id: "completed"})
     assert section["summary"] == FEEDBACK["summary"]
     kinds = [o["kind"] for o in section["keyOutputs"]]
@@ -444,11 +428,7 @@ def test_e2e_progress_steps_append_across_a_redelivered_and_a_retried_attempt(
     # Delivered again while its first attempt runs: the other delivery holds it.
     assert redeliver(functions, alice.uid, conversation_id, task_id, 1) == 409
 
-    def completed() -> dict[str, Any] | None:
-        found = section_of(db, alice.uid, task_id)
-        return found if found.get("status") == "completed" else None
-
-    section = wait_for(completed, "the section to complete", 60)
+    section = section_when(db, alice.uid, task_id, "completed", 60)
     wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
     # Delivered again once it is over: each attempt is stale, nothing changes.
     assert redeliver(functions, alice.uid, conversation_id, task_id, 1) == 200
