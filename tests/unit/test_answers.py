@@ -272,11 +272,15 @@ def test_every_invalid_body_of_every_request_is_worded_by_us() -> None:
         api.RestoreRequest,
     ]
     names = sorted({i.alias or n for m in models for n, i in m.model_fields.items()})
+    pydantic_words = ("should", "Input", "pattern", "constrained", "[key]", "Value")
+    # A field the client names is quoted back to it, so a made-up name must not itself
+    # hold one of the words (Hypothesis draws string constants from this file, "[key]").
+    unknown = st.text(max_size=5).filter(lambda k: not any(w in k for w in pydantic_words))
 
     @settings(max_examples=400, deadline=None)
     @given(
         st.sampled_from(models),
-        st.dictionaries(st.sampled_from(names) | st.text(max_size=5), _json_values(), max_size=5),  # type: ignore[arg-type]
+        st.dictionaries(st.sampled_from(names) | unknown, _json_values(), max_size=5),  # type: ignore[arg-type]
     )
     def check(model: type[BaseModel], body: dict[str, object]) -> None:
         try:
@@ -284,8 +288,8 @@ def test_every_invalid_body_of_every_request_is_worded_by_us() -> None:
         except ValidationError as exc:
             error = invalid_body(model, exc)
             assert error.message.startswith("The request body is not valid: ")
-            for pydantic_words in ("should", "Input", "pattern", "constrained", "[key]", "Value"):
-                assert pydantic_words not in error.message, error.message
+            for words in pydantic_words:
+                assert words not in error.message, error.message
             assert error.details and all(d["field"] for d in error.details)
 
     check()
