@@ -215,6 +215,22 @@ class TaskScheduler:
             QueuedTask(follow_up_name(message_id, attempt), payload.to_bytes(), due)
         )
 
+    def _admission(
+        self,
+        ledger: TaskLedger,
+        run_id: str,
+        conversation_id: str,
+        now: datetime,
+        voice_session: str | None,
+        wait: bool = False,
+    ) -> tuple[TaskLedger, RateLimited | None]:
+        """The one admission's pure change: ``redeem_voice`` first for a voice message,
+        then the ledger's ``admit_run`` (slots and tokens; it raises a refusal, or with
+        ``wait`` returns it)."""
+        if voice_session is not None:
+            ledger = ledgers.redeem_voice(ledger, voice_session, conversation_id, now)
+        return ledgers.admit_run(ledger, run_id, conversation_id, now, self.limits, wait)
+
     async def admit_run(
         self,
         user_id: str,
@@ -228,9 +244,7 @@ class TaskScheduler:
         now = self.clock.now()
 
         def change(led: TaskLedger) -> tuple[TaskLedger, RateLimited | None]:
-            if voice_session is not None:
-                led = ledgers.redeem_voice(led, voice_session, conversation_id, now)
-            return ledgers.admit_run(led, run_id, conversation_id, now, self.limits, wait)
+            return self._admission(led, run_id, conversation_id, now, voice_session, wait)
 
         refused = await self._apply(user_id, change)
         if refused is not None:
@@ -255,9 +269,7 @@ class TaskScheduler:
         def change(
             ledger: TaskLedger, conversation: Conversation | None
         ) -> tuple[TaskLedger, Conversation, None]:
-            if voice_session is not None:
-                ledger = ledgers.redeem_voice(ledger, voice_session, conversation_id, now)
-            admitted, _ = ledgers.admit_run(ledger, run_id, conversation_id, now, self.limits)
+            admitted, _ = self._admission(ledger, run_id, conversation_id, now, voice_session)
             opened = opening(conversation)
             active = opened.active_run
             if active is None or active.run_id != run_id:
