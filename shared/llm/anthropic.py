@@ -33,7 +33,6 @@ from shared.llm.base import (
     TextDelta,
     ToolCallRequest,
     bounded_state,
-    client_options,
     lines_of,
     merged_turns,
     relay,
@@ -42,6 +41,7 @@ from shared.llm.base import (
     transport_error,
     unforeseen_error,
 )
+from shared.llm.transport import client_options
 from shared.schemas.documents import ModelFinishReason, Usage
 
 DEFAULT_MAX_TOKENS = 4096

@@ -32,8 +32,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
-import httpx2
-
 from shared.errors import (
     ContentFiltered,
     IncompleteResponse,
@@ -42,7 +40,6 @@ from shared.errors import (
     ProviderRejected,
     ProviderUnavailable,
 )
-from shared.llm.transport import http_client
 from shared.schemas.documents import ModelFinishReason, Usage
 
 log = logging.getLogger(__name__)
@@ -50,25 +47,12 @@ log = logging.getLogger(__name__)
 MALFORMED = "The model provider sent a malformed stream."
 CUT_OFF = "The model's reply was cut off before it finished."
 
-# What every adapter asks of its SDK's client: a reply may take two minutes to finish,
+# What every adapter asks of its HTTP client: a reply may take two minutes to finish,
 # a connection ten seconds to open; a local fake may need no key (the SDKs insist on one,
 # and Anthropic's would otherwise hunt for credentials of its own).
 READ_TIMEOUT_SECONDS = 120.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 NO_KEY = "no-key"
-
-
-def client_options(api_key: str | None, base_url: str | None, max_retries: int) -> dict[str, Any]:
-    """The options the OpenAI and Anthropic clients are made with (one generator made
-    both SDKs, so they take the same ones), over our leaner HTTP client (``transport.py``)."""
-    timeout = httpx2.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
-    return {
-        "api_key": api_key or NO_KEY,
-        "base_url": base_url,
-        "max_retries": max_retries,
-        "timeout": timeout,
-        "http_client": http_client(timeout),
-    }
 
 
 def status_error(status: object, detail: str) -> ProviderError:

@@ -1,20 +1,21 @@
 """``ModelProvider`` on OpenAI Chat Completions streaming (the only module importing ``openai``).
 
 Chat Completions is the widest-compatible wire format, so ``OPENAI_BASE_URL`` can
-point at any OpenAI-compatible server. Voice clips are transcribed here too
-(``OpenAITranscriber``, on ``audio.transcriptions``).
+point at any OpenAI-compatible server. The chat request goes through our own client
+(``wire.py``); the SDK serves the rest (voice clips are transcribed here,
+``OpenAITranscriber`` on ``audio.transcriptions``, and ``shared/voice/openai_voice.py``)
+and is imported only when one of those is first used: ``import openai`` is ~0.35 s of
+an instance's cold start here (``python -X importtime``), which a text request never
+needs.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx2
-import openai
-from openai import AsyncOpenAI
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from shared.errors import (
     IncompleteResponse,
@@ -22,6 +23,7 @@ from shared.errors import (
 )
 from shared.llm.base import (
     CUT_OFF,
+    NO_KEY,
     ChatMessage,
     Finish,
     ModelEvent,
@@ -29,16 +31,21 @@ from shared.llm.base import (
     ProviderName,
     TextDelta,
     ToolCallRequest,
-    client_options,
-    lines_of,
     relay,
     sse_json,
+    sse_lines,
     status_error,
     transport_error,
     unforeseen_error,
 )
 from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
+from shared.llm.wire import WireClient, WireError, WireStatusError, WireTransportError
 from shared.schemas.documents import ModelFinishReason, Usage
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 _FINISH_REASONS: dict[str, ModelFinishReason] = {
     "stop": "stop",
@@ -100,12 +107,25 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
     return body
 
 
-# What the SDK and its transport raise (``translate_error`` makes them ours).
-FAILURES = (openai.OpenAIError, httpx2.HTTPError)
+def sdk_failures() -> tuple[type[Exception], ...]:
+    """What the SDK and its transport raise (``translate_error`` makes them ours); asked
+    for only once one was raised, so asking imports nothing new."""
+    import httpx2
+    import openai
+
+    return (openai.OpenAIError, httpx2.HTTPError)
 
 
 def translate_error(exc: Exception) -> ProviderError:
-    """Our exception for an ``openai`` or ``httpx2`` one (the SDK's transport)."""
+    """Our exception for one of ``wire.py``'s, or an ``openai`` or ``httpx2`` one (the
+    SDK's transport)."""
+    if isinstance(exc, WireStatusError):
+        return status_error(exc.status, str(exc))
+    if isinstance(exc, WireTransportError):
+        return transport_error(exc)
+    import httpx2
+    import openai
+
     if isinstance(exc, openai.APIStatusError):  # RateLimitError (429) included
         return status_error(exc.status_code, f"{exc.status_code}: {exc.message}")
     if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
@@ -171,11 +191,30 @@ class _StreamState:
         yield Finish(self.finish, self.usage)
 
 
-def connect_client(api_key: str | None, base_url: str | None, max_retries: int) -> AsyncOpenAI:
-    """An OpenAI client; a process configured for OpenAI makes four at start-up (the
-    model, transcription, live audio, speech), all on the process's one TLS context
-    (``transport.tls_context``)."""
-    return AsyncOpenAI(**client_options(api_key, base_url, max_retries))
+class SdkClient:
+    """An ``AsyncOpenAI`` client made (and the SDK imported) on first use; a process
+    configured for OpenAI has three (transcription, live audio, speech), all on the
+    process's one TLS context (``wire.tls_context``)."""
+
+    def __init__(self, api_key: str | None, base_url: str | None, max_retries: int) -> None:
+        self._options = (api_key, base_url, max_retries)
+
+    @cached_property
+    def sdk(self) -> AsyncOpenAI:
+        from openai import AsyncOpenAI
+
+        from shared.llm.transport import client_options
+
+        return AsyncOpenAI(**client_options(*self._options))
+
+    async def aclose(self) -> None:
+        if "sdk" in self.__dict__:
+            await self.sdk.close()
+
+
+def connect_client(api_key: str | None, base_url: str | None, max_retries: int) -> SdkClient:
+    """The SDK's client, made when first used (see ``SdkClient``)."""
+    return SdkClient(api_key, base_url, max_retries)
 
 
 class OpenAIProvider:
@@ -187,7 +226,7 @@ class OpenAIProvider:
 
     provider: ProviderName = "openai"
 
-    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+    def __init__(self, client: WireClient, model: str) -> None:
         self._client = client
         self._model = model
 
@@ -195,37 +234,27 @@ class OpenAIProvider:
     def connect(
         cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
     ) -> OpenAIProvider:
-        client = connect_client(api_key, base_url, max_retries)
-        # The SDK imports its chat resource on first use: ~38 ms of CPU that would
-        # otherwise fall on an instance's first request (bench/cold_start.py).
-        _ = client.chat.completions.with_streaming_response
-        return cls(client, model)
+        headers = {"Authorization": f"Bearer {api_key or NO_KEY}"}
+        return cls(WireClient(base_url or DEFAULT_BASE_URL, headers, max_retries), model)
 
     @property
     def label(self) -> str:
         return self._model
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        # The SDK still builds the request, authenticates, retries and raises on an
-        # error status; we read the SSE lines ourselves because building a typed
-        # ChatCompletionChunk per token costs ~200 µs, which caps one process at a
-        # few thousand tokens a second (see bench/stream_overhead.py).
-        def opened() -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        # Not through the SDK: a typed ChatCompletionChunk per token costs ~200 µs, and
+        # its typed arguments are walked field by field against their TypedDicts
+        # (~0.8 ms of CPU per request); see ``wire.py`` for the rest.
+        @asynccontextmanager
+        async def opened() -> AsyncIterator[AsyncIterator[str]]:
             body = _wire_request(self._model, request)
-            # Everything but the model goes in ``extra_body``, which the SDK sends as
-            # given: its typed arguments are walked field by field against their
-            # TypedDicts first (the system prompt, history and every tool's schema),
-            # ~0.8 ms of CPU per request here, ~8 % of a short stream's api CPU (py-spy).
-            return lines_of(
-                self._client.chat.completions.with_streaming_response.create(
-                    model=self._model, messages=(), stream=True, extra_body=body
-                )
-            )
+            async with self._client.stream("/chat/completions", body) as chunks:
+                yield sse_lines(chunks)
 
-        return relay(opened, _StreamState(), FAILURES, translate_error)
+        return relay(opened, _StreamState(), (WireError,), translate_error)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
 
 
 def _transcript_usage(usage: Any, seconds: float) -> Usage:
@@ -241,7 +270,7 @@ class OpenAITranscriber:
     ``transcript.text.done``) by the ``gpt-4o…-transcribe`` models; ``whisper-1``,
     which cannot stream, answers in one piece."""
 
-    def __init__(self, client: AsyncOpenAI, model: str) -> None:
+    def __init__(self, client: SdkClient, model: str) -> None:
         self._client = client
         self._model = model
 
@@ -261,7 +290,7 @@ class OpenAITranscriber:
 
     async def transcribe(self, clip: Clip) -> AsyncGenerator[TranscriptionEvent, None]:
         upload = (clip.name, clip.data, clip.media_type)
-        transcriptions = self._client.audio.transcriptions
+        transcriptions = self._client.sdk.audio.transcriptions
         try:
             if not self.streams:
                 whole = await transcriptions.create(
@@ -280,9 +309,9 @@ class OpenAITranscriber:
                     usage = _transcript_usage(event.usage, clip.duration_seconds)
                     yield Transcribed(event.text.strip(), usage)
                     return
-        except FAILURES as exc:
+        except sdk_failures() as exc:
             raise translate_error(exc) from exc
         raise IncompleteResponse("The transcription was cut off before it finished.")
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()

@@ -1,5 +1,8 @@
 """The HTTP client the model SDKs are given: theirs, with a leaner read of the socket.
 
+(The OpenAI chat request, the hot one, uses no SDK: ``wire.py``. This module serves the
+Anthropic and Gemini adapters and the OpenAI SDK's audio, and is imported with them.)
+
 A streamed reply arrives one socket read per token (at 50 tokens/s, 50 reads a second
 per stream). httpcore's own network stream wraps every read in ``anyio.fail_after``
 (a cancel scope entered and left, the current task looked up three times): ~30 µs a
@@ -18,7 +21,6 @@ HTTP/1.1, the SDKs' retries and errors) are httpcore's and the SDKs' as before.
 from __future__ import annotations
 
 import asyncio
-import functools
 import select
 import ssl
 from collections.abc import Iterable
@@ -30,6 +32,9 @@ import anyio.streams.tls
 import httpcore2
 import httpx2
 
+from shared.llm import wire
+from shared.llm.base import CONNECT_TIMEOUT_SECONDS, NO_KEY, READ_TIMEOUT_SECONDS
+
 # The SDKs' own defaults for their client (``openai.DEFAULT_CONNECTION_LIMITS``,
 # Anthropic's the same), which a client given to them replaces.
 LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
@@ -37,14 +42,12 @@ LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 _BROKEN = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
 
 
-@functools.cache
 def tls_context() -> ssl.SSLContext:
-    """The one TLS context of every SDK client of the process (the SDKs' own default).
-    Making a context loads the system's trust store, and a process configured for
-    OpenAI makes four clients at start-up (the model, transcription, live audio,
-    speech): 70 ms of CPU for four clients each on its own context against 18 ms on
-    one, here."""
-    return httpx2.create_ssl_context()
+    """The one TLS context of every provider connection of the process (``wire.py``'s):
+    making a context loads the system's trust store, and a process configured for
+    OpenAI makes three SDK clients (transcription, live audio, speech): 70 ms of CPU
+    for four clients each on its own context against 18 ms on one, here."""
+    return wire.tls_context()
 
 
 class DeadlineStream(httpcore2.AsyncNetworkStream):
@@ -222,3 +225,16 @@ def http_client(timeout: httpx2.Timeout) -> httpx2.AsyncClient:
     """The client an SDK is made with: as its default one (limits, timeout, redirects),
     over ``DeadlineTransport``."""
     return httpx2.AsyncClient(transport=DeadlineTransport(), timeout=timeout, follow_redirects=True)
+
+
+def client_options(api_key: str | None, base_url: str | None, max_retries: int) -> dict[str, Any]:
+    """The options the OpenAI and Anthropic clients are made with (one generator made
+    both SDKs, so they take the same ones), over ``http_client``."""
+    timeout = httpx2.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+    return {
+        "api_key": api_key or NO_KEY,
+        "base_url": base_url,
+        "max_retries": max_retries,
+        "timeout": timeout,
+        "http_client": http_client(timeout),
+    }

@@ -12,9 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from openai import AsyncOpenAI
-
-from shared.llm.openai import FAILURES, connect_client, translate_error
+from shared.llm.openai import SdkClient, connect_client, sdk_failures, translate_error
 from shared.voice.live import LiveSecret
 from shared.voice.speech import pieces
 
@@ -44,12 +42,13 @@ def _transcription_session(model: str) -> dict[str, Any]:
 
 
 class OpenAIVoice:
-    """``SecretMinter`` and ``Speaker`` on one ``AsyncOpenAI`` client."""
+    """``SecretMinter`` and ``Speaker`` on one ``AsyncOpenAI`` client (made, and the
+    SDK imported, when first used)."""
 
     provider = "openai"
     media_type = "audio/mpeg"
 
-    def __init__(self, client: AsyncOpenAI, live_model: str, speech_model: str, voice: str) -> None:
+    def __init__(self, client: SdkClient, live_model: str, speech_model: str, voice: str) -> None:
         self._client = client
         self._live_model = live_model
         self._speech_model = speech_model
@@ -81,11 +80,11 @@ class OpenAIVoice:
         low, high = _SECONDS
         seconds = min(max(int(opens_within.total_seconds()), low), high)
         try:
-            made = await self._client.realtime.client_secrets.create(
+            made = await self._client.sdk.realtime.client_secrets.create(
                 expires_after={"anchor": "created_at", "seconds": seconds},
                 session=_transcription_session(self._live_model),  # type: ignore[arg-type]
             )
-        except FAILURES as exc:
+        except sdk_failures() as exc:
             raise translate_error(exc) from exc
         return LiveSecret(made.value, datetime.fromtimestamp(made.expires_at, UTC))
 
@@ -98,7 +97,7 @@ class OpenAIVoice:
             # One request per piece of at most MAX_INPUT characters; MP3 frames follow
             # one another, so the pieces' audio is one file.
             for piece in pieces(text, MAX_INPUT):
-                async with self._client.audio.speech.with_streaming_response.create(
+                async with self._client.sdk.audio.speech.with_streaming_response.create(
                     model=self._speech_model,
                     voice=self._voice,
                     input=piece,
@@ -107,8 +106,8 @@ class OpenAIVoice:
                 ) as response:
                     async for chunk in response.iter_bytes():
                         yield chunk
-        except FAILURES as exc:
+        except sdk_failures() as exc:
             raise translate_error(exc) from exc
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()
