@@ -78,9 +78,9 @@ class WireStatusError(WireError):
 def tls_context() -> ssl.SSLContext:
     """The one TLS context of the process's provider connections (ours and the SDKs'):
     making one loads the system's trust store, ~18 ms of CPU here."""
-    import certifi
+    from certifi import where as ca_bundle
 
-    context = ssl.create_default_context(cafile=certifi.where())
+    context = ssl.create_default_context(cafile=ca_bundle())
     context.set_alpn_protocols(["http/1.1"])
     return context
 
