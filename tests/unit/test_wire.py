@@ -254,6 +254,18 @@ async def test_no_server_is_a_transport_error() -> None:
         await read(c)
 
 
+def test_it_runs_on_uvloop_as_the_functions_do() -> None:
+    # uvicorn serves on uvloop, whose transports are not asyncio's classes.
+    import uvloop
+
+    async def twice() -> list[bytes]:
+        async with serving(sse) as server:
+            c = client(server)
+            return [await read(c), await read(c)]
+
+    assert uvloop.run(twice()) == [b"data: one\n\ndata: two\n\n"] * 2
+
+
 def test_only_http_urls_are_taken() -> None:
     with pytest.raises(ValueError, match="not an http"):
         WireClient("ftp://example.com", {})
