@@ -69,30 +69,35 @@ def test_what_the_server_worker_imports_after_the_port_is_bound_is_imported_befo
     assert "uvloop" in imported
 
 
-def test_the_openai_clients_made_at_start_up_share_one_tls_context(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_openai_sdk_waits_for_the_first_audio_request(imported: set[str]) -> None:
+    # The chat request goes through wire.py: `import openai` (~0.35 s, `python -X
+    # importtime`) and httpx2 with httpcore2 and h2 (~0.16 s) are for audio alone.
+    assert not {"openai", "httpx2", "httpcore2"} & imported
+
+
+def test_the_openai_sdk_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each context loads the system's trust store (~60-90 ms of CPU here); a process
-    # configured for OpenAI makes four clients at start-up (model, transcription, live
-    # audio, speech).
+    # configured for OpenAI has three SDK clients (transcription, live audio, speech),
+    # made when first used, and wire.py's connections use the same context.
+    import ssl
+
     import httpcore2
 
-    from shared.clock import SystemClock
-    from shared.config import Settings
-    from shared.wiring import build_provider, build_transcriber, build_voice
+    from shared.llm import wire
+    from shared.llm.openai import connect_client
 
     made: list[object] = []
-    real = httpcore2.default_ssl_context
+    real = ssl.create_default_context
 
-    def counted(**kwargs: bool) -> object:
-        made.append(real(**kwargs))
-        return made[-1]
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        made.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]  # type: ignore[return-value]
 
+    monkeypatch.setattr(ssl, "create_default_context", counted)
     monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
-    settings = Settings.from_env({"OPENAI_API_KEY": "k", "SPARK_MODEL": "gpt-4o-mini"})
-    build_provider(settings, SystemClock())
-    assert build_transcriber(settings) is not None
-    live, speaker = build_voice(settings, SystemClock())
-    assert live is not None
-    assert speaker is not None
-    assert len(made) <= 1
+    wire.tls_context.cache_clear()
+    clients = [connect_client("k", None, 2) for _ in range(3)]
+    assert not made  # nothing made before a client is first used
+    for client in clients:
+        assert client.sdk is client.sdk
+    assert made == [wire.tls_context()]
