@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from shared.llm import wire
 from shared.llm.wire import WireClient, WireStatusError, WireTimeout, WireTransportError
+from tests.fakes.keys import key_and_cert, pem_key
 
 Reader, Writer = asyncio.StreamReader, asyncio.StreamWriter
 Answer = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[bool]]
@@ -99,28 +94,26 @@ async def test_a_chunked_body_streams_and_its_connection_serves_the_next_request
     assert first.endswith('{"q":"é"}'.encode())
 
 
-async def test_a_content_length_body_is_read_to_its_length() -> None:
-    async def answer(head: bytes, reader: Reader, writer: Writer) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-        return True
+@pytest.mark.parametrize(
+    ("answer", "connections"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 1),
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", 2),
+    ],
+    ids=["content-length", "connection-close"],
+)
+async def test_a_content_length_body_is_read_and_close_is_honoured(
+    answer: bytes, connections: int
+) -> None:
+    async def answering(head: bytes, reader: Reader, writer: Writer) -> bool:
+        writer.write(answer)
+        return connections == 1
 
-    async with serving(answer) as server:
-        c = client(server)
-        assert await read(c) == b"hello"
-        assert await read(c) == b"hello"
-    assert server.connections == 1
-
-
-async def test_connection_close_is_not_reused() -> None:
-    async def answer(head: bytes, reader: Reader, writer: Writer) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
-        return False
-
-    async with serving(answer) as server:
+    async with serving(answering) as server:
         c = client(server)
         assert await read(c) == b"ok"
         assert await read(c) == b"ok"
-    assert server.connections == 2
+    assert server.connections == connections
 
 
 async def test_an_idle_connection_the_server_closed_is_replaced_without_an_error() -> None:
@@ -271,43 +264,13 @@ def test_only_http_urls_are_taken() -> None:
         WireClient("ftp://example.com", {})
 
 
-def _certificate(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 async def test_https_checks_the_servers_certificate_and_name(tmp_path: Path) -> None:
-    cert, key = _certificate(tmp_path)
+    key, pem = key_and_cert("localhost", hosts=("localhost", "127.0.0.1"))
+    cert, private = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text(pem)
+    private.write_bytes(pem_key(key))
     served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    served.load_cert_chain(cert, key)
+    served.load_cert_chain(cert, private)
     trusting = ssl.create_default_context(cafile=str(cert))
     async with serving(sse, tls=served) as server:
         url = f"https://localhost:{server.port}/v1"
