@@ -138,28 +138,46 @@ function closeAll(list) {
 // A conversation between family members: the id alone says so, as on the server.
 const isShared = (id) => /^(dm|fc)_/.test(id || "");
 
+// A listener the SDK ends with an error (permission denied when it starts in the moment
+// after sign-in, before the user's token reaches Firestore) is started again a second
+// later, until it is stopped (signing out stops it): otherwise the panel it feeds would
+// stay as it was until the page is reloaded.
+function watch(target, next) {
+  let stop = () => {};
+  let retry = null;
+  let stopped = false;
+  const start = () => {
+    stop = onSnapshot(target, next, (error) => {
+      console.warn(`A listener stopped (${error.code}); it starts again.`);
+      if (!stopped) retry = setTimeout(start, 1000);
+    });
+  };
+  start();
+  state.globalStops.push(() => {
+    stopped = true;
+    clearTimeout(retry);
+    stop();
+  });
+}
+
 function listenToList() {
   const conversations = query(collection(db, ...client("conversations")), orderBy("lastMessageAt", "desc"), limit(30));
-  state.globalStops.push(
-    onSnapshot(conversations, (snapshot) => {
-      state.listed = snapshot.docs.map((d) => ({ id: d.id, data: d.data() }));
-      renderList();
-    }),
-  );
+  watch(conversations, (snapshot) => {
+    state.listed = snapshot.docs.map((d) => ({ id: d.id, data: d.data() }));
+    renderList();
+  });
 }
 
 // The family panel and the titles of shared conversations follow the user's mirror.
 function listenToFamily() {
-  state.globalStops.push(
-    onSnapshot(doc(db, ...client("family", "current")), (snapshot) => {
-      family.setFamily(snapshot.exists() ? snapshot.data() : null);
-      renderList();
-      render();
-    }),
-    onSnapshot(doc(db, ...client("settings", "current")), (snapshot) => {
-      family.setSettings(snapshot.exists() ? snapshot.data() : null);
-    }),
-  );
+  watch(doc(db, ...client("family", "current")), (snapshot) => {
+    family.setFamily(snapshot.exists() ? snapshot.data() : null);
+    renderList();
+    render();
+  });
+  watch(doc(db, ...client("settings", "current")), (snapshot) => {
+    family.setSettings(snapshot.exists() ? snapshot.data() : null);
+  });
 }
 
 function listLabel({ data }, names) {
