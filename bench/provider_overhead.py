@@ -40,6 +40,7 @@ from shared.llm.gemini import GeminiProvider  # noqa: E402
 from shared.llm.openai import OpenAIProvider  # noqa: E402
 
 Reader = Callable[[str], Awaitable[int]]
+Closer = Callable[[], Awaitable[None]]
 
 
 def free_port() -> int:
@@ -69,6 +70,13 @@ def start_fake(wire: str) -> tuple[subprocess.Popen[bytes], int]:
     raise RuntimeError(f"the {wire} fake did not start")
 
 
+async def closing(*closes: Awaitable[None]) -> None:
+    """Close the clients while the loop runs: the fake keeps connections alive, and a
+    client closed after ``asyncio.run`` has ended fails with ``Event loop is closed``."""
+    for step in closes:
+        await step
+
+
 def ours(provider: ModelProvider) -> Reader:
     async def read(rule: str) -> int:
         request = ModelRequest("sys", [ChatMessage("user", rule)])
@@ -77,7 +85,7 @@ def ours(provider: ModelProvider) -> Reader:
     return read
 
 
-def openai_readers(port: int) -> tuple[Reader, Reader]:
+def openai_readers(port: int) -> tuple[Reader, Reader, Closer]:
     url = f"http://127.0.0.1:{port}/v1"
     client = openai.AsyncOpenAI(api_key="k", base_url=url, max_retries=0)
 
@@ -87,10 +95,11 @@ def openai_readers(port: int) -> tuple[Reader, Reader]:
         )
         return sum([1 async for _ in stream])
 
-    return sdk, ours(OpenAIProvider.connect("bench", "k", url, max_retries=0))
+    provider = OpenAIProvider.connect("bench", "k", url, max_retries=0)
+    return sdk, ours(provider), lambda: closing(client.close(), provider.aclose())
 
 
-def anthropic_readers(port: int) -> tuple[Reader, Reader]:
+def anthropic_readers(port: int) -> tuple[Reader, Reader, Closer]:
     url = f"http://127.0.0.1:{port}"
     client = anthropic.AsyncAnthropic(api_key="k", base_url=url, max_retries=0)
 
@@ -103,10 +112,11 @@ def anthropic_readers(port: int) -> tuple[Reader, Reader]:
         )
         return sum([1 async for _ in stream])
 
-    return sdk, ours(AnthropicProvider.connect("bench", "k", url, max_retries=0))
+    provider = AnthropicProvider.connect("bench", "k", url, max_retries=0)
+    return sdk, ours(provider), lambda: closing(client.close(), provider.aclose())
 
 
-def gemini_readers(port: int) -> tuple[Reader, Reader]:
+def gemini_readers(port: int) -> tuple[Reader, Reader, Closer]:
     url = f"http://127.0.0.1:{port}"
     client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=url))
 
@@ -114,7 +124,8 @@ def gemini_readers(port: int) -> tuple[Reader, Reader]:
         stream = await client.aio.models.generate_content_stream(model="bench", contents=rule)
         return sum([1 async for _ in stream])
 
-    return sdk, ours(GeminiProvider.connect("bench", "k", url, max_retries=0))
+    provider = GeminiProvider.connect("bench", "k", url, max_retries=0)
+    return sdk, ours(provider), lambda: closing(client.aio.aclose(), provider.aclose())
 
 
 PROVIDERS = {
@@ -134,7 +145,7 @@ async def measure(name: str, tokens: int, runs: int) -> tuple[float, float]:
     wire, make = PROVIDERS[name]
     fake, port = start_fake(wire)
     try:
-        sdk, adapter = make(port)
+        sdk, adapter, close = make(port)
         await sdk(f"tokens={tokens} rate=0")  # warm both (connections, imports, caches)
         await adapter(f"tokens={tokens} rate=0")
         sdk_us: list[float] = []
@@ -142,6 +153,7 @@ async def measure(name: str, tokens: int, runs: int) -> tuple[float, float]:
         for _ in range(runs):  # alternate, so drift hits both sides alike
             sdk_us.append(await cpu_per_token(sdk, tokens))
             ours_us.append(await cpu_per_token(adapter, tokens))
+        await close()
         return statistics.median(sdk_us), statistics.median(ours_us)
     finally:
         fake.kill()
