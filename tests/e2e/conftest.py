@@ -318,3 +318,15 @@ def upload(
     """Put ``data`` in the bucket at ``path``, as a client's upload; its attachment."""
     asyncio.run(bucket.write(path, data, content_type))
     return {"storagePath": path, "contentType": content_type, "sizeBytes": len(data)}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed browser test's report ends with what its pages said (``test_web._SAID``:
+    console messages, API requests, failed requests), so that a failure seen once, in CI,
+    explains itself."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    said = getattr(getattr(item, "module", None), "_SAID", None)
+    if report.when == "call" and report.failed and said:
+        report.sections.append(("what the pages said (last 60)", "\n".join(said[-60:])))
