@@ -29,6 +29,24 @@ class Down:
     """A Firestore client (and each reference, query and batch it makes) whose every
     round trip fails as an outage does; building references and batches works."""
 
+    # What the raw writes (``raw.py``) read of the client to build their requests.
+    _database_string = "projects/demo/databases/(default)"
+    _rpc_metadata = ()
+    _document_path = _database_string + "/documents/u1/client/conversations/c1"
+
+    @property
+    def _firestore_api(self) -> Any:
+        """The generated client, whose channel the raw writes call on (this)."""
+        return type("Api", (), {"transport": type("Transport", (), {"grpc_channel": self})})
+
+    def unary_unary(self, *args: Any, **kwargs: Any) -> Callable[..., Awaitable[Any]]:
+        """A gRPC method of the channel: every call fails."""
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self._fail()
+
+        return call
+
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name == "on_snapshot":
             return self._fail

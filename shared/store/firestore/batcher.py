@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from google.api_core import exceptions as gexc
-from google.cloud.firestore import AsyncClient
-from google.cloud.firestore_v1 import _helpers
+
+from shared.store.firestore.raw import Writes, update_write
 
 
 class WriteBatcher:
@@ -22,11 +22,11 @@ class WriteBatcher:
     ``window`` more, which a reply written every 500 ms does not notice.
 
     The Python client has no public async ``BatchWrite`` (its ``BulkWriter`` is
-    threaded and sync), so this uses the same private helpers its ``update`` uses.
+    threaded and sync): the writes are sent raw (``raw.py``).
     """
 
-    def __init__(self, client: AsyncClient, window: float = 0.02, limit: int = 100) -> None:
-        self._client = client
+    def __init__(self, writes: Writes, window: float = 0.02, limit: int = 100) -> None:
+        self._writes = writes
         self._window = window
         self._limit = limit
         self._pending: list[tuple[Any, asyncio.Future[datetime]]] = []
@@ -34,14 +34,17 @@ class WriteBatcher:
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def update(self, ref: Any, fields: dict[str, Any], option: Any) -> datetime:
-        """Apply ``fields`` to ``ref`` if ``option``'s precondition holds; its update time.
+    async def update(
+        self, ref: Any, fields: dict[str, Any], last_update_time: datetime
+    ) -> datetime:
+        """Apply ``fields`` to ``ref`` if it was last written at ``last_update_time``; its
+        update time.
 
         Raises:
             google.api_core.exceptions.GoogleAPICallError: this write failed
                 (``FailedPrecondition`` when someone else wrote first).
         """
-        (write,) = _helpers.pbs_for_update(ref._document_path, fields, option)
+        write = update_write(ref._document_path, fields, last_update_time)
         if ref._document_path in self._paths:
             self._flush()  # one request may write a document only once
         loop = asyncio.get_running_loop()
@@ -66,23 +69,17 @@ class WriteBatcher:
             task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[tuple[Any, asyncio.Future[datetime]]]) -> None:
-        client = self._client
         try:
-            response = await client._firestore_api.batch_write(
-                request={"database": client._database_string, "writes": [w for w, _ in batch]},
-                metadata=client._rpc_metadata,
-            )
+            outcomes = await self._writes.batch_write([w for w, _ in batch])
         except gexc.GoogleAPICallError as exc:
             for _, done in batch:
                 if not done.done():
                     done.set_exception(exc)
             return
-        for (_, done), status, result in zip(
-            batch, response.status, response.write_results, strict=True
-        ):
+        for (_, done), outcome in zip(batch, outcomes, strict=True):
             if done.done():
                 continue
-            if status.code == 0:
-                done.set_result(result.update_time)
+            if isinstance(outcome, datetime):
+                done.set_result(outcome)
             else:
-                done.set_exception(gexc.from_grpc_status(status.code, status.message))  # type: ignore[no-untyped-call]
+                done.set_exception(outcome)

@@ -17,6 +17,7 @@ from shared.schemas.documents import ArchiveSegment, Conversation
 from shared.store.base import ConversationStore, Decision, R, RunProbe, RunView, reserved
 from shared.store.firestore.batcher import WriteBatcher
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
+from shared.store.firestore.raw import Writes, create_write, update_write
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Patch, Sizes, diff
@@ -58,12 +59,18 @@ class FirestoreConversationStore(ConversationStore):
         self._listener: Client | None = None
         self._versions: OrderedDict[tuple[str, str], Version] = OrderedDict()
         self._cached_bytes = 0
-        self._batcher = WriteBatcher(client)
+        self._writes = Writes(client)
+        self._batcher = WriteBatcher(self._writes)
         # One listener per watched conversation, shared by all who watch it (resume).
         self.listeners: Listeners[Any, RunView | None] = Listeners(self._listen, _run_view)
 
     def _ref(self, user_id: str, conversation_id: str) -> Any:
         return _conversation(self._client, user_id, conversation_id)
+
+    @property
+    def writes(self) -> Writes:
+        """The raw writes (for a write across documents)."""
+        return self._writes
 
     def ref(self, user_id: str, conversation_id: str) -> Any:
         """The conversation's document reference (for a write across documents)."""
@@ -124,10 +131,11 @@ class FirestoreConversationStore(ConversationStore):
         check_size(sizes.total, CLOSING_RESERVE)
         with unavailable("Firestore write"):
             try:
-                result = await self._ref(user_id, conversation.id).create(document)
+                path = self._ref(user_id, conversation.id)._document_path
+                (written,) = await self._writes.commit([create_write(path, document)])
             except gexc.AlreadyExists as exc:
                 raise StoreError(f"conversation {conversation.id} already exists") from exc
-        self._remember((user_id, conversation.id), Version(conversation, sizes, result.update_time))
+        self._remember((user_id, conversation.id), Version(conversation, sizes, written))
 
     async def apply(
         self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
@@ -161,9 +169,8 @@ class FirestoreConversationStore(ConversationStore):
                 return updated, decided
             sizes = version.sizes.after(patch)
             check_size(sizes.total, reserve, version.sizes.total)
-            option = self._client.write_option(last_update_time=version.update_time)
             try:
-                written = await self._write(ref, patch, option)
+                written = await self._write(ref, patch, version.update_time)
             except StoreError:
                 self._forget(key)
                 raise
@@ -174,16 +181,15 @@ class FirestoreConversationStore(ConversationStore):
             return updated, decided
         raise StoreError("The conversation is changing too fast to save; please try again.")
 
-    async def _write(self, ref: Any, patch: Patch, option: Any) -> datetime | None:
-        """Send ``patch`` if ``option``'s precondition holds: the time it was written, or
-        ``None`` if someone else wrote first."""
+    async def _write(self, ref: Any, patch: Patch, last_update_time: datetime) -> datetime | None:
+        """Send ``patch`` if the document was last written at ``last_update_time``: the
+        time it was written, or ``None`` if someone else wrote first."""
         with unavailable("Firestore write"):
             try:
                 if _streaming_only(patch):
-                    return await self._batcher.update(ref, write_fields(patch), option)
-                written: datetime = (
-                    await ref.update(write_fields(patch), option=option)
-                ).update_time
+                    return await self._batcher.update(ref, write_fields(patch), last_update_time)
+                write = update_write(ref._document_path, write_fields(patch), last_update_time)
+                (written,) = await self._writes.commit([write])
                 return written
             except (gexc.FailedPrecondition, gexc.NotFound):
                 return None

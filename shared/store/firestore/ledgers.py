@@ -15,6 +15,7 @@ from shared.schemas.documents import TaskDocument
 from shared.schemas.server import TaskLedger
 from shared.store.base import LedgerAndSections, R, SectionChange, TaskLedgerStore, reserved
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
+from shared.store.firestore.raw import Batch, Writes
 from shared.store.firestore.tasks import sections_of
 
 # Task ledgers whose latest version this process remembers.
@@ -34,6 +35,7 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
 
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
+        self._writes = Writes(client)
         self._known: OrderedDict[str, tuple[dict[str, Any], datetime]] = OrderedDict()
 
     def _ref(self, user_id: str) -> Any:
@@ -108,23 +110,23 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
             return None
         # One batch, one RPC: each write carries its own precondition, and if one fails
         # none lands (a section never ends unlike its record). The ledger goes first.
-        batch = self._client.batch()
+        batch = self._writes.batch()
         if before is None:
             batch.create(ref, document)
         elif fields:
-            batch.update(
-                ref, fields, option=self._client.write_option(last_update_time=update_time)
-            )
+            batch.update(ref, fields, update_time)
         sections = await self._sections(batch, user_id, named)
         if before is None or fields or sections:
             results = await batch.commit()
             if before is None or fields:
-                update_time = results[0].update_time
+                update_time = results[0]
         if update_time is not None:  # (always, by now: read, or just written)
             self.remember(user_id, document, update_time)
         return updated, decided
 
-    async def _sections(self, batch: Any, user_id: str, named: Mapping[str, SectionChange]) -> int:
+    async def _sections(
+        self, batch: Batch, user_id: str, named: Mapping[str, SectionChange]
+    ) -> int:
         """Add to ``batch`` the sections ``named`` changes (each read afresh, in one
         call, and written on the condition that it is still that version); how many."""
         refs = [sections_of(self._client, user_id).document(t) for t in named if not reserved(t)]
@@ -141,7 +143,8 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
             if stored is None:
                 batch.create(snapshot.reference, section)
             else:
-                option = self._client.write_option(last_update_time=snapshot.update_time)
-                batch.update(snapshot.reference, changed_fields(stored, section), option=option)
+                batch.update(
+                    snapshot.reference, changed_fields(stored, section), snapshot.update_time
+                )
             count += 1
         return count

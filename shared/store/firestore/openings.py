@@ -127,12 +127,11 @@ class FirestoreOpeningStore(OpeningStore):
             raise
         document = updated_ledger.to_firestore()
         fields = document if before is None else changed_fields(before, document)
-        batch = self._client.batch()
+        batch = self._conversations.writes.batch()
         if before is None:
             batch.create(self._ledgers.ref(user_id), document)
         elif fields:
-            option = self._client.write_option(last_update_time=known[1] if known else None)
-            batch.update(self._ledgers.ref(user_id), fields, option=option)
+            batch.update(self._ledgers.ref(user_id), fields, known[1] if known else None)
         ref = self._conversations.ref(user_id, conversation_id)
         if version is None:
             stored = updated.to_firestore()
@@ -146,18 +145,17 @@ class FirestoreOpeningStore(OpeningStore):
             check_size(sizes.total, reserve, version.sizes.total)
             conversation_written = bool(patch)
             if patch:
-                option = self._client.write_option(last_update_time=version.update_time)
-                batch.update(ref, write_fields(patch), option=option)
+                batch.update(ref, write_fields(patch), version.update_time)
             elif guessed:
                 return None  # nothing to write, judged on a guess: judge it on a fresh read
         ledger_written = before is None or bool(fields)
         results = await batch.commit() if ledger_written or conversation_written else []
         if ledger_written:
-            self._ledgers.remember(user_id, document, results[0].update_time)
+            self._ledgers.remember(user_id, document, results[0])
         elif known is not None:
             self._ledgers.remember(user_id, document, known[1])
         if conversation_written:
-            written = results[-1].update_time
+            written = results[-1]
         else:
             assert version is not None  # (a new conversation is always written)
             written = version.update_time
