@@ -89,8 +89,13 @@ def deployed(archive: Path) -> Iterator[tuple[Path, Path]]:
         # "not pinned" once the registry has a newer release of it: this test began to
         # fail so with no change of ours. Cloud Functions' builder runs a current pip.
         subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
-            + ["pip==25.3"],
+            [
+                str(venv / "bin" / "pip"),
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "pip==25.3",
+            ],
             check=True,
         )
         subprocess.run(
