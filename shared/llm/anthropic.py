@@ -1,4 +1,4 @@
-"""``ModelProvider`` on Anthropic Messages streaming (the only module importing ``anthropic``).
+"""``ModelProvider`` on Anthropic Messages streaming, over ``wire.py`` (not the SDK).
 
 Tool calls are ``tool_use`` blocks whose input streams as ``input_json_delta``
 fragments; results go back as ``tool_result`` blocks in the next user turn (all the
@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
-
-import anthropic
-import httpx2
-from anthropic import AsyncAnthropic
 
 from shared.errors import (
     IncompleteResponse,
@@ -25,6 +21,7 @@ from shared.errors import (
 )
 from shared.llm.base import (
     CUT_OFF,
+    NO_KEY,
     ChatMessage,
     Finish,
     ModelEvent,
@@ -33,18 +30,21 @@ from shared.llm.base import (
     TextDelta,
     ToolCallRequest,
     bounded_state,
-    lines_of,
     merged_turns,
     relay,
     sse_json,
+    sse_lines,
     status_error,
     transport_error,
     unforeseen_error,
 )
-from shared.llm.transport import client_options
+from shared.llm.wire import WireClient, WireError, WireStatusError, WireTransportError
 from shared.schemas.documents import ModelFinishReason, Usage
 
 DEFAULT_MAX_TOKENS = 4096
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+"""The Messages API version asked for (``anthropic-version``), as the SDK asks."""
 
 _STOP_REASONS: dict[str, ModelFinishReason] = {
     "end_turn": "stop",
@@ -118,15 +118,11 @@ def _wire_request(model: str, max_tokens: int, request: ModelRequest) -> dict[st
     return body
 
 
-# What the SDK and its transport raise (``translate_error`` makes them ours).
-_FAILURES = (anthropic.AnthropicError, httpx2.HTTPError)
-
-
 def translate_error(exc: Exception) -> ProviderError:
-    """Our exception for an ``anthropic`` or ``httpx2`` one (the SDK's transport)."""
-    if isinstance(exc, anthropic.APIStatusError):  # RateLimitError (429) included
-        return status_error(exc.status_code, f"{exc.status_code}: {exc.message}")
-    if isinstance(exc, (anthropic.APIConnectionError, httpx2.TransportError)):
+    """Our exception for one of ``wire.py``'s."""
+    if isinstance(exc, WireStatusError):  # 429 and 529 (overloaded) included
+        return status_error(exc.status, str(exc))
+    if isinstance(exc, WireTransportError):
         return transport_error(exc)
     return unforeseen_error(exc)
 
@@ -245,7 +241,7 @@ class AnthropicProvider:
     provider: ProviderName = "anthropic"
 
     def __init__(
-        self, client: AsyncAnthropic, model: str, max_tokens: int = DEFAULT_MAX_TOKENS
+        self, client: WireClient, model: str, max_tokens: int = DEFAULT_MAX_TOKENS
     ) -> None:
         self._client = client
         self._model = model
@@ -255,24 +251,25 @@ class AnthropicProvider:
     def connect(
         cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
     ) -> AnthropicProvider:
-        client = AsyncAnthropic(**client_options(api_key, base_url, max_retries))
-        return cls(client, model)
+        headers = {"x-api-key": api_key or NO_KEY, "anthropic-version": API_VERSION}
+        return cls(WireClient(base_url or DEFAULT_BASE_URL, headers, max_retries), model)
 
     @property
     def label(self) -> str:
         return self._model
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        # As in the OpenAI adapter, the SDK builds the request, authenticates, retries
-        # and raises on an error status, but we read the SSE lines ourselves: the SDK's
-        # typed stream (an event object per token, then our translation) measured
-        # ~18 µs of CPU a token against ~5 µs this way, and the whole rest of our
-        # per-token path is ~10 µs (bench/provider_overhead.py, stream_overhead.py).
-        def opened() -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        # Not through the SDK, as OpenAI's (``wire.py``): its typed stream (an event
+        # object per token, then our translation) measured ~18 µs of CPU a token, and
+        # its raw response read through httpx2, httpcore2 and anyio ~11 µs, against ~5 µs
+        # here (bench/provider_overhead.py). The SDK is no longer imported at all.
+        @asynccontextmanager
+        async def opened() -> AsyncIterator[AsyncIterator[str]]:
             body = _wire_request(self._model, self._max_tokens, request)
-            return lines_of(self._client.messages.with_streaming_response.create(**body))
+            async with self._client.stream("/v1/messages", body) as chunks:
+                yield sse_lines(chunks)
 
-        return relay(opened, _StreamState(), _FAILURES, translate_error)
+        return relay(opened, _StreamState(), (WireError,), translate_error)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        await self._client.aclose()

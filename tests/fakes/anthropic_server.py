@@ -148,6 +148,10 @@ class FakeAnthropic:
         return [r for r in self.requests if last_user_text(r) == trigger]
 
     async def _messages(self, request: Request) -> Response:
+        if not request.headers.get("x-api-key") or not request.headers.get("anthropic-version"):
+            # As the API answers a request without its key or its version.
+            error = {"type": "authentication_error", "message": "x-api-key and version needed"}
+            return JSONResponse({"type": "error", "error": error}, status_code=401)
         body = await request.json()
         self.requests.append(body)
         script = self.scripts.get(last_user_text(body), self.default)

@@ -181,6 +181,9 @@ class FakeGemini:
     async def _generate(self, request: Request) -> Response:
         if not request.path_params["call"].endswith(":streamGenerateContent"):
             return JSONResponse({"error": {"code": 404, "message": "not faked"}}, 404)
+        if not request.headers.get("x-goog-api-key"):  # as the API answers one without
+            error = {"code": 403, "message": "no API key", "status": "PERMISSION_DENIED"}
+            return JSONResponse({"error": error}, 403)
         body = await request.json()
         if "AUDIO" in ((body.get("generationConfig") or {}).get("responseModalities") or []):
             return self._speech(body)

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("shared", "functions")
 
-FIRESTORE_BATCH = "README, Departures: streaming writes go through Firestore's BatchWrite"
+FIRESTORE_BATCH = "README, Departures: conversation writes are raw protobuf (raw.py)"
 ALLOWED: dict[tuple[str, str], str] = {
     # (folder the reach-in is in, private name): why
     ("shared/store/", "_helpers"): FIRESTORE_BATCH,
@@ -27,7 +27,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("shared/store/", "_database_string"): FIRESTORE_BATCH + " (the request's database)",
     ("shared/store/", "_rpc_metadata"): FIRESTORE_BATCH + " (the request's metadata)",
     ("shared/store/", "_document_path"): FIRESTORE_BATCH + " (each write's document)",
-    ("shared/llm/", "_api_client"): "README, Departures: the Gemini adapter's streamed request",
 }
 
 
