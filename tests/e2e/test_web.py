@@ -87,6 +87,9 @@ def context(browser: Browser) -> Iterator[BrowserContext]:
     # What the pages said, for a failure's message.
     made.on("console", lambda m: _SAID.append(f"console {m.type}: {m.text}"))
     made.on("requestfailed", lambda r: _SAID.append(f"failed: {r.method} {r.url} {r.failure}"))
+    # An exception no code caught (one thrown in a listener's callback, say) is no
+    # console message: it is a page error.
+    made.on("weberror", lambda e: _SAID.append(f"page error: {e.error}"))
     made.on(
         "request",
         lambda r: _SAID.append(f"sent: {r.method} {r.url}") if "/api/" in r.url else None,
