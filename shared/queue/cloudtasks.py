@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import grpc
 from google.api_core import exceptions as gexc
+from google.api_core import gapic_v1
 from google.cloud import tasks_v2
-from google.protobuf import timestamp_pb2
 
 from shared.errors import QueueUnavailable
 from shared.queue.base import SIGNATURE_HEADER, QueuedTask, sign
 
 UNAVAILABLE = "Spark AI Agent could not schedule background work right now; please try again."
+TIMEOUT_SECONDS = 20.0
+"""A task's creation may take this long (the generated method's default)."""
+
+# The C protobuf classes under the client's proto-plus wrappers.
+_Task: Any = tasks_v2.Task.pb()
+_CreateTaskRequest: Any = tasks_v2.CreateTaskRequest.pb()
+_POST = int(tasks_v2.HttpMethod.POST)
 
 
 class CloudTasksQueue:
@@ -35,7 +43,11 @@ class CloudTasksQueue:
         local_key: str | None = None,
     ) -> None:
         self._make_client = client
-        self._client: Any = None
+        self._client: Any = None  # kept: its transport owns the channel
+        self._create: Any = None  # the CreateTask method, on that channel
+        self._metadata = (
+            gapic_v1.routing_header.to_grpc_metadata((("parent", queue_path),)),  # type: ignore[no-untyped-call]
+        )
         self._queue_path = queue_path
         self._handler_url = handler_url
         self._service_account = service_account
@@ -74,40 +86,51 @@ class CloudTasksQueue:
         path = tasks_v2.CloudTasksAsyncClient.queue_path(project, location, queue)
         return cls(client, path, handler_url, service_account, local_key)
 
-    def _request(self, task: QueuedTask) -> tasks_v2.Task:
+    def _request(self, task: QueuedTask) -> Any:
+        """The raw ``Task`` message that calls the handler with ``task``."""
         headers = {"Content-Type": "application/json"}
         if self._local_key:
             due = task.schedule_at.timestamp() if task.schedule_at else time.time()
             headers[SIGNATURE_HEADER] = sign(self._local_key, task.body, task.name, int(due))
-        http = tasks_v2.HttpRequest(
-            url=self._handler_url,
-            http_method=tasks_v2.HttpMethod.POST,
-            headers=headers,
-            body=task.body,
-        )
+        result = _Task(name=f"{self._queue_path}/tasks/{task.name}")
+        http = result.http_request
+        http.url = self._handler_url
+        http.http_method = _POST
+        http.headers.update(headers)
+        http.body = task.body
         if self._service_account:
-            http.oidc_token = tasks_v2.OidcToken(
-                service_account_email=self._service_account, audience=self._handler_url
-            )
-        result = tasks_v2.Task(name=f"{self._queue_path}/tasks/{task.name}", http_request=http)
+            http.oidc_token.service_account_email = self._service_account
+            http.oidc_token.audience = self._handler_url
         if task.schedule_at is not None:
-            result.schedule_time = _timestamp(task.schedule_at)
+            result.schedule_time.FromDatetime(_utc(task.schedule_at))
         return result
 
-    async def enqueue(self, task: QueuedTask) -> None:
-        if self._client is None:
+    def _method(self) -> Any:
+        if self._create is None:
             self._client = self._make_client()
+            channel: grpc.aio.Channel = self._client.transport.grpc_channel
+            self._create = channel.unary_unary(
+                "/google.cloud.tasks.v2.CloudTasks/CreateTask",
+                request_serializer=_CreateTaskRequest.SerializeToString,
+                response_deserializer=_Task.FromString,
+            )
+        return self._create
+
+    async def enqueue(self, task: QueuedTask) -> None:
+        request = _CreateTaskRequest(parent=self._queue_path, task=self._request(task))
         try:
-            await self._client.create_task(parent=self._queue_path, task=self._request(task))
+            try:
+                await self._method()(request, metadata=self._metadata, timeout=TIMEOUT_SECONDS)
+            except grpc.aio.AioRpcError as rpc_error:
+                raise gexc.from_grpc_error(rpc_error) from rpc_error  # type: ignore[no-untyped-call]
         except gexc.AlreadyExists:
             return  # the same work was queued already
         except gexc.GoogleAPICallError as exc:
             raise QueueUnavailable(UNAVAILABLE, detail=f"create_task: {exc.message}") from exc
-        except gexc.RetryError as exc:
-            raise QueueUnavailable(UNAVAILABLE, detail=f"create_task: {exc}") from exc
 
 
-def _timestamp(moment: datetime) -> timestamp_pb2.Timestamp:
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromDatetime(moment)
-    return stamp
+def _utc(moment: datetime) -> datetime:
+    """``moment`` as a naive UTC time (what ``Timestamp.FromDatetime`` reads)."""
+    if moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
