@@ -80,11 +80,6 @@ _load_lazy_imports()
 # So tuned, it made none in the same run. Cycles are still collected, only less often.
 gc.freeze()
 gc.set_threshold(50_000, 20, 10)
-# What start-up made (modules, protobuf descriptors, schemas, clients) lives as long as
-# the process: frozen, the cyclic collector no longer walks it at every full collection.
-# Under 150 streams its walks were 7.5 % of the api's CPU (py-spy --native:
-# gc_collect_main), each full one a pause of every stream at once.
-gc.freeze()
 
 
 @functions_framework.aio.http

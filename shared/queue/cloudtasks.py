@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -102,7 +101,7 @@ class CloudTasksQueue:
             http.oidc_token.service_account_email = self._service_account
             http.oidc_token.audience = self._handler_url
         if task.schedule_at is not None:
-            result.schedule_time.FromDatetime(_utc(task.schedule_at))
+            result.schedule_time.FromDatetime(task.schedule_at)  # an aware time as UTC
         return result
 
     def _method(self) -> Any:
@@ -127,10 +126,3 @@ class CloudTasksQueue:
             return  # the same work was queued already
         except gexc.GoogleAPICallError as exc:
             raise QueueUnavailable(UNAVAILABLE, detail=f"create_task: {exc.message}") from exc
-
-
-def _utc(moment: datetime) -> datetime:
-    """``moment`` as a naive UTC time (what ``Timestamp.FromDatetime`` reads)."""
-    if moment.tzinfo is None:
-        return moment
-    return moment.astimezone(UTC).replace(tzinfo=None)

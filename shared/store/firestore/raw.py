@@ -37,16 +37,14 @@ from google.api_core.datetime_helpers import DatetimeWithNanoseconds
 from google.cloud.firestore import AsyncClient
 from google.cloud.firestore_v1 import _helpers
 from google.cloud.firestore_v1.transforms import DELETE_FIELD, ArrayUnion, Sentinel
-from google.cloud.firestore_v1.types import common, document, firestore, write
+from google.cloud.firestore_v1.types import document, firestore, write
 
 # The C protobuf classes under the library's proto-plus wrappers.
-_Value: Any = document.Value.pb()
 _Write: Any = write.Write.pb()
 _CommitRequest: Any = firestore.CommitRequest.pb()
 _CommitResponse: Any = firestore.CommitResponse.pb()
 _BatchWriteRequest: Any = firestore.BatchWriteRequest.pb()
 _BatchWriteResponse: Any = firestore.BatchWriteResponse.pb()
-_Precondition: Any = common.Precondition.pb()
 
 DEADLINE = 60.0
 """Seconds a write may take, its retries included (the library's default)."""
@@ -78,12 +76,8 @@ def encode(target: Any, value: Any) -> None:
         target.array_value.SetInParent()
         for item in value:
             encode(values.add(), item)
-    elif isinstance(value, DatetimeWithNanoseconds):
-        target.timestamp_value.CopyFrom(value.timestamp_pb())  # type: ignore[no-untyped-call]
     elif isinstance(value, datetime.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(datetime.UTC).replace(tzinfo=None)
-        target.timestamp_value.FromDatetime(value)
+        encode_time(target.timestamp_value, value)
     else:  # bytes, references, geo points, vectors: rare here, the library's way
         target.CopyFrom(document.Value.pb(_helpers.encode_value(value)))
 
@@ -152,11 +146,11 @@ def update_write(
 
 
 def encode_time(target: Any, when: datetime.datetime) -> None:
+    """Set the ``Timestamp`` message ``target`` to ``when`` (a naive time is UTC's, as
+    the library takes it; its nanoseconds kept, if it has them)."""
     if isinstance(when, DatetimeWithNanoseconds):
         target.CopyFrom(when.timestamp_pb())  # type: ignore[no-untyped-call]
     else:
-        if when.tzinfo is not None:
-            when = when.astimezone(datetime.UTC).replace(tzinfo=None)
         target.FromDatetime(when)
 
 
@@ -264,9 +258,6 @@ class Batch:
     def __init__(self, writes: Writes) -> None:
         self._writes = writes
         self._pending: list[Any] = []
-
-    def __len__(self) -> int:
-        return len(self._pending)
 
     def create(self, ref: Any, data: Mapping[str, Any]) -> None:
         self._pending.append(create_write(ref._document_path, data))
