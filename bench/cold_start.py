@@ -5,9 +5,9 @@ Run with ``make bench`` (it starts the emulators). Prints:
 
 Both run on the packages a deployed function has: those of the development group alone
 (``uv.lock``; ``tools/package.py`` exports ``--no-dev``) are refused in the measured
-processes, as they are absent there. httpx, which firebase-admin imports, otherwise
-loads its command-line client because rich and pygments (pytest's, schemathesis') are
-installed: ~0.23 s of ``import main`` here that no instance pays.
+processes, as they are absent there. httpx (which firebase-admin imports, now only with
+``SPARK_CHECK_REVOKED``) otherwise loads its command-line client because rich and
+pygments (pytest's, schemathesis') are installed: ~0.23 s here that no instance pays.
 
 (a) ``import main`` (the entry of both functions, as each deployed function imports it,
     ``FUNCTION_TARGET`` set) beside ``import functions_framework.aio`` alone, each in a

@@ -62,8 +62,8 @@ def _tasks() -> TasksApp:
 
 
 # Each deployed function has its own instances: the one this process serves is made
-# now, the other only if it is ever called (firebase-admin, ~0.4 s of a cold start, is
-# the api's alone; OIDC's verifier is the tasks function's).
+# now, the other only if it is ever called (the ID token checks are the api's alone,
+# OIDC's verifier the tasks function's).
 if settings.function_target != "tasks":
     _api()
 if settings.function_target != "api":

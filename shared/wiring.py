@@ -389,7 +389,11 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
 def build_verifier(settings: Settings) -> TokenVerifier:
     from shared.auth.firebase import FirebaseTokenVerifier
 
-    return FirebaseTokenVerifier(settings.project_id, check_revoked=settings.check_revoked)
+    return FirebaseTokenVerifier(
+        settings.project_id,
+        check_revoked=settings.check_revoked,
+        emulated=bool(settings.auth_emulator_host),
+    )
 
 
 def build_task_verifier(settings: Settings) -> TaskCallerVerifier:
