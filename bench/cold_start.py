@@ -13,12 +13,17 @@ pygments (pytest's, schemathesis') are installed: ~0.23 s here that no instance 
     ``FUNCTION_TARGET`` set) beside ``import functions_framework.aio`` alone, each in a
     fresh process, interleaved, median of ``--runs``: wall time of the whole process
     (interpreter start included, the same on both sides), its CPU and its peak RSS;
-    target: ``import main`` <= 1.5x the framework.
+    target: ``import main`` <= 1.5x the framework. Twice: as deployed (every module
+    imported has its bytecode, as an instance has: pip compiles the requirements it
+    installs, and the archive ships ours) and from source (nothing compiled; this
+    machine sets ``PYTHONDONTWRITEBYTECODE``, so a fresh checkout compiles every module
+    on every import, ours and the libraries').
 (b) the ``api`` function started as Cloud Functions would (functions-framework, ASGI):
     time until its port accepts connections, then its first request (a message whose
     reply is one token from a lean fake model) beside the second and third, each from
     a user signed in beforehand; target: the first within 1.2x of the second. Also its
-    RSS after that. One extra start first warms the emulators and is not counted.
+    RSS after that. One extra start first warms the emulators (and writes the bytecode
+    the others read, as (a)'s "as deployed") and is not counted.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -100,6 +106,33 @@ def timed_import(module: str, env: dict[str, str]) -> tuple[float, float, float]
 
 
 def imports(runs: int, env: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-bytecode-") as cache:
+        # What an instance has: the requirements compiled (pip compiles what it installs)
+        # and our modules compiled (``tools/package.py`` ships their bytecode). Compiled
+        # once here, by importing each side with this cache, then only read.
+        compiled = {**env, "PYTHONPYCACHEPREFIX": cache}
+        for module, target in (
+            ("functions_framework.aio", "api"),
+            ("main", "api"),
+            ("main", "tasks"),
+        ):
+            writing = {**compiled, "FUNCTION_TARGET": target}
+            writing.pop("PYTHONDONTWRITEBYTECODE", None)
+            timed_import(module, writing)
+        for title, side_env in (
+            (
+                "as deployed (the requirements and our modules compiled)",
+                {**compiled, "PYTHONDONTWRITEBYTECODE": "1"},
+            ),
+            (
+                "from source (nothing compiled, as in a fresh checkout)",
+                {**env, "PYTHONDONTWRITEBYTECODE": "1"},
+            ),
+        ):
+            _imports(runs, title, side_env)
+
+
+def _imports(runs: int, title: str, env: dict[str, str]) -> None:
     sides = {
         "functions_framework.aio": ("functions_framework.aio", env),
         "import main (api)": ("main", {**env, "FUNCTION_TARGET": "api"}),
@@ -109,7 +142,7 @@ def imports(runs: int, env: dict[str, str]) -> None:
     for _ in range(runs):  # interleaved, so the machine's load falls on every side alike
         for name, (module, side_env) in sides.items():
             results[name].append(timed_import(module, side_env))
-    print(f"(a) import in a fresh process, median of {runs} (interleaved):")
+    print(f"(a) import in a fresh process, {title}, median of {runs} (interleaved):")
     base = [
         statistics.median(column)
         for column in zip(*results["functions_framework.aio"], strict=True)
@@ -178,7 +211,10 @@ def first_requests(starts: int) -> None:
     stack = Stack(Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="bench-")))
     provider_port = free_port()
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        # Bytecode as an instance has it (see (a)), in a cache of its own: written by the
+        # first start (not counted), read by the others.
+        "PYTHONPYCACHEPREFIX": (cache := tempfile.mkdtemp(prefix="bench-bytecode-")),
         "PYTHONUNBUFFERED": "1",
         "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
         "OPENAI_API_KEY": "bench",
@@ -195,13 +231,20 @@ def first_requests(starts: int) -> None:
     try:
         stack.spawn("bench-provider", fake)
         # The first start's figures are dropped: it warms the emulators (the Firestore
-        # emulator's first query in its life takes ~1.6 s here), not our code.
+        # emulator's first query in its life takes ~1.6 s here), not our code, and it
+        # compiles the modules.
         for n in range(starts + 1):
             port = free_port()
             argv = [*framework, "--target=api", f"--source={ROOT / 'functions' / 'main.py'}"]
             argv += ["--asgi", "--host=127.0.0.1", f"--port={port}"]
             started = time.perf_counter()
-            stack.spawn(f"api-{n}", argv, env=env)
+            # (``Stack.spawn`` passes this process's environment, with this switch.)
+            writes = os.environ.pop("PYTHONDONTWRITEBYTECODE", None) if n == 0 else None
+            try:
+                stack.spawn(f"api-{n}", argv, env=env)
+            finally:
+                if writes is not None:
+                    os.environ["PYTHONDONTWRITEBYTECODE"] = writes
             process = dict(stack.processes)[f"api-{n}"]
             wait_for_port(port, process)
             listening = time.perf_counter() - started
@@ -215,6 +258,7 @@ def first_requests(starts: int) -> None:
             stack.stop([f"api-{n}"])
     finally:
         stack.stop()
+        shutil.rmtree(cache, ignore_errors=True)
     listening, first, second, third, *cpus, rss = (
         statistics.median(c) for c in zip(*rows[1:], strict=True)
     )

@@ -55,10 +55,19 @@ def test_package_holds_main_at_its_root_and_only_what_the_functions_need(archive
     assert "prompts/base.md" in names
     assert any(name.startswith("prompts/skills/") for name in names)
     assert all(
-        name in ("main.py", "requirements.txt") or name.split("/")[0] in package_roots()
+        name
+        in ("main.py", "requirements.txt", f"__pycache__/main.{sys.implementation.cache_tag}.pyc")
+        or name.split("/")[0] in package_roots()
         for name in names
     )
-    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
+    # Each module compiled beside it, and nothing else compiled.
+    modules = {name for name in names if name.endswith(".py")}
+    compiled = {name for name in names if "__pycache__" in name}
+    tag = sys.implementation.cache_tag
+    assert compiled == {
+        f"{folder}{'/' if folder else ''}__pycache__/{file[:-3]}.{tag}.pyc"
+        for folder, _, file in (name.rpartition("/") for name in modules)
+    }
     assert {info.date_time for info in infos} == {package.FIXED_TIME}
     assert {info.external_attr >> 16 for info in infos} == {package.FILE_MODE}
     # Locked versions with hashes, runtime dependencies only.
@@ -130,6 +139,42 @@ def test_package_imports_main_in_a_fresh_virtualenv(deployed: tuple[Path, Path])
     assert result.returncode == 0, result.stderr
     # Imported from the archive, not from this checkout or the project's virtualenv.
     assert result.stdout.split() == [str(source / "main.py"), str(source / "shared/__init__.py")]
+
+
+# Counts the modules whose source is compiled while ``main`` is imported.
+_COMPILED = """
+import importlib.machinery, sys
+compiled = []
+original = importlib.machinery.SourceFileLoader.source_to_code
+def counted(self, data, path, *args, **kwargs):
+    compiled.append(path)
+    return original(self, data, path, *args, **kwargs)
+importlib.machinery.SourceFileLoader.source_to_code = counted
+import main
+print("\\n".join(compiled))
+"""
+
+
+def test_package_modules_are_not_compiled_again_by_an_instance(
+    deployed: tuple[Path, Path],
+) -> None:
+    """The archive's bytecode is used as it is: an instance compiles none of our modules
+    (its files unpacked with times of their own, as a build would give them)."""
+    source, venv = deployed
+    for path in source.rglob("*.py"):
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    result = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", _COMPILED],
+        cwd=source,
+        env={**os.environ, "PYTHONPATH": "", "K_SERVICE": "", "PYTHONDONTWRITEBYTECODE": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    ours = [path for path in result.stdout.split() if path.startswith(str(source))]
+    assert ours == []
+    assert len(list(source.rglob("*.pyc"))) == len(list(source.rglob("*.py")))
 
 
 def test_package_serves_both_entry_points_against_the_emulators(
