@@ -23,8 +23,8 @@ def modules_after_import_main(target: str) -> set[str]:
 
 def after_import_main(target: str, expression: str) -> object:
     """``expression`` (as JSON) in a fresh process once ``import main`` (as ``target``)
-    returns: emulator addresses that nothing listens on, since importing connects to
-    nothing."""
+    returns (``before``: each generation's collections until then): emulator addresses
+    that nothing listens on, since importing connects to nothing."""
     env = {
         **os.environ,
         "FUNCTION_TARGET": target,
@@ -37,7 +37,12 @@ def after_import_main(target: str, expression: str) -> object:
         "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
     }
     result = subprocess.run(
-        [sys.executable, "-c", f"import gc, json, sys, main; print(json.dumps({expression}))"],
+        [
+            sys.executable,
+            "-c",
+            "import gc, json, sys; before = [g['collections'] for g in gc.get_stats()]; "
+            f"import main; print(json.dumps({expression}))",
+        ],
         cwd=ROOT / "functions",
         env=env,
         capture_output=True,
@@ -56,10 +61,18 @@ def imported(request: pytest.FixtureRequest) -> set[str]:
 
 def test_start_up_is_frozen_out_of_the_collectors_walks() -> None:
     # (main.py says why: ~7 % of the api's CPU under 150 streams went to the collector.)
-    found = after_import_main("api", "[gc.get_freeze_count(), gc.get_threshold()]")
+    expression = (
+        "[gc.get_freeze_count(), gc.get_threshold(), gc.isenabled(),"
+        " [g['collections'] - n for g, n in zip(gc.get_stats(), before)]]"
+    )
+    found = after_import_main("api", expression)
     assert isinstance(found, list)
-    frozen, threshold = found
+    frozen, threshold, enabled, collections = found
     assert frozen > 50_000 and threshold == [50_000, 20, 10]
+    # Nothing collected while importing (~245 collections otherwise; one may come while
+    # main.py itself is compiled, before its first line runs), and enabled again once
+    # start-up was frozen.
+    assert enabled and collections[0] <= 1 and collections[1:] == [0, 0]
 
 
 def test_the_voice_decoder_waits_for_the_first_voice_clip(imported: set[str]) -> None:
