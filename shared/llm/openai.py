@@ -11,7 +11,7 @@ needs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +31,7 @@ from shared.llm.base import (
     ProviderName,
     TextDelta,
     ToolCallRequest,
+    ToolSpec,
     relay,
     sse_json,
     sse_lines,
@@ -39,7 +40,13 @@ from shared.llm.base import (
     unforeseen_error,
 )
 from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
-from shared.llm.wire import WireClient, WireError, WireStatusError, WireTransportError
+from shared.llm.wire import (
+    WireClient,
+    WireError,
+    WireStatusError,
+    WireTransportError,
+    encode_json,
+)
 from shared.schemas.documents import ModelFinishReason, Usage
 
 if TYPE_CHECKING:
@@ -93,18 +100,38 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
         "stream_options": {"include_usage": True},
     }
     if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in request.tools
-        ]
+        body["tools"] = _wire_tools(request.tools)
     return body
+
+
+def _wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+class _RequestEncoder:
+    """A request's JSON, its tools' part encoded once for the tool set it is given
+    (the registry's one tuple, kept here so that ``is`` can tell it again): the tools'
+    schemas are ~11 KB of nested objects, whose ``json.dumps`` was ~0.2 ms of the time
+    to first token (timestamps in the api, bench/stream_overhead.py (a)). The bytes
+    are those of ``json.dumps(_wire_request(...))``, tools last."""
+
+    def __init__(self) -> None:
+        self._tools: tuple[Sequence[ToolSpec], bytes] | None = None
+
+    def encode(self, model: str, request: ModelRequest) -> bytes:
+        if not request.tools:
+            return encode_json(_wire_request(model, request))
+        kept = self._tools
+        if kept is None or kept[0] is not request.tools:
+            kept = self._tools = (request.tools, encode_json(_wire_tools(request.tools)))
+        head = encode_json(_wire_request(model, ModelRequest(request.system, request.messages)))
+        return head[:-1] + b',"tools":' + kept[1] + b"}"
 
 
 def sdk_failures() -> tuple[type[Exception], ...]:
@@ -229,6 +256,7 @@ class OpenAIProvider:
     def __init__(self, client: WireClient, model: str) -> None:
         self._client = client
         self._model = model
+        self._encoder = _RequestEncoder()
 
     @classmethod
     def connect(
@@ -247,7 +275,7 @@ class OpenAIProvider:
         # (~0.8 ms of CPU per request); see ``wire.py`` for the rest.
         @asynccontextmanager
         async def opened() -> AsyncIterator[AsyncIterator[str]]:
-            body = _wire_request(self._model, request)
+            body = self._encoder.encode(self._model, request)
             async with self._client.stream("/chat/completions", body) as chunks:
                 yield sse_lines(chunks)
 

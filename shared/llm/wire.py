@@ -242,6 +242,11 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(self._failure)
 
 
+def encode_json(payload: Any) -> bytes:
+    """``payload`` as compact UTF-8 JSON, as every request body is sent."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the server asked us to wait (``retry-after-ms`` or ``Retry-After``, in
     seconds or as a date), if it asked for a sensible time."""
@@ -316,13 +321,14 @@ class WireClient:
 
     @asynccontextmanager
     async def stream(self, path: str, payload: Any) -> AsyncIterator[AsyncIterator[bytes]]:
-        """POST ``payload`` as JSON to ``path``; the body of a 2xx answer, chunk by chunk.
+        """POST ``payload`` as JSON (``bytes``: JSON already) to ``path``; the body of a
+        2xx answer, chunk by chunk.
 
         Raises:
             WireStatusError: the answer's status is not 2xx (after the retries).
             WireTransportError: no answer (after the retries), or the body broke off.
         """
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        body = payload if isinstance(payload, bytes) else encode_json(payload)
         request = (
             f"POST {self._prefix}{path} HTTP/1.1\r\n".encode()
             + self._head

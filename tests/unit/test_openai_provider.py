@@ -137,3 +137,20 @@ async def test_openai_unreachable_server_is_unavailable() -> None:
     unreachable = OpenAIProvider.connect("m", "k", "http://127.0.0.1:9/v1", max_retries=0)
     with pytest.raises(ProviderUnavailable):
         _ = [e async for e in unreachable.stream(ModelRequest("s", [ChatMessage("user", "x")]))]
+
+
+def test_openai_request_bytes_are_the_plain_encoding_with_the_tools_encoded_once() -> None:
+    """The encoder's bytes are ``json.dumps`` of the whole request, tools last, whether
+    its tools' part was just encoded or kept; another tool set is encoded afresh."""
+    from shared.llm import openai
+    from shared.llm.wire import encode_json
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "description": "é"}}}
+    tools = (ToolSpec("count", "Count “things”", schema), ToolSpec("get_time", "Time", {}))
+    others = (ToolSpec("other", "Another", {"type": "object"}),)
+    encoder = openai._RequestEncoder()
+    for tool_set, text in [(tools, "a"), (tools, "b\n\u2028"), (others, "c"), ((), "d")]:
+        request = ModelRequest(system="sys", messages=[ChatMessage("user", text)], tools=tool_set)
+        sent = encoder.encode("m", request)
+        assert sent == encode_json(openai._wire_request("m", request))
+        assert json.loads(sent)["messages"][1]["content"] == text
