@@ -9,15 +9,17 @@ reproducible: the same sources give the same bytes (entries sorted, fixed times 
 permissions, stored uncompressed so no zlib version can change the bytes), and Terraform
 names the uploaded object by its sha256.
 
-Each module also comes compiled (``__pycache__/*.cpython-311.pyc``, ``unchecked-hash``:
-valid whatever time the unpacked files get, never checked against their source, which
-no one edits in a deployed instance). Cloud Functions' builder compiles the installed
-requirements (pip does) but not the function's own source, so every new instance
-compiled our ~130 modules before its first request: ~0.13 s of ``import main`` here
-(bench/cold_start.py (a), the requirements compiled in both). They are compiled by this
-Python, in a child with a fixed hash seed so that set constants are written in the
-same order every time; a runtime of another minor version ignores them (their magic
-number differs) and compiles the source as before.
+Each module also comes compiled (``__pycache__/*.cpython-311.pyc``, ``checked-hash``:
+valid whatever times the unpacked files get, as long as the source is the one compiled;
+an edited source is compiled again, as without them). pip compiles the requirements it
+installs; our own modules came as source alone, so an instance could compile ~130 of
+them before its first request: ~0.13 s of ``import main`` here (bench/cold_start.py
+(a), the requirements compiled in both). They are compiled by the Python that builds
+the archive (``make package``), in a child with a fixed hash seed so that set constants
+are written in the same order every time. Bytecode is named by the Python version that
+made it: a runtime of another minor version than the builder's ignores it and compiles
+the source, as before (``terraform/``'s ``python_runtime`` is ``python311`` by default: build
+with the same minor version).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ import json, py_compile, sys
 for source, compiled, name in json.load(sys.stdin):
     py_compile.compile(
         source, cfile=compiled, dfile=name, doraise=True,
-        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
     )
 """
 
@@ -112,7 +114,7 @@ def bytecode(modules: dict[str, bytes]) -> dict[str, bytes]:
             jobs.append((str(source), str(Path(tmp, f"{n}.pyc")), name))
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         subprocess.run(
-            [sys.executable, "-I", "-c", _COMPILE],
+            [sys.executable, "-c", _COMPILE],
             input=json.dumps(jobs).encode(),
             env=env,
             check=True,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import http.client
 import json
 import logging
 import re
@@ -59,6 +60,9 @@ _DEFAULT_MAX_AGE = 3600.0
 # published hours before they sign anything, so such a token is almost always forged.
 _UNKNOWN_KEY_REFETCH = 60.0
 _FETCH_TIMEOUT = 10.0
+# After a failed fetch of stale keys, requests are refused at once (503) this long
+# rather than each waiting for a fetch of its own behind the others.
+_AFTER_FAILURE = 5.0
 _MAX_AGE = re.compile(r"max-age=(\d+)")
 
 Fetch = Callable[[str], tuple[bytes, str | None]]
@@ -82,6 +86,7 @@ class PublicKeys:
         self._keys: dict[str, RSAPublicKey] = {}
         self._fresh_until = 0.0
         self._fetched_at = float("-inf")
+        self._failed_at = float("-inf")
         self._lock = asyncio.Lock()
 
     async def get(self, key_id: str) -> RSAPublicKey | None:
@@ -91,10 +96,16 @@ class PublicKeys:
             AuthUnavailable: the keys are stale and could not be fetched.
         """
         if self._stale(key_id):
+            self._refuse_after_failure()
             async with self._lock:  # whoever waited here finds the keys just fetched
                 if self._stale(key_id):
+                    self._refuse_after_failure()
                     await self._refresh()
         return self._keys.get(key_id)
+
+    def _refuse_after_failure(self) -> None:
+        if time.monotonic() - self._failed_at < _AFTER_FAILURE:
+            raise AuthUnavailable("Sign-in cannot be checked right now; try again.")
 
     def _stale(self, key_id: str) -> bool:
         now = time.monotonic()
@@ -106,11 +117,12 @@ class PublicKeys:
         try:
             body, cache_control = await asyncio.to_thread(self._fetch, self._url)
             keys = _parse_keys(body)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             if time.monotonic() < self._fresh_until:  # an unknown key's refetch: keep ours
                 log.warning("Google's token keys could not be refetched (%s)", exc)
                 self._fetched_at = time.monotonic()
                 return
+            self._failed_at = time.monotonic()
             raise AuthUnavailable("Sign-in cannot be checked right now; try again.") from exc
         match = _MAX_AGE.search(cache_control or "")
         max_age = float(match.group(1)) if match else _DEFAULT_MAX_AGE
@@ -138,7 +150,7 @@ def _segment(part: str) -> dict[str, Any]:
     """A JWT's header or payload: base64url JSON of an object."""
     try:
         value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         raise Unauthenticated("The ID token is not valid.") from None
     if not isinstance(value, dict):
         raise Unauthenticated("The ID token is not valid.")

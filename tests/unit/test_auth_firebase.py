@@ -332,3 +332,33 @@ def test_firebase_verifier_agrees_with_firebase_admin_on_every_token(
     assert {name: v for name, v in verdicts.items() if v[0] != v[1]} == {}
     assert verdicts["genuine"] == ("uid-alice", "uid-alice")
     assert sum(v[0] == "refused" for v in verdicts.values()) == len(verdicts) - 2
+
+
+async def test_firebase_verifier_refuses_at_once_for_a_while_after_a_failed_fetch(
+    project: str,
+) -> None:
+    """Requests waiting on a failed fetch of stale keys are not each given a fetch of
+    their own, one after another: a 503 at once, and one fetch."""
+    import http.client
+
+    fetches = []
+
+    def failing(url: str) -> tuple[bytes, str | None]:
+        fetches.append(url)
+        time.sleep(0.05)
+        raise http.client.IncompleteRead(b"")  # not an OSError: still a 503
+
+    verifier = FirebaseTokenVerifier(project, keys=PublicKeys(fetch=failing))
+    key, _ = key_and_cert()
+    tokens = [token(key, project, sub=f"uid-{n}") for n in range(5)]
+    results = await asyncio.gather(*(verifier.verify(t) for t in tokens), return_exceptions=True)
+    assert all(isinstance(r, AuthUnavailable) for r in results)
+    assert len(fetches) == 1
+
+
+async def test_firebase_verifier_refuses_a_token_nested_too_deep(
+    verifier: FirebaseTokenVerifier,
+) -> None:
+    deep = base64.urlsafe_b64encode(b"[" * 5000).decode().rstrip("=")
+    with pytest.raises(Unauthenticated):  # a 401, not a RecursionError's 500
+        await verifier.verify(f"{deep}.{deep}.sig")
