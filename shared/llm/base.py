@@ -28,7 +28,7 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -266,28 +266,6 @@ class WireState(Protocol[W]):
             IncompleteResponse: the stream ended before the reply finished.
         """
         ...
-
-
-class HttpBody(Protocol):
-    """The body of an ``httpx2.Response``, as it arrives (content decoding applied)."""
-
-    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
-
-
-class RawResponse(Protocol):
-    """An SDK's raw streaming response (OpenAI's and Anthropic's ``with_streaming_response``)."""
-
-    @property
-    def http_response(self) -> HttpBody: ...
-
-
-@asynccontextmanager
-async def lines_of(
-    reply: AbstractAsyncContextManager[RawResponse],
-) -> AsyncIterator[AsyncIterator[str]]:
-    """The SSE lines of a raw streaming response, for ``relay`` (closed with it)."""
-    async with reply as response:
-        yield sse_lines(response.http_response.aiter_bytes())
 
 
 async def sse_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
