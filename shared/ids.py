@@ -19,7 +19,8 @@ class IdGenerator(Protocol):
 
 
 _LENGTH = 20
-_SPACE = len(_ALPHABET) ** _LENGTH
+_BASE = len(_ALPHABET)
+_SPACE = _BASE**_LENGTH
 
 
 class RandomIds:
@@ -34,7 +35,7 @@ class RandomIds:
         number = int.from_bytes(secrets.token_bytes(16), "big") % _SPACE
         characters = []
         for _ in range(_LENGTH):
-            number, digit = divmod(number, 36)
+            number, digit = divmod(number, _BASE)
             characters.append(_ALPHABET[digit])
         return prefix + "_" + "".join(characters)
 

@@ -64,6 +64,7 @@ _FETCH_TIMEOUT = 10.0
 # rather than each waiting for a fetch of its own behind the others.
 _AFTER_FAILURE = 5.0
 _MAX_AGE = re.compile(r"max-age=(\d+)")
+_UNAVAILABLE = "Sign-in cannot be checked right now; try again."
 
 Fetch = Callable[[str], tuple[bytes, str | None]]
 """Blocking: (the body, its ``Cache-Control``) of a GET of the URL; raises ``OSError``."""
@@ -105,7 +106,7 @@ class PublicKeys:
 
     def _refuse_after_failure(self) -> None:
         if time.monotonic() - self._failed_at < _AFTER_FAILURE:
-            raise AuthUnavailable("Sign-in cannot be checked right now; try again.")
+            raise AuthUnavailable(_UNAVAILABLE)
 
     def _stale(self, key_id: str) -> bool:
         now = time.monotonic()
@@ -123,7 +124,7 @@ class PublicKeys:
                 self._fetched_at = time.monotonic()
                 return
             self._failed_at = time.monotonic()
-            raise AuthUnavailable("Sign-in cannot be checked right now; try again.") from exc
+            raise AuthUnavailable(_UNAVAILABLE) from exc
         match = _MAX_AGE.search(cache_control or "")
         max_age = float(match.group(1)) if match else _DEFAULT_MAX_AGE
         self._keys, self._fetched_at = keys, time.monotonic()
@@ -146,10 +147,15 @@ def _parse_keys(body: bytes) -> dict[str, RSAPublicKey]:
     return keys
 
 
+def _unpadded(part: str) -> bytes:
+    """One of a JWT's parts decoded: base64url without its ``=`` padding."""
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
 def _segment(part: str) -> dict[str, Any]:
     """A JWT's header or payload: base64url JSON of an object."""
     try:
-        value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+        value = json.loads(_unpadded(part))
     except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         raise Unauthenticated("The ID token is not valid.") from None
     if not isinstance(value, dict):
@@ -163,8 +169,7 @@ def _signature_valid(key: RSAPublicKey, signed: bytes, signature: str) -> bool:
     from cryptography.hazmat.primitives.asymmetric import padding
 
     try:
-        raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
-        key.verify(raw, signed, padding.PKCS1v15(), hashes.SHA256())
+        key.verify(_unpadded(signature), signed, padding.PKCS1v15(), hashes.SHA256())
     except (InvalidSignature, binascii.Error, ValueError):
         return False
     return True
@@ -264,11 +269,11 @@ class _Revocation:
         except (auth.RevokedIdTokenError, auth.UserDisabledError):
             raise TokenRevoked("The ID token has been revoked; sign in again.") from None
         except auth.CertificateFetchError as exc:
-            raise AuthUnavailable("Sign-in cannot be checked right now; try again.") from exc
+            raise AuthUnavailable(_UNAVAILABLE) from exc
         except (auth.InvalidIdTokenError, auth.UserNotFoundError, ValueError):
             raise Unauthenticated("The ID token is not valid.") from None
         except firebase_admin.exceptions.FirebaseError as exc:
-            raise AuthUnavailable("Sign-in cannot be checked right now; try again.") from exc
+            raise AuthUnavailable(_UNAVAILABLE) from exc
         check_lifetime(claims, time.time())
         return claims
 
