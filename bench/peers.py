@@ -1,5 +1,8 @@
 """The peers of ``bench/stream_overhead.py``: the smallest honest chat endpoint a user of
-the OpenAI Agents SDK or of Pydantic AI would write, to measure our endpoint against.
+the OpenAI Agents SDK or of Pydantic AI would write, to measure our endpoint against;
+and a floor (``relay``): the same endpoint with no library between it and the model,
+one kept-alive socket read and one ``json.loads`` per token, which is what any Python
+endpoint on this server pays to relay a stream, before it does anything of its own.
 
 One ``POST`` with ``{"text": ...}`` runs an agent of that library against the same fake
 model as our endpoint (``bench/fake_provider.py``, OpenAI Chat Completions) and streams
@@ -18,6 +21,7 @@ Runs in the peers' own virtualenv (``.bench-peers``, made by ``make bench`` from
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -78,7 +82,48 @@ def pydantic_ai(provider: str) -> Deltas:
     return deltas
 
 
-PEERS = {"agents": agents_sdk, "pydantic-ai": pydantic_ai}
+def relay(provider: str) -> Deltas:
+    """The floor: the Chat Completions request written to a kept-alive connection, its
+    chunked SSE body read with asyncio's streams, each ``data:`` line parsed for its
+    text. No library, no retries, no typed events."""
+    host, _, rest = provider.removeprefix("http://").partition("/")
+    address, _, port = host.partition(":")
+    path = f"/{rest}/chat/completions"
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def deltas(text: str) -> AsyncIterator[str]:
+        body = json.dumps(
+            {"model": "bench", "stream": True, "messages": [{"role": "user", "content": text}]}
+        ).encode()
+        reader, writer = idle.pop() if idle else await asyncio.open_connection(address, port)
+        try:
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer bench\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"the model answered {head[:40]!r}")
+            buffered = b""
+            while size := int(await reader.readline(), 16):
+                buffered += (await reader.readexactly(size + 2))[:-2]
+                *lines, buffered = buffered.split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data: {"):
+                        choice = json.loads(line[6:])["choices"][0]
+                        if content := choice["delta"].get("content"):
+                            yield content
+            await reader.readline()  # the empty line after the last chunk
+        except BaseException:  # a stream left part-read cannot carry the next request
+            writer.close()
+            raise
+        idle.append((reader, writer))
+
+    return deltas
+
+
+PEERS = {"agents": agents_sdk, "pydantic-ai": pydantic_ai, "relay": relay}
 
 
 def app(deltas: Deltas) -> Starlette:

@@ -73,7 +73,8 @@ CPU_TARGET = 0.002  # s of api CPU per stream-second
 TTFT_TARGET = 0.002  # s added to the first token p50, beyond a model slower than a commit
 PROVIDER_MARK = b'{"content": " tok'
 PEERS_PYTHON = ROOT / ".bench-peers" / "bin" / "python"
-PEERS = {"agents": "OpenAI Agents SDK", "pydantic-ai": "Pydantic AI"}  # bench/peers.py
+# bench/peers.py; the last is the floor any Python endpoint on this server pays.
+PEERS = {"agents": "OpenAI Agents SDK", "pydantic-ai": "Pydantic AI", "relay": "floor (bare relay)"}
 
 
 def verdict(met: bool) -> str:
