@@ -50,7 +50,11 @@ const ROLE = { parent: "parent", dependent: "dependent" };
  */
 export function makeFamilyPanel(deps) {
   const { $, api } = deps;
-  const panel = { family: null, settings: null, token: null, busy: false };
+  // known: the family mirror's first snapshot has come. Until then nobody can tell whether
+  // the user is in a family, so the panel offers neither a new family nor the join: made
+  // at once after sign-in, a family could be written while the listener was still being
+  // set up, and that listener never heard of it (the web test's one flake, twice).
+  const panel = { family: null, settings: null, token: null, busy: false, known: false };
 
   function status(text) {
     $("family-status").textContent = text;
@@ -99,8 +103,8 @@ export function makeFamilyPanel(deps) {
   function render() {
     const family = panel.family;
     const uid = deps.uid();
-    $("join").hidden = !panel.token;
-    $("family-create").hidden = Boolean(family) || Boolean(panel.token);
+    $("join").hidden = !panel.known || !panel.token;
+    $("family-create").hidden = !panel.known || Boolean(family) || Boolean(panel.token);
     $("family-view").hidden = !family;
     const reads = !panel.settings || panel.settings.aiReadsFamilyMessages !== false;
     $("ai-reads").checked = reads;
@@ -194,10 +198,11 @@ export function makeFamilyPanel(deps) {
 
   return {
     get family() { return panel.family; },
-    setFamily(family) { panel.family = family; render(); },
+    setFamily(family) { panel.family = family; panel.known = true; render(); },
     setSettings(settings) { panel.settings = settings; render(); },
     reset() {
       panel.family = panel.settings = null;
+      panel.known = false;
       $("invite-made").hidden = true;
       $("invite-link").value = "";
       status("");
