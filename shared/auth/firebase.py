@@ -65,6 +65,7 @@ _FETCH_TIMEOUT = 10.0
 _AFTER_FAILURE = 5.0
 _MAX_AGE = re.compile(r"max-age=(\d+)")
 _UNAVAILABLE = "Sign-in cannot be checked right now; try again."
+_INVALID = "The ID token is not valid."
 
 Fetch = Callable[[str], tuple[bytes, str | None]]
 """Blocking: (the body, its ``Cache-Control``) of a GET of the URL; raises ``OSError``."""
@@ -157,9 +158,9 @@ def _segment(part: str) -> dict[str, Any]:
     try:
         value = json.loads(_unpadded(part))
     except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
-        raise Unauthenticated("The ID token is not valid.") from None
+        raise Unauthenticated(_INVALID) from None
     if not isinstance(value, dict):
-        raise Unauthenticated("The ID token is not valid.")
+        raise Unauthenticated(_INVALID)
     return value
 
 
@@ -222,13 +223,13 @@ class FirebaseTokenVerifier:
         """The token's claims, verified (signature, audience, issuer, lifetime)."""
         parts = token.split(".")
         if len(parts) != 3:
-            raise Unauthenticated("The ID token is not valid.")
+            raise Unauthenticated(_INVALID)
         header, claims = _segment(parts[0]), _segment(parts[1])
         subject = claims.get("sub")
         if claims.get("aud") == _CUSTOM_TOKEN_AUDIENCE:
             raise Unauthenticated("Send an ID token, not a custom token.")
         if not self._emulated and (not header.get("kid") or header.get("alg") != "RS256"):
-            raise Unauthenticated("The ID token is not valid.")
+            raise Unauthenticated(_INVALID)
         if claims.get("aud") != self._project or claims.get("iss") != self._issuer:
             raise Unauthenticated("The ID token is not for this project.")
         if not isinstance(subject, str) or not 0 < len(subject) <= 128:
@@ -237,7 +238,7 @@ class FirebaseTokenVerifier:
             key = await self._keys.get(str(header["kid"]))
             signed = f"{parts[0]}.{parts[1]}".encode()
             if key is None or not _signature_valid(key, signed, parts[2]):
-                raise Unauthenticated("The ID token is not valid.")
+                raise Unauthenticated(_INVALID)
         check_lifetime(claims, time.time())
         return {**claims, "uid": subject}
 
@@ -271,7 +272,7 @@ class _Revocation:
         except auth.CertificateFetchError as exc:
             raise AuthUnavailable(_UNAVAILABLE) from exc
         except (auth.InvalidIdTokenError, auth.UserNotFoundError, ValueError):
-            raise Unauthenticated("The ID token is not valid.") from None
+            raise Unauthenticated(_INVALID) from None
         except firebase_admin.exceptions.FirebaseError as exc:
             raise AuthUnavailable(_UNAVAILABLE) from exc
         check_lifetime(claims, time.time())
@@ -282,7 +283,7 @@ def check_lifetime(claims: Mapping[str, Any], now: float) -> None:
     """Expiry and issue time, within a few seconds of clock skew."""
     expires, issued = claims.get("exp"), claims.get("iat")
     if not isinstance(expires, (int, float)) or not isinstance(issued, (int, float)):
-        raise Unauthenticated("The ID token is not valid.")
+        raise Unauthenticated(_INVALID)
     if expires + _CLOCK_SKEW_SECONDS < now:
         raise TokenExpired("The ID token has expired; sign in again.")
     if issued - _CLOCK_SKEW_SECONDS > now:

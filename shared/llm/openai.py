@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +130,7 @@ class _RequestEncoder:
         kept = self._tools
         if kept is None or kept[0] is not request.tools:
             kept = self._tools = (request.tools, encode_json(_wire_tools(request.tools)))
-        head = encode_json(_wire_request(model, ModelRequest(request.system, request.messages)))
+        head = encode_json(_wire_request(model, replace(request, tools=())))
         return head[:-1] + b',"tools":' + kept[1] + b"}"
 
 
