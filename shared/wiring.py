@@ -24,12 +24,14 @@ from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
+from shared.egress.gate import Egress
+from shared.egress.provenance import InMemoryProvenanceStore, ProvenanceStore
+from shared.egress.providers import ModelProvider, SecretMinter, Speaker, Transcriber
+from shared.egress.screen import Screen
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
-from shared.llm.base import ModelProvider
-from shared.llm.transcribe import Transcriber
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
 from shared.store.base import (
@@ -66,8 +68,8 @@ from shared.tools.people import (
 from shared.tools.quoting import FamilyScreen
 from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
-from shared.voice.live import LiveSessions, SecretMinter
-from shared.voice.speech import Speaker, SpokenReplies
+from shared.voice.live import LiveSessions
+from shared.voice.speech import SpokenReplies
 
 if TYPE_CHECKING:
     from shared.store.firestore import FirestoreStores
@@ -145,7 +147,7 @@ def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
 
 def build_tools(
     lessons: LessonStore,
-    provider: ModelProvider,
+    models: Egress,
     clock: Clock,
     files: FileStore,
     prompts: Path = DEFAULT_DIR,
@@ -158,13 +160,13 @@ def build_tools(
         [
             load_skill_tool(prompts / "skills"),
             *document_tools(lessons, clock),
-            create_lesson_tool(lessons, provider, clock, drafting),
-            plan_lessons_tool(lessons, provider, clock, drafting, load_prompt("plan", prompts)),
+            create_lesson_tool(lessons, models, clock, drafting),
+            plan_lessons_tool(lessons, models, clock, drafting, load_prompt("plan", prompts)),
             ask_user_question_tool(),
             get_editor_selection_tool(),
             delete_lesson_tool(lessons),
             restore_lesson_tool(lessons, clock),
-            review_work_tool(files, lessons, provider, load_prompt("review", prompts)),
+            review_work_tool(files, lessons, models, load_prompt("review", prompts)),
             *family,
         ]
     )
@@ -258,6 +260,7 @@ def assemble(
     speaker: Speaker | None = None,
     transcriber: Transcriber | None = None,
     openings: OpeningStore | None = None,
+    provenance: ProvenanceStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
@@ -309,12 +312,22 @@ def assemble(
         limits.live_doc_bytes,
         roll_over,
     )
-    family = family_tools(household, store, preferences, delivery, settings.tool_output_chars)
-    screen = FamilyScreen(preferences)
+    provenance = provenance if provenance is not None else InMemoryProvenanceStore()
+    egress = Egress(
+        provider,
+        Screen(provenance, preferences),
+        scheduler,
+        speaker=speaker,
+        transcriber=transcriber,
+        minter=live,
+    )
+    family = family_tools(
+        household, store, preferences, delivery, provenance, clock, settings.tool_output_chars
+    )
     deps = RunDeps(
         store=store,
-        model=provider,
-        tools=tools or build_tools(lessons, provider, clock, files, settings.prompts, family),
+        model=egress,
+        tools=tools or build_tools(lessons, egress, clock, files, settings.prompts, family),
         clock=clock,
         limits=limits,
         system_prompt=(
@@ -322,11 +335,11 @@ def assemble(
         ),
         tasks=scheduler,
         files=files,
-        screen=screen,
+        screen=FamilyScreen(preferences),
     )
     background = Background()
     voice = VoiceClips(
-        files, transcriber, settings.voice_max_seconds, settings.attachment_decodes_at_once
+        files, egress, settings.voice_max_seconds, settings.attachment_decodes_at_once
     )
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(
@@ -342,14 +355,14 @@ def assemble(
         delivery,
         preferences,
         LiveSessions(
-            live,
+            egress,
             scheduler,
             clock,
             ids,
             timedelta(seconds=settings.voice_secret_seconds),
             timedelta(minutes=settings.voice_session_minutes),
         ),
-        SpokenReplies(speaker, store, files, scheduler, screen),
+        SpokenReplies(egress, store, files),
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -382,6 +395,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         speaker=speaker,
         transcriber=build_transcriber(settings),
         openings=stores.openings,
+        provenance=stores.provenance,
     )
     return components, stores
 

@@ -13,7 +13,8 @@ from typing import Protocol
 from shared.agent.files import AttachmentBudget
 from shared.agent.runs import QueueLimits
 from shared.clock import Clock
-from shared.llm.base import ChatMessage, ModelProvider
+from shared.egress.gate import Egress
+from shared.llm.base import ChatMessage
 from shared.queue.port import TaskPort
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
@@ -70,7 +71,7 @@ class RunDeps:
     """What a run needs, and nothing else."""
 
     store: ConversationStore
-    model: ModelProvider
+    model: Egress
     tools: ToolRegistry
     clock: Clock
     limits: RunLimits

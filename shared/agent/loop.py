@@ -299,7 +299,7 @@ class Run:
                 return taken
             # Someone wrote to the conversation meanwhile: ask again on what is stored.
             await head.discard()
-        return self.deps.model.stream(request)
+        return await self.deps.model.chat(self.user_id, request)
 
     async def _model_step(self, offer_tools: bool) -> list[ToolCallRequest]:
         deps = self.deps

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Literal
 
 from shared.agent.background import Background
@@ -61,6 +62,7 @@ from shared.schemas.documents import (
     Conversation,
     Message,
     MessageError,
+    Usage,
 )
 from shared.store.base import LessonStore, reserved
 from shared.store.limits import CLOSING_RESERVE
@@ -147,7 +149,7 @@ class RunService:
         self._lessons = lessons
         self._attachments = attachments
         self._background = background
-        self._voice = voice or VoiceClips(deps.files, None, 0)
+        self._voice = voice or VoiceClips(deps.files, deps.model, 0)
         # Users this process saw refused a reply (a limit), and when: their next sends
         # get no head start for a while, so a user past a limit does not have each
         # refused send's prompt go to the provider first. A guess, in this process only:
@@ -200,8 +202,18 @@ class RunService:
         except Exception as exc:  # only a head start lost: the run asks once opened
             log.debug("run %s: no head start (%s)", record.run_id, exc)
             return None
-        spend = self._scheduler.meter(user_id).spend
-        return HeadStart(request, self._deps.model.stream(request), spend)
+        spend = partial(self._spend, user_id)
+        return HeadStart(request, await self._deps.model.chat(user_id, request), spend)
+
+    async def _spend(self, user_id: str, usage: Usage) -> None:
+        """Count what a discarded head start had used (it was no run's): rare, as a
+        request cancelled before its finish reports nothing."""
+        try:
+            meter = self._scheduler.meter(user_id)
+            reservation = await meter.reserve(0, "chat")
+            await meter.settle(reservation, usage.input_tokens + usage.output_tokens)
+        except Exception:
+            log.warning("%s: a head start's tokens went uncounted", user_id, exc_info=True)
 
     @staticmethod
     async def _drop(early: asyncio.Task[HeadStart | None] | None) -> None:
@@ -354,8 +366,7 @@ class RunService:
         either fail)."""
         user_id, run_id = draft.user.uid, draft.record.run_id
         try:
-            meter = self._scheduler.meter(user_id)
-            heard = await self._voice.transcribe(listened.clip, meter, listener)
+            heard = await self._voice.transcribe(user_id, listened.clip, listener)
             text = heard if not draft.text else f"{heard}\n\n{draft.text}"
             # Dated from now: the transcription took some of the run's lease.
             now = self._deps.clock.now()

@@ -26,6 +26,7 @@ from shared.attachment_rules import (
     sniff,
 )
 from shared.attachments.audio import NotAudio, Sound, TooLong, probe
+from shared.egress.gate import Egress
 from shared.errors import (
     Forbidden,
     NoSpeech,
@@ -34,8 +35,8 @@ from shared.errors import (
     UnsupportedMediaType,
     VoiceUnavailable,
 )
-from shared.llm.base import Meter, TextDelta
-from shared.llm.transcribe import Clip, Transcribed, Transcriber
+from shared.llm.base import TextDelta
+from shared.llm.transcribe import Clip, Transcribed
 from shared.schemas.documents import ContentPart, FileRef
 from shared.store.files import FileInfo, FileStore
 
@@ -73,18 +74,19 @@ def _label(info: FileInfo | None, path: str) -> str:
 
 
 class VoiceClips:
-    """Checks, reads and transcribes voice clips from one ``FileStore``; without a
-    ``transcriber`` (offline) every clip is refused plainly."""
+    """Checks, reads and transcribes voice clips from one ``FileStore``, through the
+    egress; without a transcription model there (offline) every clip is refused
+    plainly."""
 
     def __init__(
         self,
         files: FileStore,
-        transcriber: Transcriber | None,
+        egress: Egress,
         max_seconds: int,
         decodes_at_once: int = 1,
     ) -> None:
         self.files = files
-        self.transcriber = transcriber
+        self.egress = egress
         self.max_seconds = max_seconds
         self._decodes = asyncio.Semaphore(decodes_at_once)
 
@@ -98,7 +100,7 @@ class VoiceClips:
             PayloadTooLarge: over 25 MB.
             UnsupportedMediaType: its first bytes are no audio type we take.
         """
-        if self.transcriber is None:
+        if not self.egress.transcribes:
             raise VoiceUnavailable(NO_PROVIDER)
         problem = path_problem(user_id, path)
         if problem is not None:
@@ -158,26 +160,25 @@ class VoiceClips:
         )
         return Listened(clip, ContentPart(type="file", file=ref))
 
-    async def transcribe(self, clip: Clip, meter: Meter, listener: Listener | None) -> str:
+    async def transcribe(self, user_id: str, clip: Clip, listener: Listener | None) -> str:
         """What ``clip`` says (each piece told to ``listener`` as it comes), charged
-        to the user's day through ``meter`` however it ends.
+        to ``user_id``'s day however it ends (the egress meters it).
 
         Raises:
             VoiceUnavailable: no provider to transcribe with.
             NoSpeech: the provider heard no words.
             ProviderError: the provider failed.
         """
-        if self.transcriber is None:
+        if not self.egress.transcribes:
             raise VoiceUnavailable(NO_PROVIDER)
         done: Transcribed | None = None
-        async for event in self.transcriber.transcribe(clip):
+        async for event in self.egress.transcribe(user_id, clip):
             if isinstance(event, TextDelta):
                 if listener is not None and event.text:
                     listener(event.text, final=False)
             else:
                 done = event
         assert done is not None  # every transcriber ends with one
-        await meter.spend(done.usage)
         text = done.text.strip()
         if not text:
             raise NoSpeech(NO_SPEECH)

@@ -329,38 +329,22 @@ def finished(finish: Finish | None, what: str = "The model's reply") -> Finish:
 
 
 class Meter(Protocol):
-    """The user's daily token budget, as a tool's own model calls see it."""
+    """The user's daily tokens, as one provider call outside a run sees them (DESIGN
+    §13): an estimate is set aside before the call and what it used is counted after."""
 
-    async def check(self) -> None:
-        """Before a model call.
+    async def reserve(self, tokens: int, kind: str) -> str:
+        """Set ``tokens`` aside for a ``kind`` of call about to be made; its id.
 
         Raises:
-            ToolError: the user's tokens for today are spent (the call must not start).
+            RateLimited: today's tokens are spent (the call must not start).
+            TaskCancelled: (a task's meter) its user cancelled the task.
         """
         ...
 
-    async def spend(self, usage: Usage) -> None:
-        """Count what one model call used."""
+    async def settle(self, reservation: str, tokens: int) -> None:
+        """Count the ``tokens`` the call used in place of its reservation (never
+        raises: a reservation not settled is charged whole when its lease ends)."""
         ...
-
-
-async def complete_text(
-    provider: ModelProvider, request: ModelRequest, what: str, meter: Meter
-) -> str:
-    """The whole text of a reply that no one watches stream (tools drafting content),
-    checked against the user's budget before the call and counted in it after."""
-    await meter.check()
-    parts: list[str] = []
-    finish: Finish | None = None
-    async for event in provider.stream(request):
-        if isinstance(event, TextDelta):
-            parts.append(event.text)
-        elif isinstance(event, Finish):
-            finish = event
-    if finish is not None:
-        await meter.spend(finish.usage)  # spent, even on a reply that is then refused
-    finished(finish, what)
-    return "".join(parts)
 
 
 _FENCE = re.compile(r"^```[a-z]*\s*|\s*```$")

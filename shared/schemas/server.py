@@ -117,6 +117,17 @@ class VoiceGrant(Document):
     redeemed_at: Timestamp | None = None
 
 
+class Reservation(Document):
+    """Tokens set aside for one provider call before it is made (DESIGN §13): counted
+    against the day while it lasts, replaced by what the call used when it is settled,
+    and charged whole once ``until`` has passed unsettled (the client left, the stream
+    broke or the process died)."""
+
+    tokens: int = Field(ge=0)
+    until: Timestamp
+    kind: str
+
+
 class TaskLedger(Document):
     """``/{userId}/server``: the user's tasks (live ones and the latest finished ones),
     the runs they have going, and today's token usage: one document, so every per-user
@@ -129,6 +140,26 @@ class TaskLedger(Document):
     usage: DailyUsage | None = None
     # Live-audio sessions (today's, and any not yet a day past their end), by id.
     voice: dict[str, VoiceGrant] = Field(default_factory=dict)
+    # Provider calls under way outside a run (task tools, transcription, speech), by id.
+    reservations: dict[str, Reservation] = Field(default_factory=dict)
+
+
+class GivenAuthors(Document):
+    """``/{userId}/server/provenance/current``: every family member whose words this
+    user's model was ever given (the egress reads it before each model call)."""
+
+    authors: list[str] = Field(default_factory=list)
+
+
+class GivenText(Document):
+    """``/{userId}/server/provenance/current/given/{messageId}``: one family message as
+    this user's model was given it, kept so that an opt-out withholds it from every
+    later request, whatever window, archive or task it has reached since."""
+
+    message_id: str
+    author_id: str
+    text: str
+    given_at: Timestamp
 
 
 class Family(Document):

@@ -39,6 +39,7 @@ from shared.errors import (
 from shared.schemas.documents import TaskStatus
 from shared.schemas.server import (
     DailyUsage,
+    Reservation,
     RunSlot,
     TaskLedger,
     TaskRecord,
@@ -372,13 +373,54 @@ SPENT = "You have used today's allowance of Spark AI Agent; it renews at midnigh
 
 
 def check_tokens(ledger: TaskLedger, now: datetime, limits: UserLimits) -> None:
-    """Refuse any model call once the user's tokens for today are spent.
+    """Refuse any model call once the user's tokens for today are spent (what is
+    reserved for calls under way counts as spent).
 
     Raises:
         RateLimited: they are spent.
     """
-    if _today(ledger, now).tokens >= limits.daily_tokens:
+    reserved = sum(r.tokens for r in ledger.reservations.values())
+    if _today(ledger, now).tokens + reserved >= limits.daily_tokens:
         raise RateLimited(SPENT, _until_midnight(now))
+
+
+def _lapsed_charged(ledger: TaskLedger, now: datetime) -> TaskLedger:
+    """``ledger`` with each reservation whose lease has passed unsettled charged whole."""
+    lapsed = {k: r for k, r in ledger.reservations.items() if r.until <= now}
+    if not lapsed:
+        return ledger
+    kept = {k: r for k, r in ledger.reservations.items() if k not in lapsed}
+    charged = spend(ledger, now, sum(r.tokens for r in lapsed.values()))
+    return charged.model_copy(update={"reservations": kept})
+
+
+def reserve(
+    ledger: TaskLedger,
+    reservation_id: str,
+    reservation: Reservation,
+    now: datetime,
+    limits: UserLimits,
+) -> TaskLedger:
+    """Set ``reservation`` aside for a provider call about to be made.
+
+    Raises:
+        RateLimited: today's tokens are spent (nothing is reserved).
+    """
+    ledger = _lapsed_charged(ledger, now)
+    check_tokens(ledger, now, limits)
+    return ledger.model_copy(
+        update={"reservations": {**ledger.reservations, reservation_id: reservation}}
+    )
+
+
+def settle(ledger: TaskLedger, reservation_id: str, tokens: int, now: datetime) -> TaskLedger:
+    """Replace a reservation by the ``tokens`` its call used. One that lapsed was charged
+    whole already, and stays so (idempotent)."""
+    ledger = _lapsed_charged(ledger, now)
+    if reservation_id not in ledger.reservations:
+        return ledger
+    kept = {k: r for k, r in ledger.reservations.items() if k != reservation_id}
+    return spend(ledger.model_copy(update={"reservations": kept}), now, tokens)
 
 
 def _live(ledger: TaskLedger, now: datetime) -> dict[str, RunSlot]:

@@ -4,6 +4,7 @@ the replies of queued runs, and the watchdogs that close runs whose producer die
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,7 +18,6 @@ from shared.errors import (
     StoreError,
     TaskCancelled,
     TaskFinished,
-    ToolError,
 )
 from shared.llm.base import Meter
 from shared.queue.base import QueuedTask, TaskQueue
@@ -30,8 +30,8 @@ from shared.queue.naming import (
     watchdog_name,
 )
 from shared.queue.port import Call, Claimed, Ended
-from shared.schemas.documents import ActiveRun, Conversation, KeyOutput, TaskDocument, Usage
-from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.documents import ActiveRun, Conversation, KeyOutput, TaskDocument
+from shared.schemas.server import Reservation, TaskLedger, TaskRecord
 from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
 from shared.store.base import OpeningStore, SectionChange, TaskDocumentStore, TaskLedgerStore
 from shared.store.memory import InMemoryTaskDocumentStore
@@ -41,6 +41,10 @@ from shared.tasks.sections import Ending, follow
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+
+RESERVATION_LEASE = timedelta(minutes=10)
+"""How long a provider call's reservation lasts unsettled before it is charged whole:
+longer than any kind of call may take (``shared/egress/gate.BOUNDS``)."""
 
 
 @dataclass
@@ -350,6 +354,40 @@ class TaskScheduler:
         """
         ledgers.check_tokens(await self.ledger.get(user_id), self.clock.now(), self.limits)
 
+    async def reserve(
+        self, user_id: str, tokens: int, kind: str, task_id: str | None = None
+    ) -> str:
+        """Set ``tokens`` aside for one provider call (``ledger.reserve``), for as long as
+        ``RESERVATION_LEASE``; its id. With ``task_id``, in the same write, refuse if its
+        user cancelled that task.
+
+        Raises:
+            RateLimited: today's tokens are spent (nothing is reserved).
+            TaskCancelled: the task's user asked it to stop.
+        """
+        now = self.clock.now()
+        reservation_id = secrets.token_hex(8)
+        held = Reservation(tokens=tokens, until=now + RESERVATION_LEASE, kind=kind)
+
+        def change(ledger: TaskLedger) -> tuple[TaskLedger, None]:
+            if task_id is not None and ledgers.cancel_wanted(ledger, task_id):
+                raise TaskCancelled("Cancelled by the user.")
+            return ledgers.reserve(ledger, reservation_id, held, now, self.limits), None
+
+        await self._apply(user_id, change)
+        return reservation_id
+
+    async def settle(self, user_id: str, reservation_id: str, tokens: int) -> None:
+        """Count what a reserved call used in place of its reservation (idempotent).
+
+        Raises:
+            StoreError: it was not counted (the reservation lapses, charged whole).
+        """
+        now = self.clock.now()
+        await self._apply(
+            user_id, lambda led: (ledgers.settle(led, reservation_id, tokens, now), None)
+        )
+
     async def check_task(self, user_id: str, task_id: str) -> None:
         """Before a task tool's next step, on one fresh read of the ledger: stop if its
         user cancelled it, and refuse a model call once today's tokens are spent.
@@ -508,25 +546,19 @@ def _following(
 
 @dataclass(frozen=True, slots=True)
 class LedgerMeter:
-    """Checks a task tool's model calls against the user's day, and counts them; with
-    ``task_id``, each check also stops the tool once its user cancelled the task."""
+    """Reserves a provider call's tokens in the user's ledger and settles them; with
+    ``task_id``, each reservation also stops the tool once its user cancelled the task."""
 
     scheduler: TaskScheduler
     user_id: str
     task_id: str | None = None
 
-    async def check(self) -> None:
-        try:
-            if self.task_id is None:
-                await self.scheduler.check_tokens(self.user_id)
-            else:
-                await self.scheduler.check_task(self.user_id, self.task_id)
-        except RateLimited as exc:
-            raise ToolError(exc.message) from None
+    async def reserve(self, tokens: int, kind: str) -> str:
+        return await self.scheduler.reserve(self.user_id, tokens, kind, self.task_id)
 
-    async def spend(self, usage: Usage) -> None:
+    async def settle(self, reservation: str, tokens: int) -> None:
         try:
-            await self.scheduler.spend(self.user_id, usage.input_tokens + usage.output_tokens)
+            await self.scheduler.settle(self.user_id, reservation, tokens)
         except Exception:
-            # Failing the tool would spend the same tokens again on its retry.
-            log.warning("%s: tokens a tool spent went uncounted", self.user_id, exc_info=True)
+            # Unsettled, the reservation is charged whole when its lease ends.
+            log.warning("%s: reservation %s not settled", self.user_id, reservation, exc_info=True)

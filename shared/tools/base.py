@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from shared.errors import ToolError
 from shared.llm.base import Meter, ToolCallRequest, ToolSpec
-from shared.schemas.documents import Execution, Usage
+from shared.schemas.documents import Execution
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -26,25 +26,15 @@ async def _no_progress(text: str) -> None:
     """Progress of a call nobody shows (inline calls finish within the stream)."""
 
 
-class Unmetered:
-    """The meter of a call that counts no tokens: inline tools, none of which calls the
-    model (a task's calls get the user's ledger meter from the tasks function)."""
-
-    async def check(self) -> None:
-        """Never refuses."""
-
-    async def spend(self, usage: Usage) -> None:
-        """Counts nothing."""
-
-
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """Who and what a tool call is for; tools derive idempotency keys from it.
 
     ``document_id`` is the lesson the conversation works on, if any. ``progress``
     shows a task's progress ("Creating lesson 2 of 5") on its task entry: each call
-    updates the same entry. ``meter`` checks and counts the tool's own model calls
-    against the user's daily tokens (``complete_text`` takes it).
+    updates the same entry. ``meter`` reserves and settles the tool's own model calls
+    against the user's daily tokens (``Egress.complete`` takes it; without one, the
+    user's day is metered all the same).
     """
 
     user_id: str
@@ -52,7 +42,7 @@ class ToolContext:
     tool_call_id: str
     document_id: str | None = None
     progress: Callable[[str], Awaitable[None]] = _no_progress
-    meter: Meter = field(default_factory=Unmetered)
+    meter: Meter | None = None
     # The user's answer to the question this task asked (``ToolOutput.ask``), once given.
     answer: str | None = None
 

@@ -22,6 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from shared.clock import Clock
+from shared.egress.provenance import Given, ProvenanceStore
 from shared.errors import ConversationTooLarge, NoFamily, RequestError, ToolError
 from shared.families.delivery import Delivery
 from shared.families.messages import Target, direct_id, family_conversation_id
@@ -31,7 +33,7 @@ from shared.schemas.documents import Conversation
 from shared.schemas.server import Family
 from shared.store.base import ConversationStore
 from shared.tools.base import Checked, Tool, ToolContext
-from shared.tools.quoting import OWNER_OPTED_OUT, READ_TOOL, Quoted, quote
+from shared.tools.quoting import MAX_QUOTED_CHARS, OWNER_OPTED_OUT, READ_TOOL, Quoted, quote
 
 FAMILY = "family"
 DEFAULT_READ = 20
@@ -167,6 +169,7 @@ def _quoted(conversation: Conversation, label: str) -> list[Quoted]:
                 sent_at=message.created_at.isoformat(),
                 text=message.text,
                 via=message.via,
+                message_id=message.id,
             )
         )
     return found
@@ -176,6 +179,8 @@ def read_family_messages_tool(
     families: Families,
     conversations: ConversationStore,
     preferences: Preferences,
+    provenance: ProvenanceStore,
+    clock: Clock,
     output_chars: int,
 ) -> Tool[ReadMessagesArgs]:
     async def run(args: ReadMessagesArgs, context: ToolContext) -> dict[str, Any]:
@@ -196,6 +201,17 @@ def read_family_messages_tool(
         if not newest:
             return {"messages": [], "note": "There are no family messages to read yet."}
         opted_out = await preferences.opted_out(m.author_id for m in newest)
+        # Recorded before it is given: the egress withholds it from every later request
+        # of this user's once its author opts out, wherever it has got to by then.
+        now = clock.now()
+        await provenance.record(
+            user_id,
+            [
+                Given(m.message_id, m.author_id, m.text[:MAX_QUOTED_CHARS], now)
+                for m in newest
+                if m.author_id not in opted_out
+            ],
+        )
         return quote(newest, opted_out, output_chars)
 
     return Tool(
@@ -285,11 +301,15 @@ def family_tools(
     conversations: ConversationStore,
     preferences: Preferences,
     delivery: Delivery,
+    provenance: ProvenanceStore,
+    clock: Clock,
     output_chars: int,
 ) -> list[Tool[Any]]:
     """The three family tools, reading and sending through the given services."""
     return [
         list_family_members_tool(families),
-        read_family_messages_tool(families, conversations, preferences, output_chars),
+        read_family_messages_tool(
+            families, conversations, preferences, provenance, clock, output_chars
+        ),
         send_family_message_tool(families, delivery),
     ]

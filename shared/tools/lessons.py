@@ -17,15 +17,13 @@ from xml.sax.saxutils import escape
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.clock import Clock
+from shared.egress.gate import Egress
 from shared.errors import ToolError, VersionConflict
 from shared.ids import derived
 from shared.lessons.grammar import InvalidLesson, ParsedLesson, validate
 from shared.llm.base import (
     ChatMessage,
-    Meter,
-    ModelProvider,
     ModelRequest,
-    complete_text,
     json_in,
     unfenced,
 )
@@ -118,12 +116,12 @@ def outline(lesson: ParsedLesson) -> list[str]:
 class Drafter:
     """Writes valid lesson XML with the model: one draft, and one repair if needed."""
 
-    def __init__(self, provider: ModelProvider, system_prompt: str, plan_prompt: str = "") -> None:
-        self.provider = provider
+    def __init__(self, models: Egress, system_prompt: str, plan_prompt: str = "") -> None:
+        self.models = models
         self.system_prompt = system_prompt
         self.plan_prompt = plan_prompt
 
-    async def draft(self, brief: str, meter: Meter) -> tuple[str, ParsedLesson]:
+    async def draft(self, brief: str, context: ToolContext) -> tuple[str, ParsedLesson]:
         """The body and its parsed lesson.
 
         Raises:
@@ -134,7 +132,9 @@ class Drafter:
         messages = [ChatMessage("user", brief)]
         for attempt in range(2):
             request = ModelRequest(system=self.system_prompt, messages=messages)
-            reply = await complete_text(self.provider, request, "The lesson draft", meter)
+            reply = await self.models.complete(
+                context.user_id, request, "The lesson draft", context.meter
+            )
             body = extract_lesson(reply)
             try:
                 return body, validate(body)
@@ -154,7 +154,7 @@ class Drafter:
                 ]
         raise AssertionError("unreachable")
 
-    async def plan(self, args: PlanArgs, meter: Meter) -> list[tuple[str, str]]:
+    async def plan(self, args: PlanArgs, context: ToolContext) -> list[tuple[str, str]]:
         """``args.count`` (title, focus) pairs, in teaching order.
 
         Raises:
@@ -170,7 +170,9 @@ class Drafter:
         messages = [ChatMessage("user", ask.strip())]
         for attempt in range(2):
             request = ModelRequest(system=self.plan_prompt, messages=messages)
-            reply = await complete_text(self.provider, request, "The lesson plan", meter)
+            reply = await self.models.complete(
+                context.user_id, request, "The lesson plan", context.meter
+            )
             try:
                 return _parse_plan(reply, args.count)
             except ValueError as exc:
@@ -231,20 +233,20 @@ def new_lesson(
 
 
 def create_lesson_tool(
-    lessons: LessonStore, provider: ModelProvider, clock: Clock, system_prompt: str
+    lessons: LessonStore, models: Egress, clock: Clock, system_prompt: str
 ) -> Tool[LessonBrief]:
-    drafter = Drafter(provider, system_prompt)
+    drafter = Drafter(models, system_prompt)
 
     async def run(args: LessonBrief, context: ToolContext) -> ToolOutput:
         lesson_id = lesson_id_for(context)
         stored = await lessons.get(context.user_id, lesson_id)
         if stored is None:
-            body, parsed = await drafter.draft(_brief(args), context.meter)
+            body, parsed = await drafter.draft(_brief(args), context)
             now = clock.now()
             made = new_lesson(context, lesson_id, title_of(parsed, args.topic), body, args, now)
             stored = await lessons.create(
                 context.user_id,
-                made.model_copy(update={"objectives": args.objectives, "model": provider.label}),
+                made.model_copy(update={"objectives": args.objectives, "model": models.label}),
             )
         return ToolOutput(
             {
@@ -279,12 +281,12 @@ def _placeholder(title: str) -> str:
 
 def plan_lessons_tool(
     lessons: LessonStore,
-    provider: ModelProvider,
+    models: Egress,
     clock: Clock,
     system_prompt: str,
     plan_prompt: str,
 ) -> Tool[PlanArgs]:
-    drafter = Drafter(provider, system_prompt, plan_prompt)
+    drafter = Drafter(models, system_prompt, plan_prompt)
 
     async def placeholders(args: PlanArgs, context: ToolContext) -> list[Lesson]:
         """Every lesson of the sequence, titled: planned now, or found from a previous
@@ -295,7 +297,7 @@ def plan_lessons_tool(
         if all(found):
             return [lesson for lesson in found if lesson is not None]
         await context.progress(f"Planning {args.count} lessons")
-        plan = await drafter.plan(args, context.meter)
+        plan = await drafter.plan(args, context)
         now = clock.now()
         made = []
         for index, (lesson, (title, focus)) in enumerate(zip(found, plan, strict=True)):
@@ -303,7 +305,7 @@ def plan_lessons_tool(
                 planned = new_lesson(
                     context, lesson_id_for(context, index), title, _placeholder(title), args, now
                 )
-                update = {"status": "writing", "topic": focus or title, "model": provider.label}
+                update = {"status": "writing", "topic": focus or title, "model": models.label}
                 lesson = await lessons.create(context.user_id, planned.model_copy(update=update))
             made.append(lesson)
         return made
@@ -321,7 +323,7 @@ def plan_lessons_tool(
             focus=f"{lesson.title}: {lesson.topic}",
             place=f"Lesson {index + 1} of {len(sequence)} in the sequence: {others}",
         )
-        body, parsed = await drafter.draft(brief, context.meter)
+        body, parsed = await drafter.draft(brief, context)
         written = lesson.model_copy(
             update={
                 "body": body,

@@ -74,6 +74,7 @@ class Quoted:
     sent_at: str
     text: str
     via: str | None = None
+    message_id: str = ""
 
 
 def new_fence() -> str:

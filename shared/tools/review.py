@@ -29,13 +29,12 @@ from shared.attachment_rules import (
     path_problem,
 )
 from shared.attachments.pdf import has_text
+from shared.egress.gate import Egress
 from shared.errors import NotFound, ToolError
 from shared.llm.base import (
     ChatMessage,
     ImagePart,
-    ModelProvider,
     ModelRequest,
-    complete_text,
     json_in,
 )
 from shared.store.base import LessonStore
@@ -206,7 +205,7 @@ def _request(args: ReviewArgs, work: Work, lesson: str | None, answer: str | Non
 
 
 def review_work_tool(
-    files: FileStore, lessons: LessonStore, provider: ModelProvider, system_prompt: str
+    files: FileStore, lessons: LessonStore, models: Egress, system_prompt: str
 ) -> Tool[ReviewArgs]:
     async def run(args: ReviewArgs, context: ToolContext) -> dict[str, Any] | ToolOutput:
         lesson_id = args.lessonId or context.document_id
@@ -227,7 +226,7 @@ def review_work_tool(
         messages = [ChatMessage("user", asked, images=images)]
         for attempt in range(2):
             request = ModelRequest(system=system_prompt, messages=messages)
-            reply = await complete_text(provider, request, "The review", context.meter)
+            reply = await models.complete(context.user_id, request, "The review", context.meter)
             try:
                 feedback = parse_feedback(reply, args.markOutOf)
                 break

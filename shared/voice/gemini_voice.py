@@ -17,9 +17,9 @@ from google import genai
 from google.genai import types
 
 from shared.clock import Clock
+from shared.egress.providers import LiveSecret
 from shared.llm.base import NO_KEY, READ_TIMEOUT_SECONDS
 from shared.llm.gemini import FAILURES, translate_error
-from shared.voice.live import LiveSecret
 
 DEFAULT_VOICE = "Kore"
 RATE = 24_000

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.clock import Clock
+from shared.egress.gate import Egress
 from shared.errors import VoiceUnavailable
 from shared.ids import IdGenerator
 
@@ -37,38 +38,6 @@ OFFLINE = (
     "Voice needs an audio provider (OpenAI or Gemini), and Spark AI Agent is running "
     "without one here; type your message instead."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class LiveSecret:
-    """What a provider minted: ``value`` opens one connection until ``expires_at``."""
-
-    value: str
-    expires_at: datetime
-
-
-class SecretMinter(Protocol):
-    """One provider's live-audio secrets (``OpenAIVoice``, ``GeminiVoice``,
-    ``ScriptedVoice``)."""
-
-    @property
-    def provider(self) -> str:
-        """``openai`` or ``google``: whom the browser connects to."""
-        ...
-
-    @property
-    def live_model(self) -> str:
-        """The model the secret is for."""
-        ...
-
-    async def mint(self, opens_within: timedelta, lasts: timedelta) -> LiveSecret:
-        """A single-use secret: a connection must open within ``opens_within``; the
-        session may last ``lasts``.
-
-        Raises:
-            ProviderError: the provider did not mint one.
-        """
-        ...
 
 
 class VoiceAllowance(Protocol):
@@ -120,14 +89,14 @@ class LiveSessions:
 
     def __init__(
         self,
-        minter: SecretMinter | None,
+        egress: Egress,
         allowance: VoiceAllowance,
         clock: Clock,
         ids: IdGenerator,
         opens_within: timedelta,
         lasts: timedelta,
     ) -> None:
-        self._minter = minter
+        self._egress = egress
         self._allowance = allowance
         self._clock = clock
         self._ids = ids
@@ -144,15 +113,16 @@ class LiveSessions:
             ProviderError: the provider minted nothing (the session is not counted).
             StoreError: the ledger could not be written (nothing was minted).
         """
-        minter = self._minter
+        minter = self._egress.minter
         if minter is None:
             raise VoiceUnavailable(OFFLINE)
+        provider, live_model = minter
         await self._allowance.check_tokens(user_id)
         session_id = self._ids.new("vs")
-        await self._allowance.grant_voice(user_id, session_id, minter.provider, minter.live_model)
+        await self._allowance.grant_voice(user_id, session_id, provider, live_model)
         began = self._clock.now()
         try:
-            secret = await minter.mint(self._opens_within, self._lasts)
+            secret = await self._egress.mint(user_id, self._opens_within, self._lasts)
         except BaseException:
             try:
                 await self._allowance.withdraw_voice(user_id, session_id)
@@ -169,6 +139,6 @@ class LiveSessions:
             secret.value,
             secret.expires_at,
             began + self._lasts,
-            minter.provider,
-            minter.live_model,
+            provider,
+            live_model,
         )

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shared.egress.providers import LiveSecret
 from shared.llm.openai import SdkClient, connect_client, sdk_failures, translate_error
-from shared.voice.live import LiveSecret
 from shared.voice.speech import pieces
 
 MAX_INPUT = 4096

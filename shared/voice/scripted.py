@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 
 from shared.clock import Clock
+from shared.egress.providers import LiveSecret
 from shared.errors import ProviderUnavailable
-from shared.voice.live import LiveSecret
 
 
 class ScriptedVoice:

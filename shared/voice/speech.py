@@ -10,15 +10,15 @@ the stored file, a change of voice makes a new one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
-import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
 
+from shared.egress.gate import Egress
 from shared.errors import NotFound, RequestError, VoiceUnavailable
-from shared.schemas.documents import Conversation, Message
+from shared.schemas.documents import Message
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
 from shared.voice.live import OFFLINE
@@ -27,53 +27,6 @@ log = logging.getLogger(__name__)
 
 MAX_SPEECH_BYTES = 64 * 1024 * 1024
 """The largest cached reply read back (a long reply is minutes of audio: ~1 MB each)."""
-
-CHARS_PER_TOKEN = 4
-"""Speech providers report no usage: a reply's text counts as its tokens (about four
-characters each) against the user's daily budget, as if the model had read it."""
-
-
-class Speaker(Protocol):
-    """One provider's text-to-speech (``OpenAIVoice``, ``GeminiVoice``, ``ScriptedVoice``)."""
-
-    @property
-    def voice_key(self) -> str:
-        """Provider, model and voice: what the audio depends on besides the text."""
-        ...
-
-    @property
-    def media_type(self) -> str:
-        """What ``speak`` streams (``audio/mpeg``, ``audio/wav``)."""
-        ...
-
-    def speak(self, text: str) -> AsyncIterator[bytes]:
-        """``text`` as audio, chunk by chunk as the provider makes it.
-
-        Raises:
-            ProviderError: the provider failed (before or during the stream).
-        """
-        ...
-
-
-class SpokenScreen(Protocol):
-    """What of a reply may be given to the speech model (``FamilyScreen``: a family
-    member's quoted words, once they or the reader opted out, are blanked)."""
-
-    async def spoken(self, user_id: str, conversation: Conversation, text: str) -> str:
-        """``text``, a reply of ``conversation``, as the speech model may read it."""
-        ...
-
-
-class SpeechBudget(Protocol):
-    """The user's daily tokens (``TaskScheduler``)."""
-
-    async def check_tokens(self, user_id: str) -> None:
-        """Raises ``RateLimited`` once today's tokens are spent."""
-        ...
-
-    async def spend(self, user_id: str, tokens: int) -> None:
-        """Count ``tokens`` against today's."""
-        ...
 
 
 def spoken_text(message: Message) -> str:
@@ -111,10 +64,6 @@ def pieces(text: str, limit: int) -> list[str]:
     return [piece for piece in found if piece]
 
 
-def speech_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
 @dataclass(frozen=True, slots=True)
 class Spoken:
     """A reply's audio: ``chunks`` as they come; ``cached``: read from storage (no
@@ -133,21 +82,14 @@ def cache_path(user_id: str, conversation_id: str, message_id: str, voice_key: s
 
 
 class SpokenReplies:
-    """Reads the agent's replies aloud for their owners."""
+    """Reads the agent's replies aloud for their owners, through the egress (which
+    screens the text, reserves its tokens before the provider is asked and charges
+    them however the stream ends)."""
 
-    def __init__(
-        self,
-        speaker: Speaker | None,
-        store: ConversationStore,
-        files: FileStore,
-        budget: SpeechBudget,
-        screen: SpokenScreen | None = None,
-    ) -> None:
-        self._speaker = speaker
+    def __init__(self, egress: Egress, store: ConversationStore, files: FileStore) -> None:
+        self._egress = egress
         self._store = store
         self._files = files
-        self._budget = budget
-        self._screen = screen
 
     async def speak(self, user_id: str, conversation_id: str, message_id: str) -> Spoken:
         """The reply ``message_id`` as audio: from the cache, or from the provider (and
@@ -160,9 +102,10 @@ class SpokenReplies:
             RequestError: the message is not the agent's reply, or has nothing to read.
             RateLimited: (not cached) today's tokens are spent.
         """
-        speaker = self._speaker
+        speaker = self._egress.speaker
         if speaker is None:
             raise VoiceUnavailable(OFFLINE)
+        voice_key, media_type = speaker
         conversation = await self._store.get(user_id, conversation_id)
         if conversation is None:
             raise NotFound("No conversation with this id.")
@@ -174,50 +117,43 @@ class SpokenReplies:
         text = spoken_text(message)
         if not text:
             raise RequestError("This reply has nothing to read aloud.")
-        path = cache_path(user_id, conversation_id, message_id, speaker.voice_key)
+        path = cache_path(user_id, conversation_id, message_id, voice_key)
         if await self._files.stat(path) is not None:
+            # Audio kept from before an opt-out is replayed: that gives no model anything.
             data = await self._files.read(path, MAX_SPEECH_BYTES)
-            return Spoken(speaker.media_type, _once(data), cached=True)
-        await self._budget.check_tokens(user_id)
-        if self._screen is not None:
-            # Screened when the provider is asked, never before: an opt-out holds from
-            # the next reading on. (Audio kept from before it is replayed: that gives
-            # no model anything.)
-            text = await self._screen.spoken(user_id, conversation, text)
-        made = self._made(speaker, user_id, text, path)
-        # The first chunk before any answer: a provider that fails at once is an error
-        # answer (502/503), not a 200 whose audio stops before it starts.
+            return Spoken(media_type, _once(data), cached=True)
+        made = self._made(user_id, text, path, media_type)
+        # The first chunk before any answer: a provider that fails at once (or a day's
+        # tokens spent) is an error answer, not a 200 whose audio stops before it starts.
         try:
             first = await anext(made)
         except StopAsyncIteration:
             first = b""
-        return Spoken(speaker.media_type, _after(first, made), cached=False)
+        return Spoken(media_type, _after(first, made), cached=False)
 
     async def _made(
-        self, speaker: Speaker, user_id: str, text: str, path: str
-    ) -> AsyncIterator[bytes]:
-        """The provider's audio, passed on as it comes; once whole, kept and counted. A
-        stream cut short (the provider failed, the listener left) is neither."""
+        self, user_id: str, text: str, path: str, media_type: str
+    ) -> AsyncGenerator[bytes, None]:
+        """The provider's audio, passed on as it comes; once whole, kept. A stream cut
+        short (the provider failed, the listener left) is not kept."""
         audio = bytearray()
-        async for chunk in speaker.speak(text):
-            audio += chunk
-            yield chunk
+        async with contextlib.aclosing(self._egress.speak(user_id, text)) as made:
+            async for chunk in made:
+                audio += chunk
+                yield chunk
         try:
-            await self._files.write(path, bytes(audio), speaker.media_type)
+            await self._files.write(path, bytes(audio), media_type)
         except Exception:  # the next request makes it again
             log.warning("speech %s: not cached", path, exc_info=True)
-        try:
-            await self._budget.spend(user_id, speech_tokens(text))
-        except Exception:
-            log.warning("speech %s: its tokens were not counted", path, exc_info=True)
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-async def _after(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    if first:
-        yield first
-    async for chunk in rest:
-        yield chunk
+async def _after(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+    async with contextlib.aclosing(rest):  # a listener who leaves ends the provider's call
+        if first:
+            yield first
+        async for chunk in rest:
+            yield chunk

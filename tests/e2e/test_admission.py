@@ -10,9 +10,8 @@ from datetime import timedelta
 import pytest
 
 from shared.clock import SystemClock
-from shared.errors import RateLimited, SlotsTaken, ToolError
+from shared.errors import RateLimited, SlotsTaken
 from shared.queue.memory import InMemoryTaskQueue
-from shared.schemas.documents import Usage
 from shared.store.firestore import FirestoreStores, connect
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -73,10 +72,10 @@ async def test_e2e_the_days_tokens_count_a_task_tools_calls_and_refuse_the_next(
     queue = InMemoryTaskQueue()
     api, tasks = scheduler(two[0], queue), scheduler(two[1], queue)
     meter = tasks.meter(uid)
-    await meter.check()
-    await meter.spend(Usage(input_tokens=600, output_tokens=500))
-    with pytest.raises(ToolError, match="today's allowance"):
-        await meter.check()
+    reservation = await meter.reserve(300, "task")
+    await meter.settle(reservation, 1_100)
+    with pytest.raises(RateLimited, match="today's allowance"):
+        await meter.reserve(300, "task")
     with pytest.raises(RateLimited, match="today's allowance"):
         await api.admit_run(uid, "run_a", "c1", wait=True)
     assert (await two[0].ledgers.get(uid)).waiting == {}  # refused for good: no waiting

@@ -20,6 +20,10 @@ from shared.agent.transcript import Frame
 from shared.auth.base import StaticTokenVerifier, User
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
+from shared.egress.gate import Egress
+from shared.egress.provenance import InMemoryProvenanceStore
+from shared.egress.screen import Screen
+from shared.families.preferences import Preferences
 from shared.ids import SequentialIds
 from shared.llm.base import ModelProvider
 from shared.llm.transcribe import Transcriber
@@ -40,6 +44,29 @@ from shared.tools.base import ToolRegistry
 from shared.wiring import assemble
 
 ALICE = User(uid="alice", name="Alice Teacher")
+
+
+class FreeMeter:
+    """A meter that refuses nothing and counts nothing (a tool tried on its own)."""
+
+    async def reserve(self, tokens: int, kind: str) -> str:
+        return "free"
+
+    async def settle(self, reservation: str, tokens: int) -> None:
+        pass
+
+
+class FreeBudget:
+    def meter(self, user_id: str, task_id: str | None = None) -> FreeMeter:
+        return FreeMeter()
+
+
+def egress_of(provider: ModelProvider, settings: InMemorySettingsStore | None = None) -> Egress:
+    """``provider`` behind an egress of its own: no family text given yet, no budget."""
+    preferences = Preferences(settings or InMemorySettingsStore(), SystemClock())
+    return Egress(provider, Screen(InMemoryProvenanceStore(), preferences), FreeBudget())
+
+
 BOB = User(uid="bob")
 
 
@@ -71,6 +98,7 @@ class Harness:
     deps: RunDeps
     settings: Settings
     fakes: Fakes
+    provider: ModelProvider  # behind the egress: its wire, for tests to look at
 
     @property
     def store(self) -> InMemoryConversationStore:
@@ -121,6 +149,7 @@ def make_service(
         components.deps,
         configured,
         fakes,
+        provider,
     )
 
 

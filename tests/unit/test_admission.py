@@ -29,7 +29,6 @@ from shared.llm.base import (
     ModelRequest,
     TextDelta,
     ToolCallRequest,
-    complete_text,
 )
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Conversation, Lesson, Usage
@@ -44,7 +43,7 @@ from shared.tools.people import (
     delete_lesson_tool,
     get_editor_selection_tool,
 )
-from tests.unit.helpers import ALICE, Fakes, Harness, make_service
+from tests.unit.helpers import ALICE, Fakes, Harness, egress_of, make_service
 from tests.unit.test_lesson_tools import DRAFT
 from tests.unit.test_people import QUESTION
 
@@ -517,12 +516,16 @@ class Meter:
     budget: int = 10**9
     spent: list[int] = field(default_factory=list)
 
-    async def check(self) -> None:
-        if sum(self.spent) >= self.budget:
-            raise ToolError("You have used today's allowance of Spark AI Agent.")
+    reserved: list[int] = field(default_factory=list)
 
-    async def spend(self, usage: Usage) -> None:
-        self.spent.append(usage.input_tokens + usage.output_tokens)
+    async def reserve(self, tokens: int, kind: str) -> str:
+        if sum(self.spent) >= self.budget:
+            raise RateLimited("You have used today's allowance of Spark AI Agent.", 60)
+        self.reserved.append(tokens)
+        return f"r{len(self.reserved)}"
+
+    async def settle(self, reservation: str, tokens: int) -> None:
+        self.spent.append(tokens)
 
 
 async def test_a_plan_stops_at_the_budget_between_two_model_calls() -> None:
@@ -530,7 +533,7 @@ async def test_a_plan_stops_at_the_budget_between_two_model_calls() -> None:
     plan = json.dumps({"lessons": [{"title": f"Tides {n}", "focus": "x"} for n in range(3)]})
     provider = ScriptedProvider([drafted(plan, inner), drafted(DRAFT, inner)])
     fakes = Fakes()
-    tool = plan_lessons_tool(fakes.lessons, provider, ManualClock(), "Write.", "Plan.")
+    tool = plan_lessons_tool(fakes.lessons, egress_of(provider), ManualClock(), "Write.", "Plan.")
     meter = Meter(budget=200)
     context = ToolContext("alice", "conv1", "call_1", meter=meter)
     with pytest.raises(ToolError, match=SPENT):
@@ -538,11 +541,12 @@ async def test_a_plan_stops_at_the_budget_between_two_model_calls() -> None:
     assert meter.spent == [110, 110]  # the third call never started
 
 
-async def test_complete_text_counts_what_the_model_reported() -> None:
+async def test_a_tools_model_call_reserves_first_and_counts_what_the_model_reported() -> None:
     provider = ScriptedProvider([drafted("Hello", Usage(input_tokens=7, output_tokens=5))])
     meter = Meter()
     request = ModelRequest(system="s", messages=[])
-    assert await complete_text(provider, request, "The text", meter) == "Hello"
+    assert await egress_of(provider).complete("alice", request, "The text", meter) == "Hello"
+    assert len(meter.reserved) == 1 and meter.reserved[0] > 12  # the reply's allowance
     assert meter.spent == [12]
 
 
@@ -554,7 +558,7 @@ async def test_create_lesson_counts_its_draft_and_its_repair() -> None:
         ]
     )
     fakes = Fakes()
-    tool = create_lesson_tool(fakes.lessons, provider, ManualClock(), "Write.")
+    tool = create_lesson_tool(fakes.lessons, egress_of(provider), ManualClock(), "Write.")
     meter = Meter()
     context = ToolContext("alice", "conv1", "call_1", meter=meter)
     await tool.run(tool.args(topic="tides", audience="Year 5"), context)

@@ -184,7 +184,7 @@ async def test_a_voice_message_streams_its_transcript_then_the_reply(media_type:
     (heard,) = fake.clips
     assert heard.media_type == media_type and heard.data == spoken(media_type)
     # The model reads the transcript, and is told of the clip, never sent its bytes.
-    (request,) = harness.deps.model.requests  # type: ignore[attr-defined]
+    (request,) = harness.provider.requests  # type: ignore[attr-defined]
     said = request.messages[-1]
     assert said.text.startswith(SENTENCE) and "[Voice message:" in said.text
     assert said.images == ()

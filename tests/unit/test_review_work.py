@@ -20,6 +20,7 @@ from shared.store.memory import InMemoryLessonStore
 from shared.tools.base import Ask, ToolContext, ToolOutput
 from shared.tools.review import ReviewArgs, review_work_tool
 from tests.samples import pdf_with_pages, png_with_gps
+from tests.unit.helpers import egress_of
 
 UPLOADS = "alice/uploads/"
 CONTEXT = ToolContext("alice", "conv1", "call_1")
@@ -48,7 +49,9 @@ class Setup:
         self.files = InMemoryFileStore()
         self.lessons = InMemoryLessonStore()
         self.provider = provider
-        self.tool = review_work_tool(self.files, self.lessons, provider, load_prompt("review"))
+        self.tool = review_work_tool(
+            self.files, self.lessons, egress_of(provider), load_prompt("review")
+        )
         self.asked: Ask | None = None
 
     async def attach(self, name: str, data: bytes, content_type: str) -> str:

@@ -85,7 +85,8 @@ class Stoppable:
         if self.via == "progress":
             await context.progress("Writing lesson 1")
         else:
-            await context.meter.check()  # before a model call
+            assert context.meter is not None
+            await context.meter.reserve(10, "task")  # before a model call
         self.reached.append("after the cancel")
         return {"lesson": "never"}
 

@@ -70,6 +70,7 @@ def harness(
         components.deps,
         configured,
         fakes,
+        provider,
     )
 
 

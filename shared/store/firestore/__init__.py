@@ -16,6 +16,7 @@ from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
 from shared.store.firestore.openings import FirestoreOpeningStore
 from shared.store.firestore.posts import FirestorePostStore
+from shared.store.firestore.provenance import FirestoreProvenanceStore
 from shared.store.firestore.settings import FirestoreSettingsStore
 from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
@@ -47,6 +48,7 @@ class FirestoreStores:
     posts: FirestorePostStore
     settings: FirestoreSettingsStore
     openings: FirestoreOpeningStore
+    provenance: FirestoreProvenanceStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -70,4 +72,5 @@ def connect(
         FirestorePostStore(client),
         FirestoreSettingsStore(client),
         FirestoreOpeningStore(client, conversations, ledgers),
+        FirestoreProvenanceStore(client),
     )

@@ -1,0 +1,316 @@
+"""``Egress``: the one door every provider request leaves by (DESIGN §13).
+
+A chat turn, a task tool's own model calls, transcription, speech and live-session
+secrets all go through it, in every process, and it does three things to each:
+
+* **screen** (``screen.py``): what the user's model may no longer be sent is worked
+  out afresh from the provenance record and the authors' settings, and blanked from
+  the request (or the text to be spoken);
+* **meter**: a call outside a run reserves an estimate of its tokens from the user's
+  day before it is made and settles what it used after; a reservation has a lease, so
+  a call whose client left, whose stream broke or whose process died is still charged
+  (a run's own calls are reserved by its slot and counted when it is released);
+* **bound**: each kind of call has a size limit, checked before anything is sent,
+  and a deadline, after which it fails as a provider that went silent.
+
+Nothing else holds a provider (``providers.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal, Protocol, TypeVar
+
+from shared.egress.providers import (
+    LiveSecret,
+    ModelProvider,
+    SecretMinter,
+    Speaker,
+    Transcriber,
+)
+from shared.egress.screen import Screen, screened
+from shared.errors import PayloadTooLarge, ProviderSilent, RateLimited, ToolError
+from shared.llm.base import (
+    Finish,
+    Meter,
+    ModelEvent,
+    ModelRequest,
+    ProviderName,
+    TextDelta,
+    finished,
+)
+from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
+
+Kind = Literal["chat", "task", "transcription", "speech", "secret"]
+
+CHARS_PER_TOKEN = 4
+"""Tokens are estimated from characters where a provider reports none (speech) or
+before it has (a reservation): about four characters each."""
+REPLY_ALLOWANCE = 4_096
+"""Tokens reserved for a task tool's reply before it is written (about a long
+lesson); settled to what it really used."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """One kind of call's limits: ``max_chars`` of what is sent (a request's text, a
+    clip's bytes), and ``seconds`` from the call to its last event."""
+
+    max_chars: int
+    seconds: float
+
+
+BOUNDS: dict[Kind, Bound] = {
+    # A run's history is bounded before (SPARK_HISTORY_CHARS); this is the backstop.
+    "chat": Bound(max_chars=2_000_000, seconds=600),
+    "task": Bound(max_chars=2_000_000, seconds=300),
+    "transcription": Bound(max_chars=25 * 1024 * 1024, seconds=120),
+    # OpenAI's speech takes 4,096 characters a request; the adapters cut longer text.
+    "speech": Bound(max_chars=200_000, seconds=300),
+    "secret": Bound(max_chars=0, seconds=15),
+}
+
+
+class Budget(Protocol):
+    """Each user's daily tokens (``TaskScheduler``)."""
+
+    def meter(self, user_id: str, task_id: str | None = None) -> Meter:
+        """What one user's calls (one task's, with ``task_id``) reserve and settle with."""
+        ...
+
+
+def request_chars(request: ModelRequest) -> int:
+    """How much ``request`` says, in characters (images by their encoded size)."""
+    size = len(request.system)
+    for turn in request.messages:
+        size += len(turn.text) + sum(len(c.arguments) for c in turn.tool_calls)
+        size += sum(len(i.data) for i in turn.images)
+    return size
+
+
+def _estimate(request: ModelRequest) -> int:
+    return math.ceil(request_chars(request) / CHARS_PER_TOKEN) + REPLY_ALLOWANCE
+
+
+E = TypeVar("E")
+
+
+async def _within(events: AsyncIterator[E], bound: Bound, what: str) -> AsyncGenerator[E, None]:
+    """``events`` until ``bound``'s deadline, judged as each arrives (a provider that
+    sends nothing at all is ended by its adapter's read timeout), and closed with the
+    generator that reads them."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + bound.seconds
+    try:
+        async for event in events:
+            if loop.time() > deadline:
+                raise ProviderSilent(
+                    f"{what} took longer than {bound.seconds:.0f} s and was stopped."
+                )
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _check_size(size: int, bound: Bound, what: str) -> None:
+    if size > bound.max_chars:
+        raise PayloadTooLarge(f"{what} is too large to send to the model.")
+
+
+class Egress:
+    """Every provider of one process, behind the screen, the meter and the bounds."""
+
+    def __init__(
+        self,
+        model: ModelProvider,
+        screen: Screen,
+        budget: Budget,
+        *,
+        speaker: Speaker | None = None,
+        transcriber: Transcriber | None = None,
+        minter: SecretMinter | None = None,
+        bounds: dict[Kind, Bound] | None = None,
+    ) -> None:
+        self._model = model
+        self._screen = screen
+        self._budget = budget
+        self._speaker = speaker
+        self._transcriber = transcriber
+        self._minter = minter
+        self._bounds = {**BOUNDS, **(bounds or {})}
+
+    # -- the model -----------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        """The model's name, as a message records it."""
+        return self._model.label
+
+    @property
+    def provider(self) -> ProviderName:
+        """Whose opaque state the model writes and reads back."""
+        return self._model.provider
+
+    async def chat(self, user_id: str, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """The model's reply to a run's ``request``, sent for ``user_id`` once screened.
+        The run bounds it itself (its history, the provider's silence, its lease) and
+        its slot reserves its tokens, so its events pass straight from the adapter.
+
+        Raises:
+            StoreError: what the screen must read could not be read (nothing is sent).
+            PayloadTooLarge: the request is over the chat size.
+        """
+        request = screened(request, await self._screen.withheld(user_id))
+        _check_size(request_chars(request), self._bounds["chat"], "The request")
+        return self._model.stream(request)
+
+    async def _metered(
+        self, user_id: str, request: ModelRequest, meter: Meter | None
+    ) -> AsyncGenerator[ModelEvent, None]:
+        bound = self._bounds["task"]
+        request = screened(request, await self._screen.withheld(user_id))
+        _check_size(request_chars(request), bound, "The request")
+        meter = meter or self._budget.meter(user_id)
+        estimate = _estimate(request)
+        reservation = await meter.reserve(estimate, "task")
+        used = estimate  # a call that does not finish is charged what was set aside
+        try:
+            async for event in _within(self._model.stream(request), bound, "The reply"):
+                if isinstance(event, Finish):
+                    used = event.usage.input_tokens + event.usage.output_tokens
+                yield event
+        finally:
+            await meter.settle(reservation, used)
+
+    async def complete(
+        self, user_id: str, request: ModelRequest, what: str, meter: Meter | None = None
+    ) -> str:
+        """The whole text of a reply that no one watches stream (a tool drafting
+        content), sent for ``user_id`` once screened, metered (with ``meter``, else the
+        user's day) and bounded as a ``task`` call.
+
+        Raises:
+            ToolError: the user's tokens for today are spent (the call was not made).
+            IncompleteResponse, ContentFiltered: the reply is not usable.
+            ProviderError: the provider failed.
+        """
+        parts: list[str] = []
+        finish: Finish | None = None
+        try:
+            async for event in self._metered(user_id, request, meter):
+                if isinstance(event, TextDelta):
+                    parts.append(event.text)
+                elif isinstance(event, Finish):
+                    finish = event
+        except RateLimited as exc:
+            raise ToolError(exc.message) from None
+        finished(finish, what)
+        return "".join(parts)
+
+    # -- speech --------------------------------------------------------------------
+
+    @property
+    def speaker(self) -> tuple[str, str] | None:
+        """The speech model's voice key and media type, or ``None`` without one."""
+        if self._speaker is None:
+            return None
+        return self._speaker.voice_key, self._speaker.media_type
+
+    def speak(self, user_id: str, text: str) -> AsyncGenerator[bytes, None]:
+        """``text`` read aloud for ``user_id``, screened first; its tokens (estimated
+        from the text, as speech models report none) are reserved before the provider
+        is asked and charged however the stream ends.
+
+        Raises:
+            RateLimited: today's tokens are spent (nothing is asked).
+            PayloadTooLarge, ProviderSilent, ProviderError: as ``stream``.
+        """
+        return self._speak(user_id, text)
+
+    async def _speak(self, user_id: str, text: str) -> AsyncGenerator[bytes, None]:
+        speaker = self._speaker
+        if speaker is None:
+            raise ValueError("no speech model")  # callers ask ``speaker`` first
+        bound = self._bounds["speech"]
+        text = (await self._screen.withheld(user_id)).text(text)
+        _check_size(len(text), bound, "The text to read aloud")
+        tokens = math.ceil(len(text) / CHARS_PER_TOKEN)
+        meter = self._budget.meter(user_id)
+        reservation = await meter.reserve(tokens, "speech")
+        try:
+            async for chunk in _within(speaker.speak(text), bound, "Reading aloud"):
+                yield chunk
+        finally:
+            await meter.settle(reservation, tokens)
+
+    # -- transcription -------------------------------------------------------------
+
+    @property
+    def transcribes(self) -> bool:
+        return self._transcriber is not None
+
+    def transcribe(
+        self, user_id: str, clip: Clip, meter: Meter | None = None
+    ) -> AsyncGenerator[TranscriptionEvent, None]:
+        """What ``clip`` says, for ``user_id``: its tokens (estimated from its length)
+        reserved before, settled to what the provider reported after. The user's own
+        voice is theirs: nothing in it is screened.
+
+        Raises:
+            RateLimited: today's tokens are spent (nothing is asked).
+            PayloadTooLarge, ProviderSilent, ProviderError: as ``stream``.
+        """
+        return self._transcribe(user_id, clip, meter)
+
+    async def _transcribe(
+        self, user_id: str, clip: Clip, meter: Meter | None
+    ) -> AsyncGenerator[TranscriptionEvent, None]:
+        transcriber = self._transcriber
+        if transcriber is None:
+            raise ValueError("no transcription model")  # callers ask ``transcribes``
+        bound = self._bounds["transcription"]
+        _check_size(len(clip.data), bound, "The voice clip")
+        meter = meter or self._budget.meter(user_id)
+        estimated = estimated_usage(clip.duration_seconds)
+        used = estimated.input_tokens + estimated.output_tokens
+        reservation = await meter.reserve(used, "transcription")
+        try:
+            async for event in _within(transcriber.transcribe(clip), bound, "Transcribing"):
+                if isinstance(event, Transcribed) and event.usage.input_tokens:
+                    used = event.usage.input_tokens + event.usage.output_tokens
+                yield event
+        finally:
+            await meter.settle(reservation, used)
+
+    # -- live-session secrets --------------------------------------------------------
+
+    @property
+    def minter(self) -> tuple[str, str] | None:
+        """The live model's provider and name, or ``None`` without one."""
+        if self._minter is None:
+            return None
+        return self._minter.provider, self._minter.live_model
+
+    async def mint(self, user_id: str, opens_within: timedelta, lasts: timedelta) -> LiveSecret:
+        """A live-session secret for ``user_id`` (sessions are counted by the caller's
+        allowance; the secret carries no text to screen), within its deadline.
+
+        Raises:
+            ProviderSilent: the provider did not answer in time.
+            ProviderError: it did not mint one.
+        """
+        minter = self._minter
+        if minter is None:
+            raise ValueError("no live model")  # callers ask ``minter`` first
+        seconds = self._bounds["secret"].seconds
+        try:
+            async with asyncio.timeout(seconds):
+                return await minter.mint(opens_within, lasts)
+        except TimeoutError:
+            raise ProviderSilent(f"The live session took longer than {seconds:.0f} s.") from None

@@ -1,0 +1,75 @@
+"""What a user's model may be sent now: the screen of the one egress (DESIGN §13).
+
+Before every provider request, the texts withheld from ``user_id``'s model are worked
+out afresh from two things read from the store at that moment: the provenance record
+(which family messages, by whom, this user's model was ever given) and the current
+settings of those authors and of the user. A member who has opted out has every
+message of theirs that was given withheld; a reader who has opted out has every
+family message withheld. Nothing is remembered between requests, so an opt-out holds
+from the next request on, in every process.
+
+A request is then screened whole: every turn's text (the user's own too: words they
+pasted are still the member's), every tool call's arguments, every tool result. The
+provider state of earlier turns (encrypted reasoning, thought signatures, response
+ids) cannot be read, so once anything is withheld it is not sent back at all: it may
+have been made from the withheld words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Protocol
+
+from shared.egress.provenance import ProvenanceStore
+from shared.egress.words import Withheld
+from shared.llm.base import ChatMessage, ModelRequest, ToolCallRequest
+
+
+class OptOuts(Protocol):
+    """Who has turned off AI reading of their family messages (``Preferences``)."""
+
+    async def opted_out(self, user_ids: Iterable[str]) -> frozenset[str]:
+        """Those of ``user_ids`` who have, as the store says now."""
+        ...
+
+
+class Screen:
+    """Works out what is withheld from one user's model, on fresh reads."""
+
+    def __init__(self, provenance: ProvenanceStore, opt_outs: OptOuts) -> None:
+        self._provenance = provenance
+        self._opt_outs = opt_outs
+
+    async def withheld(self, user_id: str) -> Withheld:
+        """What ``user_id``'s next request must not carry: one read when the user's
+        model was never given family text, three at most otherwise.
+
+        Raises:
+            StoreError: the record or the settings could not be read (the request is
+                then not made).
+        """
+        authors = await self._provenance.authors(user_id)
+        if not authors:
+            return Withheld()
+        opted_out = await self._opt_outs.opted_out([user_id, *sorted(authors)])
+        hidden = authors if user_id in opted_out else authors & opted_out
+        if not hidden:
+            return Withheld()
+        return Withheld.of(await self._provenance.texts(user_id, sorted(hidden)))
+
+
+def _turn(turn: ChatMessage, withheld: Withheld) -> ChatMessage:
+    calls = tuple(
+        ToolCallRequest(c.id, c.name, withheld.text(c.arguments)) for c in turn.tool_calls
+    )
+    return replace(turn, text=withheld.text(turn.text), tool_calls=calls, state=None)
+
+
+def screened(request: ModelRequest, withheld: Withheld) -> ModelRequest:
+    """``request`` as it may leave: every withheld run of words blanked, and no
+    provider state sent back (see the module). The system prompt and the tools' specs
+    are ours and are sent as they are."""
+    if not withheld:
+        return request
+    return replace(request, messages=[_turn(t, withheld) for t in request.messages])

@@ -1,0 +1,201 @@
+"""The promises kept where data leaves (DESIGN §13), each through a door other than the
+one where it was first written: the opt-out once a quote has left the model's window,
+after roll-over, inside a task's arguments and in provider state; speech metered
+whatever the listener does. Each test looks at what reached the provider's side."""
+
+from __future__ import annotations
+
+import json
+
+from shared.agent.archive import roll_over_stored
+from shared.clock import ManualClock
+from shared.families.messages import Target
+from shared.llm.base import Finish, ModelRequest, ProviderState, TextDelta, ToolCallRequest
+from shared.llm.scripted import ScriptedProvider, Step
+from shared.schemas.tasks import TASK_PAYLOAD
+from shared.voice.scripted import ScriptedVoice
+from tests.unit.helpers import Fakes, Harness, run_frames
+from tests.unit.test_family_tools import DAD, KID, MUM, SECRET, calls, everything, household
+from tests.unit.test_lesson_tools import DRAFT
+from tests.unit.test_voice import harness as voice_harness
+
+QUOTED = f"Kid wrote exactly this: {SECRET}"
+# Four words in a row of the secret, and its number: what a model quotes of it.
+PIECE = "diary code is 4321"
+
+
+def said_anywhere(requests: list[ModelRequest], text: str) -> bool:
+    return any(text in everything(r) for r in requests)
+
+
+async def deliver(harness: Harness) -> None:
+    """Every task the queue holds, as Cloud Tasks would deliver it (watchdogs left)."""
+    handler, queue, later = harness.handler(), harness.fakes.queue, []
+    while tasks := queue.take():
+        for task in tasks:
+            if task.name.startswith(("watch-", "expire-")):
+                later.append(task)
+            else:
+                await handler.handle(TASK_PAYLOAD.validate_json(task.body))
+    queue.tasks = later
+
+
+async def read_then_quote(harness: Harness) -> str:
+    """Mum's agent reads Kid's secret, then quotes it in a later reply; a third turn
+    follows, so the read is out of a four-message window while the quote is in it."""
+    await harness.agent.delivery.deliver("kid", SECRET, Target(user_id="mum"))
+    conversation_id, _ = await run_frames(harness, MUM, "what did my family say?")
+    await run_frames(harness, MUM, "what exactly did Kid say?", conversation_id)
+    await run_frames(harness, MUM, "all right", conversation_id)
+    return conversation_id
+
+
+def quoting_steps(*after: Step) -> list[Step]:
+    return [
+        calls(("read_family_messages", {})),
+        Step.reply("Kid shared a code with you."),
+        Step.reply(QUOTED),
+        Step.reply("Good."),
+        *after,
+    ]
+
+
+async def test_a_quote_is_withheld_after_the_read_has_left_the_window() -> None:
+    provider = ScriptedProvider(quoting_steps(Step.reply("You're welcome.")))
+    harness = await household(provider, history_messages=4)
+    conversation_id = await read_then_quote(harness)
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    before = len(provider.requests)
+    await run_frames(harness, MUM, "thanks", conversation_id)
+    (request,) = provider.requests[before:]
+    assert "read_family_messages" not in everything(request)  # the read is out of the window
+    assert SECRET not in everything(request) and PIECE not in everything(request)
+    assert "4321" not in everything(request)
+
+
+async def test_a_piece_of_a_withheld_message_is_withheld_too() -> None:
+    provider = ScriptedProvider(
+        [
+            calls(("read_family_messages", {})),
+            Step.reply(f"Kid said the {PIECE}, and asked you to keep it quiet."),
+            Step.reply("All right."),
+        ]
+    )
+    harness = await household(provider)
+    await harness.agent.delivery.deliver("kid", SECRET, Target(user_id="mum"))
+    conversation_id, _ = await run_frames(harness, MUM, "what did my family say?")
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    await run_frames(harness, MUM, "thanks", conversation_id)
+    said = everything(provider.requests[-1])
+    assert PIECE not in said and "4321" not in said
+    assert "keep it quiet" in said  # the agent's own words stay
+
+
+async def test_speech_after_roll_over_withholds_a_quote_of_an_archived_read() -> None:
+    clock = ManualClock()
+    voice = ScriptedVoice(clock)
+    provider = ScriptedProvider(quoting_steps())
+    harness = voice_harness(provider, clock, voice)
+    families = harness.agent.families
+    family = await families.create(MUM, "The Smiths")
+    for user, role in ((DAD, "parent"), (KID, "dependent")):
+        made = await families.invite("mum", family.id, role)  # type: ignore[arg-type]
+        await families.join(user, made.token)
+    conversation_id = await read_then_quote(harness)
+    # Everything but the last four messages goes to the archive, the read with it.
+    await roll_over_stored(harness.store, "mum", conversation_id, 1, 4, clock.now())
+    stored = await harness.store.get("mum", conversation_id)
+    assert stored is not None
+    assert "read_family_messages" not in stored.model_dump_json()
+    (quote,) = [m for m in stored.messages if SECRET in m.text]
+
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    spoken = await harness.agent.speak("mum", conversation_id, quote.id)
+    assert [c async for c in spoken.chunks]
+    (said,) = voice.spoken
+    assert SECRET not in said and "4321" not in said and "[withheld]" in said
+
+
+async def test_a_task_queued_before_the_opt_out_sends_no_withheld_words() -> None:
+    brief = {"topic": f"Keeping secrets: {SECRET}", "audience": "Year 5"}
+    provider = ScriptedProvider(
+        [
+            calls(("read_family_messages", {})),
+            Step([ToolCallRequest("c1", "create_lesson", json.dumps(brief)), Finish("tool_calls")]),
+            Step.reply("I am writing that lesson."),
+            Step([TextDelta(DRAFT), Finish("stop")]),  # the drafter's own call
+            Step.reply("The lesson is ready."),
+        ]
+    )
+    fakes = Fakes()
+    harness = await household(provider, fakes)
+    await harness.agent.delivery.deliver("kid", SECRET, Target(user_id="mum"))
+    await run_frames(harness, MUM, "make a lesson from what Kid said")
+    assert SECRET in everything(provider.requests[1])  # given before the opt-out
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    before = len(provider.requests)
+    await deliver(harness)
+    later = provider.requests[before:]
+    assert any("writing a lesson" in r.system for r in later)  # the drafter's own call
+    assert not said_anywhere(later, SECRET) and not said_anywhere(later, "4321")
+
+
+async def test_provider_state_made_from_withheld_words_is_not_sent_back() -> None:
+    state = ProviderState("scripted", json.dumps({"reasoning": "opaque, about the code"}))
+    provider = ScriptedProvider(
+        [
+            calls(("read_family_messages", {})),
+            Step([TextDelta("Kid shared a code."), Finish("stop", state=state)]),
+            Step.reply("Noted."),
+            Step.reply("Noted again."),
+        ]
+    )
+    harness = await household(provider)
+    await harness.agent.delivery.deliver("kid", SECRET, Target(user_id="mum"))
+    conversation_id, _ = await run_frames(harness, MUM, "what did my family say?")
+    await run_frames(harness, MUM, "ok", conversation_id)
+    assert any(t.state == state for t in provider.requests[-1].messages)  # sent back before
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    await run_frames(harness, MUM, "ok again", conversation_id)
+    assert all(t.state is None for t in provider.requests[-1].messages)
+
+
+async def test_speech_is_charged_when_the_listener_leaves_after_the_first_chunk() -> None:
+    clock = ManualClock()
+    voice = ScriptedVoice(clock, chunks=5)
+    reply = "A reply of some length, read aloud. " * 10
+    harness = voice_harness(ScriptedProvider([Step.reply(reply)]), clock, voice)
+    conversation_id, _ = await run_frames(harness, MUM, "hello")
+    stored = await harness.store.get("mum", conversation_id)
+    assert stored is not None
+    message_id = stored.messages[-1].id
+    before = await harness.fakes.ledger.get("mum")
+    spent_before = before.usage.tokens if before.usage else 0
+    for _ in range(30):
+        spoken = await harness.agent.speak("mum", conversation_id, message_id)
+        assert await anext(aiter(spoken.chunks))
+        await spoken.chunks.aclose()  # type: ignore[attr-defined]
+    assert len(voice.spoken) == 30
+    after = await harness.fakes.ledger.get("mum")
+    assert after.usage is not None
+    per_reading = len(reply.strip()) // 4
+    assert after.usage.tokens - spent_before >= 30 * per_reading
+
+
+async def test_speech_left_unsettled_is_charged_whole_when_its_lease_ends() -> None:
+    clock = ManualClock()
+    voice = ScriptedVoice(clock, chunks=5)
+    reply = "Another reply, long enough to be worth counting. " * 4
+    harness = voice_harness(ScriptedProvider([Step.reply(reply)]), clock, voice)
+    conversation_id, _ = await run_frames(harness, MUM, "hello")
+    stored = await harness.store.get("mum", conversation_id)
+    assert stored is not None
+    spoken = await harness.agent.speak("mum", conversation_id, stored.messages[-1].id)
+    assert await anext(aiter(spoken.chunks))
+    # The process dies here: the stream is never closed, nothing is settled.
+    before = (await harness.fakes.ledger.get("mum")).usage
+    await clock.advance(3600)
+    await harness.scheduler.settle("mum", "unrelated", 0)  # any later write of the ledger
+    after = (await harness.fakes.ledger.get("mum")).usage
+    assert after is not None
+    assert after.tokens - (before.tokens if before else 0) >= len(reply.strip()) // 4
