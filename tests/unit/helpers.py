@@ -79,6 +79,7 @@ class Fakes:
     files: InMemoryFileStore = field(default_factory=InMemoryFileStore)
     families: InMemoryFamilyStore = field(default_factory=InMemoryFamilyStore)
     settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
+    provenance: InMemoryProvenanceStore = field(default_factory=InMemoryProvenanceStore)
     # A send's admission with its message; none: the one over ``store`` and ``ledger``.
     openings: InMemoryOpeningStore | None = None
 
@@ -141,6 +142,7 @@ def make_service(
         settings_store=fakes.settings,
         transcriber=transcriber,
         openings=fakes.openings,
+        provenance=fakes.provenance,
     )
     return Harness(
         components.agent,

@@ -130,3 +130,63 @@ def test_a_cycle_is_found() -> None:
     }
     assert _cycle(graph) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b": set()}, "b": {}}) is None
+
+
+# The providers' own interfaces and adapters: whoever holds one can call a provider
+# without the egress's screen, meter and bounds (DESIGN §13).
+PROVIDER_NAMES = {
+    "ModelProvider",
+    "Transcriber",
+    "Speaker",
+    "SecretMinter",
+    "OpenAIProvider",
+    "AnthropicProvider",
+    "GeminiProvider",
+    "OfflineProvider",
+    "ScriptedProvider",
+    "OpenAITranscriber",
+    "GeminiTranscriber",
+    "FakeTranscriber",
+    "OpenAIVoice",
+    "GeminiVoice",
+    "ScriptedVoice",
+}
+# The adapters and their interfaces, the egress, and the one place that builds them all
+# and hands them to the egress.
+MAY_HOLD_PROVIDERS = ("shared.llm", "shared.egress", "shared.wiring")
+VOICE_ADAPTERS = {"shared.voice.openai_voice", "shared.voice.gemini_voice", "shared.voice.scripted"}
+
+
+def _names(path: Path) -> set[str]:
+    """Every name ``path`` imports, refers to or reads as an attribute."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+    return found
+
+
+def test_only_the_egress_holds_a_provider() -> None:
+    """Every provider call leaves through ``shared.egress.Egress``: nothing else in
+    ``shared/`` or ``functions/`` may name a provider's interface or adapter."""
+    offenders = {
+        module: sorted(_names(path) & PROVIDER_NAMES)
+        for module, path in _modules().items()
+        if not module.startswith(MAY_HOLD_PROVIDERS)
+        and module not in VOICE_ADAPTERS
+        and _names(path) & PROVIDER_NAMES
+    }
+    assert offenders == {}
+
+
+def test_the_provider_rule_sees_a_module_that_breaks_it(tmp_path: Path) -> None:
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text(
+        "from shared.llm.base import ModelProvider\n\n"
+        "def call(p: ModelProvider) -> object:\n    return p.stream\n"
+    )
+    assert _names(sneaky) & PROVIDER_NAMES == {"ModelProvider"}

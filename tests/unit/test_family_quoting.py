@@ -8,6 +8,7 @@ import json
 from pydantic import BaseModel
 
 from shared.clock import SystemClock
+from shared.egress.provenance import Given, InMemoryProvenanceStore
 from shared.families.preferences import Preferences
 from shared.llm.base import ChatMessage, Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
@@ -17,7 +18,6 @@ from shared.tools.base import Tool, ToolContext, ToolRegistry
 from shared.tools.quoting import (
     OWNER_OPTED_OUT,
     READ_TOOL,
-    WITHHELD_TEXT,
     FamilyScreen,
     Quoted,
     quote,
@@ -73,27 +73,25 @@ def test_quote_leaves_out_the_oldest_to_fit_its_budget() -> None:
 
 
 def test_screen_result_withholds_an_author_who_opted_out_later() -> None:
-    text, gone = screen_result(result(), owner_opted_out=False, opted_out=frozenset({"bob"}))
+    text = screen_result(result(), owner_opted_out=False, opted_out=frozenset({"bob"}))
     assert BOB_SAYS not in text and SAM_SAYS in text
-    assert gone == [BOB_SAYS]
-    assert screen_result(result(), owner_opted_out=False, opted_out=frozenset()) == (result(), [])
+    assert screen_result(result(), owner_opted_out=False, opted_out=frozenset()) == result()
 
 
 def test_screen_result_of_a_reader_who_opted_out_shows_nothing() -> None:
-    text, gone = screen_result(result(), owner_opted_out=True, opted_out=frozenset({"alice"}))
+    text = screen_result(result(), owner_opted_out=True, opted_out=frozenset({"alice"}))
     assert json.loads(text) == {"withheld": OWNER_OPTED_OUT}
-    assert set(gone) == {BOB_SAYS, SAM_SAYS}
 
 
 def test_screen_result_keeps_refusals_and_withholds_what_it_cannot_read() -> None:
     refusal = json.dumps({"error": "The user does not belong to a family."})
-    assert screen_result(refusal, owner_opted_out=False, opted_out=frozenset()) == (refusal, [])
+    assert screen_result(refusal, owner_opted_out=False, opted_out=frozenset()) == refusal
     cut = json.dumps({"truncated": True, "content": result()[:200]})
-    text, _ = screen_result(cut, owner_opted_out=False, opted_out=frozenset())
+    text = screen_result(cut, owner_opted_out=False, opted_out=frozenset())
     assert "withheld" in json.loads(text) and "Pick up" not in text
 
 
-async def test_family_screen_reads_settings_fresh_and_blanks_copies_in_agent_turns() -> None:
+async def test_family_screen_reads_settings_fresh_and_rewrites_the_results_in_the_window() -> None:
     settings = InMemorySettingsStore()
     preferences = Preferences(settings, SystemClock())
     screen = FamilyScreen(preferences)
@@ -118,10 +116,10 @@ async def test_family_screen_reads_settings_fresh_and_blanks_copies_in_agent_tur
     await preferences.update("bob", ai_reads_family_messages=False)
     screened = await screen.screen("alice", history)
     assert settings.reads == reads + 1  # one read for the reader and every author
-    agent_turns = json.dumps([(t.text, [c.arguments for c in t.tool_calls]) for t in screened[:4]])
-    assert BOB_SAYS not in agent_turns and SAM_SAYS in agent_turns
-    assert WITHHELD_TEXT in screened[3].text
-    assert screened[4] == history[4]  # the user's own words stay
+    assert BOB_SAYS not in screened[2].text and SAM_SAYS in screened[2].text
+    assert "Bob has turned off Spark AI Agent reading" in screened[2].text
+    # Copies elsewhere are the egress's to withhold (tests/unit/test_egress.py).
+    assert screened[:2] + screened[3:] == history[:2] + history[3:]
 
     await preferences.update("alice", ai_reads_family_messages=False)
     mine = await screen.screen("alice", history)
@@ -141,10 +139,14 @@ class ListArgs(BaseModel):
     pass
 
 
-def quoting_tool() -> Tool[ListArgs]:
-    """A stand-in ``read_family_messages`` that quotes Bob and Sam as the real one does."""
+def quoting_tool(provenance: InMemoryProvenanceStore) -> Tool[ListArgs]:
+    """A stand-in ``read_family_messages`` that records and quotes Bob and Sam as the
+    real one does."""
 
     async def run(args: ListArgs, context: ToolContext) -> dict[str, object]:
+        now = SystemClock().now()
+        given = [Given("m1", "bob", BOB_SAYS, now), Given("m2", "sam", SAM_SAYS, now)]
+        await provenance.record(context.user_id, given)
         return quote(
             [message("bob", "Bob", BOB_SAYS), message("sam", "Sam", SAM_SAYS)], frozenset(), 8_000
         )
@@ -161,7 +163,9 @@ async def test_a_run_queued_before_an_opt_out_is_screened_when_it_calls_the_mode
             Step.reply("Noted."),
         ]
     )
-    harness = make_service(provider, fakes=fakes, tools=ToolRegistry([quoting_tool()]))
+    harness = make_service(
+        provider, fakes=fakes, tools=ToolRegistry([quoting_tool(fakes.provenance)])
+    )
     conversation_id, _ = await run_frames(harness, ALICE, "what did they say?")
     assert BOB_SAYS in json.dumps([t.text for t in provider.requests[1].messages])
     fakes.queue.take()
