@@ -433,6 +433,22 @@ def _waiting(ledger: TaskLedger, now: datetime, limits: UserLimits) -> dict[str,
     return {k: w for k, w in ledger.waiting.items() if w.since + limits.slot > now}
 
 
+RUN_RESERVE = 4_096
+"""Tokens charged for each run whose slot lapsed without being released (its process
+died before it could count what it used): about one long reply."""
+
+
+def _lapsed_runs_charged(ledger: TaskLedger, now: datetime) -> TaskLedger:
+    """``ledger`` without the slots that lapsed unreleased, each of their runs charged
+    ``RUN_RESERVE`` (DESIGN §13: a run's slot is its reservation)."""
+    lapsed = {k: v for k, v in ledger.runs.items() if v.until <= now}
+    if not lapsed:
+        return ledger
+    runs = {k: v for k, v in ledger.runs.items() if k not in lapsed}
+    charged = spend(ledger, now, RUN_RESERVE * sum(len(v.members) for v in lapsed.values()))
+    return charged.model_copy(update={"runs": runs})
+
+
 def _with_runs(
     ledger: TaskLedger, runs: dict[str, RunSlot], waiting: dict[str, WaitingRun]
 ) -> TaskLedger:
@@ -460,6 +476,7 @@ def admit_run(
         RateLimited: today's tokens are spent; or, without ``wait``, every slot is taken
             (``SlotsTaken``). Nothing is written then.
     """
+    ledger = _lapsed_runs_charged(ledger, now)
     check_tokens(ledger, now, limits)
     live, waiting = _live(ledger, now), _waiting(ledger, now, limits)
     held = live.get(conversation_id)
@@ -507,6 +524,7 @@ def release_run(
     today. Returns the waiting runs to wake, oldest first, as many as slots are free:
     ``(conversation id, run id)``; each stays recorded until it is admitted or released.
     """
+    ledger = _lapsed_runs_charged(ledger, now)
     runs: dict[str, RunSlot] = {}
     for conversation_id, slot in _live(ledger, now).items():
         left = [r for r in slot.members if r != run_id]

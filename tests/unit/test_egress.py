@@ -6,13 +6,16 @@ whatever the listener does. Each test looks at what reached the provider's side.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 from shared.agent.archive import roll_over_stored
 from shared.clock import ManualClock
 from shared.families.messages import Target
 from shared.llm.base import Finish, ModelRequest, ProviderState, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
+from shared.schemas.server import TaskLedger
 from shared.schemas.tasks import TASK_PAYLOAD
+from shared.tasks.ledger import RUN_RESERVE, UserLimits, admit_run, release_run
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, run_frames
 from tests.unit.test_family_tools import DAD, KID, MUM, SECRET, calls, everything, household
@@ -199,3 +202,17 @@ async def test_speech_left_unsettled_is_charged_whole_when_its_lease_ends() -> N
     after = (await harness.fakes.ledger.get("mum")).usage
     assert after is not None
     assert after.tokens - (before.tokens if before else 0) >= len(reply.strip()) // 4
+
+
+def test_a_run_whose_slot_lapsed_unreleased_is_charged_at_the_next_write() -> None:
+    limits = UserLimits(runs_at_once=2, daily_tokens=100_000)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    ledger, _ = admit_run(TaskLedger(), "run_dead", "c1", now, limits)
+    # Its process died: nothing released it. Later, another send is admitted.
+    later = now + limits.slot + timedelta(seconds=1)
+    ledger, _ = admit_run(ledger, "run_next", "c2", later, limits)
+    assert list(ledger.runs) == ["c2"]
+    assert ledger.usage is not None and ledger.usage.tokens == RUN_RESERVE
+    # Released in time, a run is charged what it used, not the reserve.
+    ledger, _ = release_run(ledger, "run_next", later, 120, limits)
+    assert ledger.usage is not None and ledger.usage.tokens == RUN_RESERVE + 120
