@@ -228,8 +228,11 @@ def test_e2e_opt_out_keeps_a_members_words_from_every_later_request(
     db: firestore.Client,
     fake_openai: FakeOpenAI,
 ) -> None:
-    secret = f"My diary code is {home.family_id}, do not tell anyone."
-    later_secret = f"Another secret {home.family_id} after opting out."
+    # Tagged in letters: a withheld message's numbers are withheld wherever they appear
+    # (docs/egress.md), and every trigger here carries the family id's digits.
+    tag = home.family_id.translate(str.maketrans("0123456789", "abcdefghij"))
+    secret = f"My diary code is {tag}, do not tell anyone."
+    later_secret = f"Another secret {tag} after opting out."
     dinner = f"Dinner at seven {home.family_id}."
     verbatim(api, home.kid, secret, home.mum.uid)
     verbatim(api, home.dad, dinner, "family")

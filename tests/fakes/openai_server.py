@@ -23,7 +23,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,12 @@ class FakeOpenAI:
         self.speeches: list[dict[str, Any]] = []
         self.heard: dict[str, str] = {}
         self.transcriptions: list[dict[str, Any]] = []
+        # Every chat and speech request as it arrived ((time.monotonic(), body)), so a
+        # test can judge each one against what held at that moment.
+        self.wire: list[tuple[float, dict[str, Any]]] = []
+        # Answers every chat request itself when set (a test's own model, e.g. a parrot
+        # repeating what it is given), ahead of any script.
+        self.answer: Callable[[dict[str, Any]], Script] | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._complete, methods=["POST"]),
@@ -163,6 +169,7 @@ class FakeOpenAI:
         header, then the input's bytes), as chunked transfer like OpenAI's."""
         body = await request.json()
         self.speeches.append(body)
+        self.wire.append((time.monotonic(), body))
         text = str(body.get("input") or "").encode()
 
         async def audio() -> AsyncIterator[bytes]:
@@ -175,6 +182,11 @@ class FakeOpenAI:
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(body)
+        self.wire.append((time.monotonic(), body))
+        if self.answer is not None:
+            return StreamingResponse(
+                self._stream(self.answer(body)), media_type="text/event-stream"
+            )
         whole, first = _said(body)
         script = self.scripts.get(whole) or self.scripts.get(first) or self.default
         for key in (whole, first):
