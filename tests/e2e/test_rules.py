@@ -56,9 +56,17 @@ def test_rules_others_and_anonymous_cannot_read(
     assert response.status_code == 403
 
 
-def test_rules_server_only_data_is_unreadable_even_by_its_user(owner_doc: tuple[str, str]) -> None:
+def test_rules_server_only_data_is_unreadable_even_by_its_user(
+    owner_doc: tuple[str, str], db: firestore.Client
+) -> None:
     uid, _ = owner_doc
     assert httpx.get(rest(f"{uid}/server"), headers=as_user(uid)).status_code == 403
+    # What the user's model was given of other people's messages (the egress's record).
+    given = db.document(uid, "server", "provenance", "current", "given", "m1")
+    given.set({"authorId": "dad", "text": "Dinner at seven."})
+    db.document(uid, "server", "provenance", "current").set({"authors": ["dad"]})
+    for path in ("server/provenance/current", "server/provenance/current/given/m1"):
+        assert httpx.get(rest(f"{uid}/{path}"), headers=as_user(uid)).status_code == 403
 
 
 @pytest.mark.parametrize("writer", ["owner", "other-user", None])

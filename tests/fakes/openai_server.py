@@ -102,9 +102,9 @@ class FakeOpenAI:
         # Every chat and speech request as it arrived ((time.monotonic(), body)), so a
         # test can judge each one against what held at that moment.
         self.wire: list[tuple[float, dict[str, Any]]] = []
-        # Answers every chat request itself when set (a test's own model, e.g. a parrot
-        # repeating what it is given), ahead of any script.
-        self.answer: Callable[[dict[str, Any]], Script] | None = None
+        # Answers chat requests itself when set (a test's own model, e.g. a parrot
+        # repeating what it is given), ahead of any script; ``None``: not its request.
+        self.answer: Callable[[dict[str, Any]], Script | None] | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._complete, methods=["POST"]),
