@@ -326,7 +326,7 @@ def assemble(
     )
     background = Background()
     voice = VoiceClips(
-        files, transcriber, settings.voice_max_seconds, settings.attachment_decodes_at_once
+        files, transcriber, settings.voice_max_seconds, settings.voice_decodes_at_once
     )
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(
