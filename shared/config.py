@@ -313,6 +313,15 @@ class Settings:
         1,
         "attachments read and made ready at once per process",
     )
+    # A voice clip is decoded in a child process capped at 3 s of CPU and 128 MiB above
+    # its ~40 MB start (docs/voice.md; measured: at most 23 MiB for any clip of the
+    # hostile corpus): one at a time leaves the api's 512 MiB room to spare, and an
+    # instance's fraction of a CPU would decode two no faster. The others wait, unread.
+    voice_decodes_at_once: int = setting(
+        "SPARK_VOICE_DECODES_AT_ONCE",
+        1,
+        "voice clips decoded at once per process (each in a child process); the others wait",
+    )
     max_steps: int = setting("SPARK_MAX_STEPS", 10, "model calls in one reply")
     history_messages: int = setting(
         "SPARK_HISTORY_MESSAGES", 20, "messages of history sent to the model"

@@ -339,7 +339,7 @@ def assemble(
     )
     background = Background()
     voice = VoiceClips(
-        files, egress, settings.voice_max_seconds, settings.attachment_decodes_at_once
+        files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once
     )
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(

@@ -130,6 +130,7 @@ variable "limits" {
     SPARK_QUEUED_MESSAGES_PER_CONVERSATION = optional(number, 10)
     SPARK_QUEUED_MESSAGE_BYTES             = optional(number, 131072)
     SPARK_ATTACHMENT_DECODES_AT_ONCE       = optional(number, 1)
+    SPARK_VOICE_DECODES_AT_ONCE            = optional(number, 1)
     SPARK_TASK_CALLS_PER_STEP              = optional(number, 5)
     SPARK_TASKS_QUEUED_PER_USER            = optional(number, 20)
     SPARK_HISTORY_CHARS                    = optional(number, 200000)

@@ -3,11 +3,12 @@
 Three steps, as for attachments (``service.py``), so that a refused send costs no
 download and no provider call. ``VoiceClips.check`` judges what can be judged without
 reading the clip (a provider to transcribe with, the path, its size, its type from its
-first bytes). ``listen`` reads it and decodes it in a worker thread
-(``audio.probe``): its real type and length, and whether anything in it is loud enough
-to be speech. ``transcribe`` asks the provider, passing each piece on as it comes, and
-charges what it cost to the user's day. A clip in which nothing is heard, by the
-decoder or by the provider, is refused with ``NO_SPEECH``: never an empty message.
+first bytes). ``listen`` reads it and decodes it in a child process with its memory
+and CPU capped (``audio.decode``), ``decodes_at_once`` at a time in a process (the
+others wait their turn, unread): its real type and length, and whether anything in it
+is loud enough to be speech. ``transcribe`` asks the provider, passing each piece on as
+it comes, and charges what it cost to the user's day. A clip in which nothing is heard,
+by the decoder or by the provider, is refused with ``NO_SPEECH``: never an empty message.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from shared.attachment_rules import (
     size_text,
     sniff,
 )
-from shared.attachments.audio import NotAudio, Sound, TooLong, probe
+from shared.attachments.audio import NotAudio, Sound, TooLong, decode
 from shared.egress.gate import Egress
 from shared.errors import (
     Forbidden,
@@ -123,7 +124,8 @@ class VoiceClips:
         return CheckedClip(info, real)
 
     async def listen(self, checked: CheckedClip) -> Listened:
-        """The clip read and decoded (in a worker thread, one at a time per process).
+        """The clip read and decoded (in a child process, ``decodes_at_once`` at a time
+        per process; the others wait, holding nothing).
 
         Raises:
             UnsupportedMediaType: it cannot be decoded as audio.
@@ -135,7 +137,7 @@ class VoiceClips:
         async with self._decodes:
             data = await self.files.read(info.path, MAX_BYTES)
             try:
-                sound: Sound = await asyncio.to_thread(probe, data, self.max_seconds)
+                sound: Sound = await decode(data, self.max_seconds)
             except NotAudio:
                 raise UnsupportedMediaType(
                     f"{label} could not be played as audio; it may be damaged or not a "

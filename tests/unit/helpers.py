@@ -61,10 +61,12 @@ class FreeBudget:
         return FreeMeter()
 
 
-def egress_of(provider: ModelProvider, settings: InMemorySettingsStore | None = None) -> Egress:
-    """``provider`` behind an egress of its own: no family text given yet, no budget."""
-    preferences = Preferences(settings or InMemorySettingsStore(), SystemClock())
-    return Egress(provider, Screen(InMemoryProvenanceStore(), preferences), FreeBudget())
+def egress_of(provider: ModelProvider, transcriber: Transcriber | None = None) -> Egress:
+    """``provider`` (and ``transcriber``) behind an egress of their own: no family text
+    given yet, no budget."""
+    preferences = Preferences(InMemorySettingsStore(), SystemClock())
+    screen = Screen(InMemoryProvenanceStore(), preferences)
+    return Egress(provider, screen, FreeBudget(), transcriber=transcriber)
 
 
 BOB = User(uid="bob")
