@@ -371,14 +371,32 @@ class Proxy:
     authorization: str | None  # the ``Proxy-Authorization`` value, if it has credentials
 
 
+def bypassed(host: str, no_proxy: str) -> bool:
+    """Whether ``no_proxy`` (``NO_PROXY``'s value) names ``host``: ``*``, the host
+    itself, or a domain it is in (``example.com`` and ``.example.com`` both take
+    ``api.example.com``); a port after a name is not looked at."""
+    host = host.lower().strip("[]")
+    for entry in no_proxy.lower().split(","):
+        entry = entry.strip()
+        if entry.startswith("[") and "]" in entry:  # [::1] or [::1]:8080
+            entry = entry[1 : entry.index("]")]
+        elif entry.count(":") == 1:  # name:port
+            entry = entry.split(":")[0]
+        entry = entry.lstrip(".")
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return True
+    return False
+
+
 def proxy_for(scheme: str, host: str) -> Proxy | None:
     """The proxy the environment names for ``scheme://host`` (``HTTPS_PROXY``,
     ``HTTP_PROXY`` or ``ALL_PROXY``, lower case first), unless ``NO_PROXY`` names the
-    host or a domain it is in: read by the standard library, as httpx reads them. (They
-    are the process's, as ``SSL_CERT_FILE`` is OpenSSL's, not ``Settings``.)"""
+    host or a domain it is in (``bypassed``): read through the standard library, as
+    httpx reads them. (They are the process's, as ``SSL_CERT_FILE`` is OpenSSL's, not
+    ``Settings``.)"""
     proxies = urllib.request.getproxies_environment()
     url = proxies.get(scheme) or proxies.get("all")
-    if not url or urllib.request.proxy_bypass_environment(host, proxies):
+    if not url or bypassed(host, proxies.get("no", "")):
         return None
     parts = urlsplit(url if "://" in url else f"http://{url}")
     authorization = None

@@ -292,6 +292,9 @@ async def test_https_checks_the_servers_certificate_and_name(tmp_path: Path) -> 
         ("notopenai.com", "openai.com", False),
         ("127.0.0.1", "localhost, 127.0.0.1", True),
         ("anything", "*", True),
+        ("openai.com", "openai.com:443", True),
+        ("::1", "[::1]:8080", True),
+        ("anything", "", False),
     ],
 )
 def test_no_proxy_names_hosts_and_their_domains(
