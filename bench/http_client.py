@@ -17,8 +17,9 @@ chunks and doing nothing else with them (what the adapters then do is the same f
   httpx2's API on aiohttp).
 
 Printed: the median CPU per token (µs) and per second of one stream (ms) over
-``--runs`` rounds, each beside ``wire``'s (the ratio), and what importing each client
-costs a fresh interpreter (median of 5, ms). The loop is uvloop's, as the api's.
+``--runs`` rounds, each beside ``wire``'s (the ratio), and the time a fresh interpreter
+spends importing each client beyond what the api imports anyway (ms, median of 5).
+The loop is uvloop's, as the api's.
 Run with ``make bench`` or ``.venv/bin/python bench/http_client.py``.
 """
 
@@ -115,14 +116,33 @@ async def measure(streams: int, tokens: int, rate: int, runs: int) -> dict[str, 
         fake.wait()
 
 
+# What the api has imported before any client: the client's own import is the rest.
+BASE = "import asyncio, json, ssl, urllib.request, zlib, shared.llm.base"
+
+
 def import_ms(modules: str) -> float:
-    """Milliseconds a fresh interpreter takes to import ``modules`` (median of 5)."""
-    code = f"import time; t = time.perf_counter(); import {modules}; print(time.perf_counter() - t)"
-    times = [
-        float(subprocess.check_output([sys.executable, "-c", code], cwd=ROOT, text=True))
-        for _ in range(5)
-    ]
-    return statistics.median(times) * 1000
+    """Milliseconds a fresh interpreter spends importing ``modules`` once it has
+    imported ``BASE`` (``-X importtime``'s own count of the imports, median of 5)."""
+    code = f"{BASE}; import sys; sys.stderr.write('mark\\n'); import {modules}"
+    times = []
+    for _ in range(5):
+        run = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", code],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        after = run.stderr.split("mark\n", 1)[1]
+        # A top-level import's line: "import time: SELF | CUMULATIVE | name", unindented.
+        times.append(
+            sum(
+                int(line.split("|")[1])
+                for line in after.splitlines()
+                if line.startswith("import time:") and not line.split("|")[2][1:].startswith(" ")
+            )
+        )
+    return statistics.median(times) / 1000
 
 
 def main() -> None:

@@ -265,10 +265,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST  # noqa: N815 (http.server's name)
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away (a stalled body's, read no further): no traceback
+
+
 @contextmanager
 def python_server() -> Iterator[Served]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -701,3 +701,29 @@ def test_gzip_pieces_flushed_apart_decode_apart() -> None:
     packer = http_servers.gzip_stream()
     first = packer.compress(b"data: 1\n\n") + packer.flush(zlib.Z_SYNC_FLUSH)
     assert zlib.decompressobj(31).decompress(first) == b"data: 1\n\n"
+
+
+def test_the_tunnel_and_the_framings_hold_on_uvloop(
+    door_kind: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The functions serve on uvloop, whose start_tls and transports are not asyncio's.
+    import uvloop
+
+    def door(
+        base: str,
+        read_timeout: float = 5.0,
+        retries: int = 0,
+        context: ssl.SSLContext | None = None,
+    ) -> Door:
+        return DOORS[door_kind](base, read_timeout, retries, context)
+
+    async def cases() -> None:
+        await test_https_proxy_from_the_environment_tunnels_and_checks_the_origin(
+            door, monkeypatch, tmp_path
+        )
+        monkeypatch.delenv("HTTPS_PROXY")
+        monkeypatch.delenv("HTTP_PROXY")
+        await test_a_close_delimited_body_ends_with_the_connection(door)
+        await test_informational_answers_before_the_final_one_are_passed_over(door)
+
+    uvloop.run(cases())
