@@ -81,7 +81,7 @@ def test_the_voice_decoder_waits_for_the_first_voice_clip(imported: set[str]) ->
 
 
 def test_what_every_first_request_needs_is_imported_before_it(imported: set[str]) -> None:
-    # anyio loads its asyncio back-end on first use (Starlette's response, httpx2's pool):
+    # anyio loads its asyncio back-end on first use (Starlette's response):
     # ~60 ms of the first request (py-spy, cProfile), paid by none after it.
     assert "anyio._backends._asyncio" in imported
 
