@@ -303,6 +303,7 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.keep_alive = False
+        self._until_close = False  # closed by us: its end is not the body's
         if self._transport is not None:
             self._transport.close()
 

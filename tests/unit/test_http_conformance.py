@@ -472,6 +472,25 @@ async def test_a_stalled_head_fails_with_the_read_timeout(door: Callable[..., Do
         await closed(client)
 
 
+async def test_a_stalled_close_delimited_body_is_a_timeout_not_its_end(
+    door: Callable[..., Door],
+) -> None:
+    # The read timeout closes the connection: that end is ours, not the body's.
+    async def answer(exchange: Exchange) -> bool:
+        exchange.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + SSE[:13])
+        await asyncio.sleep(3)
+        return False
+
+    async with raw(answer) as server:
+        client = door(server.url, read_timeout=0.3)
+        got = Got()
+        with pytest.raises(client.failures) as raised:
+            await client.fetch("/chat", got)
+        assert got.body == SSE[:13]
+        assert isinstance(client.translate(raised.value), ProviderUnavailable)
+        await closed(client)
+
+
 # Statuses: the chat door's own retries (the SDKs retry for themselves) -------------------
 
 
