@@ -238,10 +238,11 @@ async def test_a_slow_body_is_passed_on_as_it_arrives(
     started = time.monotonic()
     got = await client.fetch(f"{route}?n=3&gap=0.25")
     assert got.body == expected(got.port, 3)
-    # The first piece was handed over long before the last was sent (0.5 s later):
-    # nothing waits for the body to end, or for a buffer to fill.
-    assert got.times[0] - started < 0.2
-    assert got.times[-1] - got.times[0] > 0.4
+    # The first piece was handed over long before the last (sent 0.5 s after it):
+    # nothing waits for the body to end, or for a buffer to fill. (Wide margins: a
+    # loaded machine's late wake-ups must not fail it.)
+    assert got.times[0] - started < 0.45
+    assert got.times[-1] - got.times[0] > 0.35
     await closed(client)
 
 
