@@ -124,6 +124,7 @@ schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, OpenAPI)
 bench: setup ## Benchmarks (not part of make test)
 	@$(MAKE) --no-print-directory .bench-peers/.installed || echo "bench: the peers' virtualenv (.bench-peers) could not be made; stream_overhead.py measures the endpoint alone"
 	$(PY) bench/provider_overhead.py
+	$(PY) bench/http_client.py
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
 	$(PY) -m tools.stack run -- $(PY) bench/rollover.py

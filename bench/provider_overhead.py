@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
 import anthropic  # noqa: E402
+import httpx2  # noqa: E402
 import openai  # noqa: E402
 from google import genai  # noqa: E402
 from google.genai import types  # noqa: E402
@@ -118,7 +119,11 @@ def anthropic_readers(port: int) -> tuple[Reader, Reader, Closer]:
 
 def gemini_readers(port: int) -> tuple[Reader, Reader, Closer]:
     url = f"http://127.0.0.1:{port}"
-    client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=url))
+    # The SDK's own httpx2 client, as in production: given no transport, genai would
+    # take aiohttp, which the dev dependencies bring (the HTTP client's tests and bench).
+    transport = httpx2.AsyncHTTPTransport()
+    options = types.HttpOptions(base_url=url, async_client_args={"transport": transport})
+    client = genai.Client(api_key="k", http_options=options)
 
     async def sdk(rule: str) -> int:
         stream = await client.aio.models.generate_content_stream(model="bench", contents=rule)

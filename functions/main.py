@@ -33,7 +33,7 @@ def _load_lazy_imports() -> None:
     same either way; paid here, no user waits for it):
 
     * anyio loads its asyncio back-end (and ``Event``, ``Lock``) only when Starlette's
-      response or httpx2's pool first uses them: ~60 ms of the first request's ~120 ms
+      response first uses them: ~60 ms of the first request's ~120 ms
       above a second one here (cProfile on the first request, no bytecode cached);
     * functions-framework serves through gunicorn, whose worker is forked once the port
       is bound and only then imports uvicorn's loop (uvloop) and protocols (httptools,

@@ -1,45 +1,37 @@
-"""The HTTP client the model SDKs are given: theirs, with a leaner read of the socket.
+"""The HTTP client the model SDKs are given: ``httpx2``'s API over ``wire.py``'s
+connections, so that every provider call goes over one client stack.
 
-(The OpenAI chat request, the hot one, uses no SDK: ``wire.py``. This module serves the
-Anthropic and Gemini adapters and the OpenAI SDK's audio, and is imported with them.)
+(The chat requests, the hot ones, use no SDK: ``wire.WireClient``. This module serves
+the OpenAI SDK's audio and live-audio secrets and the Gemini SDK's transcription and
+speech, and is imported with them.)
 
-A streamed reply arrives one socket read per token (at 50 tokens/s, 50 reads a second
-per stream). httpcore's own network stream wraps every read in ``anyio.fail_after``
-(a cancel scope entered and left, the current task looked up three times): ~30 µs a
-read, 1.5 ms of the api's CPU per second of one stream, a third of the whole provider
-path (bench/stream_overhead.py --py-spy; an isolated reader of 100 paced streams went
-from 4.5 to 3.0 ms of CPU per stream-second without it). Here a read keeps its timeout
-(a silent connection still fails with ``ReadTimeout``) but arms no timer of its own:
-it moves the stream's deadline, and one timer per stream, re-armed only when it fires
-early, checks it. Connecting, TLS, writes and everything above the socket (pooling,
-HTTP/1.1, the SDKs' retries and errors) are httpcore's and the SDKs' as before.
+``WireTransport`` is an ``httpx2.AsyncBaseTransport``: the SDK keeps its own request
+building, retries, errors and typed responses, and httpx2 its redirects and the
+decoding of a compressed body; each request then goes out through ``wire.Pool``, one
+per origin: the same framing, keep-alive pool, proxies from the environment, timeouts
+and TLS context as the chat requests, held to the same conformance suite
+(tests/unit/test_http_conformance.py runs every case through both). It replaces
+httpcore's pool, whose reads cost several times ours (``bench/http_client.py``), and
+which a client given its own transport left without the environment's proxies.
+
+A request's body is read whole before it is sent (an SDK's bodies are JSON or an
+audio clip within the clip limit), so a request on a kept-alive connection that the
+server had closed can be sent again on a new one. ``HEAD`` requests, which no SDK
+call makes, are not supported (their answers' bodies would be waited for).
 """
-
-# The ``timeout`` parameters are httpcore's interface (its backend passes them).
-# ruff: noqa: ASYNC109
 
 from __future__ import annotations
 
-import asyncio
-import select
 import ssl
-from collections.abc import Iterable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
-import anyio.abc
-import anyio.streams.tls
-import httpcore2
 import httpx2
 
 from shared.llm import wire
 from shared.llm.base import CONNECT_TIMEOUT_SECONDS, NO_KEY, READ_TIMEOUT_SECONDS
 
-# The SDKs' own defaults for their client (``openai.DEFAULT_CONNECTION_LIMITS``,
-# Anthropic's the same), which a client given to them replaces.
-LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
-
-_BROKEN = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream)
+_FOREVER = 86400.0  # a timeout of None: a day
 
 
 def tls_context() -> ssl.SSLContext:
@@ -50,191 +42,126 @@ def tls_context() -> ssl.SSLContext:
     return wire.tls_context()
 
 
-class DeadlineStream(httpcore2.AsyncNetworkStream):
-    """An anyio byte stream whose reads share one deadline timer (see the module)."""
+def _failure(exc: wire.WireTransportError, request: httpx2.Request) -> httpx2.TransportError:
+    """httpx2's exception for one of ``wire.py``'s (the SDKs map httpx2's to theirs)."""
+    message = str(exc)
+    if isinstance(exc, wire.WireConnectTimeout):
+        return httpx2.ConnectTimeout(message, request=request)
+    if isinstance(exc, wire.WireConnectError):
+        return httpx2.ConnectError(message, request=request)
+    if isinstance(exc, wire.WireTimeout):
+        return httpx2.ReadTimeout(message, request=request)
+    return httpx2.RemoteProtocolError(message, request=request)
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
-        self._stream = stream
-        self._loop = asyncio.get_running_loop()
-        self._deadline = 0.0
-        self._timer: asyncio.TimerHandle | None = None
-        self._reader: asyncio.Task[Any] | None = None
-        self._expired = False
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        reader = None
-        if timeout is not None:
-            reader = asyncio.current_task(self._loop)  # the loop given: no lookup of it
-            self._deadline = self._loop.time() + timeout
-            if self._timer is None:
-                self._timer = self._loop.call_at(self._deadline, self._expire)
-        self._reader = reader
+class _Body(httpx2.AsyncByteStream):
+    """An answer's body as it arrives (undecoded: httpx2 decodes it); closing it hands
+    the connection back to its pool, or closes it if the body was not read to the end."""
+
+    def __init__(self, pool: wire.Pool, connection: Any, request: httpx2.Request) -> None:
+        self._pool = pool
+        self._connection = connection
+        self._request = request
+        self._released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        connection = self._connection
         try:
-            return await self._stream.receive(max_bytes)
-        except anyio.EndOfStream:
-            return b""
-        except _BROKEN as exc:
-            raise httpcore2.ReadError(repr(exc)) from exc
-        except asyncio.CancelledError:
-            if self._expired and reader is not None:
-                self._expired = False
-                if reader.uncancel() == 0:  # cancelled by the deadline alone
-                    raise httpcore2.ReadTimeout("The read timed out.") from None
-            raise
-        finally:
-            self._reader = None
-
-    def _expire(self) -> None:
-        self._timer = None
-        reader = self._reader
-        if reader is None:
-            return  # no read waits: the next one arms the timer again
-        if self._loop.time() < self._deadline:  # a later read moved the deadline
-            self._timer = self._loop.call_at(self._deadline, self._expire)
-            return
-        self._expired = True
-        reader.cancel()
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if not buffer:
-            return
-        try:
-            with anyio.fail_after(timeout):
-                await self._stream.send(buffer)
-        except TimeoutError as exc:
-            raise httpcore2.WriteTimeout(repr(exc)) from exc
-        except _BROKEN as exc:
-            raise httpcore2.WriteError(repr(exc)) from exc
+            while (chunk := await connection.next_chunk()) is not None:
+                yield chunk
+        except wire.WireTransportError as exc:
+            raise _failure(exc, self._request) from exc
 
     async def aclose(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        await self._stream.aclose()
+        if not self._released:
+            self._released = True
+            self._pool.release(self._connection)
 
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
+
+class WireTransport(httpx2.AsyncBaseTransport):
+    """httpx2's transport on ``wire.py``'s pools, one per origin (see the module)."""
+
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        self._context = context
+        self._pools: dict[tuple[str, str, int], wire.Pool] = {}
+
+    def _pool(self, url: httpx2.URL, connect_timeout: float) -> wire.Pool:
+        scheme = url.scheme
+        port = url.port or (443 if scheme == "https" else 80)
+        key = (scheme, url.host, port)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = wire.Pool(
+                scheme, url.host, port, context=self._context, connect_timeout=connect_timeout
+            )
+        pool.connect_timeout = connect_timeout
+        return pool
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeouts = request.extensions.get("timeout") or {}
+        connect = timeouts.get("connect")
+        read = timeouts.get("read")
         try:
-            with anyio.fail_after(timeout):
-                wrapped = await anyio.streams.tls.TLSStream.wrap(
-                    self._stream,
-                    ssl_context=ssl_context,
-                    hostname=server_hostname,
-                    standard_compatible=False,
-                    server_side=False,
-                )
-        except (TimeoutError, *_BROKEN, ssl.SSLError) as exc:
-            await self.aclose()
-            if isinstance(exc, TimeoutError):
-                raise httpcore2.ConnectTimeout(repr(exc)) from exc
-            raise httpcore2.ConnectError(repr(exc)) from exc
-        except BaseException:
-            await self.aclose()
-            raise
-        return DeadlineStream(wrapped)
-
-    def get_extra_info(self, info: str) -> Any:
-        extra = self._stream.extra
-        if info == "ssl_object":
-            return extra(anyio.streams.tls.TLSAttribute.ssl_object, None)
-        if info == "client_addr":
-            return extra(anyio.abc.SocketAttribute.local_address, None)
-        if info == "server_addr":
-            return extra(anyio.abc.SocketAttribute.remote_address, None)
-        if info == "socket":
-            return extra(anyio.abc.SocketAttribute.raw_socket, None)
-        if info == "is_readable":  # an idle pooled connection the server has closed
-            sock = extra(anyio.abc.SocketAttribute.raw_socket, None)
-            return sock is None or _readable(sock)
-        return None
-
-
-def _readable(sock: Any) -> bool:
-    """Whether ``sock`` has something to read (on an idle connection: it was closed);
-    ``poll``, as httpcore does, since ``select`` fails on descriptors above 1023."""
-    if sock.fileno() < 0:
-        return True
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
-
-
-class DeadlineBackend(httpcore2.AsyncNetworkBackend):
-    """httpcore's anyio backend, its streams read as ``DeadlineStream``."""
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
+            pool = self._pool(request.url, _FOREVER if connect is None else connect)
+        except ValueError as exc:
+            raise httpx2.UnsupportedProtocol(str(exc), request=request) from exc
+        body = await request.aread()
+        lines = [f"{request.method} {pool.target}{request.url.raw_path.decode('ascii')} HTTP/1.1"]
+        chunked = False
+        for name, value in request.headers.raw:
+            if name.lower() == b"transfer-encoding":
+                chunked = value.lower() == b"chunked"
+                if chunked:  # read whole: sent with its length instead
+                    continue
+            lines.append(f"{name.decode('latin-1')}: {value.decode('latin-1')}")
+        if chunked or (body and "content-length" not in request.headers):
+            lines.append(f"Content-Length: {len(body)}")
+        head = ("\r\n".join(lines) + "\r\n" + pool.proxy_headers + "\r\n").encode("latin-1")
         try:
-            with anyio.fail_after(timeout):
-                stream = await anyio.connect_tcp(host, port, local_host=local_address)
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(repr(exc)) from exc
-        except (OSError, anyio.BrokenResourceError) as exc:
-            raise httpcore2.ConnectError(repr(exc)) from exc
-        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        for option in socket_options or ():
-            sock.setsockopt(*option)
-        return DeadlineStream(stream)
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        try:
-            with anyio.fail_after(timeout):
-                stream = await anyio.connect_unix(path)
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(repr(exc)) from exc
-        except (OSError, anyio.BrokenResourceError) as exc:
-            raise httpcore2.ConnectError(repr(exc)) from exc
-        return DeadlineStream(stream)
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
-class DeadlineTransport(httpx2.AsyncHTTPTransport):
-    """httpx's transport (no proxy), its connections made by ``DeadlineBackend``."""
-
-    def __init__(self, limits: httpx2.Limits = LIMITS) -> None:
-        # The parent's own ``__init__`` would build a pool (and an SSL context, ~10 ms)
-        # only to have it replaced: httpx takes no backend, httpcore's pool does, and
-        # the parent uses nothing else than its pool.
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=tls_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=DeadlineBackend(),
+            connection = await pool.exchange(head, _FOREVER if read is None else read, body)
+        except wire.WireTransportError as exc:
+            raise _failure(exc, request) from exc
+        return httpx2.Response(
+            connection.status,
+            headers=connection.raw_headers,
+            stream=_Body(pool, connection, request),
+            extensions={"http_version": b"HTTP/1.1"},
+            request=request,
         )
 
+    async def aclose(self) -> None:
+        for pool in self._pools.values():
+            await pool.aclose()
+        self._pools.clear()
 
-def http_client(timeout: httpx2.Timeout) -> httpx2.AsyncClient:
-    """The client an SDK is made with: as its default one (limits, timeout, redirects),
-    over ``DeadlineTransport``."""
-    return httpx2.AsyncClient(transport=DeadlineTransport(), timeout=timeout, follow_redirects=True)
+
+def http_client(
+    timeout: httpx2.Timeout, context: ssl.SSLContext | None = None
+) -> httpx2.AsyncClient:
+    """The client an SDK is made with: as its default one (timeout, redirects), over
+    ``WireTransport`` (``context``: the TLS context, the process's by default)."""
+    return httpx2.AsyncClient(
+        transport=WireTransport(context), timeout=timeout, follow_redirects=True
+    )
+
+
+def sync_client() -> httpx2.Client:
+    """A sync client for an SDK that insists on one and is never called sync here
+    (genai's): on the process's TLS context, so that it makes none of its own."""
+    return httpx2.Client(verify=tls_context(), timeout=timeout())
+
+
+def timeout() -> httpx2.Timeout:
+    """What every adapter asks of its HTTP client (``shared/llm/base.py``)."""
+    return httpx2.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
 
 
 def client_options(api_key: str | None, base_url: str | None, max_retries: int) -> dict[str, Any]:
-    """The options the OpenAI and Anthropic clients are made with (one generator made
-    both SDKs, so they take the same ones), over ``http_client``."""
-    timeout = httpx2.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS)
+    """The options the OpenAI client is made with, over ``http_client``."""
     return {
         "api_key": api_key or NO_KEY,
         "base_url": base_url,
         "max_retries": max_retries,
-        "timeout": timeout,
-        "http_client": http_client(timeout),
+        "timeout": timeout(),
+        "http_client": http_client(timeout()),
     }

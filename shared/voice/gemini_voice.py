@@ -13,13 +13,11 @@ import warnings
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
-from google import genai
 from google.genai import types
 
 from shared.clock import Clock
 from shared.egress.providers import LiveSecret
-from shared.llm.base import NO_KEY, READ_TIMEOUT_SECONDS
-from shared.llm.gemini import FAILURES, translate_error
+from shared.llm.gemini import FAILURES, SdkClient, translate_error
 
 DEFAULT_VOICE = "Kore"
 RATE = 24_000
@@ -43,13 +41,13 @@ def wav_header(rate: int = RATE, length: int = STREAMED) -> bytes:
 
 
 class GeminiVoice:
-    """``SecretMinter`` and ``Speaker`` on one ``genai.Client``."""
+    """``SecretMinter`` and ``Speaker`` on one ``genai.Client`` (``gemini.SdkClient``)."""
 
     provider = "google"
     media_type = "audio/wav"
 
     def __init__(
-        self, client: genai.Client, clock: Clock, live_model: str, speech_model: str, voice: str
+        self, client: SdkClient, clock: Clock, live_model: str, speech_model: str, voice: str
     ) -> None:
         self._client = client
         self._clock = clock
@@ -67,9 +65,7 @@ class GeminiVoice:
         speech_model: str,
         voice: str = "",
     ) -> GeminiVoice:
-        options = types.HttpOptions(base_url=base_url, timeout=round(READ_TIMEOUT_SECONDS * 1000))
-        client = genai.Client(api_key=api_key or NO_KEY, http_options=options)
-        return cls(client, clock, live_model, speech_model, voice)
+        return cls(SdkClient(api_key, base_url), clock, live_model, speech_model, voice)
 
     @property
     def live_model(self) -> str:
@@ -100,7 +96,7 @@ class GeminiVoice:
             with warnings.catch_warnings():
                 # "experimental": the pinned SDK's call (tests/unit/test_voice_adapters.py)
                 warnings.filterwarnings("ignore", message=".*token creation.*experimental")
-                token = await self._client.aio.auth_tokens.create(config=config)
+                token = await self._client.sdk.aio.auth_tokens.create(config=config)
         except FAILURES as exc:
             raise translate_error(exc) from exc
         if not token.name:
@@ -120,7 +116,7 @@ class GeminiVoice:
         prompt = f"Read aloud in a warm, clear British English voice:\n\n{text}"
         header = wav_header()  # sent with the first samples: a failure before is an error
         try:
-            stream = await self._client.aio.models.generate_content_stream(
+            stream = await self._client.sdk.aio.models.generate_content_stream(
                 model=self._speech_model, contents=prompt, config=config
             )
             async for chunk in stream:
@@ -133,4 +129,4 @@ class GeminiVoice:
             raise translate_error(exc) from exc
 
     async def aclose(self) -> None:
-        await self._client.aio.aclose()
+        await self._client.aclose()

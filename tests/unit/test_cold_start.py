@@ -81,7 +81,7 @@ def test_the_voice_decoder_waits_for_the_first_voice_clip(imported: set[str]) ->
 
 
 def test_what_every_first_request_needs_is_imported_before_it(imported: set[str]) -> None:
-    # anyio loads its asyncio back-end on first use (Starlette's response, httpx2's pool):
+    # anyio loads its asyncio back-end on first use (Starlette's response):
     # ~60 ms of the first request (py-spy, cProfile), paid by none after it.
     assert "anyio._backends._asyncio" in imported
 
@@ -109,10 +109,13 @@ def test_the_openai_sdk_clients_share_one_tls_context(monkeypatch: pytest.Monkey
     import ssl
 
     import httpcore2
+    import openai  # noqa: F401 (imported first: see below)
 
     from shared.llm import wire
     from shared.llm.openai import connect_client
 
+    # Importing the SDK is not making a client: with the development group installed it
+    # imports aiohttp (its optional backend), which makes contexts of its own at import.
     made: list[object] = []
     real = ssl.create_default_context
 
@@ -127,4 +130,31 @@ def test_the_openai_sdk_clients_share_one_tls_context(monkeypatch: pytest.Monkey
     assert not made  # nothing made before a client is first used
     for client in clients:
         assert client.sdk is client.sdk
+    assert made == [wire.tls_context()]
+
+
+def test_the_gemini_sdk_clients_share_the_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    # genai would make two of its own per client (its sync client's, its websockets').
+    # (Imported before the count, as the OpenAI SDK above.)
+    import ssl
+
+    import httpcore2
+
+    from shared.clock import SystemClock
+    from shared.llm import wire
+    from shared.llm.gemini import GeminiTranscriber
+    from shared.voice.gemini_voice import GeminiVoice
+
+    made: list[object] = []
+    real = ssl.create_default_context
+
+    def counted(*args: object, **kwargs: object) -> ssl.SSLContext:
+        made.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]  # type: ignore[return-value]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
+    wire.tls_context.cache_clear()
+    GeminiTranscriber.connect("gemini-2.5-flash", "k", None)
+    GeminiVoice.connect("k", None, SystemClock(), "live", "tts")
     assert made == [wire.tls_context()]

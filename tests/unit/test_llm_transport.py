@@ -1,16 +1,16 @@
-"""The model SDKs' HTTP client (``shared/llm/transport.py``): a read keeps its timeout
-with one deadline timer per connection, and everything else is httpx's as before."""
+"""The model SDKs' HTTP client (``shared/llm/transport.py``): httpx2's API over
+``wire.py``'s pools. (What every provider request must do is asked of it, and of the
+chat requests' client, in tests/unit/test_http_conformance.py.)"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import httpcore2
 import httpx2
 import pytest
 
-from shared.llm.transport import DeadlineBackend, http_client
+from shared.llm.transport import WireTransport, http_client
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -68,7 +68,8 @@ async def test_a_paced_body_arrives_whole_and_reuses_the_connection() -> None:
 
 async def test_reads_longer_in_all_than_the_timeout_do_not_time_out() -> None:
     # 30 pieces 20 ms apart: 0.6 s in all, each read well within its 0.3 s timeout
-    # (the deadline moves with each read; the one timer re-arms instead of firing).
+    # (the deadline moves with each read; the connection's one timer re-arms instead
+    # of firing).
     # The margin is wide so that a loaded machine's late wake-ups cannot fail it.
     pieces = [b"x"] * 30
     server, port = await serve(paced(pieces, 0.02))
@@ -92,50 +93,25 @@ async def test_a_silent_server_times_the_read_out() -> None:
         server.close()
 
 
-async def test_a_read_cancelled_by_its_caller_stays_cancelled() -> None:
-    server, port = await serve(silent)
-    stream = await DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=1)
-    try:
-        read = asyncio.ensure_future(stream.read(1024, timeout=10))
-        await asyncio.sleep(0.05)
-        read.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await read
-    finally:
-        await stream.aclose()
-        server.close()
+async def test_a_read_cancelled_by_its_caller_closes_its_connection() -> None:
+    server, port = await serve(paced([b"first", b"late"], 0.5))
+    client = http_client(httpx2.Timeout(5, connect=1))
+    transport = client._transport
+    assert isinstance(transport, WireTransport)
 
-
-async def test_a_timeout_after_the_caller_cancelled_stays_a_cancellation() -> None:
-    server, port = await serve(silent)
-    stream = await DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=1)
-
-    async def reading() -> bytes:
-        return await stream.read(1024, timeout=0.05)
+    async def reading() -> list[bytes]:
+        return [chunk async for chunk in body(client, f"http://127.0.0.1:{port}/")]
 
     try:
         task = asyncio.ensure_future(reading())
-        await asyncio.sleep(0)
-        task.cancel()  # before the deadline: ours comes second, and must not hide it
+        await asyncio.sleep(0.2)
+        task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        (pool,) = transport._pools.values()
+        assert not pool._idle  # its rest unread: never handed to the next request
     finally:
-        await stream.aclose()
-        server.close()
-
-
-async def test_a_closed_connection_reads_empty_and_is_readable_when_idle() -> None:
-    async def close_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.close()
-
-    server, port = await serve(close_at_once)
-    stream = await DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=1)
-    try:
-        assert await stream.read(1024, timeout=1) == b""
-        assert stream.get_extra_info("is_readable") is True
-        assert stream.get_extra_info("server_addr")[1] == port
-    finally:
-        await stream.aclose()
+        await client.aclose()
         server.close()
 
 
@@ -143,5 +119,63 @@ async def test_nothing_listening_is_a_connect_error() -> None:
     server, port = await serve(paced([], 0))
     server.close()
     await server.wait_closed()
-    with pytest.raises(httpcore2.ConnectError):
-        await DeadlineBackend().connect_tcp("127.0.0.1", port, timeout=1)
+    client = http_client(httpx2.Timeout(1, connect=1))
+    try:
+        with pytest.raises(httpx2.ConnectError):
+            await client.post(f"http://127.0.0.1:{port}/", content=b"{}")
+    finally:
+        await client.aclose()
+
+
+async def test_a_body_of_unknown_length_goes_whole_with_its_length() -> None:
+    # httpx2 sends a streamed body chunked; read whole first, it goes with its length
+    # (so that a request on a connection the server closed can be sent again).
+    heads: list[bytes] = []
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        heads.append(head)
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        data = await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data))
+        await writer.drain()
+        writer.close()
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"clip-"
+        yield b"x" * 300_000
+
+    server, port = await serve(echo)
+    client = http_client(httpx2.Timeout(5, connect=1))
+    try:
+        response = await client.post(f"http://127.0.0.1:{port}/audio", content=parts())
+        assert response.content == b"clip-" + b"x" * 300_000
+        assert b"transfer-encoding" not in heads[0].lower()
+    finally:
+        await client.aclose()
+        server.close()
+
+
+async def test_a_redirect_to_another_origin_gets_a_pool_of_its_own() -> None:
+    pieces = [b"there"]
+    there, there_port = await serve(paced(pieces, 0))
+
+    async def moved(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(2)
+        location = f"http://localhost:{there_port}/".encode()
+        writer.write(b"HTTP/1.1 307 Moved\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % location)
+        await writer.drain()
+
+    here, here_port = await serve(moved)
+    client = http_client(httpx2.Timeout(5, connect=1))
+    try:
+        response = await client.post(f"http://127.0.0.1:{here_port}/", content=b"{}")
+        assert (response.status_code, response.content) == (200, b"there")
+        transport = client._transport
+        assert isinstance(transport, WireTransport)
+        assert len(transport._pools) == 2
+    finally:
+        await client.aclose()
+        here.close()
+        there.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -192,7 +193,7 @@ async def test_a_silent_provider_times_out_and_its_connection_is_dropped() -> No
                 async for chunk in chunks:
                     got.append(chunk)
         assert got == [b"data: x\n\n"]
-        assert not c._idle
+        assert not c._pool._idle
 
 
 async def test_reads_that_keep_coming_never_time_out() -> None:
@@ -234,7 +235,7 @@ async def test_a_reader_that_stops_early_closes_the_connection() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert not c._idle  # its rest unread: never handed to the next request
+        assert not c._pool._idle  # its rest unread: never handed to the next request
         assert await read(c) == b"data: x\n\n"
     assert server.connections == 2
 
@@ -281,3 +282,43 @@ async def test_https_checks_the_servers_certificate_and_name(tmp_path: Path) -> 
         # The process's own trust store does not know this certificate: refused.
         with pytest.raises(WireTransportError):
             await read(WireClient(url, {}, max_retries=0))
+
+
+@pytest.mark.parametrize(
+    ("host", "no_proxy", "bypassed"),
+    [
+        ("api.openai.com", "openai.com", True),
+        ("api.openai.com", ".openai.com", True),
+        ("notopenai.com", "openai.com", False),
+        ("127.0.0.1", "localhost, 127.0.0.1", True),
+        ("anything", "*", True),
+        ("openai.com", "openai.com:443", True),
+        ("::1", "[::1]:8080", True),
+        ("anything", "", False),
+    ],
+)
+def test_no_proxy_names_hosts_and_their_domains(
+    host: str, no_proxy: str, bypassed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert (wire.proxy_for("https", host) is None) is bypassed
+
+
+def test_the_proxy_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert wire.proxy_for("https", "api.openai.com") is None
+    monkeypatch.setenv("ALL_PROXY", "proxy.internal:3128")
+    assert wire.proxy_for("https", "api.openai.com") == wire.Proxy(
+        "http", "proxy.internal", 3128, None
+    )
+    monkeypatch.setenv("HTTPS_PROXY", "http://u%40x:p%3Aw@upper:8080")
+    monkeypatch.setenv("https_proxy", "http://u%40x:p%3Aw@lower:8080")  # lower case first
+    proxy = wire.proxy_for("https", "api.openai.com")
+    assert proxy is not None and proxy.host == "lower"
+    assert proxy.authorization == "Basic " + base64.b64encode(b"u@x:p:w").decode()
+    monkeypatch.setenv("no_proxy", "openai.com")
+    assert wire.proxy_for("https", "api.openai.com") is None
