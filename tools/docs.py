@@ -195,4 +195,3 @@ def fill(markdown: str) -> str:
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """MkDocs' hook: fill the page's markers before it is rendered."""
     return fill(markdown)
-
