@@ -111,7 +111,7 @@ checkov: .tools/checkov/.installed ## Static checks of terraform/ (checkov, offl
 ## broken link, an unknown anchor, a page missing from the nav or any other warning fails.
 ## The API, documents, configuration and benchmarks pages are generated (tools/docs.py).
 docs: .venv/.synced ## Build the docs site into site/, strictly (a broken link fails)
-	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 docs-serve: .venv/.synced ## Serve the docs site at http://127.0.0.1:8000, rebuilt as you edit
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --strict --dev-addr 127.0.0.1:8000
