@@ -8,7 +8,7 @@ UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help setup web dev dev-reset test lint typecheck checkov package unit schemas bench clean
+.PHONY: help setup web dev dev-reset test lint typecheck checkov docs docs-serve package unit schemas bench clean
 # Playwright (the browser tests' driver) drives Debian's chromium: it never downloads one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
@@ -90,8 +90,9 @@ dev: setup ## Run the local stack (emulators, api :8080, tasks :8081, web client
 dev-reset: .venv/.synced ## Forget the data make dev keeps between runs (.stack/data/)
 	$(PY) -m tools.stack reset
 
-## Lint, type-check, scan the Terraform, then run every test against freshly started emulators.
-test: setup lint typecheck checkov ## Lint, type-check, scan Terraform, then every test on fresh emulators
+## Lint, type-check, scan the Terraform, build the docs strictly, then run every test against
+## freshly started emulators.
+test: setup lint typecheck checkov docs ## Lint, type-check, scan Terraform, build the docs, then every test on fresh emulators
 	$(PY) -m tools.stack run -- $(PY) -m pytest
 
 lint: .venv/.synced ## ruff: lint and format check
@@ -105,6 +106,15 @@ typecheck: .venv/.synced ## mypy --strict
 ## inline, and tests/terraform checks that it is.
 checkov: .tools/checkov/.installed ## Static checks of terraform/ (checkov, offline)
 	$(CHECKOV) --directory terraform --framework terraform --skip-download --compact --quiet
+
+## The documentation site, site/ (Material for MkDocs, mkdocs.yml), built with --strict: a
+## broken link, an unknown anchor, a page missing from the nav or any other warning fails.
+## The API, documents, configuration and benchmarks pages are generated (tools/docs.py).
+docs: .venv/.synced ## Build the docs site into site/, strictly (a broken link fails)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+docs-serve: .venv/.synced ## Serve the docs site at http://127.0.0.1:8000, rebuilt as you edit
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 ## The functions' source archive for Terraform, dist/functions.zip: the same bytes for the
 ## same commit.
@@ -133,5 +143,5 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) bench/audio_decode.py
 	$(PY) -m tools.stack run -- $(PY) bench/cold_start.py
 
-clean: ## Remove .venv, .tools, node_modules, .bench-peers and .stack (the kept local data too)
-	rm -rf .venv .tools node_modules .stack .bench-peers
+clean: ## Remove .venv, .tools, node_modules, .bench-peers, site and .stack (the kept local data too)
+	rm -rf .venv .tools node_modules .stack .bench-peers site

@@ -301,4 +301,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import recorded
+
+    with recorded("cold_start"):
+        main()

@@ -111,4 +111,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import recorded
+
+    with recorded("conversation_cost"):
+        main()

@@ -179,4 +179,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import recorded
+
+    with recorded("provider_overhead"):
+        main()

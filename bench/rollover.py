@@ -200,6 +200,9 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    from bench.results import recorded
+
     if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
         raise SystemExit("run through `make bench` (it starts the emulators)")
-    asyncio.run(main())
+    with recorded("rollover"):
+        asyncio.run(main())

@@ -754,4 +754,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import recorded
+
+    with recorded("stream_overhead"):
+        main()

@@ -194,4 +194,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import recorded
+
+    with recorded("task_dispatch"):
+        main()

@@ -266,7 +266,7 @@ def start_storage_emulator(stack: Stack, port: int, keep: Keep | None = None) ->
 
     Not firebase-tools' Storage emulator: that one needs a rules runtime (a Java jar)
     that it downloads on first start from outside the package registries, so it cannot
-    start on a fresh machine offline (see the README, "Attachments").
+    start on a fresh machine offline (see docs/concepts/attachments.md).
     """
     if not STORAGE_EMULATOR.exists():
         stack.stop()

@@ -1,7 +1,8 @@
-"""The README's examples, run: every ``curl`` line it shows against the local api is run
-as written (by ``bash``, with real ``curl``) against the stack, in order, and the
-answers it shows (``# {"status": "accepted", …}``) are checked, so the README cannot
-drift from what the api does.
+"""The README's and the getting-started page's examples, run: every ``curl`` line they
+show against the local api is run as written (by ``bash``, with real ``curl``) against
+the stack, in order (the README's first), and the answers shown
+(``# {"status": "accepted", …}``) are checked, so neither can drift from what the api
+does.
 
 The blocks are run as a newcomer would, in one terminal: ``API`` as the README set it
 last (on this stack's port), ``TOKEN`` a fresh token, and ``CONV=conv_…`` the
@@ -35,6 +36,8 @@ from tests.e2e.conftest import (
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+# The pages whose sh blocks are run, in this order (a later block may use an earlier's CONV).
+PAGES = (README, ROOT / "docs" / "getting-started.md")
 LOCAL = "http://127.0.0.1:8080"
 _BLOCK = re.compile(r"^```sh\n(.*?)^```", re.M | re.S)
 _CONVERSATION = re.compile(r'"conversationId": ?"(conv_[A-Za-z0-9_-]+)"')
@@ -63,8 +66,8 @@ def statements(block: str) -> list[Statement]:
 
 
 def runnable_blocks() -> list[list[Statement]]:
-    """The README's ``sh`` blocks that call the local api."""
-    blocks = [statements(b) for b in _BLOCK.findall(README.read_text())]
+    """The README's and the getting-started page's ``sh`` blocks that call the local api."""
+    blocks = [statements(b) for page in PAGES for b in _BLOCK.findall(page.read_text())]
     return [b for b in blocks if any(_local_curl(s.text) for s in b)]
 
 
@@ -97,7 +100,9 @@ def matches(shown: object, got: object) -> bool:
 
 def test_the_readme_has_examples_to_run() -> None:
     blocks = runnable_blocks()
-    assert len(blocks) >= 2
+    readme = [statements(b) for b in _BLOCK.findall(README.read_text())]
+    assert any(_local_curl(s.text) for b in readme for s in b), "the README's try-it is not run"
+    assert len(blocks) >= 3
     assert any(_settings(b).get("SPARK_OFFLINE_TOKEN_DELAY_MS") for b in blocks)
 
 

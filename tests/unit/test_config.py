@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import SETTINGS, Setting, Settings
+from shared.config import SETTINGS, Settings
 from shared.errors import ConfigurationError
 from shared.wiring import family_policy_of
+from tools.docs import settings_table, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -235,51 +236,25 @@ def test_settings_read_how_many_attachments_are_made_ready_at_once() -> None:
         Settings.from_env({"SPARK_ATTACHMENT_DECODES_AT_ONCE": "0"})
 
 
-# README Configuration rows of variables only tools/ read, not ``Settings``.
-TOOLS_ONLY = {"SPARK_DEV_FAKE": "make dev's fake provider (tools/stack.py)"}
-
-
-def readme_rows() -> list[tuple[list[str], list[str]]]:
-    """Each row of the README's Configuration table: its variables and its defaults."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = text.split("## Configuration", 1)[1].split("\n\n", 2)[1]
-    rows = []
-    for line in table.splitlines()[2:]:
-        names, defaults, _ = (cell.strip() for cell in line.strip("|").split("|", 2))
-        rows.append(
-            (
-                re.findall(r"`([A-Z][A-Z0-9_]*)`", names),
-                re.findall(r"`([^`]*)`", defaults) or [defaults],
-            )
-        )
-    return rows
-
-
-def shown(declared: Setting, default: object) -> str:
-    """A setting's default as the README states it."""
-    if declared.shown is not None:
-        return declared.shown
-    if default is None:
-        return "unset"
-    if isinstance(default, bool):
-        return str(default).lower()
-    return str(default)
-
-
-def test_each_readme_configuration_row_is_a_declared_setting_with_its_default() -> None:
-    by_name = {name: field for field, (s, _) in SETTINGS.items() for name in s.names}
-    rows = readme_rows()
-    assert rows
-    documented = set()
-    for names, defaults in rows:
-        if set(names) <= set(TOOLS_ONLY):
-            continue
-        assert set(names) <= set(by_name), f"README documents {names}, which nothing reads"
-        fields = list(dict.fromkeys(by_name[name] for name in names))
-        expected = [shown(*SETTINGS[field]) for field in fields]
-        assert defaults == expected or (defaults == ["unset"] and set(expected) == {"unset"}), names
-        documented |= set(names)
-    assert set(by_name) - documented == set(), "declared settings the README does not show"
+def test_the_configuration_page_shows_every_declared_setting_with_its_default() -> None:
+    """docs/reference/configuration.md is generated from the declarations: one row a
+    setting, its variable (and older names), default and minimum; no page keeps a table
+    of its own."""
+    table = settings_table()
+    rows = table.splitlines()[2:]
+    assert len(rows) == len(SETTINGS)
+    for row, (declared, default) in zip(rows, SETTINGS.values(), strict=True):
+        for name in declared.names:
+            assert f"`{name}`" in row
+        value = shown(declared, default)
+        assert (value if value == "unset" else f"`{value}`") in row, row
+        if declared.minimum is not None:
+            assert f"| {declared.minimum} |" in row, row
+    page = (ROOT / "docs" / "reference" / "configuration.md").read_text(encoding="utf-8")
+    assert "<!-- generated: settings -->" in page
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"^\| `SPARK_[A-Z_]+`", text, re.M), f"{path} keeps its own table"
 
 
 def test_only_shared_config_reads_the_environment() -> None:

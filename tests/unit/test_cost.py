@@ -1,4 +1,4 @@
-"""The writes and task calls a reply costs, as README's cost note states them (counted by
+"""The writes and task calls a reply costs, as docs/operations/costs.md states them (counted by
 bench/conversation_cost.py's harness on the real agent with in-memory stores)."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ anyone. Reading one from outside (``obj._x`` on anything but ``self``/``cls``,
 promised, which is how ``People`` came to call ``Agent._lease``. What another module
 needs becomes public on purpose, or goes through the facade (``shared/agent/facade.py``).
 
-The only reach-ins allowed are into vendor SDKs, each justified in the README
+The only reach-ins allowed are into vendor SDKs, each justified in docs/layout.md
 ("Departures from the house style") and pinned by its conformance or contract tests.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("shared", "functions")
 
-FIRESTORE_BATCH = "README, Departures: conversation writes are raw protobuf (raw.py)"
+FIRESTORE_BATCH = "docs/layout.md, Departures: conversation writes are raw protobuf (raw.py)"
 ALLOWED: dict[tuple[str, str], str] = {
     # (folder the reach-in is in, private name): why
     ("shared/store/", "_helpers"): FIRESTORE_BATCH,

@@ -1,5 +1,11 @@
-"""The README's Layout is one true list: each folder once, every path it names there,
-every benchmark and tool in it, and every skill named somewhere in the README."""
+"""The README stays a short front page, and the docs' Layout is one true list.
+
+The README: at most 200 lines, every relative link it makes resolves, and it points at
+the pages a newcomer needs within a click (how to run it, how a reply is streamed and
+saved, how to add a tool, how to deploy, what each setting does). The Layout
+(docs/layout.md): each folder once, every path it names there, every benchmark and tool
+in it; and every skill is named somewhere in the docs.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,36 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+LAYOUT = (DOCS / "layout.md").read_text()
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_the_readme_is_at_most_200_lines() -> None:
+    assert len(README.splitlines()) <= 200
+
+
+def test_every_relative_link_of_the_readme_resolves() -> None:
+    links = [link for link in _LINK.findall(README) if "://" not in link]
+    assert links
+    for link in links:
+        assert (ROOT / link).exists(), link
+
+
+def test_the_readme_leads_to_the_pages_a_newcomer_needs() -> None:
+    for page in (
+        "docs/getting-started.md",
+        "docs/concepts/runs.md",
+        "docs/concepts/tools.md",
+        "docs/operations/deploy.md",
+        "docs/reference/configuration.md",
+        "docs/reference/api.md",
+    ):
+        assert f"]({page})" in README, page
 
 
 def layout() -> list[str]:
-    block = re.search(r"^## Layout\n\n```\n(.*?)^```", README, re.M | re.S)
+    block = re.search(r"^# Layout\n\n```\n(.*?)^```", LAYOUT, re.M | re.S)
     assert block is not None
     return block[1].splitlines()
 
@@ -31,6 +63,7 @@ def test_the_layout_names_every_benchmark_and_tool() -> None:
                 assert script.name in text, f"{folder}/{script.name} is not in the Layout"
 
 
-def test_the_readme_names_every_skill() -> None:
+def test_the_docs_name_every_skill() -> None:
+    docs = "\n".join(page.read_text() for page in sorted(DOCS.rglob("*.md")))
     for skill in sorted((ROOT / "prompts" / "skills").glob("*.md")):
-        assert f"`{skill.stem}`" in README, f"the skill {skill.stem} is never mentioned"
+        assert f"`{skill.stem}`" in docs, f"the skill {skill.stem} is never mentioned"

@@ -1,0 +1,197 @@
+"""The documentation site's generated parts, as an MkDocs hook (``hooks:`` in mkdocs.yml).
+
+A page asks for a generated part with a marker on a line of its own,
+``<!-- generated: NAME -->``, and the build replaces it with markdown made from the
+source of truth, so the page changes when that source does and never by hand:
+
+* ``settings``: every variable ``Settings`` reads (``shared/config.py``: its declaration's
+  name, older names, default, meaning and minimum);
+* ``documents``: each JSON Schema in ``schemas/`` (``make schemas`` writes them);
+* ``sse-events``: the events a reply streams (``shared/agent/events.py``), with their
+  wire fields as ``shared/agent/sse.py`` sends them;
+* ``benchmarks``: the figures ``make bench`` last recorded in ``bench/results.json``.
+
+A marker with no generator is an error, so a misspelt one fails the build.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import typing
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # mkdocs loads hooks by path: the repository's packages
+    sys.path.insert(0, str(ROOT))
+
+from bench.results import RESULTS  # noqa: E402
+from shared.agent.events import UNSENT, AgentEvent  # noqa: E402
+from shared.config import SETTINGS, Setting  # noqa: E402
+
+SCHEMAS = ROOT / "schemas"
+_MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
+
+
+def shown(declared: Setting, default: object) -> str:
+    """A setting's default as the docs state it."""
+    if declared.shown is not None:
+        return declared.shown
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return str(default).lower()
+    return str(default)
+
+
+_DESIGN = re.compile(r" ?\(DESIGN §[^)]*\)")
+
+
+def _cell(text: str) -> str:
+    """Text for one cell of a markdown table (reST's double backticks made single, and
+    the code's pointers to the design notes, which live outside this repository, left
+    out)."""
+    text = _DESIGN.sub("", text)
+    return text.replace("``", "`").replace("|", "\\|").replace("\n", " ")
+
+
+def settings_table() -> str:
+    """One row per variable ``Settings`` reads, in declaration order."""
+    rows = [
+        "| variable | default | minimum | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for declared, default in SETTINGS.values():
+        name, *older = declared.names
+        names = f"`{name}`" + "".join(f" (or `{o}`)" for o in older)
+        minimum = "" if declared.minimum is None else str(declared.minimum)
+        value = shown(declared, default)
+        value = value if value == "unset" else f"`{value}`"
+        rows.append(f"| {names} | {value} | {minimum} | {_cell(declared.meaning)} |")
+    return "\n".join(rows)
+
+
+def _type(schema: dict[str, Any]) -> str:
+    """A property's type in a few words: ``string``, ``array of Message``, ``a | b``."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}](#{name.lower()})"
+    if "enum" in schema:
+        return " \\| ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
+    if "const" in schema:
+        return f"`{json.dumps(schema['const'])}`"
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return " \\| ".join(_type(s) for s in schema[key])
+    kind = schema.get("type", "any")
+    if kind == "array":
+        return f"array of {_type(schema.get('items', {}))}"
+    if kind == "object" and "additionalProperties" in schema:
+        values = schema["additionalProperties"]
+        if isinstance(values, dict) and values:
+            return f"map of {_type(values)}"
+    return " \\| ".join(kind) if isinstance(kind, list) else str(kind)
+
+
+def _object(title: str, schema: dict[str, Any], level: str) -> list[str]:
+    lines = [f"{level} {title}", ""]
+    if schema.get("description"):
+        lines += [_cell(schema["description"]), ""]
+    properties: dict[str, Any] = schema.get("properties", {})
+    if properties:
+        required = set(schema.get("required", []))
+        lines += ["| field | type | required | meaning |", "| --- | --- | --- | --- |"]
+        for name, prop in properties.items():
+            meaning = _cell(prop.get("description", ""))
+            needed = "yes" if name in required else ""
+            lines.append(f"| `{name}` | {_type(prop)} | {needed} | {meaning} |")
+        lines.append("")
+    return lines
+
+
+def document_schemas(folder: Path = SCHEMAS) -> str:
+    """Each ``*.schema.json`` in ``folder``: the document, then each of its definitions."""
+    lines: list[str] = []
+    for path in sorted(folder.glob("*.schema.json")):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        title = schema.get("title") or path.name
+        lines += _object(f"{title} (`schemas/{path.name}`)", schema, "##")
+        for name, definition in schema.get("$defs", {}).items():
+            lines += _object(name, definition, "###")
+    return "\n".join(lines).rstrip()
+
+
+def _events() -> list[type[Any]]:
+    return [e for e in typing.get_args(AgentEvent) if e not in UNSENT]
+
+
+def sse_events() -> str:
+    """The events a reply streams, in the order of the union, with their wire fields."""
+    lines: list[str] = []
+    for cls in _events():
+        kind = cls.__dataclass_fields__["type"].default
+        lines += [f"### `{kind}`", ""]
+        if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
+            lines += [_cell(" ".join(cls.__doc__.split())), ""]
+        lines += ["| field | type |", "| --- | --- |"]
+        for f in fields(cls):
+            if f.name == "type" or f.metadata.get("wire") is False:
+                continue
+            lines.append(f"| `{_camel(f.name)}` | `{_cell(str(f.type))}` |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def benchmarks(path: Path = RESULTS) -> str:
+    """The latest figures of each benchmark ``make bench`` ran, with the machine and date."""
+    if not path.exists():
+        return (
+            "!!! note\n    No results are committed yet: `make bench` writes "
+            "`bench/results.json`, and this page shows it once it is committed."
+        )
+    results: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    lines: list[str] = []
+    for name, run in sorted(results.items()):
+        machine = run["machine"]
+        lines += [
+            f"## `bench/{name}.py`",
+            "",
+            f"Run on {run['date']} at commit `{run['commit']}`: {machine['cpus']} CPUs "
+            f"({machine['processor']}), {machine['system']}, Python {machine['python']}.",
+            "",
+            "```text",
+            run["report"].rstrip(),
+            "```",
+            "",
+        ]
+    return "\n".join(lines).rstrip()
+
+
+GENERATORS = {
+    "settings": settings_table,
+    "documents": document_schemas,
+    "sse-events": sse_events,
+    "benchmarks": benchmarks,
+}
+
+
+def fill(markdown: str) -> str:
+    """``markdown`` with each marker replaced by its generated part.
+
+    Raises:
+        KeyError: a marker names no generator.
+    """
+    return _MARKER.sub(lambda m: GENERATORS[m[1]](), markdown)
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    """MkDocs' hook: fill the page's markers before it is rendered."""
+    return fill(markdown)
