@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Protocol, TypeVar
 
+from opentelemetry.trace import Tracer
+
+from shared import telemetry
+from shared.egress import spans
 from shared.egress.providers import (
     LiveSecret,
     ModelProvider,
@@ -136,6 +140,7 @@ class Egress:
         transcriber: Transcriber | None = None,
         minter: SecretMinter | None = None,
         bounds: dict[Kind, Bound] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self._model = model
         self._screen = screen
@@ -144,6 +149,8 @@ class Egress:
         self._transcriber = transcriber
         self._minter = minter
         self._bounds = {**BOUNDS, **(bounds or {})}
+        # None: no spans at all, and no wrapper around a stream (tracing off is free).
+        self._tracer = tracer
 
     # -- the model -----------------------------------------------------------------
 
@@ -166,22 +173,34 @@ class Egress:
             StoreError: what the screen must read could not be read (nothing is sent).
             PayloadTooLarge: the request is over the chat size.
         """
-        request = screened(request, await self._screen.withheld(user_id))
+        withheld = await self._screen.withheld(user_id)
+        request = screened(request, withheld)
         _check_size(request_chars(request), self._bounds["chat"], "The request")
-        return self._model.stream(request)
+        stream = self._model.stream(request)
+        if self._tracer is None:
+            return stream
+        span = spans.started(self._tracer, "chat", self.provider, self.label, "chat")
+        span.set_attribute(telemetry.WITHHELD, bool(withheld))
+        return spans.traced(stream, span)
 
     async def _metered(
         self, user_id: str, request: ModelRequest, meter: Meter | None
     ) -> AsyncGenerator[ModelEvent, None]:
         bound = self._bounds["task"]
-        request = screened(request, await self._screen.withheld(user_id))
+        withheld = await self._screen.withheld(user_id)
+        request = screened(request, withheld)
         _check_size(request_chars(request), bound, "The request")
         meter = meter or self._budget.meter(user_id)
         estimate = _estimate(request)
         reservation = await meter.reserve(estimate, "task")
         used = estimate  # a call that does not finish is charged what was set aside
+        stream: AsyncIterator[ModelEvent] = self._model.stream(request)
+        if self._tracer is not None:
+            span = spans.started(self._tracer, "text_completion", self.provider, self.label, "task")
+            span.set_attribute(telemetry.WITHHELD, bool(withheld))
+            stream = spans.traced(stream, span)
         try:
-            async for event in _within(self._model.stream(request), bound, "The reply"):
+            async for event in _within(stream, bound, "The reply"):
                 if isinstance(event, Finish):
                     used = event.usage.input_tokens + event.usage.output_tokens
                 yield event
@@ -243,8 +262,14 @@ class Egress:
         tokens = math.ceil(len(text) / CHARS_PER_TOKEN)
         meter = self._budget.meter(user_id)
         reservation = await meter.reserve(tokens, "speech")
+        audio = speaker.speak(text)
+        if self._tracer is not None:
+            provider, _, model = speaker.voice_key.partition(":")
+            audio = spans.traced(
+                audio, spans.started(self._tracer, "speech", provider, model, "speech")
+            )
         try:
-            async for chunk in _within(speaker.speak(text), bound, "Reading aloud"):
+            async for chunk in _within(audio, bound, "Reading aloud"):
                 yield chunk
         finally:
             await meter.settle(reservation, tokens)
@@ -280,8 +305,14 @@ class Egress:
         estimated = estimated_usage(clip.duration_seconds)
         used = estimated.input_tokens + estimated.output_tokens
         reservation = await meter.reserve(used, "transcription")
+        heard: AsyncIterator[TranscriptionEvent] = transcriber.transcribe(clip)
+        if self._tracer is not None:
+            span = spans.started(
+                self._tracer, "transcription", self.provider, transcriber.label, "transcription"
+            )
+            heard = spans.traced(heard, span)
         try:
-            async for event in _within(transcriber.transcribe(clip), bound, "Transcribing"):
+            async for event in _within(heard, bound, "Transcribing"):
                 if isinstance(event, Transcribed) and event.usage.input_tokens:
                     used = event.usage.input_tokens + event.usage.output_tokens
                 yield event
