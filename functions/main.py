@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 import gc
 
-# No cyclic collection while the modules below are imported: start-up made 245 of them
-# (~45 ms, ~10 % of ``import main`` with its bytecode, bench/cold_start.py (a)), walking
-# objects that all live as long as the process. The collector is enabled at the end,
-# once they are frozen (Python's advice for a process that forks, as gunicorn does);
-# the few cycles start-up leaves (~2,400 objects) are frozen with them.
+# No cyclic collection while the modules below are imported: start-up made hundreds of
+# them (a visible share of ``import main``, bench/cold_start.py (a)), walking objects
+# that all live as long as the process. The collector is enabled at the end, once they
+# are frozen (Python's advice for a process that forks, as gunicorn does); the few
+# cycles start-up leaves are frozen with them.
 gc.disable()
 
 import anyio
@@ -33,12 +33,13 @@ def _load_lazy_imports() -> None:
     same either way; paid here, no user waits for it):
 
     * anyio loads its asyncio back-end (and ``Event``, ``Lock``) only when Starlette's
-      response first uses them: ~60 ms of the first request's ~120 ms
-      above a second one here (cProfile on the first request, no bytecode cached);
+      response first uses them: half of what the first request costs above a second
+      one (cProfile on the first request, bench/cold_start.py);
     * functions-framework serves through gunicorn, whose worker is forked once the port
       is bound and only then imports uvicorn's loop (uvloop) and protocols (httptools,
-      websockets), ~45 ms (``python -X importtime`` on the server) while the first
-      request waits in the socket's backlog; imported before the fork, it inherits them.
+      websockets) while the first request waits in the socket's backlog
+      (``python -X importtime`` on the server); imported before the fork, it inherits
+      them.
     """
     import uvicorn.protocols.http.auto
     import uvicorn.protocols.websockets.auto  # noqa: F401 (imported for the worker)
@@ -81,10 +82,10 @@ _load_lazy_imports()
 # process: frozen, no full collection walks it again. And a young collection waits for
 # 50,000 surviving allocations, not 700: a stream's objects (its run, its frames, its
 # document versions) then mostly die of their reference counts before any collection
-# walks them. Under 150 streams of 50 tokens/s (bench/stream_overhead.py (c)) the api
-# made 137 young collections (44 ms), 12 middle (36 ms) and one full (51 ms, a pause of
-# every stream at once): ~7 % of its CPU (py-spy --native: gc_collect_main 7.5-8.2 %).
-# So tuned, it made none in the same run. Cycles are still collected, only less often.
+# walks them. Under many paced streams (bench/stream_overhead.py (c), py-spy --native)
+# the default thresholds made frequent young and middle collections and full ones that
+# paused every stream at once, a real share of the api's CPU; so tuned, it made none
+# in the same run. Cycles are still collected, only less often.
 gc.freeze()
 gc.set_threshold(50_000, 20, 10)
 gc.enable()

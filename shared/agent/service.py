@@ -178,7 +178,8 @@ class RunService:
 
     def _start_early(self, draft: _Draft) -> asyncio.Task[HeadStart | None]:
         """Ask the model for ``draft``'s reply now, while its admission and its message
-        are written (~20 ms of the first token's time, bench/stream_overhead.py (a))."""
+        are written: those commits are then off the first token's time
+        (bench/stream_overhead.py (a) measures it)."""
         return asyncio.create_task(self._head_start(draft))
 
     async def _head_start(self, draft: _Draft) -> HeadStart | None:
@@ -320,9 +321,9 @@ class RunService:
             # The model's request goes first, the opening's commit after: the head start
             # task builds the request and starts its pump, which sends it (or waits for a
             # connection), one loop turn each. Left to run behind the opening's own CPU
-            # (reading the ledger, encoding the commit), the request left the api 2.2 ms
-            # after the send arrived, against 1.4 ms so (bench/stream_overhead.py (a),
-            # model TTFT 50 ms, p50 of 30); the commit starts ~0.8 ms later instead.
+            # (reading the ledger, encoding the commit), the request would leave later;
+            # the commit starts a little later instead, which costs the reply nothing
+            # (bench/stream_overhead.py (a), time to first token).
             await asyncio.sleep(0)
             await asyncio.sleep(0)
         if not (checked or clip):
@@ -511,8 +512,8 @@ class RunService:
 
     async def _admit_and_open(self, draft: _Draft) -> Conversation:
         """Admit ``draft``'s run and append its message in one commit (one commit where
-        there were two, the admission's then the message's: ~5 ms of the first token's
-        time on the emulator, bench/stream_overhead.py (a)).
+        there were two, the admission's then the message's: one round trip less before
+        the first token, bench/stream_overhead.py (a)).
 
         Raises:
             RateLimited: a user limit (this user then gets no head start for a while),

@@ -44,8 +44,9 @@ def normalise(data: bytes) -> Normalised:
         TooManyPixels: a decompression bomb (or simply too big an image).
         NotAnImage: the bytes are not a decodable JPEG or PNG.
     """
-    # Imported on the first image, not at start-up: ~110 ms of an instance's cold start
-    # (`python -X importtime`) that a request without an image does not need.
+    # Imported on the first image, not at start-up: a large part of an instance's cold
+    # start (`python -X importtime`, bench/cold_start.py) that a request without an
+    # image does not need.
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     Image.MAX_IMAGE_PIXELS = MAX_PIXELS

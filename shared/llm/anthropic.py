@@ -260,9 +260,9 @@ class AnthropicProvider:
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # Not through the SDK, as OpenAI's (``wire.py``): its typed stream (an event
-        # object per token, then our translation) measured ~18 µs of CPU a token, and
-        # its raw response read through httpx2, httpcore2 and anyio ~11 µs, against ~5 µs
-        # here (bench/provider_overhead.py). The SDK is no longer imported at all.
+        # object per token, then our translation), and even its raw response read
+        # through httpx2, httpcore2 and anyio, cost several times our CPU a token
+        # (bench/provider_overhead.py). The SDK is no longer imported at all.
         @asynccontextmanager
         async def opened() -> AsyncIterator[AsyncIterator[str]]:
             body = _wire_request(self._model, self._max_tokens, request)

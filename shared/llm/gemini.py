@@ -241,7 +241,7 @@ class SdkClient:
     client is ``transport.http_client``: ``wire.py``'s connections), and what closes it.
     genai makes a sync client and a websocket TLS context too, whatever it is given,
     and nothing here uses them: both are given the process's TLS context, which spares
-    genai making contexts of its own (~18 ms of CPU each)."""
+    genai making contexts of its own (each loads the system's trust store again)."""
 
     def __init__(
         self,
@@ -300,10 +300,10 @@ class GeminiProvider:
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # Not through the SDK, as OpenAI's (``wire.py``): its public streaming call
-        # builds a typed GenerateContentResponse per chunk (~100 µs a token), and even
-        # one layer down (its client's own streamed request, not public API) each chunk
-        # passed through httpx2 and the SDK's response objects: ~20 µs a token against
-        # ~8 µs here (bench/provider_overhead.py).
+        # builds a typed GenerateContentResponse per chunk, and even one layer down (its
+        # client's own streamed request, not public API) each chunk passed through httpx2
+        # and the SDK's response objects: several times our CPU a token
+        # (bench/provider_overhead.py).
         @asynccontextmanager
         async def opened() -> AsyncIterator[AsyncIterator[str]]:
             path = f"/{API_VERSION}/models/{self._model}:streamGenerateContent?alt=sse"

@@ -117,8 +117,8 @@ def _wire_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 class _RequestEncoder:
     """A request's JSON, its tools' part encoded once for the tool set it is given
     (the registry's one tuple, kept here so that ``is`` can tell it again): the tools'
-    schemas are ~11 KB of nested objects, whose ``json.dumps`` was ~0.2 ms of the time
-    to first token (timestamps in the api, bench/stream_overhead.py (a)). The bytes
+    schemas are many nested objects, whose ``json.dumps`` on every request was a
+    visible part of the time to first token (bench/stream_overhead.py (a)). The bytes
     are those of ``json.dumps(_wire_request(...))``, tools last."""
 
     def __init__(self) -> None:
@@ -270,9 +270,9 @@ class OpenAIProvider:
         return self._model
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        # Not through the SDK: a typed ChatCompletionChunk per token costs ~200 µs, and
-        # its typed arguments are walked field by field against their TypedDicts
-        # (~0.8 ms of CPU per request); see ``wire.py`` for the rest.
+        # Not through the SDK: it builds a typed ChatCompletionChunk per token and walks
+        # its typed arguments field by field against their TypedDicts, many times our
+        # CPU per token (bench/provider_overhead.py); see ``wire.py`` for the rest.
         @asynccontextmanager
         async def opened() -> AsyncIterator[AsyncIterator[str]]:
             body = self._encoder.encode(self._model, request)

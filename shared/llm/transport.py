@@ -37,8 +37,8 @@ _FOREVER = 86400.0  # a timeout of None: a day
 def tls_context() -> ssl.SSLContext:
     """The one TLS context of every provider connection of the process (``wire.py``'s):
     making a context loads the system's trust store, and a process configured for
-    OpenAI makes three SDK clients (transcription, live audio, speech): 70 ms of CPU
-    for four clients each on its own context against 18 ms on one, here."""
+    OpenAI makes three SDK clients (transcription, live audio, speech), each of which
+    would otherwise load it again (bench/cold_start.py measures the start-up)."""
     return wire.tls_context()
 
 

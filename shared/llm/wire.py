@@ -119,7 +119,7 @@ class WireStatusError(WireError):
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The one TLS context of the process's provider connections (ours and the SDKs'):
-    making one loads the system's trust store, ~18 ms of CPU here."""
+    making one loads the system's trust store (bench/cold_start.py)."""
     from certifi import where as ca_bundle
 
     context = ssl.create_default_context(cafile=ca_bundle())

@@ -16,10 +16,10 @@ class WriteBatcher:
 
     Each write keeps its own precondition and its own outcome (``BatchWrite`` is not
     atomic), so one run's conflict never fails another's write. Writes made within
-    ``window`` seconds of the first one waiting go together, up to ``limit``. Measured
-    on the emulator: a single update costs ~1.5 ms of client CPU (and ~6.8 ms of the
-    emulator's), ten batched ~0.3 ms each (and ~1.6 ms); a write waits at most
-    ``window`` more, which a reply written every 500 ms does not notice.
+    ``window`` seconds of the first one waiting go together, up to ``limit``. A
+    batched update costs the client and the database a fraction of a single one's
+    (bench/stream_overhead.py (e) measures it); a write waits at most ``window`` more,
+    which a reply written every 500 ms does not notice.
 
     The Python client has no public async ``BatchWrite`` (its ``BulkWriter`` is
     threaded and sync): the writes are sent raw (``raw.py``).

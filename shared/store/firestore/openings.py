@@ -34,7 +34,7 @@ class FirestoreOpeningStore(OpeningStore):
     The versions the two stores remember are used and kept, so an opening costs one
     RPC when both are remembered; a new conversation is never read (its id was just
     made: its write is a ``create``). A send used to make two commits in turn, the
-    admission's and then the message's: ~11 ms on the emulator, where one takes ~5.6 ms
+    admission's and then the message's, twice the round trips before the first token
     (``bench/stream_overhead.py`` (a)).
     """
 
