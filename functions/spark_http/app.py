@@ -16,8 +16,16 @@ from shared.agent.people import Resumed
 from shared.attachments.service import Requested
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
-from shared.errors import MethodNotAllowed, NotFound, RequestError
-from shared.families.messages import Target, is_shared
+from shared.errors import (
+    FamilyNotFound,
+    InviteNotFound,
+    MemberNotFound,
+    MethodNotAllowed,
+    NotFound,
+    RequestError,
+)
+from shared.families.membership import NO_INVITE, NO_MEMBER, NOT_YOURS
+from shared.families.messages import NO_CONVERSATION, Target, is_shared
 from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
@@ -54,6 +62,8 @@ from shared.schemas.api import (
 )
 from shared.schemas.openapi import render as render_openapi
 from shared.schemas.server import Family
+from shared.store.base import NO_LESSON, reserved
+from shared.tasks.scheduler import NO_TASK
 from spark_http.requests import Body, bearer_token, read_json, wants_event_stream
 from spark_http.responses import guarded, sse_response
 
@@ -88,13 +98,48 @@ def _openapi() -> str:
 _PER_CONVERSATION = ("stream", "stop", "answers", "approvals", "tool-results", "files", "speech")
 # An Idempotency-Key: visible ASCII, as the IETF draft's examples (a UUID, a token).
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-# Firestore reserves ids of the form __x__: such a conversation cannot exist (404).
-_CONVERSATION = re.compile(
-    r"^/api/spark/agent/conversations/((?!__[^/]*__/)[A-Za-z0-9_-]{1,64})/([\w-]+)$"
+_CONVERSATION = re.compile(r"^/api/spark/agent/conversations/([A-Za-z0-9_-]{1,64})/([\w-]+)$")
+_LESSON = re.compile(r"^/api/spark/lessons/([A-Za-z0-9_-]{1,128})/(versions|restore)$")
+_FAMILY = f"{FAMILIES}/{{family_id}}"
+# The routes with path parameters (Starlette's): path, method and ``ApiApp``'s endpoint.
+ROUTES_WITH_PARAMS = (
+    (f"{TASKS}/{{task_id}}/cancel", "POST", "cancel_task"),
+    (f"{VOICE}/sessions", "POST", "start_voice_session"),
+    (FAMILIES, "POST", "create_family"),
+    (f"{FAMILIES}/current", "GET", "current_family"),
+    (f"{FAMILIES}/join", "POST", "join_family"),
+    (f"{_FAMILY}/invites", "POST", "create_invite"),
+    (f"{_FAMILY}/invites", "GET", "list_invites"),
+    (f"{_FAMILY}/invites/{{invite_id}}", "DELETE", "revoke_invite"),
+    (f"{_FAMILY}/members/{{member_id}}", "PATCH", "set_role"),
+    (f"{_FAMILY}/members/{{member_id}}", "DELETE", "remove_member"),
+    (f"{_FAMILY}/progress", "GET", "family_progress"),
+    (f"{ME}/settings", "PATCH", "update_settings"),
 )
-_LESSON = re.compile(
-    r"^/api/spark/lessons/((?!__[^/]*__/)[A-Za-z0-9_-]{1,128})/(versions|restore)$"
-)
+# What an id in the path that can name nothing answers, by its parameter: as an id of
+# its kind that names nothing does. Firestore reserves ids of the form __x__ (``reserved``;
+# it refuses them as ids and as map keys): no document has one, so every id in a path is
+# judged by it before anything reads the store (which would fail, a 5xx).
+_NAMES_NOTHING: dict[str, Callable[[], NotFound]] = {
+    "conversation_id": lambda: NotFound(NO_CONVERSATION),
+    "lesson_id": lambda: NotFound(NO_LESSON),
+    "task_id": lambda: NotFound(NO_TASK),
+    "family_id": lambda: FamilyNotFound(NOT_YOURS),
+    "invite_id": lambda: InviteNotFound(NO_INVITE),
+    "member_id": lambda: MemberNotFound(NO_MEMBER),
+}
+
+
+def _path_ids(params: dict[str, str]) -> None:
+    """Every id in a request's path, by the one rule for ids (``reserved``).
+
+    Raises:
+        NotFound: one of them can name nothing (the first, in the path's order).
+    """
+    for name, value in params.items():
+        if reserved(value):
+            found = _NAMES_NOTHING.get(name)
+            raise found() if found else NotFound("Nothing has this id.")
 
 
 def _in_background(request: Request) -> bool:
@@ -127,23 +172,9 @@ class ApiApp:
         }
         # Newer route families are matched by Starlette's routes (path parameters), and
         # dispatched here, so that every answer, 404 and 405 included, is our JSON.
-        family = f"{FAMILIES}/{{family_id}}"
         self._routes_with_params: list[Route] = [
-            Route(path, endpoint, methods=[method])
-            for path, method, endpoint in (
-                (f"{TASKS}/{{task_id}}/cancel", "POST", self.cancel_task),
-                (f"{VOICE}/sessions", "POST", self.start_voice_session),
-                (FAMILIES, "POST", self.create_family),
-                (f"{FAMILIES}/current", "GET", self.current_family),
-                (f"{FAMILIES}/join", "POST", self.join_family),
-                (f"{family}/invites", "POST", self.create_invite),
-                (f"{family}/invites", "GET", self.list_invites),
-                (f"{family}/invites/{{invite_id}}", "DELETE", self.revoke_invite),
-                (f"{family}/members/{{member_id}}", "PATCH", self.set_role),
-                (f"{family}/members/{{member_id}}", "DELETE", self.remove_member),
-                (f"{family}/progress", "GET", self.family_progress),
-                (f"{ME}/settings", "PATCH", self.update_settings),
-            )
+            Route(path, getattr(self, endpoint), methods=[method])
+            for path, method, endpoint in ROUTES_WITH_PARAMS
         ]
 
     async def __call__(self, request: Request) -> Response:
@@ -161,6 +192,7 @@ class ApiApp:
         for route in self._routes_with_params:
             match, child = route.matches(scope)
             if match is Match.FULL:
+                _path_ids(child.get("path_params", {}))
                 return route.endpoint, Request({**scope, **child}, request.receive)
             if match is Match.PARTIAL:
                 allowed += sorted(route.methods or ())
@@ -189,8 +221,10 @@ class ApiApp:
         elif path == "/api/spark/agent/openapi.json":
             route = "openapi"
         elif (match := _CONVERSATION.match(path)) and match[2] in _PER_CONVERSATION:
+            _path_ids({"conversation_id": match[1]})
             route, conversation_id = match[2], match[1]
         elif match := _LESSON.match(path):
+            _path_ids({"lesson_id": match[1]})
             route, conversation_id = match[2], match[1]  # the id in the path: a lesson's
         else:
             raise NotFound(f"No such endpoint: {request.url.path}")

@@ -62,6 +62,8 @@ HOUR = timedelta(hours=1)
 
 Allowance = Literal["invites", "joins"]
 
+NO_INVITE = "Your family has no invite with this id. List your family's invites to find it."
+NO_MEMBER = "Nobody with this id belongs to your family. Check the id in your family's member list."
 NOT_YOURS = (
     "You do not belong to a family with this id. Check the id, or fetch your own family "
     "with GET /api/spark/families/current."
@@ -171,9 +173,7 @@ def revoke(
     family = parent_of(household.family, caller)
     invite = household.invites.get(invite_id)
     if invite is None or invite.family_id != family.id:
-        raise InviteNotFound(
-            "Your family has no invite with this id. List your family's invites to find it."
-        )
+        raise InviteNotFound(NO_INVITE)
     if invite.revoked_at is not None:
         return household, invite
     revoked = invite.model_copy(update={"revoked_at": now})
@@ -241,9 +241,7 @@ def join(
 def _member_named(family: Family, user_id: str) -> FamilyMember:
     member = family.member(user_id)
     if member is None:
-        raise MemberNotFound(
-            "Nobody with this id belongs to your family. Check the id in your family's member list."
-        )
+        raise MemberNotFound(NO_MEMBER)
     return member
 
 

@@ -32,6 +32,7 @@ from shared.errors import (
     RequestError,
     StoreError,
 )
+from shared.families.membership import NO_MEMBER
 from shared.ids import derived
 from shared.schemas.documents import (
     Author,
@@ -49,7 +50,6 @@ FAMILY_PREFIX = "fc_"
 # How long a retry with the same Idempotency-Key gets the first answer back.
 RECEIPT_LIFETIME = timedelta(hours=24)
 
-NO_MEMBER = "Nobody with this id belongs to your family. Check the id in your family's member list."
 NO_CONVERSATION = "No conversation with this id."
 NOT_IN_A_FAMILY = (
     "You do not belong to a family, so there is nobody to send this to. Create a family, "

@@ -25,15 +25,16 @@ from shared.families.membership import NOT_YOURS, Allowance, Person
 from shared.ids import IdGenerator
 from shared.schemas.documents import FamilyRole
 from shared.schemas.server import Family, Invite, InviteStatus
-from shared.store.base import FamilyStore, Reads
+from shared.store.base import FamilyStore, Reads, reserved
 
 TOKEN_BYTES = 32
 MAX_NAME_CHARS = 80
 # Ids this service makes (``fam_…``, ``inv_…``); anything else names nothing (404), and
-# never reaches the store as a path.
+# never reaches the store as a path (nor does an id Firestore reserves: ``reserved``).
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-# A user id as the token verifier accepts it (``shared/auth/base.py``).
-_UID = re.compile(r"^(?!\.\.?$)(?!__.*__$)[^/]{1,128}$")
+# A user id as the token verifier accepts it (``shared/auth/base.py``), but for the ids
+# Firestore reserves, which ``reserved`` judges.
+_UID = re.compile(r"^(?!\.\.?$)[^/]{1,128}$")
 NO_NAME = "Family member"
 
 
@@ -90,8 +91,14 @@ def display_name_of(user: User, chosen: str | None = None) -> str:
     return NO_NAME
 
 
+def _names_one(document_id: str, pattern: re.Pattern[str] = _ID) -> bool:
+    """Whether ``document_id`` could be the id of a family or an invite (or, with
+    ``_UID``, of a user)."""
+    return pattern.match(document_id) is not None and not reserved(document_id)
+
+
 def _family_id(family_id: str) -> str:
-    if not _ID.match(family_id):
+    if not _names_one(family_id):
         raise FamilyNotFound(NOT_YOURS)
     return family_id
 
@@ -206,7 +213,7 @@ class Families:
         change = partial(
             membership.revoke, caller=user_id, invite_id=invite_id, now=self._clock.now()
         )
-        if not _ID.match(invite_id):
+        if not _names_one(invite_id):
             # Judged as any unknown id is (an outsider learns nothing), but never a path.
             change(await self._store.read(Reads(family_id=family_id)))
         _, revoked = await self._store.apply(
@@ -256,7 +263,7 @@ class Families:
         """
         family_id = _family_id(family_id)
         change = partial(membership.remove, caller=user_id, target=member_id, now=self._clock.now())
-        if not _UID.match(member_id):
+        if not _names_one(member_id, _UID):
             # Judged as any stranger's id is (it is nobody's), but never made a path.
             change(await self._store.read(Reads(family_id=family_id)))
         reads = Reads(family_id=family_id, all_invites=True, users=(member_id,))

@@ -41,6 +41,7 @@ from shared.tasks.sections import Ending, follow
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+NO_TASK = "No task with this id."
 
 RESERVATION_LEASE = timedelta(minutes=10)
 """How long a provider call's reservation lasts unsettled before it is charged whole:
@@ -510,7 +511,7 @@ class TaskScheduler:
             return record  # its handler ends it at the tool's next step
         if record is None and await self.sections.get(user_id, task_id) is None:
             # A finished record may have been pruned from the ledger; its section stays.
-            raise NotFound("No task with this id.")
+            raise NotFound(NO_TASK)
         raise TaskFinished("This task has already finished.")
 
     async def sweep(self, user_id: str) -> None:

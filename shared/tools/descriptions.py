@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from shared.schemas.documents import short
+from shared.tools.quoting import unfenced
 
 Describe = Callable[[BaseModel, Any], str]
 
@@ -93,21 +94,27 @@ DESCRIBERS: dict[str, Describe] = {
     "review_work": _review,
     # Family messages: counts and names only. A description is read aloud and kept
     # beside the result, so it never repeats a member's words (an opt-out must hold).
+    # Names reach the model fenced (``quoting.py``); people hear them as chosen.
     "list_family_members": lambda args, value: (
-        f"The members of {_get(value, 'family', 'the family')}: "
+        f"The members of {unfenced(str(_get(value, 'family') or 'the family'))}: "
         f"{len(_get(value, 'members') or [])}."
     ),
     "read_family_messages": lambda args, value: (
         f"Read {len(_get(value, 'messages') or [])} family message"
         f"{'s' * (len(_get(value, 'messages') or []) != 1)}."
     ),
-    "send_family_message": lambda args, value: f"Sent a message to {_get(value, 'to', 'family')}.",
+    "send_family_message": lambda args, value: f"Sent a message to {_recipient(value)}.",
 }
 
 
+def _recipient(value: Any) -> str:
+    """Whom a ``send_family_message`` call (its arguments or its result) names, as its
+    card does."""
+    return unfenced(str(_get(value, "recipient") or _get(value, "to") or "the family"))
+
+
 def _asks_to_send(args: Mapping[str, Any]) -> str:
-    recipient = args.get("recipient") or args.get("to") or "the family"
-    return f"Spark AI Agent asks to send a message to {recipient}."
+    return f"Spark AI Agent asks to send a message to {_recipient(args)}."
 
 
 # A call's own part, where its display text would say too much. ``send_family_message``'s

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from google.cloud import firestore
+from spark_http.app import _PER_CONVERSATION, ROUTES_WITH_PARAMS
 
 from shared.families.audit import family_violations
 from shared.schemas.server import Family
@@ -332,3 +334,85 @@ def test_e2e_rules_let_each_member_read_only_their_own_documents(
     own = httpx.get(rest(f"{kid.uid}/client/family/current"), headers=as_(kid)).json()
     assert own["fields"]["myRole"]["stringValue"] == "dependent"
     assert eve.uid not in json.dumps(own)
+
+
+RESERVED = "__x__"
+# A body each route with a body takes (a wrong one would be refused before the id is).
+BODIES: dict[str, dict[str, Any]] = {
+    "create_invite": {"role": "parent"},
+    "set_role": {"role": "parent"},
+    "answers": {"toolCallId": "call_1", "answers": {"0": "Yes"}},
+    "approvals": {"toolCallId": "call_1", "approved": True},
+    "tool-results": {"toolCallId": "call_1", "output": 1, "status": "ok"},
+    "speech": {"messageId": "msg_1"},
+    "restore": {"version": 1},
+}
+PER_CONVERSATION = {
+    "stream": "GET",
+    "stop": "POST",
+    "answers": "POST",
+    "approvals": "POST",
+    "tool-results": "POST",
+    "files": "GET",
+    "speech": "POST",
+}
+
+
+def id_routes(ids: dict[str, str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every route with an id in its path, each with ``RESERVED`` in one of its id slots
+    and the real ``ids`` (by parameter) in the others: (method, path, JSON body). The
+    routes with parameters are the api's own list, so a new one is tried too (and a new
+    kind of id fails here until it is given a real one)."""
+    routes: list[tuple[str, str, dict[str, Any]]] = []
+    for template, method, endpoint in ROUTES_WITH_PARAMS:
+        for param in re.findall(r"{(\w+)}", template):
+            path = template.replace(f"{{{param}}}", RESERVED).format(**ids)
+            routes.append((method, path, BODIES.get(endpoint, {})))
+    assert set(PER_CONVERSATION) == set(_PER_CONVERSATION)
+    for what, method in PER_CONVERSATION.items():
+        query = "?path=x/uploads/a.png" if what == "files" else ""
+        path = f"/api/spark/agent/conversations/{RESERVED}/{what}{query}"
+        routes.append((method, path, BODIES.get(what, {})))
+    routes.append(("GET", f"/api/spark/lessons/{RESERVED}/versions", {}))
+    routes.append(("POST", f"/api/spark/lessons/{RESERVED}/restore", BODIES["restore"]))
+    return routes
+
+
+def test_e2e_a_reserved_id_in_any_path_is_404_json_never_5xx(
+    api: httpx.Client, people: Household
+) -> None:
+    """Firestore reserves ids of the form ``__x__`` (using one is an error there): every
+    route with an id in its path answers 404 JSON for one, whoever asks (a parent, a
+    dependent, an outsider), and the family is unchanged."""
+    mum, kid = people.mum, people.kid
+    fid = api.post(FAMILIES, headers=as_(mum), json={"name": "Reserved"}).json()["family"]["id"]
+    assert join(api, kid, invite(api, mum, fid, "dependent")["token"]).status_code == 200
+    link_id = invite(api, mum, fid, "parent")["invite"]["id"]
+    ids = {"family_id": fid, "invite_id": link_id, "member_id": kid.uid, "task_id": "task_1"}
+    answers: dict[str, tuple[int, str]] = {}
+    for caller in (mum, kid, people.eve):
+        for method, path, body in id_routes(ids):
+            response = api.request(method, path, headers=as_(caller), json=body or None)
+            error = response.json().get("error", {}) if response.content else {}
+            answers[f"{method} {path} {json.dumps(body)} as {caller.email}"] = (
+                response.status_code,
+                error.get("code"),
+            )
+    # Ids in a message's body are judged the same way (none is made a path either).
+    for body in (
+        {"conversationId": RESERVED},
+        {"documentId": RESERVED},
+        {"input": "voice", "voiceSessionId": RESERVED},
+        {"targetUserId": RESERVED},
+    ):
+        sent = api.post("/api/spark/agent/messages", headers=as_(mum), json={"text": "hi", **body})
+        answers[f"POST /api/spark/agent/messages {json.dumps(body)}"] = (
+            sent.status_code,
+            sent.json().get("error", {}).get("code"),
+        )
+    wrong = {
+        route: answer for route, answer in answers.items() if answer[0] != 404 or not answer[1]
+    }
+    assert not wrong, "\n".join(f"{route}: {answer}" for route, answer in wrong.items())
+    family = api.get(f"{FAMILIES}/current", headers=as_(mum)).json()["family"]
+    assert [m["userId"] for m in family["members"]] == [mum.uid, kid.uid]

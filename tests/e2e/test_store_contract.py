@@ -753,6 +753,24 @@ async def test_family_store_writes_the_family_its_mirrors_and_memberships_togeth
     assert nothing.memberships["nobody"].family_id is None
 
 
+async def test_family_store_reserved_ids_name_nothing(families: FamilyStores) -> None:
+    """Firestore reserves ids of the form ``__x__`` (a path with one is an error): the
+    family store reads one as nothing, as the conversation and lesson stores do."""
+    store = families.store
+    parent = person("mum")
+    family = await founded(store, parent)
+    for reads in (
+        Reads(family_id="__x__", invite_id="__y__", all_invites=True, users=("__z__",)),
+        Reads(family_id=family.id, invite_id="__y__", users=(parent.user_id,)),
+        Reads(token_hash="__t__"),
+    ):
+        found = await store.read(reads)
+        assert not found.invites
+        assert found.family is None or found.family.id == family.id
+        assert all(m.family_id in (None, family.id) for m in found.memberships.values())
+    assert (await store.read(Reads(family_id="__x__"))).family is None
+
+
 async def test_family_store_a_refused_change_writes_nothing(families: FamilyStores) -> None:
     store, raw = families.store, families.raw
     parent = person("mum")

@@ -180,3 +180,29 @@ async def test_http_joins_past_the_hourly_allowance_are_429_with_retry_after(
     assert response.status_code == 429
     assert response.json()["error"]["code"] == "rate_limited"
     assert 3500 <= int(response.headers["retry-after"]) <= 3600
+
+
+async def test_http_a_reserved_id_in_a_path_is_404_as_an_unknown_id_of_its_kind(
+    client: httpx.AsyncClient,
+) -> None:
+    """Ids of the form ``__x__`` (Firestore's reserved ones) name nothing: each id in a
+    path goes through ``reserved`` first and answers as an unknown id of its kind does,
+    for the family's own parent as for anyone (tests/e2e/test_families.py tries every
+    route on the emulator, where reaching the store with one is a 5xx)."""
+    created = await client.post(FAMILIES, headers=auth("mum"), json={"name": "The Smiths"})
+    fid = created.json()["family"]["id"]
+    role = {"role": "parent"}
+    expected = [
+        ("POST", f"{FAMILIES}/__x__/invites", role, "family_not_found"),
+        ("GET", f"{FAMILIES}/__x__/progress", None, "family_not_found"),
+        ("DELETE", f"{FAMILIES}/{fid}/invites/__x__", None, "invite_not_found"),
+        ("PATCH", f"{FAMILIES}/{fid}/members/__x__", role, "member_not_found"),
+        ("DELETE", f"{FAMILIES}/__y__/members/__x__", None, "family_not_found"),
+        ("POST", "/api/spark/agent/tasks/__x__/cancel", None, "not_found"),
+        ("POST", "/api/spark/agent/conversations/__x__/stop", None, "not_found"),
+        ("GET", "/api/spark/lessons/__x__/versions", None, "not_found"),
+    ]
+    for method, path, body, code in expected:
+        for headers in (auth("mum"), auth("eve")):
+            answer = await client.request(method, path, headers=headers, json=body)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (404, code), path

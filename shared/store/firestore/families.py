@@ -7,7 +7,7 @@ from typing import Any
 from google.cloud.firestore import AsyncClient, AsyncTransaction, async_transactional
 
 from shared.schemas.server import Family, Invite, Membership
-from shared.store.base import FamilyChange, Household, R, Reads
+from shared.store.base import FamilyChange, Household, R, Reads, reserved
 from shared.store.firestore.common import in_transaction
 from shared.store.households import (
     Path,
@@ -55,7 +55,8 @@ class FirestoreFamilyStore:
         return done
 
     async def household(self, transaction: AsyncTransaction, reads: Reads) -> Household:
-        """What ``reads`` names, read in ``transaction``."""
+        """What ``reads`` names, read in ``transaction``. An id Firestore reserves names
+        nothing (as in the other stores): it is never made a path, which Firestore refuses."""
         family_id, invite_id = reads.family_id, reads.invite_id
         if reads.token_hash is not None:
             token = await self._get(transaction, token_path(reads.token_hash))
@@ -65,12 +66,16 @@ class FirestoreFamilyStore:
             uid: Membership.model_validate(await self._get(transaction, membership_path(uid)) or {})
             for uid in reads.users
         }
-        if family_id is None:
+        if family_id is None or reserved(family_id):
             return Household(memberships=memberships)
         stored = await self._get(transaction, family_path(family_id))
         family = None if stored is None else Family.model_validate(stored)
         wanted = [*(family.invite_ids if family and reads.all_invites else []), invite_id]
-        refs = [self._ref(invite_path(family_id, i)) for i in dict.fromkeys(wanted) if i]
+        refs = [
+            self._ref(invite_path(family_id, i))
+            for i in dict.fromkeys(wanted)
+            if i and not reserved(i)
+        ]
         invites: dict[str, Invite] = {}
         if refs:
             # The client's own get_all: AsyncTransaction.get_all awaits it, which fails
@@ -81,6 +86,8 @@ class FirestoreFamilyStore:
         return Household(family=family, invites=invites, memberships=memberships)
 
     async def _get(self, transaction: AsyncTransaction, path: Path) -> dict[str, Any] | None:
+        if any(reserved(part) for part in path):
+            return None
         snapshot = await self._ref(path).get(transaction=transaction)
         document: dict[str, Any] | None = snapshot.to_dict() if snapshot.exists else None
         return document
