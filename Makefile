@@ -129,6 +129,7 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) -m tools.stack run -- $(PY) bench/rollover.py
 	$(PY) bench/conversation_cost.py
 	$(PY) bench/attachments.py
+	$(PY) bench/family_data.py
 	$(PY) -m tools.stack run -- $(PY) bench/cold_start.py
 
 clean: ## Remove .venv, .tools, node_modules, .bench-peers and .stack (the kept local data too)

@@ -24,6 +24,7 @@ from shared.auth.base import TokenVerifier
 from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
+from shared.families.allowance import SendLimits
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
@@ -308,6 +309,7 @@ def assemble(
         ids,
         limits.live_doc_bytes,
         roll_over,
+        SendLimits(settings.family_messages_per_minute, settings.family_message_bytes_per_hour),
     )
     family = family_tools(household, store, preferences, delivery, settings.tool_output_chars)
     screen = FamilyScreen(preferences)
