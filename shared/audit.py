@@ -62,6 +62,8 @@ Kind = Literal[
     "shared_copy",
     # A user's settings mirror says what the server-only truth says (preferences.py).
     "settings_mirror",
+    # A user's lesson progress summary says what their lessons say (lessons/progress.py).
+    "lesson_progress",
     # Seen by the stateful test, which watches calls and deliveries (documents cannot
     # say): a model call that began once the user's tokens for the day were spent, and
     # a task delivery acknowledged while its attempt had not started (it was dropped).

@@ -375,6 +375,21 @@ class Settings:
         10,
         "joins a user may try in an hour (tokens cannot be guessed by trying)",
     )
+    family_messages_per_minute: int = setting(
+        "SPARK_FAMILY_MESSAGES_PER_MINUTE",
+        20,
+        "verbatim messages to family members a user may send in any minute (typed or "
+        "sent by their agent)",
+    )
+    # At least one message of the largest kind (32 KiB of text and ten attachments'
+    # references, under 64 KiB), so that every message can go in an hour.
+    family_message_bytes_per_hour: int = setting(
+        "SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR",
+        1024 * 1024,
+        "the bytes (as stored: text and files' references) of the verbatim messages to "
+        "family members a user may send in any hour",
+        minimum=65_536,
+    )
 
     # Voice (DESIGN §9): live audio goes from the browser to the provider with a secret
     # the api mints; spoken replies are made by the provider and cached per message.

@@ -28,6 +28,7 @@ from shared.egress.gate import Egress
 from shared.egress.provenance import InMemoryProvenanceStore, ProvenanceStore
 from shared.egress.providers import ModelProvider, SecretMinter, Speaker, Transcriber
 from shared.egress.screen import Screen
+from shared.families.allowance import SendLimits
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
@@ -311,6 +312,7 @@ def assemble(
         ids,
         limits.live_doc_bytes,
         roll_over,
+        SendLimits(settings.family_messages_per_minute, settings.family_message_bytes_per_hour),
     )
     provenance = provenance if provenance is not None else InMemoryProvenanceStore()
     egress = Egress(

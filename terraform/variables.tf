@@ -148,6 +148,8 @@ variable "limits" {
     SPARK_FAMILY_MAX_MEMBERS               = optional(number, 10)
     SPARK_FAMILY_INVITES_PER_HOUR          = optional(number, 20)
     SPARK_FAMILY_JOINS_PER_HOUR            = optional(number, 10)
+    SPARK_FAMILY_MESSAGES_PER_MINUTE       = optional(number, 20)
+    SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR    = optional(number, 1048576)
     SPARK_VOICE_SESSIONS_PER_DAY           = optional(number, 20)
     SPARK_VOICE_SECRET_SECONDS             = optional(number, 60)
     SPARK_VOICE_SESSION_MINUTES            = optional(number, 30)
@@ -158,20 +160,21 @@ variable "limits" {
     # The same minimums as shared/config.py (1 unless named here).
     condition = alltrue([
       for name, value in var.limits : floor(value) == value && value >= lookup({
-        SPARK_THROTTLE_MS            = 0
-        SPARK_WATCHDOG_GRACE_SECONDS = 0
-        SPARK_TASK_RETRY_BASE_MS     = 0
-        SPARK_LIVE_DOC_BYTES         = 16384
-        SPARK_HISTORY_CHARS          = 1000
-        SPARK_ATTACHMENT_IMAGES      = 0
-        SPARK_ATTACHMENT_IMAGE_BYTES = 0
-        SPARK_ATTACHMENT_TEXT_CHARS  = 0
-        SPARK_QUEUED_MESSAGE_BYTES   = 65536
-        SPARK_FAMILY_MAX_MEMBERS     = 2
-        SPARK_VOICE_SECRET_SECONDS   = 10
+        SPARK_THROTTLE_MS                   = 0
+        SPARK_WATCHDOG_GRACE_SECONDS        = 0
+        SPARK_TASK_RETRY_BASE_MS            = 0
+        SPARK_LIVE_DOC_BYTES                = 16384
+        SPARK_HISTORY_CHARS                 = 1000
+        SPARK_ATTACHMENT_IMAGES             = 0
+        SPARK_ATTACHMENT_IMAGE_BYTES        = 0
+        SPARK_ATTACHMENT_TEXT_CHARS         = 0
+        SPARK_QUEUED_MESSAGE_BYTES          = 65536
+        SPARK_FAMILY_MAX_MEMBERS            = 2
+        SPARK_VOICE_SECRET_SECONDS          = 10
+        SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR = 65536
       }, name, 1)
     ])
-    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES; 2 for SPARK_FAMILY_MAX_MEMBERS; 10 for SPARK_VOICE_SECRET_SECONDS)."
+    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES and SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR; 2 for SPARK_FAMILY_MAX_MEMBERS; 10 for SPARK_VOICE_SECRET_SECONDS)."
   }
 }
 

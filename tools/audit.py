@@ -41,6 +41,8 @@ from shared.auth.base import SERVER_COLLECTIONS
 from shared.config import Settings
 from shared.families.audit import family_violations
 from shared.families.preferences import settings_violations
+from shared.lessons import progress
+from shared.schemas.documents import Lesson
 from shared.store.households import family_path, membership_path, mirror_path
 from shared.store.settings import settings_mirror_path, settings_path
 
@@ -115,6 +117,24 @@ def settings_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violat
     return found
 
 
+def progress_check(db: firestore.Client, user_ids: Iterable[str]) -> list[Violation]:
+    """Each user's progress summary says what their lessons say (``progress.violations``:
+    read whole, every lesson, one read each)."""
+    found: list[Violation] = []
+    for uid in user_ids:
+        summary = _stored(db, progress.summary_path(uid))
+        if summary is None:
+            continue  # none yet: the next progress request refills it
+        lessons = db.collection(uid).document("client").collection("lessons").stream()
+        everything = [Lesson.model_validate(s.to_dict() or {}) for s in lessons]
+        path = "/" + "/".join(progress.summary_path(uid))
+        found += [
+            Violation("lesson_progress", uid, path, detail)
+            for detail in progress.violations(summary, everything)
+        ]
+    return found
+
+
 def all_users(db: firestore.Client) -> list[str]:
     """Every user id with documents (each user is a top-level collection; the family
     system's own collections are not users)."""
@@ -163,6 +183,7 @@ def settle_and_audit(
     users = sorted(set(user_ids))
     documents, checked, unsettled = settle(db_client, users, timeout, settings)
     others = family_check(db_client, users) + settings_check(db_client, users)
+    others += progress_check(db_client, users)
     return unsettled + checked + shared_copies(documents) + others
 
 
@@ -176,6 +197,7 @@ def check_now(
     documents = [read_user(db_client, uid) for uid in users]
     found = [v for d in documents for v in audit(d, check)]
     others = family_check(db_client, users) + settings_check(db_client, users)
+    others += progress_check(db_client, users)
     return found + shared_copies(documents) + others
 
 

@@ -6,7 +6,9 @@ A move is three writes, safe to interrupt anywhere:
 
 0. a compare-and-set write claims the move (``archiving: {segment: n, until}``), so two
    moves of one conversation never overlap;
-1. the segment is written (``archive/{n}``), with the messages it will hold;
+1. the segment is written (``archive/{n}``), with the messages it will hold, and the
+   index of the files they name (``ConversationStore.archive``: a file lookup reads one
+   segment, not all of them);
 2. one compare-and-set write drops those messages from the live document, moves the
    marker (``archived.segments = n``) and releases the claim.
 
@@ -108,10 +110,15 @@ def drop(conversation: Conversation, moved: list[str], segment: int) -> Conversa
     if done != segment - 1 or ids != moved:
         return conversation.model_copy(update={"archiving": None})
     count = (marker.count if marker else 0) + len(moved)
+    # Segments written before the file index stay unindexed until a lookup indexes them.
+    unindexed = marker.legacy if marker else 0
+    moved_marker = ArchiveMarker(
+        count=count, newest_id=moved[-1], segments=segment, unindexed=unindexed
+    )
     return conversation.model_copy(
         update={
             "messages": conversation.messages[len(moved) :],
-            "archived": ArchiveMarker(count=count, newest_id=moved[-1], segments=segment),
+            "archived": moved_marker,
             "archiving": None,
         }
     )

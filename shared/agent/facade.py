@@ -32,8 +32,8 @@ from shared.families.delivery import Delivery
 from shared.families.membership import NOT_YOURS
 from shared.families.preferences import Preferences
 from shared.families.service import Families
-from shared.lessons import versions
 from shared.schemas.documents import Lesson, Message
+from shared.store import versions
 from shared.store.base import LessonStore
 from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
 from shared.voice.speech import Spoken, SpokenReplies
@@ -251,7 +251,8 @@ class Agent:
 
     async def family_progress(self, user_id: str, family_id: str) -> list[progress.MemberProgress]:
         """Each member's lessons, with their blanks and how many are answered, for a
-        member of the family (``progress.lesson_progress``).
+        member of the family, read from the counts the lesson store keeps
+        (``progress.of_members``: nothing is parsed).
 
         Raises:
             FamilyNotFound: it is not the caller's family.
@@ -262,18 +263,7 @@ class Agent:
             family = None
         if family is None or family.id != family_id:
             raise FamilyNotFound(NOT_YOURS)
-        return [
-            progress.MemberProgress(
-                member.user_id,
-                member.display_name,
-                member.role,
-                [
-                    progress.lesson_progress(lesson)
-                    for lesson in await self._lessons.recent(member.user_id, progress.MAX_LESSONS)
-                ],
-            )
-            for member in family.members
-        ]
+        return await progress.of_members(self._lessons, family.members)
 
     @property
     def delivery(self) -> Delivery:

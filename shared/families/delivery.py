@@ -2,9 +2,11 @@
 recipient's copy of a shared conversation, in one transaction (DESIGN §8).
 
 One transaction (``PostStore.transact``) reads the sender's receipt for the
-``Idempotency-Key`` (if one was sent), their membership and family, and each
-participant's copy; it judges the address on what it read (``messages.address``) and
-writes every copy and the receipt together. So a member who leaves, a role that
+``Idempotency-Key`` (if one was sent), their membership and family, their count of
+messages sent (``allowance``) and each participant's copy; it judges the address on
+what it read (``messages.address``) and the message against the sender's allowance
+(``allowance.admit``: 429 past it), and writes every copy, the receipt and the count
+together. So a member who leaves, a role that
 changes, or a retry racing its first attempt, is judged on what is stored, never on an
 earlier read: the family document is in the transaction's reads, and a change to it
 (a leave) conflicts with the delivery, one waiting for the other.
@@ -15,22 +17,26 @@ from its receipt) reads no file; only then are the files checked and made ready
 (``Attachments``), and the transaction judges everything again.
 
 The recipients' copies point at the sender's files (the checked, normalised ones):
-``file`` lets any member whose copy holds a message naming a file read it.
+``file`` lets any member whose copy holds a message naming a file read it, finding an
+archived one through the file index the roll-over writes with each segment.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from shared.attachment_rules import MAX_BYTES
 from shared.attachments.service import Attachments, Requested
 from shared.clock import Clock
 from shared.errors import NotFound, SparkError
+from shared.families import allowance
+from shared.families.allowance import SendLimits, sent_path
 from shared.families.messages import (
     Address,
     Target,
@@ -43,12 +49,23 @@ from shared.families.messages import (
     receipt_id,
 )
 from shared.ids import IdGenerator
-from shared.schemas.documents import ContentPart, Conversation, FileRef, Message, Via
-from shared.schemas.server import Family, Membership, Receipt
+from shared.schemas.documents import (
+    ArchiveMarker,
+    ContentPart,
+    Conversation,
+    FileRef,
+    Message,
+    Via,
+)
+from shared.schemas.server import Family, Membership, Receipt, SentMessages
 from shared.store.base import Append, ConversationStore, Path, PostStore, Put, Reader
 from shared.store.households import family_path, membership_path
+from shared.store.patch import stored_size
 
 log = logging.getLogger(__name__)
+
+# Segments written before the file index are read this many at a time to index them.
+_LEGACY_PAGE = 20
 
 RollOver = Callable[[str, str], Awaitable[None]]
 """Roll a user's conversation over into its archive if it is past the live budget
@@ -120,6 +137,7 @@ class Delivery:
         ids: IdGenerator,
         live_doc_bytes: int,
         roll_over: RollOver,
+        limits: SendLimits | None = None,
     ) -> None:
         self._posts = posts
         self._conversations = conversations
@@ -128,6 +146,7 @@ class Delivery:
         self._ids = ids
         self._budget = live_doc_bytes
         self._roll_over = roll_over
+        self._limits = limits or SendLimits()
 
     async def deliver(
         self,
@@ -152,6 +171,9 @@ class Delivery:
             MemberNotFound, NotFound: the target is not in the sender's family, or has
                 left; the conversation is not one of the sender's shared ones there.
             IdempotencyKeyReused: the key answered another request in the last 24 hours.
+            RateLimited: the sender's allowance of messages a minute or bytes an hour is
+                used up (``allowance.admit``; a retry answered from its receipt is never
+                refused). Nothing is delivered, and with attachments no file is read.
             ConversationTooLarge: a copy would not fit.
         """
         asked = fingerprint(target, text, [a.storage_path for a in attachments])
@@ -159,10 +181,11 @@ class Delivery:
         files: list[ContentPart] = []
         if attachments:
             # Judged first without a write, so a refused request (or a retry) reads no file.
-            judged = await self._posts.transact(
-                partial(self._judge, sender_id, target, receipt, asked, self._clock.now()),
-                read_only=True,
-            )
+            # The allowance is judged on the text alone here (the files' references,
+            # made below, are counted in the delivery's own transaction).
+            size = len(text.encode("utf-8"))
+            judge = partial(self._judge, sender_id, target, receipt, asked, self._clock.now())
+            judged = await self._posts.transact(partial(judge, size), read_only=True)
             if isinstance(judged, Receipt):
                 return Delivered.of(judged)
             checked = await self._attachments.check(sender_id, attachments)
@@ -188,14 +211,31 @@ class Delivery:
         receipt: str | None,
         asked: str,
         now: datetime,
+        size: int,
         reader: Reader,
     ) -> tuple[list[Put | Append], Address | Receipt]:
-        """The address the transaction will judge (or the receipt of a retry), read."""
-        if receipt is not None:
-            stored = await reader.get(receipt_path(sender_id, receipt))
-            kept = answered(_receipt(stored), asked, now)
-            if kept is not None:
-                return [], kept
+        """The address the transaction will judge (or the receipt of a retry), read, and
+        a message of ``size`` bytes judged against the sender's allowance."""
+        kept = await _replayed(sender_id, receipt, asked, now, reader)
+        if kept is not None:
+            return [], kept
+        where = await self._address(sender_id, target, reader)
+        await self._counted(sender_id, size, now, reader)
+        return [], where
+
+    async def _counted(self, sender_id: str, size: int, now: datetime, reader: Reader) -> Put:
+        """The sender's allowance with one more message of ``size`` bytes counted.
+
+        Raises:
+            RateLimited: it is used up.
+        """
+        stored = await reader.get(sent_path(sender_id))
+        sent = SentMessages.model_validate(stored or {})
+        counted = allowance.admit(sent, size, now, self._limits)
+        return Put(sent_path(sender_id), counted.to_firestore())
+
+    async def _address(self, sender_id: str, target: Target, reader: Reader) -> Address:
+        """Where the message goes, judged on the sender's family as stored."""
         membership = Membership.model_validate(await reader.get(membership_path(sender_id)) or {})
         family = None
         if membership.family_id is not None:
@@ -205,7 +245,7 @@ class Delivery:
         if target.conversation_id is not None:
             stored_copy = await reader.get(conversation_path(sender_id, target.conversation_id))
             copy = None if stored_copy is None else Conversation.model_validate(stored_copy)
-        return [], address(family, sender_id, target, copy)
+        return address(family, sender_id, target, copy)
 
     async def _post(
         self,
@@ -216,13 +256,15 @@ class Delivery:
         draft: _Draft,
         reader: Reader,
     ) -> tuple[list[Put | Append], _Posted | Receipt]:
-        """The transaction's body: judge, then every copy and the receipt."""
+        """The transaction's body: judge, then every copy, the receipt and the sender's
+        allowance (with this message counted)."""
         now = draft.at
-        _, judged = await self._judge(sender_id, target, receipt, asked, now, reader)
-        if isinstance(judged, Receipt):
-            return [], judged
-        where = judged
+        kept = await _replayed(sender_id, receipt, asked, now, reader)
+        if kept is not None:
+            return [], kept
+        where = await self._address(sender_id, target, reader)
         message = message_of(draft.id, where.author, draft.text, draft.files, draft.via, now)
+        counted = await self._counted(sender_id, stored_size(message.to_firestore()), now, reader)
         copies: dict[str, Conversation | None] = {}
         for user_id in where.participants:
             stored = await reader.get(conversation_path(user_id, where.conversation_id))
@@ -241,8 +283,9 @@ class Delivery:
                 }
                 writes.append(Append(path, changed, {"messages": [message.to_firestore()]}))
         if receipt is not None:
-            kept = receipt_for(asked, where, message.id, now)
-            writes.append(Put(receipt_path(sender_id, receipt), kept.to_firestore()))
+            answer = receipt_for(asked, where, message.id, now)
+            writes.append(Put(receipt_path(sender_id, receipt), answer.to_firestore()))
+        writes.append(counted)
         over = [made.user_id for made in made_copies if made.size > self._budget]
         return writes, _Posted(where, over)
 
@@ -250,6 +293,10 @@ class Delivery:
         """A file that a message in the user's copy of the conversation names (its
         stored file, or a PDF's extracted text), read through the api: how a member
         reads the attachments of a message another member sent.
+
+        The live document is read, then (if it names no such file) the segments the
+        file index names for ``path``, newest first: one, in practice, however many
+        segments the conversation has (issue 34: every segment was read and parsed).
 
         Raises:
             NotFound: no message of the user's copy (live or archived) names ``path``,
@@ -259,20 +306,80 @@ class Delivery:
         if conversation is None:
             raise NotFound("No conversation with this id.")
         found = _named(conversation.messages, path)
-        if found is None:
-            segments = await self._conversations.segments(user_id, conversation_id)
-            marker = conversation.archived
-            counted = segments[: marker.segments] if marker is not None else []
-            found = _named([m for s in counted for m in s.messages], path)
+        marker = conversation.archived
+        if found is None and marker is not None:
+            found = await self._archived(user_id, conversation_id, marker, path)
         if found is None:
             raise NotFound("No message in this conversation has a file at this path.")
         content_type, name = found
         data = await self._attachments.files.read(path, MAX_BYTES)
         return StoredFile(data, content_type, name)
 
+    async def _archived(
+        self, user_id: str, conversation_id: str, marker: ArchiveMarker, path: str
+    ) -> tuple[str, str] | None:
+        """The type and name of the file at ``path`` if a message of a counted segment
+        names it, found through the file index (segments the index lists that hold it
+        no more, rewritten by a move redone, are passed over)."""
+        store = self._conversations
+        listed = await store.archived_file(user_id, conversation_id, path)
+        for number in sorted(set(listed), reverse=True):
+            if number > marker.segments:
+                continue  # a move under way: its messages are still live
+            segment = await store.segment(user_id, conversation_id, number)
+            found = None if segment is None else _named(segment.messages, path)
+            if found is not None:
+                return found
+        if not marker.legacy:
+            return None
+        return await self._index_legacy(user_id, conversation_id, marker.legacy, path)
 
-def _receipt(stored: dict[str, Any] | None) -> Receipt | None:
-    return None if stored is None else Receipt.model_validate(stored)
+    async def _index_legacy(
+        self, user_id: str, conversation_id: str, legacy: int, path: str
+    ) -> tuple[str, str] | None:
+        """Index the ``legacy`` first segments (written before the file index), once,
+        then mark the conversation indexed; the file at ``path`` if one names it. The
+        segments are read ``_LEGACY_PAGE`` at a time, so memory stays bounded however
+        many there are."""
+        store = self._conversations
+        found: tuple[str, str] | None = None
+        for first in range(1, legacy + 1, _LEGACY_PAGE):
+            numbers = range(first, min(first + _LEGACY_PAGE, legacy + 1))
+            page = await asyncio.gather(
+                *(store.segment(user_id, conversation_id, n) for n in numbers)
+            )
+            for segment in page:
+                if segment is None:
+                    continue
+                await store.index(user_id, segment)
+                found = found or _named(segment.messages, path)
+
+        def indexed(conversation: Conversation) -> Conversation:
+            marker = conversation.archived
+            if marker is None or marker.legacy > legacy:
+                return conversation
+            return conversation.model_copy(
+                update={"archived": marker.model_copy(update={"unindexed": 0})}
+            )
+
+        with contextlib.suppress(NotFound):  # deleted meanwhile: nothing to mark
+            await store.mutate(user_id, conversation_id, indexed)
+        log.info("%s/%s: %d archive segments indexed", user_id, conversation_id, legacy)
+        return found
+
+
+async def _replayed(
+    sender_id: str, receipt: str | None, asked: str, now: datetime, reader: Reader
+) -> Receipt | None:
+    """The receipt of a retry (``None``: a new request), read in the transaction.
+
+    Raises:
+        IdempotencyKeyReused: the key answered another request.
+    """
+    if receipt is None:
+        return None
+    stored = await reader.get(receipt_path(sender_id, receipt))
+    return answered(None if stored is None else Receipt.model_validate(stored), asked, now)
 
 
 def _named(messages: Sequence[Message], path: str) -> tuple[str, str] | None:

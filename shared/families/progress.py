@@ -1,19 +1,26 @@
 """Lesson progress of a family's members (``GET /api/spark/families/{id}/progress``):
-for each member, their lessons with how many blanks each has and how many of those
-carry the student's answer, counted on the server from the lessons' XML (no member
-reads another's subtree)."""
+for each member, their newest lessons with how many blanks each has and how many of
+those carry the student's answer (no member reads another's subtree).
+
+Nothing is parsed here: the lesson store keeps each user's counts as data, written with
+every lesson change (``shared/lessons/progress.py``), and a request reads one small
+document per member. A member whose summary cannot answer yet (lessons written before
+summaries existed, or fewer kept than shown while older lessons exist) has it rebuilt
+from their newest lessons first, counted off the event loop (``LessonStore.refill``):
+at most ``progress.KEPT`` lessons, once.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.lessons.grammar import InvalidLesson, parse
-from shared.schemas.documents import FamilyRole, Lesson
+from shared.lessons import progress
+from shared.schemas.documents import FamilyMember, FamilyRole
+from shared.store.base import LessonStore
 
-# The lessons shown per member, the most recently updated first: bounded, so the answer
-# (and the reads behind it) stays small however many lessons a member has.
-MAX_LESSONS = 50
+MAX_LESSONS = progress.SHOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,16 +40,24 @@ class MemberProgress:
     lessons: list[LessonProgress]
 
 
-def lesson_progress(lesson: Lesson) -> LessonProgress:
-    """The lesson's blanks (``<blank>``) and how many carry a ``student-answer`` that is
-    not empty. A stored lesson is always valid; one that is not counts no blanks."""
-    blanks = answered = 0
-    try:
-        root = parse(lesson.body)
-    except InvalidLesson:
-        root = None
-    for node in root.walk() if root is not None else ():
-        if node.tag == "blank":
-            blanks += 1
-            answered += bool(node.attrs.get("student-answer", "").strip())
-    return LessonProgress(lesson.id, lesson.title, lesson.updated_at, blanks, answered)
+async def of_members(
+    lessons: LessonStore, members: Sequence[FamilyMember], shown: int = MAX_LESSONS
+) -> list[MemberProgress]:
+    """Each member's ``shown`` most recently updated lessons, from their summaries (read
+    together), each refilled first if it cannot answer.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    summaries = await lessons.progress([m.user_id for m in members])
+    found: list[MemberProgress] = []
+    for member in members:
+        summary = summaries.get(member.user_id)
+        if summary is None or not progress.answers(summary, shown):
+            summary = await lessons.refill(member.user_id)
+        listed = [
+            LessonProgress(lesson_id, c.title, c.updated_at, c.blanks, c.answered)
+            for lesson_id, c in progress.newest(summary)[:shown]
+        ]
+        found.append(MemberProgress(member.user_id, member.display_name, member.role, listed))
+    return found

@@ -216,18 +216,25 @@ class ParsedLesson:
         return len(self.root.all_text().split())
 
 
-class _Builder(ContentHandler):
+class _Located(ContentHandler):
+    """A handler that knows the line the parser is at (for the errors)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.locator: Locator | None = None
-        self.root: Node | None = None
-        self.stack: list[Node] = []
 
     def setDocumentLocator(self, locator: Locator) -> None:  # noqa: N802 (SAX's name)
         self.locator = locator
 
     def line(self) -> int:
         return (self.locator.getLineNumber() or 0) if self.locator is not None else 0
+
+
+class _Builder(_Located):
+    def __init__(self) -> None:
+        super().__init__()
+        self.root: Node | None = None
+        self.stack: list[Node] = []
 
     def startElement(self, name: str, attrs: AttributesImpl) -> None:  # noqa: N802
         node = Node(name, dict(attrs.items()), self.line())
@@ -252,32 +259,68 @@ class _Builder(ContentHandler):
                 node.text_line = self.line()
 
 
-def parse(text: str) -> Node:
-    """The element tree of ``text``, parsed by a hardened parser.
+class _Blanks(_Located):
+    """Counts ``<blank>`` elements, and those whose ``student-answer`` is not blank."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blanks = 0
+        self.answered = 0
+
+    def startElement(self, name: str, attrs: AttributesImpl) -> None:  # noqa: N802
+        if name == "blank":
+            self.blanks += 1
+            self.answered += bool(attrs.get("student-answer", "").strip())
+
+
+def _run(text: str, handler: _Located) -> None:
+    """Feed ``text`` to ``handler`` through the hardened parser.
 
     Raises:
-        InvalidLesson: not well-formed XML, or it declares a DTD or entities.
+        InvalidLesson: too long, not well-formed XML, or it declares a DTD or entities.
     """
     if len(text) > MAX_LESSON_CHARS:
         raise InvalidLesson(
             f"The lesson is {len(text):,} characters long; the most allowed is "
             f"{MAX_LESSON_CHARS:,}. Split it into several lessons."
         )
-    builder = _Builder()
     # DTDs, entity declarations and external references are refused, not expanded.
     parser = create_parser(forbid_dtd=True, forbid_entities=True, forbid_external=True)
-    parser.setContentHandler(builder)
+    parser.setContentHandler(handler)
     try:
         parser.parse(io.BytesIO(text.encode("utf-8")))
     except SAXParseException as exc:
         raise InvalidLesson(_parse_error(exc, text)) from None
     except DefusedXmlException:
         raise InvalidLesson(
-            f"Line {builder.line()}: DTDs and entity declarations are not allowed in a "
+            f"Line {handler.line()}: DTDs and entity declarations are not allowed in a "
             "lesson. Write characters as they are (é, –, “) or as &amp; &lt; &gt; &quot; &apos;."
         ) from None
+
+
+def parse(text: str) -> Node:
+    """The element tree of ``text``, parsed by a hardened parser.
+
+    Raises:
+        InvalidLesson: not well-formed XML, or it declares a DTD or entities.
+    """
+    builder = _Builder()
+    _run(text, builder)
     assert builder.root is not None  # expat refuses a document with no element
     return builder.root
+
+
+def blanks(text: str) -> tuple[int, int]:
+    """The ``<blank>`` elements of ``text`` and how many carry a ``student-answer`` that is
+    not blank, counted as the same hardened parser reads it, without building the tree
+    (a quarter to a third of ``parse``'s time, and almost nothing to collect).
+
+    Raises:
+        InvalidLesson: as ``parse``.
+    """
+    counter = _Blanks()
+    _run(text, counter)
+    return counter.blanks, counter.answered
 
 
 def _parse_error(exc: SAXParseException, text: str) -> str:

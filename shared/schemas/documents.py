@@ -417,11 +417,23 @@ class ArchiveMarker(Document):
     """How much of the conversation has rolled over into ``archive/``: the first
     ``segments`` segments (ids ``000001``…) hold the oldest ``count`` messages, the
     newest of them ``newest_id``. A segment past ``segments`` is a move under way:
-    its messages are still in the live document, so readers skip it."""
+    its messages are still in the live document, so readers skip it.
+
+    ``unindexed`` is the server's bookkeeping: the first ``unindexed`` segments were
+    written before the files their messages name were indexed (each segment written
+    since indexes them, server-only), and the first file lookup in the conversation
+    indexes those once; absent (every marker written before the index), all of them.
+    """
 
     count: int = Field(ge=0)
     newest_id: str
     segments: int = Field(ge=0)
+    unindexed: int | None = Field(default=None, ge=0)
+
+    @property
+    def legacy(self) -> int:
+        """How many of the first segments have no entries in the file index."""
+        return self.segments if self.unindexed is None else min(self.unindexed, self.segments)
 
 
 class ArchiveClaim(Document):

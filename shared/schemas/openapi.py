@@ -268,7 +268,9 @@ def openapi() -> dict[str, Any]:
     send = _post(
         "Send a message: the reply streams (Accept: text/event-stream) or a task writes it. "
         "With targetUserId, targetFamily or the conversationId of a direct or family "
-        "conversation, the text goes verbatim to family members (no model call): 201.",
+        "conversation, the text goes verbatim to family members (no model call): 201; "
+        "past the sender's SPARK_FAMILY_MESSAGES_PER_MINUTE or "
+        "SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR, 429 with Retry-After, nothing delivered.",
         SendMessageRequest,
         {
             "200": {"description": "The reply, streamed.", "content": _SSE},

@@ -12,6 +12,11 @@ only the mirror written into their own subtree (``FamilyMirror``)::
     /inviteTokens/{sha256 of the token}      InviteToken: which invite a token opens
     /{userId}/server/family/membership       Membership: the user's family, allowances
     /{userId}/client/family/current          FamilyMirror (client-readable)
+
+Beside them, each user's server-only upkeep of what the api answers from (never parsed
+again on a read): ``LessonsProgress`` (``/{userId}/server/progress/lessons``),
+``SentMessages`` (``/{userId}/server/family/sent``) and ``ArchivedFile``
+(``/{userId}/server/archivedFiles/{id}``).
 """
 
 from __future__ import annotations
@@ -265,3 +270,59 @@ class Receipt(Document):
     recipients: list[str]
     created_at: Timestamp
     expires_at: Timestamp
+
+
+class LessonCounts(Document):
+    """One lesson as its family's progress shows it: its title and last change, how many
+    blanks (``<blank>``) it has and how many carry a non-empty ``student-answer``."""
+
+    title: str
+    updated_at: Timestamp
+    blanks: int = Field(ge=0)
+    answered: int = Field(ge=0)
+
+
+class LessonsProgress(Document):
+    """``/{userId}/server/progress/lessons``: the counts of the user's most recently
+    updated lessons (at most ``shared/lessons/progress.KEPT``, by lesson id), written by
+    the lesson store in the same write as each lesson it creates, replaces or deletes
+    (``shared/lessons/progress.py`` keeps it), so a progress request parses nothing.
+
+    ``lessons`` are always the user's newest: every lesson not in it was updated no
+    later than the oldest in it. ``complete``: it holds every one of the user's lessons.
+    ``writes`` counts the writes, so a refill (a summary rebuilt from the lessons) lands
+    only over the version it read.
+    """
+
+    lessons: dict[str, LessonCounts] = Field(default_factory=dict)
+    complete: bool = False
+    writes: int = Field(default=0, ge=0)
+
+
+class MinuteBytes(Document):
+    """The bytes (``size``) of the messages sent in the minute starting at ``start``."""
+
+    start: Timestamp
+    size: int = Field(ge=0)
+
+
+class SentMessages(Document):
+    """``/{userId}/server/family/sent``: what the user's verbatim messages to family
+    members took of their allowances (``shared/families/allowance.py``), written in the
+    transaction that delivers each one: the times of the last minute's messages (at
+    most the per-minute allowance), and the bytes sent in each minute of the last hour
+    (at most 60)."""
+
+    recent: list[Timestamp] = Field(default_factory=list)
+    minutes: list[MinuteBytes] = Field(default_factory=list)
+
+
+class ArchivedFile(Document):
+    """``/{userId}/server/archivedFiles/{sha256 of conversationId and path}``: the archive
+    segments of the user's copy of ``conversation_id`` whose messages name the file at
+    ``path`` (its ``storagePath`` or ``textPath``), written with each segment, so that
+    ``GET .../files?path=`` reads one segment rather than all of them."""
+
+    conversation_id: str
+    path: str
+    segments: list[int] = Field(default_factory=list)

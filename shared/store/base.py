@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,7 +19,7 @@ from shared.schemas.documents import (
     TaskDocument,
     UserSettings,
 )
-from shared.schemas.server import Family, Invite, Membership, TaskLedger
+from shared.schemas.server import Family, Invite, LessonsProgress, Membership, TaskLedger
 
 R = TypeVar("R")
 
@@ -33,6 +34,26 @@ changed (``shared/store/patch.py``), so a streaming write costs the same at any 
 Decision = Callable[[Conversation], tuple[Conversation, R]]
 """A ``Mutation`` that also returns what it decided on the document it was given (the
 run it closed, the messages it claimed to move): ``ConversationStore.apply``."""
+
+
+def files_named(messages: Sequence[Message]) -> list[str]:
+    """Every path of a file the messages carry (each file's ``storagePath``, and a PDF's
+    ``textPath``), once each, in order."""
+    found: dict[str, None] = {}
+    for message in messages:
+        for part in message.content:
+            if part.file is not None:
+                found[part.file.storage_path] = None
+                if part.file.text_path is not None:
+                    found[part.file.text_path] = None
+    return list(found)
+
+
+def archived_file_path(user_id: str, conversation_id: str, path: str) -> tuple[str, ...]:
+    """Where the index keeps ``path`` of the user's copy of ``conversation_id``
+    (server-only; the id is a hash, as a path may hold any character)."""
+    key = hashlib.sha256(f"{conversation_id}\n{path}".encode()).hexdigest()
+    return (user_id, "server", "archivedFiles", key)
 
 
 def reserved(document_id: str) -> bool:
@@ -201,7 +222,17 @@ class ConversationStore(Protocol):
         ...
 
     async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
-        """Write (or rewrite: a move that died half-way is redone) one archive segment.
+        """Write (or rewrite: a move that died half-way is redone) one archive segment,
+        and index the files its messages name (``index``) before or with it.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def index(self, user_id: str, segment: ArchiveSegment) -> None:
+        """Add ``segment`` to the file index (``ArchivedFile``, server-only): for each
+        path its messages name (``files_named``), this segment's number. Idempotent.
 
         Raises:
             StoreError: the store failed.
@@ -211,6 +242,25 @@ class ConversationStore(Protocol):
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
         """Every archive segment written for the conversation, in order (including one
         a move left behind: ``Conversation.archived`` says which count)."""
+        ...
+
+    async def segment(
+        self, user_id: str, conversation_id: str, number: int
+    ) -> ArchiveSegment | None:
+        """One archive segment, or ``None`` if none was written with this number.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def archived_file(self, user_id: str, conversation_id: str, path: str) -> list[int]:
+        """The segments the file index names for ``path`` in this conversation (one
+        small read; ``[]`` when none does).
+
+        Raises:
+            StoreError: the store failed.
+        """
         ...
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
@@ -420,6 +470,11 @@ class LessonStore(Protocol):
     ``.../versions/{version}``: each ``replace`` and ``delete`` keeps the version it
     overwrites in the same atomic write (so none is ever lost), and drops the oldest past
     the store's ``versions_kept``.
+
+    Each ``create``, ``replace`` and ``delete`` also writes, in that same atomic write, the
+    user's progress summary (``LessonsProgress``, ``/{userId}/server/progress/lessons``):
+    the lesson's counts (``shared/lessons/progress.counts``, computed here and nowhere
+    else) recorded, or its entry dropped.
     """
 
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
@@ -459,6 +514,25 @@ class LessonStore(Protocol):
     async def recent(self, user_id: str, limit: int) -> list[Lesson]:
         """The user's lessons, the most recently updated first, at most ``limit`` (a
         Firestore query on ``updatedAt``).
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def progress(self, user_ids: Sequence[str]) -> dict[str, LessonsProgress | None]:
+        """Each user's progress summary as stored (``None``: none yet), read together:
+        one small document per user, no lesson read.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def refill(self, user_id: str) -> LessonsProgress:
+        """The user's summary rebuilt from their newest ``progress.KEPT`` lessons (each
+        one parsed, off the event loop), and stored unless a lesson write changed the
+        summary meanwhile (then it is returned, not stored; the next read tries again).
 
         Raises:
             StoreError: the store failed.

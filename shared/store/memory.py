@@ -10,6 +10,8 @@ from typing import Any
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
+from shared.lessons import progress
+from shared.lessons.progress import KEPT
 from shared.schemas.documents import (
     ArchiveSegment,
     Conversation,
@@ -18,7 +20,14 @@ from shared.schemas.documents import (
     TaskDocument,
     UserSettings,
 )
-from shared.schemas.server import Family, Invite, Membership, TaskLedger
+from shared.schemas.server import (
+    ArchivedFile,
+    Family,
+    Invite,
+    LessonsProgress,
+    Membership,
+    TaskLedger,
+)
 from shared.store.base import (
     NO_LESSON,
     Append,
@@ -40,7 +49,9 @@ from shared.store.base import (
     TaskDocumentStore,
     TaskLedgerStore,
     Transacted,
+    archived_file_path,
     changed,
+    files_named,
     kept_out,
     next_version,
 )
@@ -65,7 +76,8 @@ class InMemoryConversationStore(ConversationStore):
     ``writes`` counts every successful write, per conversation, and ``written`` lists
     the field paths each one sent, so tests can check throttling and flat-cost
     streaming writes. ``listeners`` holds the conversations being watched, one listener
-    each (as on Firestore).
+    each (as on Firestore). ``segment_reads`` counts the archive segments read; the file
+    index (``ArchivedFile`` documents, by path) is kept beside them.
     """
 
     def __init__(self) -> None:
@@ -74,6 +86,8 @@ class InMemoryConversationStore(ConversationStore):
         self.writes: dict[str, int] = {}
         self.written: dict[str, list[set[str]]] = {}
         self._segments: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self._files: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.segment_reads = 0
         self._delivering: dict[Key, Callable[[dict[str, Any] | None], None]] = {}
         self.listeners: Listeners[dict[str, Any] | None, RunView | None] = Listeners(
             self._listen, _view
@@ -137,8 +151,18 @@ class InMemoryConversationStore(ConversationStore):
         return None if document is None else Sizes.of(document).total
 
     async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
+        await self.index(user_id, segment)
         key = (user_id, segment.conversation_id, segment.segment)
         self._segments[key] = copy.deepcopy(segment.to_firestore())
+
+    async def index(self, user_id: str, segment: ArchiveSegment) -> None:
+        for path in files_named(segment.messages):
+            entry = self._files.setdefault(
+                archived_file_path(user_id, segment.conversation_id, path),
+                ArchivedFile(conversation_id=segment.conversation_id, path=path).to_firestore(),
+            )
+            if segment.segment not in entry["segments"]:
+                entry["segments"] = [*entry["segments"], segment.segment]
 
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
         found = sorted(
@@ -146,7 +170,21 @@ class InMemoryConversationStore(ConversationStore):
             for (uid, cid, n), document in self._segments.items()
             if (uid, cid) == (user_id, conversation_id)
         )
+        self.segment_reads += len(found)
         return [ArchiveSegment.model_validate(copy.deepcopy(d)) for _, d in found]
+
+    async def segment(
+        self, user_id: str, conversation_id: str, number: int
+    ) -> ArchiveSegment | None:
+        document = self._segments.get((user_id, conversation_id, number))
+        if document is None:
+            return None
+        self.segment_reads += 1
+        return ArchiveSegment.model_validate(copy.deepcopy(document))
+
+    async def archived_file(self, user_id: str, conversation_id: str, path: str) -> list[int]:
+        entry = self._files.get(archived_file_path(user_id, conversation_id, path))
+        return [] if entry is None else list(entry["segments"])
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
         document = self._documents.get((user_id, conversation_id))
@@ -282,20 +320,51 @@ class InMemoryTaskDocumentStore(TaskDocumentStore):
 
 
 class InMemoryLessonStore:
-    """Lessons in a dict, and their kept versions beside them."""
+    """Lessons in a dict, their kept versions beside them, and each user's progress
+    summary (``shared/lessons/progress.py``), written with every lesson change as the
+    Firestore adapter writes it (``progress_writes`` counts them; ``refills`` counts the
+    summaries rebuilt from the lessons)."""
 
-    def __init__(self, versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT) -> None:
+    def __init__(
+        self, versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT, progress_kept: int = KEPT
+    ) -> None:
         self._documents: dict[tuple[str, str], dict[str, Any]] = {}
         self._versions: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
+        self._progress: dict[str, dict[str, Any]] = {}
         self._kept = versions_kept
+        self._progress_kept = progress_kept
+        self.progress_writes = 0
+        self.refills = 0
 
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
         document = self._documents.get((user_id, lesson_id))
         return None if document is None else Lesson.model_validate(document)
 
+    def _summary(self, user_id: str, lesson_id: str) -> LessonsProgress:
+        """The user's summary as stored, or a new one (``progress.started``)."""
+        stored = self._progress.get(user_id)
+        if stored is not None:
+            return LessonsProgress.model_validate(copy.deepcopy(stored))
+        alone = all(lid == lesson_id for uid, lid in self._documents if uid == user_id)
+        return progress.started(alone)
+
+    def _put_summary(self, user_id: str, summary: LessonsProgress) -> None:
+        self._progress[user_id] = summary.to_firestore()
+        self.progress_writes += 1
+
     async def create(self, user_id: str, lesson: Lesson) -> Lesson:
-        document = self._documents.setdefault((user_id, lesson.id), lesson.to_firestore())
-        return Lesson.model_validate(document)
+        # No await from the read to the write: atomic, as Firestore's batch with its
+        # preconditions. (Counted here, on the loop: the Firestore adapter counts in a
+        # worker thread; a fake's writes stay deterministic under a manual clock.)
+        counted = progress.counts(lesson)
+        stored = self._documents.get((user_id, lesson.id))
+        if stored is not None:
+            return Lesson.model_validate(stored)
+        summary = self._summary(user_id, lesson.id)
+        updated = progress.recorded(summary, lesson.id, counted, self._progress_kept)
+        self._documents[(user_id, lesson.id)] = lesson.to_firestore()
+        self._put_summary(user_id, updated)
+        return lesson
 
     def _keep(self, user_id: str, document: dict[str, Any]) -> None:
         lesson = Lesson.model_validate(document)
@@ -307,21 +376,28 @@ class InMemoryLessonStore:
 
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
         next_version(lesson, expected_version)
+        counted = progress.counts(lesson)
         # Checked and written with no await between: atomic, as Firestore's precondition.
         stored = self._documents.get((user_id, lesson.id))
         if stored is None:
             raise NotFound(NO_LESSON)
         if stored["version"] != expected_version:
             raise VersionConflict(changed(expected_version, stored["version"]), stored["version"])
+        summary = self._summary(user_id, lesson.id)
+        updated = progress.recorded(summary, lesson.id, counted, self._progress_kept)
         self._keep(user_id, stored)
         self._documents[(user_id, lesson.id)] = lesson.to_firestore()
+        self._put_summary(user_id, updated)
         return lesson
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
-        stored = self._documents.pop((user_id, lesson_id), None)
+        stored = self._documents.get((user_id, lesson_id))
         if stored is None:
             return False
+        summary = self._summary(user_id, lesson_id)
         self._keep(user_id, stored)
+        del self._documents[(user_id, lesson_id)]
+        self._put_summary(user_id, progress.forgotten(summary, lesson_id))
         return True
 
     async def recent(self, user_id: str, limit: int) -> list[Lesson]:
@@ -329,6 +405,28 @@ class InMemoryLessonStore:
             Lesson.model_validate(d) for (uid, _), d in self._documents.items() if uid == user_id
         ]
         return sorted(mine, key=lambda lesson: lesson.updated_at, reverse=True)[:limit]
+
+    async def progress(self, user_ids: Sequence[str]) -> dict[str, LessonsProgress | None]:
+        found: dict[str, LessonsProgress | None] = {}
+        for uid in dict.fromkeys(user_ids):
+            stored = self._progress.get(uid)
+            found[uid] = None if stored is None else LessonsProgress.model_validate(stored)
+        return found
+
+    async def refill(self, user_id: str) -> LessonsProgress:
+        before = self._progress.get(user_id)
+        writes = 0 if before is None else int(before.get("writes", 0))
+        lessons = await self.recent(user_id, self._progress_kept)
+        summary = await asyncio.to_thread(progress.summarized, lessons, writes, self._progress_kept)
+        self.refills += 1
+        if self._progress.get(user_id) is before:  # no lesson was written meanwhile
+            self._put_summary(user_id, summary)
+        return summary
+
+    def summary(self, user_id: str) -> dict[str, Any] | None:
+        """The user's progress summary as stored (a copy), for tests and the audit."""
+        stored = self._progress.get(user_id)
+        return None if stored is None else copy.deepcopy(stored)
 
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
         kept = [

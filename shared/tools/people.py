@@ -16,7 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from shared.clock import Clock
 from shared.errors import NotFound, RequestError, ToolError, VersionConflict
-from shared.lessons import versions
+from shared.store import versions
 from shared.store.base import LessonStore, changed
 from shared.tools.base import Ask, Checked, DocumentChange, Tool, ToolContext, ToolOutput
 

@@ -224,3 +224,24 @@ def test_rules_owner_reads_task_sections_and_nobody_writes_them(db: firestore.Cl
     body = {"fields": {"status": {"stringValue": "completed"}}}
     assert httpx.patch(rest(path), json=body, headers=as_user(uid)).status_code == 403
     assert httpx.delete(rest(path), headers=as_user(uid)).status_code == 403
+
+
+def test_rules_what_the_server_keeps_for_its_answers_is_server_only(db: firestore.Client) -> None:
+    """Issue 34's documents: a user's lesson progress summary, the count of their family
+    messages, and the index of their archived files are the functions' alone (the
+    owner included; nobody writes them)."""
+    uid, key = f"owner-{secrets.token_hex(4)}", secrets.token_hex(32)
+    paths = (
+        f"{uid}/server/progress/lessons",
+        f"{uid}/server/family/sent",
+        f"{uid}/server/archivedFiles/{key}",
+    )
+    for path in paths:
+        db.document(path).set({"written": True})
+    for path in paths:
+        for reader in (uid, "someone-else", None):
+            assert httpx.get(rest(path), headers=as_user(reader)).status_code == 403, (reader, path)
+        body = {"fields": {"written": {"booleanValue": False}}}
+        assert httpx.patch(rest(path), json=body, headers=as_user(uid)).status_code == 403
+    listing = httpx.get(rest(f"{uid}/server/archivedFiles"), headers=as_user(uid))
+    assert listing.status_code == 403

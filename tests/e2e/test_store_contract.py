@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -16,6 +17,7 @@ import pytest
 from google.cloud import firestore
 from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.watch import Watch
+from hypothesis import HealthCheck, example, given, settings
 
 from shared.agent.runs import new_run, put_message
 from shared.errors import (
@@ -31,6 +33,7 @@ from shared.errors import (
 from shared.families import membership
 from shared.families.audit import family_violations
 from shared.families.membership import Person
+from shared.lessons import progress
 from shared.schemas.documents import (
     ArchiveSegment,
     ContentPart,
@@ -51,7 +54,12 @@ from shared.store.base import (
     TaskDocumentStore,
     TaskLedgerStore,
 )
-from shared.store.firestore import FirestoreConversationStore, FirestoreStores, connect
+from shared.store.firestore import (
+    FirestoreConversationStore,
+    FirestoreLessonStore,
+    FirestoreStores,
+    connect,
+)
 from shared.store.limits import CLOSING_RESERVE, MAX_DOCUMENT_BYTES
 from shared.store.memory import (
     InMemoryConversationStore,
@@ -62,7 +70,9 @@ from shared.store.memory import (
 )
 from shared.tasks import sections
 from shared.tasks.sections import Step
+from tests import lesson_ops
 from tests.e2e.conftest import PROJECT
+from tests.lesson_ops import Op
 
 pytestmark = pytest.mark.emulator
 
@@ -519,6 +529,69 @@ async def test_store_archive_segments_are_rewritable_and_read_in_order(
     assert [m.id for m in segments[1].messages] == ["msg_20", "msg_21", "msg_22"]
 
 
+def with_files(n: int, paths: list[str]) -> Message:
+    """A message carrying a file at each of ``paths`` (a PDF's text beside the last)."""
+    files = [
+        ContentPart.model_validate(
+            {
+                "type": "file",
+                "file": {
+                    "storagePath": path,
+                    "contentType": "application/pdf",
+                    "sizeBytes": 10,
+                    **({"textPath": path + ".txt"} if i == len(paths) - 1 else {}),
+                },
+            }
+        )
+        for i, path in enumerate(paths)
+    ]
+    return message(n).model_copy(update={"content": [*message(n).content, *files]})
+
+
+async def test_store_archive_indexes_the_files_its_segments_name(
+    store: ConversationStore,
+) -> None:
+    """Issue 34: a file lookup found its segment by reading every one. Each segment
+    written indexes the paths its messages name (a PDF's text too); a segment rewritten
+    (a move redone) or written again adds nothing twice; 600 files (more than one batch
+    holds) are all indexed."""
+    uid = f"u{secrets.token_hex(4)}"
+    cid = "dm_" + secrets.token_hex(4)
+    one = ArchiveSegment(
+        conversation_id=cid,
+        segment=1,
+        messages=[with_files(1, ["u/a.png", "u/b.pdf"]), message(2)],
+        created_at=NOW,
+    )
+    two = ArchiveSegment(
+        conversation_id=cid, segment=2, messages=[with_files(3, ["u/a.png"])], created_at=NOW
+    )
+    for segment in (one, two, one):
+        await store.archive(uid, segment)
+    assert sorted(await store.archived_file(uid, cid, "u/a.png")) == [1, 2]
+    assert await store.archived_file(uid, cid, "u/b.pdf") == [1]
+    assert await store.archived_file(uid, cid, "u/b.pdf.txt") == [1]
+    assert await store.archived_file(uid, cid, "u/nothing.png") == []
+    assert await store.archived_file(uid, "dm_other", "u/a.png") == []
+    assert await store.archived_file("someone-else", cid, "u/a.png") == []
+    found = await store.segment(uid, cid, 2)
+    assert found is not None and found.to_firestore() == two.to_firestore()
+    assert await store.segment(uid, cid, 3) is None
+    many = [f"u/{n}.png" for n in range(600)]
+    big = ArchiveSegment(
+        conversation_id=cid,
+        segment=3,
+        messages=[with_files(10 + n, many[n : n + 10]) for n in range(0, 600, 10)],
+        created_at=NOW,
+    )
+    await store.archive(uid, big)
+    assert await store.archived_file(uid, cid, "u/599.png") == [3]
+    assert await store.archived_file(uid, cid, "u/0.png") == [3]
+    # ``index`` alone (segments archived before the index existed) adds the same.
+    await store.index(uid, two.model_copy(update={"segment": 4}))
+    assert sorted(await store.archived_file(uid, cid, "u/a.png")) == [1, 2, 4]
+
+
 @pytest.fixture(params=["memory", "firestore"])
 async def lessons(request: pytest.FixtureRequest, emulators: object) -> AsyncIterator[LessonStore]:
     if request.param == "memory":
@@ -660,6 +733,168 @@ async def test_lesson_store_delete_racing_a_save_deletes_whichever_lands_first(
         )
         assert deleted is True
         assert await keeping_three.get(uid, lesson_id) is None
+
+
+# -- the progress summary, written with every lesson change (issue 34) ---------------------
+
+
+@dataclass
+class Progressing:
+    """A lesson store that keeps ``kept`` lessons in each summary, and, for a user, what
+    forgets their summary (as before summaries existed) and reads it as stored."""
+
+    store: LessonStore
+    kept: int
+    forget: Callable[[str], Awaitable[None]]
+    summary: Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+@contextlib.asynccontextmanager
+async def progressing_on(kind: str) -> AsyncIterator[Progressing]:
+    """The store of ``kind`` (a Firestore client is bound to the loop it was made in)."""
+    kept = 4
+    if kind == "memory":
+        memory = InMemoryLessonStore(versions_kept=3, progress_kept=kept)
+
+        async def forget_memory(uid: str) -> None:
+            memory._progress.pop(uid, None)
+
+        async def summary_memory(uid: str) -> dict[str, Any] | None:
+            return memory.summary(uid)
+
+        yield Progressing(memory, kept, forget_memory, summary_memory)
+        return
+    stores = connect(PROJECT)
+    store = FirestoreLessonStore(stores.client, versions_kept=3, progress_kept=kept)
+
+    async def forget(uid: str) -> None:
+        await stores.client.document(uid, "server", "progress", "lessons").delete()
+
+    async def summary(uid: str) -> dict[str, Any] | None:
+        snapshot = await stores.client.document(uid, "server", "progress", "lessons").get()
+        return snapshot.to_dict() if snapshot.exists else None
+
+    try:
+        yield Progressing(store, kept, forget, summary)
+    finally:
+        stores.close()
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def progressing(
+    request: pytest.FixtureRequest, emulators: object
+) -> AsyncIterator[Progressing]:
+    async with progressing_on(request.param) as made:
+        yield made
+
+
+@pytest.mark.parametrize("kind", ["memory", "firestore"])
+def test_lesson_store_progress_matches_the_lessons_after_every_kind_of_write(
+    kind: str, emulators: object
+) -> None:
+    """Creates, a student's answers, restores, deletions, a write behind the others'
+    clocks and summaries lost (lessons from before them), in random orders: after each
+    step the stored summary breaks none of its rules, and the progress is the lessons'
+    (``tests/lesson_ops.py``). Bounded: 8 examples (and the two written out), 90 s."""
+    started = time.monotonic()
+
+    async def scripted_on(script: list[Op]) -> None:
+        uid = f"u{secrets.token_hex(4)}"
+        async with progressing_on(kind) as p:
+
+            async def forget() -> None:
+                await p.forget(uid)
+
+            async def summary() -> dict[str, Any] | None:
+                return await p.summary(uid)
+
+            await lesson_ops.run(p.store, uid, script, forget, 3, summary, p.kept)
+
+    @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(lesson_ops.ops)
+    @example([*(Op("create", n, 2, read=False) for n in range(6)), Op("answer", 5, 2, skew=7)])
+    @example([Op("create", 0), Op("create", 1), Op("forget", 0, read=False), Op("answer", 0)])
+    def scripted(script: list[Op]) -> None:
+        if time.monotonic() - started < 90:
+            asyncio.run(scripted_on(script))
+
+    scripted()
+
+
+async def test_lesson_store_concurrent_writes_of_one_user_all_reach_the_summary(
+    progressing: Progressing,
+) -> None:
+    """Six lessons of one user written at once (each batch's summary precondition fails
+    but for one, and the others are made again on fresh reads), then answered at once:
+    the summary holds the newest four, each as its lesson says."""
+    uid = f"u{secrets.token_hex(4)}"
+    made = [
+        Lesson(
+            id=f"les_{n}",
+            title=f"L{n}",
+            body=lesson_ops.body(2, (False,), f"L{n}"),
+            version=1,
+            created_at=NOW,
+            updated_at=NOW + timedelta(seconds=n),
+        )
+        for n in range(6)
+    ]
+    await asyncio.gather(*(progressing.store.create(uid, m) for m in made))
+    answered = [
+        m.model_copy(
+            update={
+                "body": lesson_ops.body(2, (True,), m.title),
+                "version": 2,
+                "updated_at": m.updated_at + timedelta(minutes=1),
+            }
+        )
+        for m in made
+    ]
+    await asyncio.gather(*(progressing.store.replace(uid, a, 1) for a in answered))
+    stored = await progressing.summary(uid)
+    everything = await progressing.store.recent(uid, 100)
+    assert progress.violations(stored, everything, progressing.kept) == []
+    assert stored is not None
+    assert sorted(stored["lessons"]) == ["les_2", "les_3", "les_4", "les_5"]
+    assert {c["answered"] for c in stored["lessons"].values()} == {2}
+    assert stored["complete"] is False
+
+
+async def test_lesson_store_a_refill_racing_writes_never_hides_one(
+    progressing: Progressing,
+) -> None:
+    """A summary rebuilt from the lessons (none stored yet) while lessons are written:
+    it lands only over the version it read, so no write it did not see is lost."""
+    uid = f"u{secrets.token_hex(4)}"
+    for n in range(3):
+        made = Lesson(
+            id=f"les_{n}",
+            title=f"L{n}",
+            body=lesson_ops.body(n, (), f"L{n}"),
+            version=1,
+            created_at=NOW,
+            updated_at=NOW + timedelta(seconds=n),
+        )
+        await progressing.store.create(uid, made)
+    first = await progressing.summary(uid)
+    assert first is not None and first["complete"] is True  # a new user's: nothing else
+    for round_ in range(4):
+        await progressing.forget(uid)
+        current = await progressing.store.get(uid, "les_0")
+        assert current is not None
+        edited = current.model_copy(
+            update={
+                "body": lesson_ops.body(3, (True,), current.title),
+                "version": current.version + 1,
+                "updated_at": NOW + timedelta(minutes=round_ + 1),
+            }
+        )
+        await asyncio.gather(
+            progressing.store.refill(uid), progressing.store.replace(uid, edited, current.version)
+        )
+        everything = await progressing.store.recent(uid, 100)
+        stored = await progressing.summary(uid)
+        assert progress.violations(stored, everything, progressing.kept) == [], round_
 
 
 # -- FamilyStore ---------------------------------------------------------------------------

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.lessons.grammar import MAX_LESSON_CHARS, InvalidLesson, renamed_ids, validate
+from shared.lessons.grammar import (
+    MAX_LESSON_CHARS,
+    InvalidLesson,
+    blanks,
+    parse,
+    renamed_ids,
+    validate,
+)
 
 SKILLS = Path(__file__).resolve().parents[2] / "prompts" / "skills"
 
@@ -44,6 +51,17 @@ def test_a_lesson_using_every_common_element_is_valid() -> None:
 @pytest.mark.parametrize(("skill", "example"), _examples(), ids=lambda v: v[:20])
 def test_every_example_in_a_skill_is_a_valid_lesson(skill: str, example: str) -> None:
     validate(f"<lesson>\n{example}</lesson>")
+
+
+@pytest.mark.parametrize(("skill", "example"), _examples(), ids=lambda v: v[:20])
+def test_blanks_counts_what_the_tree_holds(skill: str, example: str) -> None:
+    """``blanks`` (the progress summaries' count, no tree built) says what the tree says."""
+    text = f"<lesson>\n{example}</lesson>"
+    found = [n for n in parse(text).walk() if n.tag == "blank"]
+    answered = sum(bool(n.attrs.get("student-answer", "").strip()) for n in found)
+    assert blanks(text) == (len(found), answered)
+    with pytest.raises(InvalidLesson):
+        blanks(text[:-3])  # refused as a parse refuses it
 
 
 def test_the_six_exercise_skills_each_teach_their_xml() -> None:

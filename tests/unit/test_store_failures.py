@@ -11,7 +11,7 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from shared.errors import NotFound, StoreError
-from shared.schemas.documents import ArchiveSegment, Conversation, Lesson
+from shared.schemas.documents import ArchiveSegment, Conversation, Lesson, Message
 from shared.store import cloudstorage
 from shared.store.firestore import (
     FirestoreConversationStore,
@@ -97,6 +97,32 @@ conversations = FirestoreConversationStore(Down(), Down)  # type: ignore[arg-typ
 ledgers = FirestoreTaskLedgerStore(Down())  # type: ignore[arg-type]
 lessons = FirestoreLessonStore(Down())  # type: ignore[arg-type]
 segment = ArchiveSegment(conversation_id="conv_1", segment=1, messages=[], created_at=NOW)
+# A segment naming a file: its index entry is a write.
+filed = ArchiveSegment(
+    conversation_id="conv_1",
+    segment=1,
+    messages=[
+        Message.model_validate(
+            {
+                "id": "m1",
+                "role": "user",
+                "createdAt": NOW,
+                "status": "complete",
+                "content": [
+                    {
+                        "type": "file",
+                        "file": {
+                            "storagePath": "u/a.png",
+                            "contentType": "image/png",
+                            "sizeBytes": 1,
+                        },
+                    }
+                ],
+            }
+        )
+    ],
+    created_at=NOW,
+)
 
 CALLS: dict[str, tuple[Callable[[], Awaitable[object]], str]] = {
     "conversation get": (lambda: conversations.get("u", "conv_1"), "Firestore read"),
@@ -107,6 +133,12 @@ CALLS: dict[str, tuple[Callable[[], Awaitable[object]], str]] = {
     ),
     "conversation archive": (lambda: conversations.archive("u", segment), "Firestore archive"),
     "conversation segments": (lambda: conversations.segments("u", "conv_1"), "Firestore read"),
+    "conversation segment": (lambda: conversations.segment("u", "conv_1", 1), "Firestore read"),
+    "conversation index": (lambda: conversations.index("u", filed), "Firestore archive"),
+    "conversation archived file": (
+        lambda: conversations.archived_file("u", "conv_1", "u/a.png"),
+        "Firestore read",
+    ),
     "conversation probe": (lambda: conversations.probe("u", "conv_1"), "Firestore read"),
     "conversation watch": (lambda: watch_first(conversations), "Firestore listen"),
     "ledger get": (lambda: ledgers.get("u"), "Firestore read"),
@@ -117,6 +149,8 @@ CALLS: dict[str, tuple[Callable[[], Awaitable[object]], str]] = {
     "lesson replace": (lambda: lessons.replace("u", lesson(2), 1), "Firestore write"),
     "lesson delete": (lambda: lessons.delete("u", "les_1"), "Firestore delete"),
     "lesson versions": (lambda: lessons.versions("u", "les_1"), "Firestore read"),
+    "lesson progress": (lambda: lessons.progress(["u", "v"]), "Firestore read"),
+    "lesson refill": (lambda: lessons.refill("u"), "Firestore read"),
     "lesson version": (lambda: lessons.version("u", "les_1", 1), "Firestore read"),
 }
 

@@ -14,7 +14,17 @@ from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 
 from shared.errors import NotFound, StoreError
 from shared.schemas.documents import ArchiveSegment, Conversation
-from shared.store.base import ConversationStore, Decision, R, RunProbe, RunView, reserved
+from shared.schemas.server import ArchivedFile
+from shared.store.base import (
+    ConversationStore,
+    Decision,
+    R,
+    RunProbe,
+    RunView,
+    archived_file_path,
+    files_named,
+    reserved,
+)
 from shared.store.firestore.batcher import WriteBatcher
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
 from shared.store.firestore.raw import Writes, create_write, update_write
@@ -25,6 +35,8 @@ from shared.store.patch import Patch, Sizes, diff
 # Documents whose latest version this process wrote or read, kept to skip re-reading,
 # bounded by their estimated size (a 1 MB document counts as 1 MB).
 _CACHE_BYTES = 64 * 1024 * 1024
+# The most writes one batch may hold.
+_BATCH_WRITES = 500
 
 
 def _streaming_only(patch: Patch) -> bool:
@@ -202,15 +214,62 @@ class FirestoreConversationStore(ConversationStore):
         return self._ref(user_id, conversation_id).collection("archive").document(f"{segment:06d}")
 
     async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
+        # The index entries first (or in the same batch): a lookup that finds the
+        # segment in the marker finds its files in the index.
         ref = self._segment_ref(user_id, segment.conversation_id, segment.segment)
-        with unavailable("Firestore archive"):
-            await ref.set(segment.to_firestore())
+        await self._commit(
+            [*self._indexing(user_id, segment), (ref, segment.to_firestore(), False)],
+            "Firestore archive",
+        )
+
+    async def index(self, user_id: str, segment: ArchiveSegment) -> None:
+        await self._commit(self._indexing(user_id, segment), "Firestore archive")
+
+    def _indexing(self, user_id: str, segment: ArchiveSegment) -> list[tuple[Any, Any, bool]]:
+        """The index entries of the files ``segment`` names: merged, each adding the
+        segment's number to its ``segments`` (``ArrayUnion``: no read needed)."""
+        cid = segment.conversation_id
+        return [
+            (
+                self._client.document(*archived_file_path(user_id, cid, path)),
+                {"conversationId": cid, "path": path, "segments": ArrayUnion([segment.segment])},
+                True,
+            )
+            for path in files_named(segment.messages)
+        ]
+
+    async def _commit(self, writes: list[tuple[Any, Any, bool]], tried: str) -> None:
+        """``writes`` (reference, fields, merge) in batches of Firestore's 500 at most,
+        in order: atomic when they fit one batch (a segment's few files always do)."""
+        with unavailable(tried):
+            for start in range(0, len(writes), _BATCH_WRITES):
+                batch = self._client.batch()
+                for ref, fields, merge in writes[start : start + _BATCH_WRITES]:
+                    batch.set(ref, fields, merge=merge)
+                await batch.commit()
 
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
-        collection = self._ref(user_id, conversation_id).collection("archive")
+        listing = self._ref(user_id, conversation_id).collection("archive").order_by("segment")
         with unavailable("Firestore read"):
-            snapshots = [s async for s in collection.order_by("segment").stream()]
+            snapshots = [s async for s in listing.stream()]
         return [ArchiveSegment.model_validate(s.to_dict()) for s in snapshots]
+
+    async def segment(
+        self, user_id: str, conversation_id: str, number: int
+    ) -> ArchiveSegment | None:
+        if reserved(conversation_id):
+            return None
+        with unavailable("Firestore read"):
+            snapshot = await self._segment_ref(user_id, conversation_id, number).get()
+        return ArchiveSegment.model_validate(snapshot.to_dict()) if snapshot.exists else None
+
+    async def archived_file(self, user_id: str, conversation_id: str, path: str) -> list[int]:
+        ref = self._client.document(*archived_file_path(user_id, conversation_id, path))
+        with unavailable("Firestore read"):
+            snapshot = await ref.get()
+        if not snapshot.exists:
+            return []
+        return list(ArchivedFile.model_validate(snapshot.to_dict()).segments)
 
     async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
         if reserved(conversation_id):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -9,33 +12,47 @@ from google.cloud.firestore import AsyncClient
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, StoreError, VersionConflict
+from shared.lessons import progress
 from shared.schemas.documents import Lesson, LessonVersion
+from shared.schemas.server import LessonsProgress
 from shared.store.base import NO_LESSON, KeptVersion, changed, kept_out, next_version, reserved
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
 
+TOO_FAST = "The lesson is changing too fast to save; please try again."
+
 
 class FirestoreLessonStore:
-    """Lessons at ``/{userId}/client/lessons/{lessonId}`` (clients read them), and their
-    kept versions at ``.../versions/{version:06d}`` (clients read those too).
+    """Lessons at ``/{userId}/client/lessons/{lessonId}`` (clients read them), their
+    kept versions at ``.../versions/{version:06d}`` (clients read those too), and each
+    user's progress summary at ``/{userId}/server/progress/lessons`` (server-only).
 
-    A change is one batch: the lesson's update, with the precondition that it is still
-    the version read, the version it replaces, and the deletion of the version that one
-    pushes out. A batch is atomic, so a version is kept exactly when it is replaced.
+    A change is one batch: the lesson's write, with the precondition that it is still
+    the version read (or, new, that there is none), the version it replaces, the
+    deletion of the version that one pushes out, and the progress summary with the
+    lesson's counts, with the precondition that it too is still the version read. A
+    batch is atomic, so a version is kept exactly when it is replaced, and the summary
+    says what every lesson says. A batch refused only because the summary changed (the
+    user's other lesson written meanwhile) is made again on fresh reads.
     """
 
     def __init__(
-        self, client: AsyncClient, versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT
+        self,
+        client: AsyncClient,
+        versions_kept: int = DEFAULT_LESSON_VERSIONS_KEPT,
+        progress_kept: int = progress.KEPT,
     ) -> None:
         self._client = client
         self._kept = versions_kept
+        self._progress_kept = progress_kept
+
+    def _lessons(self, user_id: str) -> Any:
+        return self._client.collection(user_id).document("client").collection("lessons")
 
     def _ref(self, user_id: str, lesson_id: str) -> Any:
-        return (
-            self._client.collection(user_id)
-            .document("client")
-            .collection("lessons")
-            .document(lesson_id)
-        )
+        return self._lessons(user_id).document(lesson_id)
+
+    def _summary_ref(self, user_id: str) -> Any:
+        return self._client.document(*progress.summary_path(user_id))
 
     def _versions(self, user_id: str, lesson_id: str) -> Any:
         return self._ref(user_id, lesson_id).collection("versions")
@@ -50,6 +67,33 @@ class FirestoreLessonStore:
         if out is not None:
             batch.delete(versions.document(f"{out:06d}"))
 
+    async def _read(self, user_id: str, lesson_id: str) -> tuple[Any, Any]:
+        """The lesson's snapshot and the user's summary's, read together."""
+        lesson, summary = await asyncio.gather(
+            self._ref(user_id, lesson_id).get(), self._summary_ref(user_id).get()
+        )
+        return lesson, summary
+
+    async def _summary(self, user_id: str, lesson_id: str, snapshot: Any) -> LessonsProgress:
+        """The summary as read, or a new one: complete if the user has no other lesson."""
+        if snapshot.exists:
+            return LessonsProgress.model_validate(snapshot.to_dict())
+        listing = self._lessons(user_id).select(["__name__"]).limit(2)
+        others = [s.id async for s in listing.stream() if s.id != lesson_id]
+        return progress.started(alone=not others)
+
+    def _put_summary(
+        self, batch: Any, user_id: str, snapshot: Any, summary: LessonsProgress
+    ) -> None:
+        """Add writing ``summary`` over the version ``snapshot`` read (or, if there was
+        none, on the condition that there still is none) to ``batch``."""
+        ref = self._summary_ref(user_id)
+        if snapshot.exists:
+            option = self._client.write_option(last_update_time=snapshot.update_time)
+            batch.update(ref, summary.to_firestore(), option=option)
+        else:
+            batch.create(ref, summary.to_firestore())
+
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
         if reserved(lesson_id):
             return None
@@ -58,42 +102,58 @@ class FirestoreLessonStore:
         return Lesson.model_validate(snapshot.to_dict()) if snapshot.exists else None
 
     async def create(self, user_id: str, lesson: Lesson) -> Lesson:
-        with unavailable("Firestore write"):
-            try:
-                await self._ref(user_id, lesson.id).create(lesson.to_firestore())
-            except gexc.AlreadyExists:
-                existing = await self.get(user_id, lesson.id)
-                if existing is not None:
-                    return existing
-                raise StoreError("The lesson vanished while it was being saved.") from None
-        return lesson
+        counted = await asyncio.to_thread(progress.counts, lesson)
+        ref = self._ref(user_id, lesson.id)
+        for attempt in range(MAX_ATTEMPTS):
+            with unavailable("Firestore write"):
+                stored, snapshot = await self._read(user_id, lesson.id)
+                if stored.exists:
+                    return Lesson.model_validate(stored.to_dict())
+                summary = await self._summary(user_id, lesson.id, snapshot)
+                batch = self._client.batch()
+                batch.create(ref, lesson.to_firestore())
+                recorded = progress.recorded(summary, lesson.id, counted, self._progress_kept)
+                self._put_summary(batch, user_id, snapshot, recorded)
+                try:
+                    await batch.commit()
+                except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound):
+                    await back_off(attempt)  # made meanwhile, or the summary changed
+                    continue
+            return lesson
+        raise StoreError(TOO_FAST)
 
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
         next_version(lesson, expected_version)
+        counted = await asyncio.to_thread(progress.counts, lesson)
         ref = self._ref(user_id, lesson.id)
-        with unavailable("Firestore write"):
-            try:
-                snapshot = await ref.get()
-                if not snapshot.exists:
+        for attempt in range(MAX_ATTEMPTS):
+            with unavailable("Firestore write"):
+                stored, snapshot = await self._read(user_id, lesson.id)
+                if not stored.exists:
                     raise NotFound(NO_LESSON)
-                before = snapshot.to_dict() or {}
+                before = stored.to_dict() or {}
                 current = Lesson.model_validate(before)
                 if current.version != expected_version:
                     raise VersionConflict(
                         changed(expected_version, current.version), current.version
                     )
+                summary = await self._summary(user_id, lesson.id, snapshot)
                 batch = self._client.batch()
                 # The version read above is the one overwritten (and kept), or nothing is.
-                option = self._client.write_option(last_update_time=snapshot.update_time)
+                option = self._client.write_option(last_update_time=stored.update_time)
                 batch.update(ref, changed_fields(before, lesson.to_firestore()), option=option)
                 self._keep(batch, user_id, current)
-                await batch.commit()
-            except (gexc.FailedPrecondition, gexc.NotFound):
-                now = await self.get(user_id, lesson.id)
-                if now is None:
-                    raise NotFound(NO_LESSON) from None
-                raise VersionConflict(changed(expected_version, now.version), now.version) from None
-        return lesson
+                recorded = progress.recorded(summary, lesson.id, counted, self._progress_kept)
+                self._put_summary(batch, user_id, snapshot, recorded)
+                try:
+                    await batch.commit()
+                except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound):
+                    # Judged again on fresh reads: the lesson changed (refused there), or
+                    # only the summary did (written again).
+                    await back_off(attempt)
+                    continue
+            return lesson
+        raise StoreError(TOO_FAST)
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
         if reserved(lesson_id):
@@ -104,29 +164,53 @@ class FirestoreLessonStore:
         # first), rather than report a deletion that did not happen.
         for attempt in range(MAX_ATTEMPTS):
             with unavailable("Firestore delete"):
-                snapshot = await ref.get()
-                if not snapshot.exists:
+                stored, snapshot = await self._read(user_id, lesson_id)
+                if not stored.exists:
                     return False  # deleted meanwhile by someone else
+                summary = await self._summary(user_id, lesson_id, snapshot)
                 batch = self._client.batch()
-                option = self._client.write_option(last_update_time=snapshot.update_time)
+                option = self._client.write_option(last_update_time=stored.update_time)
                 batch.delete(ref, option=option)
-                self._keep(batch, user_id, Lesson.model_validate(snapshot.to_dict()))
+                self._keep(batch, user_id, Lesson.model_validate(stored.to_dict()))
+                self._put_summary(batch, user_id, snapshot, progress.forgotten(summary, lesson_id))
                 try:
                     await batch.commit()
-                except (gexc.FailedPrecondition, gexc.NotFound):
+                except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound):
                     await back_off(attempt)
                     continue
             return True
         raise StoreError("The lesson is changing too fast to delete; please try again.")
 
+    async def progress(self, user_ids: Sequence[str]) -> dict[str, LessonsProgress | None]:
+        refs = {self._summary_ref(uid).path: uid for uid in user_ids}
+        found: dict[str, LessonsProgress | None] = dict.fromkeys(refs.values())
+        if not refs:
+            return found
+        with unavailable("Firestore read"):
+            wanted = [self._summary_ref(uid) for uid in found]
+            async for snapshot in self._client.get_all(wanted):
+                if snapshot.exists:
+                    uid = refs[snapshot.reference.path]
+                    found[uid] = LessonsProgress.model_validate(snapshot.to_dict())
+        return found
+
+    async def refill(self, user_id: str) -> LessonsProgress:
+        ref = self._summary_ref(user_id)
+        with unavailable("Firestore read"):
+            snapshot = await ref.get()
+            lessons = await self.recent(user_id, self._progress_kept)
+        writes = int((snapshot.to_dict() or {}).get("writes", 0)) if snapshot.exists else 0
+        summary = await asyncio.to_thread(progress.summarized, lessons, writes, self._progress_kept)
+        batch = self._client.batch()
+        self._put_summary(batch, user_id, snapshot, summary)
+        # Refused if a lesson was written meanwhile: the next read refills again.
+        lost = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound)
+        with unavailable("Firestore write"), contextlib.suppress(*lost):
+            await batch.commit()
+        return summary
+
     async def recent(self, user_id: str, limit: int) -> list[Lesson]:
-        listing = (
-            self._client.collection(user_id)
-            .document("client")
-            .collection("lessons")
-            .order_by("updatedAt", direction="DESCENDING")
-            .limit(limit)
-        )
+        listing = self._lessons(user_id).order_by("updatedAt", direction="DESCENDING").limit(limit)
         with unavailable("Firestore read"):
             snapshots = [s async for s in listing.stream()]
         return [Lesson.model_validate(s.to_dict()) for s in snapshots]
