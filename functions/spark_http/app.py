@@ -18,6 +18,7 @@ from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
 from shared.errors import MethodNotAllowed, NotFound, RequestError
 from shared.families.messages import Target, is_shared
+from shared.llm.demo import EXAMPLES
 from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
@@ -36,6 +37,7 @@ from shared.schemas.api import (
     LessonProgressInfo,
     LessonVersionsResponse,
     MemberProgressInfo,
+    ModelResponse,
     ProgressResponse,
     RestoreRequest,
     RestoreResponse,
@@ -124,6 +126,7 @@ class ApiApp:
             "restore": {"POST": self.restore_lesson},
             "health": {"GET": self.health},
             "openapi": {"GET": self.openapi},
+            "model": {"GET": self.model},
         }
         # Newer route families are matched by Starlette's routes (path parameters), and
         # dispatched here, so that every answer, 404 and 405 included, is our JSON.
@@ -188,6 +191,8 @@ class ApiApp:
             route = "health"
         elif path == "/api/spark/agent/openapi.json":
             route = "openapi"
+        elif path == "/api/spark/agent/model":
+            route = "model"
         elif (match := _CONVERSATION.match(path)) and match[2] in _PER_CONVERSATION:
             route, conversation_id = match[2], match[1]
         elif match := _LESSON.match(path):
@@ -205,6 +210,15 @@ class ApiApp:
     async def health(self, request: Request, _: str) -> Response:
         """Liveness for local tooling and load balancers; says nothing about users."""
         return JSONResponse({"status": "ok"})
+
+    async def model(self, request: Request, _: str) -> Response:
+        """``GET /api/spark/agent/model``: which model answers, and (the demo model)
+        the requests it recognises, for a client to offer."""
+        await self._authenticate(request)
+        demo = self._settings.offline_model
+        examples = list(EXAMPLES) if demo else []
+        answer = ModelResponse(model=self._agent.model, demo=demo, examples=examples)
+        return JSONResponse(answer.model_dump())
 
     async def openapi(self, request: Request, _: str) -> Response:
         """``GET /api/spark/agent/openapi.json``: this API's OpenAPI 3.1 document."""

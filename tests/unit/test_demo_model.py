@@ -19,9 +19,11 @@ from shared.schemas.documents import Lesson
 from shared.tools.base import ToolRegistry
 from shared.tools.review import parse_feedback
 from shared.wiring import drafting_prompt
-from tests.unit.helpers import ALICE, Harness, make_service
+from tests.unit.helpers import ALICE, Harness, api_of, make_service, serving
 from tests.unit.test_tasks import deliver_all, stored
 
+MODEL = "/api/spark/agent/model"
+AUTH = {"Authorization": "Bearer alice-token"}
 WORK = 'Please check my work, out of 10\n\n[Image attached: "hw.png", 40×30, file "alice/uploads/u1/hw.png"; it is shown below.]'  # noqa: E501
 OPEN = "You are Spark AI Agent.\n\nA lesson is open in this conversation (id les_1). The document tools read and edit it."  # noqa: E501
 
@@ -182,3 +184,11 @@ async def test_demo_model_plans_lessons_through_the_real_task_tool() -> None:
         validate(lesson.body)
     conversation = await stored(service, sent.conversation_id)
     assert "Your 3 lessons are written" in (conversation.messages[-1].content[-1].text or "")
+
+
+async def test_the_api_says_the_demo_model_answers_and_what_it_recognises() -> None:
+    async with serving(api_of(harness())) as client:
+        refused = await client.get(MODEL)
+        answered = await client.get(MODEL, headers=AUTH)
+    assert refused.status_code == 401
+    assert answered.json() == {"model": "offline model", "demo": True, "examples": list(EXAMPLES)}
