@@ -338,9 +338,7 @@ def assemble(
         screen=FamilyScreen(preferences),
     )
     background = Background()
-    voice = VoiceClips(
-        files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once
-    )
+    voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(
         runs,
