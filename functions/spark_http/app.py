@@ -26,6 +26,7 @@ from shared.errors import (
 )
 from shared.families.membership import NO_INVITE, NO_MEMBER, NOT_YOURS
 from shared.families.messages import NO_CONVERSATION, Target, is_shared
+from shared.llm.demo import EXAMPLES
 from shared.schemas.api import (
     AckResponse,
     AnswersRequest,
@@ -44,6 +45,7 @@ from shared.schemas.api import (
     LessonProgressInfo,
     LessonVersionsResponse,
     MemberProgressInfo,
+    ModelResponse,
     ProgressResponse,
     RestoreRequest,
     RestoreResponse,
@@ -169,6 +171,7 @@ class ApiApp:
             "restore": {"POST": self.restore_lesson},
             "health": {"GET": self.health},
             "openapi": {"GET": self.openapi},
+            "model": {"GET": self.model},
         }
         # Newer route families are matched by Starlette's routes (path parameters), and
         # dispatched here, so that every answer, 404 and 405 included, is our JSON.
@@ -220,6 +223,8 @@ class ApiApp:
             route = "health"
         elif path == "/api/spark/agent/openapi.json":
             route = "openapi"
+        elif path == "/api/spark/agent/model":
+            route = "model"
         elif (match := _CONVERSATION.match(path)) and match[2] in _PER_CONVERSATION:
             _path_ids({"conversation_id": match[1]})
             route, conversation_id = match[2], match[1]
@@ -239,6 +244,15 @@ class ApiApp:
     async def health(self, request: Request, _: str) -> Response:
         """Liveness for local tooling and load balancers; says nothing about users."""
         return JSONResponse({"status": "ok"})
+
+    async def model(self, request: Request, _: str) -> Response:
+        """``GET /api/spark/agent/model``: which model answers, and (the demo model)
+        the requests it recognises, for a client to offer."""
+        await self._authenticate(request)
+        demo = self._settings.offline_model
+        examples = list(EXAMPLES) if demo else []
+        answer = ModelResponse(model=self._agent.model, demo=demo, examples=examples)
+        return JSONResponse(answer.model_dump())
 
     async def openapi(self, request: Request, _: str) -> Response:
         """``GET /api/spark/agent/openapi.json``: this API's OpenAPI 3.1 document."""

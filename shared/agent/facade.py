@@ -74,6 +74,11 @@ class Agent:
 
     # -- the api function ----------------------------------------------------------------
 
+    @property
+    def model(self) -> str:
+        """The label of the model that answers this process's runs."""
+        return self._runs.model
+
     async def send(
         self,
         user: User,

@@ -156,6 +156,11 @@ class RunService:
         # it only ever withholds a head start, never decides a send.
         self._refused: dict[str, datetime] = {}
 
+    @property
+    def model(self) -> str:
+        """The label of the model that answers (what each reply records as its model)."""
+        return self._deps.model.label
+
     def lease(self) -> timedelta:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
         return self._deps.limits.lease

@@ -625,6 +625,18 @@ class SettingsInfo(BaseModel):
     updated_at: datetime | None = Field(default=None, alias="updatedAt")
 
 
+class ModelResponse(BaseModel):
+    """``{model, demo, examples}``: which model answers. ``demo`` is true when no
+    provider is configured and the demo model answers (``docs/demo.md``); ``examples``
+    are then the requests it recognises, as a person would type them (empty otherwise)."""
+
+    model: str = Field(description="The model's label, as each reply records it.")
+    demo: bool = Field(description="Whether the offline demo model answers.")
+    examples: list[str] = Field(
+        default_factory=list, description="Requests the demo model recognises; empty otherwise."
+    )
+
+
 class SettingsResponse(BaseModel):
     """``{settings}``: the caller's settings after the change."""
 

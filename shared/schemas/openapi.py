@@ -28,6 +28,7 @@ from shared.schemas.api import (
     InvitesResponse,
     JoinRequest,
     LessonVersionsResponse,
+    ModelResponse,
     ProgressResponse,
     RestoreRequest,
     RestoreResponse,
@@ -73,6 +74,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     InvitesResponse,
     VoiceSessionResponse,
     SpeechRequest,
+    ModelResponse,
     ErrorBody,
 )
 
@@ -470,6 +472,18 @@ def openapi() -> dict[str, Any]:
                     (200, "The settings after the change.", SettingsResponse),
                     SettingsRequest,
                 )
+            },
+            PREFIX + "/model": {
+                "get": {
+                    "summary": "Which model answers. With no provider configured it is the "
+                    "demo model (demo true), and examples lists the requests it recognises "
+                    "(docs/demo.md), for a client to offer in an empty conversation.",
+                    "security": [{"bearer": []}],
+                    "responses": {
+                        "200": {"description": "The model.", "content": _json(ModelResponse)},
+                        **_errors(401, 405, 500, 503),
+                    },
+                }
             },
             PREFIX + "/openapi.json": {
                 "get": {

@@ -31,6 +31,8 @@ export function makeApi(getToken) {
   const family = (id, ...rest) => ["/families", encodeURIComponent(id), ...rest.map(encodeURIComponent)].join("/");
   return {
     send: (body) => call("POST", "/agent/messages", body),
+    // Which model answers; the demo model's examples, to offer in an empty conversation.
+    model: () => call("GET", "/agent/model"),
     // A message to family members: `key` (Idempotency-Key) makes a retry deliver once.
     deliver: (body, key) => call("POST", "/agent/messages", body, { "Idempotency-Key": key }),
     stop: (id) => call("POST", conversation(id, "stop")),

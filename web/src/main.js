@@ -50,6 +50,7 @@ const state = {
   unsubscribe: [],
   globalStops: [], // the list's and the family's listeners, until signing out
   files: new Map(), // storage path → Promise of an object URL
+  model: null, // GET /agent/model: {model, demo, examples}
 };
 
 let config;
@@ -88,6 +89,7 @@ async function boot() {
     family.reset();
     if (user) {
       $("who").textContent = `Signed in as ${user.email}`;
+      loadModel();
       listenToList();
       listenToFamily();
       route();
@@ -418,6 +420,7 @@ function render() {
   for (const id of [...state.articles.keys()]) if (!items.some((i) => i.message.id === id)) state.articles.delete(id);
 
   renderHeading();
+  renderExamples();
   const archived = conv && conv.archived;
   $("earlier").hidden = !(archived && archived.segments > state.loadedSegments);
   const run = conv && conv.activeRun;
@@ -459,6 +462,38 @@ function renderHeading() {
   }
   if ($("chat-title").textContent !== title) $("chat-title").textContent = title;
   $("composer-text").placeholder = placeholder;
+}
+
+// Which model answers (the demo model offers what it recognises); asked once a sign-in.
+async function loadModel() {
+  state.model = null;
+  try {
+    state.model = await api.model();
+  } catch {
+    return; // nothing to offer: the conversation works the same
+  }
+  renderExamples();
+}
+
+// An empty conversation with the agent, when the demo model answers: its examples as
+// buttons, each sent as if typed.
+function renderExamples() {
+  const model = state.model;
+  const offer = Boolean(model && model.demo && model.examples.length) && !state.conversationId && !shared();
+  $("examples").hidden = !offer;
+  if (!offer || $("example-list").children.length) return;
+  $("example-list").replaceChildren(
+    ...model.examples.map((example) => {
+      const item = document.createElement("li");
+      item.append(
+        button(example, () => {
+          $("composer-text").value = example;
+          $("composer").requestSubmit();
+        }),
+      );
+      return item;
+    }),
+  );
 }
 
 function renderApprovals() {
