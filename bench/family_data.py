@@ -271,4 +271,7 @@ async def main(parts: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:] or ["a", "b", "c"]))
+    from bench.results import recorded
+
+    with recorded("family_data"):
+        asyncio.run(main(sys.argv[1:] or ["a", "b", "c"]))

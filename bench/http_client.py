@@ -173,4 +173,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench.results import recorded
+
+    with recorded("http_client"):
+        main()
