@@ -277,13 +277,13 @@ def _send(request: ModelRequest, listing: dict[str, Any]) -> Turn:
         return Turn(PREFIX + "I could not tell whom to write to.")
     who, text = told.group("who"), told.group("text").strip()
     others = [m for m in listing.get("members", []) if not m.get("you")]
-    named = [m for m in others if str(m.get("displayName", "")).lower() == who.lower()]
+    named = [m for m in others if _name(m.get("displayName")).lower() == who.lower()]
     if who.lower() in _WHO_FAMILY:
         to = "family"
     elif named or len(others) == 1:
         to = (named or others)[0]["userId"]
     else:
-        members = listed([str(m.get("displayName", "")) for m in others]) or "nobody else"
+        members = listed([_name(m.get("displayName")) for m in others]) or "nobody else"
         return Turn(PREFIX + f"I cannot find {who} in your family; its members are {members}.")
     return Turn(calls=(Call("send_family_message", {"to": to, "text": _capital(text)}),))
 
@@ -328,6 +328,15 @@ def _quizzed(output: dict[str, Any]) -> str:
     )
 
 
+_FENCED_NAME = re.compile(r"<<(quote-[0-9a-f]+) [a-z ]+>>(.*?)<<end \1>>", re.DOTALL)
+
+
+def _name(value: object) -> str:
+    """A member's name as a person reads it: the family tools fence every name a member
+    chose (``shared/tools/quoting.fenced_name``)."""
+    return _FENCED_NAME.sub(lambda m: m.group(2), str(value or ""))
+
+
 def _unquoted(text: str) -> str:
     """A family message's own words, without the markers the tool fences it with."""
     lines = text.splitlines()
@@ -341,7 +350,7 @@ def _read(output: dict[str, Any]) -> str:
         return str(output.get("note", "There are no family messages yet."))
     said = []
     for entry in messages[-5:]:
-        author = entry.get("from", {}).get("displayName", "Someone")
+        author = _name(entry.get("from", {}).get("displayName")) or "Someone"
         if "withheld" in entry:
             said.append(f"{author}: (withheld: they turned off the agent reading it)")
         else:
@@ -350,7 +359,9 @@ def _read(output: dict[str, Any]) -> str:
 
 
 def _sent(output: dict[str, Any]) -> str:
-    return f"Sent to {output.get('to') or 'your family'}."
+    if output.get("to") in (None, "family"):
+        return "Sent to your family."
+    return f"Sent to {_name(output.get('recipient')) or 'them'}."
 
 
 def _reviewed(output: dict[str, Any]) -> str:
