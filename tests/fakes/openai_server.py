@@ -183,10 +183,9 @@ class FakeOpenAI:
         body = await request.json()
         self.requests.append(body)
         self.wire.append((time.monotonic(), body))
-        if self.answer is not None:
-            return StreamingResponse(
-                self._stream(self.answer(body)), media_type="text/event-stream"
-            )
+        answered = self.answer(body) if self.answer is not None else None
+        if answered is not None:
+            return StreamingResponse(self._stream(answered), media_type="text/event-stream")
         whole, first = _said(body)
         script = self.scripts.get(whole) or self.scripts.get(first) or self.default
         for key in (whole, first):
