@@ -212,10 +212,14 @@ class StackMachine(RuleBasedStateMachine):
             if at <= moment:
                 (out.discard if reads else out.add)(member)
         withheld: set[tuple[str, ...]] = set()
+        allowed: set[tuple[str, ...]] = set()
         for author, text in self.sent:
             if "mum" in out or author in out:
                 withheld |= runs_of(text)
-        return withheld
+            else:
+                allowed |= runs_of(text)
+        # Words a member who still allows reading wrote too are theirs to give.
+        return withheld - allowed
 
     @invariant()
     def nothing_withheld_reached_the_provider(self) -> None:

@@ -227,9 +227,14 @@ class OptOutMachine(RuleBasedStateMachine):
     def nothing_withheld_reached_a_provider(self) -> None:
         everyone = "mum" in self.opted_out
         withheld: set[tuple[str, ...]] = set()
+        allowed: set[tuple[str, ...]] = set()
         for author, text in self.sent:
             if everyone or author in self.opted_out:
                 withheld |= runs_of(text)
+            else:
+                allowed |= runs_of(text)
+        # Words a member who still allows reading wrote too are theirs to give.
+        withheld -= allowed
         models, spoken = self.checked
         for request in self.parrot.requests[models:]:
             for text in wire_strings(request):
