@@ -14,10 +14,10 @@ from shared.families.messages import Target
 from shared.llm.base import Finish, ModelRequest, ProviderState, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.server import TaskLedger
-from shared.schemas.tasks import TASK_PAYLOAD
 from shared.tasks.ledger import RUN_RESERVE, UserLimits, admit_run, release_run
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, run_frames
+from tests.unit.test_admission import deliver
 from tests.unit.test_family_tools import DAD, KID, MUM, SECRET, calls, everything, household
 from tests.unit.test_lesson_tools import DRAFT
 from tests.unit.test_voice import harness as voice_harness
@@ -29,18 +29,6 @@ PIECE = "diary code is 4321"
 
 def said_anywhere(requests: list[ModelRequest], text: str) -> bool:
     return any(text in everything(r) for r in requests)
-
-
-async def deliver(harness: Harness) -> None:
-    """Every task the queue holds, as Cloud Tasks would deliver it (watchdogs left)."""
-    handler, queue, later = harness.handler(), harness.fakes.queue, []
-    while tasks := queue.take():
-        for task in tasks:
-            if task.name.startswith(("watch-", "expire-")):
-                later.append(task)
-            else:
-                await handler.handle(TASK_PAYLOAD.validate_json(task.body))
-    queue.tasks = later
 
 
 async def read_then_quote(harness: Harness) -> str:

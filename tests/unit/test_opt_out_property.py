@@ -29,9 +29,9 @@ from shared.clock import ManualClock
 from shared.families.messages import Target
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
 from shared.llm.base import ToolCallRequest as Call
-from shared.schemas.tasks import TASK_PAYLOAD
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Harness, run_frames
+from tests.unit.test_admission import deliver
 from tests.unit.test_family_tools import DAD, KID, MUM
 from tests.unit.test_lesson_tools import DRAFT
 from tests.unit.test_voice import harness as voice_harness
@@ -181,17 +181,7 @@ class OptOutMachine(RuleBasedStateMachine):
 
     @rule()
     def deliver_tasks(self) -> None:
-        async def deliver() -> None:
-            queue, later = self.harness.fakes.queue, []
-            while tasks := queue.take():
-                for task in tasks:
-                    if task.name.startswith(("watch-", "expire-")):
-                        later.append(task)
-                    else:
-                        await self.harness.handler().handle(TASK_PAYLOAD.validate_json(task.body))
-            queue.tasks = later
-
-        self.run(deliver())
+        self.run(deliver(self.harness))
 
     @precondition(lambda self: self.conversation_id is not None)
     @rule()
