@@ -9,10 +9,7 @@ one, clicked, shows a task section and the lesson's preview."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,7 +22,6 @@ from shared.llm.demo import EXAMPLES, PREFIX
 from shared.store.cloudstorage import CloudStorageFileStore
 from tests.e2e import test_web
 from tests.e2e.conftest import (
-    PROJECT,
     Functions,
     SseEvent,
     StackUser,
@@ -33,13 +29,13 @@ from tests.e2e.conftest import (
     conversation_doc,
     conversation_path,
     new_user,
+    offline_functions,
     read_events,
     upload,
     wait_for,
 )
 from tests.e2e.test_web import articles, conversation_id, shot, sign_in
 from tests.samples import png_with_gps
-from tools.stack import Stack, free_port, start_functions
 
 pytestmark = pytest.mark.emulator
 
@@ -54,26 +50,8 @@ web = test_web.web
 @pytest.fixture(scope="module")
 def functions(emulators: tuple[str, str]) -> Iterator[Functions]:
     """The stack with no provider key (nor base URL): the demo model answers."""
-    logs = Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="spark-e2e-"))
-    stack = Stack(logs / "demo")
-    stack.log_dir.mkdir(parents=True, exist_ok=True)
-    env = {
-        "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "SPARK_MODEL": "gpt-4o-mini",
-        "OPENAI_API_KEY": "",
-        "OPENAI_BASE_URL": "",
-        "SPARK_OFFLINE_TOKEN_DELAY_MS": "1",
-        "SPARK_KEEPALIVE_SECONDS": "1",
-        "SPARK_THROTTLE_MS": "200",
-        "K_SERVICE": "",
-        "SPARK_TASK_RETRY_BASE_MS": "200",
-        "SPARK_TASK_LEASE_SECONDS": "20",
-        "SPARK_WATCHDOG_GRACE_SECONDS": "1",
-    }
-    try:
-        yield Functions(*start_functions(stack, free_port(), free_port(), env), env=env)
-    finally:
-        stack.stop()
+    with offline_functions("demo") as stack:
+        yield stack
 
 
 class Conversation:

@@ -25,12 +25,14 @@ from pathlib import Path
 import pytest
 from google.cloud import firestore
 
+from shared.llm.demo import EXAMPLES
 from tests.e2e.conftest import (
     ExtraApi,
     Functions,
     StackUser,
     conversation_doc,
     extra_api,
+    offline_functions,
     wait_for,
 )
 
@@ -104,6 +106,16 @@ def test_the_readme_has_examples_to_run() -> None:
     assert any(_local_curl(s.text) for b in readme for s in b), "the README's try-it is not run"
     assert len(blocks) >= 3
     assert any(_settings(b).get("SPARK_OFFLINE_TOKEN_DELAY_MS") for b in blocks)
+    # The try-it shows the product, not an echo: one of the demo model's examples.
+    assert f'{{"text":"{EXAMPLES[0]}"}}' in README.read_text()
+
+
+@pytest.fixture(scope="module")
+def functions(emulators: tuple[str, str]) -> Iterator[Functions]:
+    """A stack with no provider key, as a newcomer's ``make dev`` runs: the demo model
+    answers the README's lines, in the api and in the tasks function."""
+    with offline_functions("readme") as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -166,3 +178,6 @@ def test_every_curl_line_of_the_readme_runs_and_answers_as_shown(
             return "activeRun" not in (conversation_doc(db, alice.uid, c) or {})
 
         wait_for(ended)
+    # The README's lesson, drafted by the task the demo model asked for, and saved.
+    lessons = db.collection(alice.uid).document("client").collection("lessons")
+    wait_for(lambda: any("water cycle" in str(d.to_dict()) for d in lessons.stream()))
