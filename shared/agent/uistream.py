@@ -1,0 +1,187 @@
+"""The AI SDK's UI message stream: a run's frames as the chunks ``useChat`` reads.
+
+Beside ``sse.py`` (our own events), this is the second framing of the same frames, for
+front ends built on the Vercel AI SDK (its ``DefaultChatTransport``). The frames are
+the same live or replayed from the document, so the chunks are too: every id a chunk
+carries (a text part's, a task's) is derived from the frame, never counted per
+connection, which is what lets a resumed stream replace what a client already shows
+instead of adding to it.
+
+Only the fields the AI SDK documents for each chunk are written: it validates every
+chunk it reads, and an unknown field or type fails the client's stream.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from shared.agent.events import (
+    ApprovalRequiredEvent,
+    DoneEvent,
+    DoneStatus,
+    ErrorEvent,
+    QuestionEvent,
+    RunStartEvent,
+    TaskQueuedEvent,
+    TextEvent,
+    ToolEndEvent,
+    ToolStartEvent,
+    TranscriptEvent,
+)
+from shared.agent.sse import KEEPALIVE, EventChannel
+from shared.agent.transcript import Cursor, Frame, args_of
+
+HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
+"""The header that tells the AI SDK's transport it reads this protocol."""
+
+DONE = b"data: [DONE]\n\n"
+
+Chunk = dict[str, Any]
+
+# Why a run ended, in the AI SDK's words: waiting for a person (an answer, an approval,
+# a client tool's output) or for a task is a step that ended in tool calls.
+_FINISH: dict[DoneStatus, str] = {
+    "complete": "stop",
+    "waiting": "tool-calls",
+    "queued": "other",
+    "stopped": "other",
+}
+
+
+def _output(output_json: str) -> object:
+    try:
+        return json.loads(output_json)
+    except ValueError:
+        return output_json
+
+
+class UiChunks:
+    """Turns one reply's frames, in order, into UI message chunks.
+
+    It remembers only what the protocol needs across frames: whether the message has
+    started (``start`` once) and which text part is open (``text-start`` before its first
+    delta, ``text-end`` before anything that is not text).
+    """
+
+    def __init__(self) -> None:
+        self._started = False
+        self._text: str | None = None
+
+    def chunks(self, frame: Frame) -> list[Chunk]:
+        event = frame.event
+        if type(event) is TextEvent:
+            return self._text_delta(frame.id, event.content)
+        out = self._close_text()
+        match event:
+            case RunStartEvent():
+                if not self._started:
+                    self._started = True
+                    out.append({"type": "start", "messageId": event.assistant_message_id})
+                out.append({"type": "start-step"})
+            case TranscriptEvent():
+                data = {"content": event.content, "final": event.final}
+                out.append({"type": "data-transcript", "id": "transcript", "data": data})
+            case ToolStartEvent():
+                out.append(_input(event.id, event.tool, event.args))
+            case ToolEndEvent():
+                out.append(_ended(event))
+            case TaskQueuedEvent():
+                out.append(_input(event.tool_call_id, event.tool, args_of(event.args_json)))
+                task = {
+                    "taskId": event.task_id,
+                    "toolCallId": event.tool_call_id,
+                    "tool": event.tool,
+                    "status": "queued",
+                    "displayText": event.display_text,
+                }
+                out.append({"type": "data-task", "id": event.task_id, "data": task})
+            case QuestionEvent():
+                out.append(_input(event.tool_call_id, event.tool, args_of(event.args_json)))
+                asked = {"toolCallId": event.tool_call_id, "questions": event.questions}
+                out.append({"type": "data-question", "id": event.tool_call_id, "data": asked})
+            case ApprovalRequiredEvent():
+                out.append(_input(event.tool_call_id, event.tool, event.args))
+                out.append(
+                    {
+                        "type": "tool-approval-request",
+                        # The call's own id: the answer names it, and it is checked
+                        # against the call waiting in the document.
+                        "approvalId": event.tool_call_id,
+                        "toolCallId": event.tool_call_id,
+                    }
+                )
+            case DoneEvent():
+                out.append({"type": "finish-step"})
+                if event.status == "stopped":
+                    out.append({"type": "abort", "reason": "stopped"})
+                out.append({"type": "finish", "finishReason": _FINISH[event.status]})
+            case ErrorEvent():
+                out.append({"type": "error", "errorText": event.message})
+                out.append({"type": "finish", "finishReason": "error"})
+        return out
+
+    def _text_delta(self, frame_id: str, delta: str) -> list[Chunk]:
+        out: list[Chunk] = []
+        if self._text is None:
+            # The text part's place in the message: the same live and replayed.
+            cursor = Cursor.parse(frame_id)
+            place = 0 if cursor.at == "end" else cursor.at.parts
+            self._text = f"{cursor.run_id}-text-{place}"
+            out.append({"type": "text-start", "id": self._text})
+        out.append({"type": "text-delta", "id": self._text, "delta": delta})
+        return out
+
+    def _close_text(self) -> list[Chunk]:
+        if self._text is None:
+            return []
+        closed = {"type": "text-end", "id": self._text}
+        self._text = None
+        return [closed]
+
+
+def _input(call_id: str, tool: str, args: dict[str, Any]) -> Chunk:
+    return {"type": "tool-input-available", "toolCallId": call_id, "toolName": tool, "input": args}
+
+
+def _ended(event: ToolEndEvent) -> Chunk:
+    if event.status == "success":
+        return {
+            "type": "tool-output-available",
+            "toolCallId": event.id,
+            "output": _output(event.output_json),
+        }
+    error = event.error or event.call_status or "error"
+    return {"type": "tool-output-error", "toolCallId": event.id, "errorText": error}
+
+
+def encode(chunk: Chunk) -> bytes:
+    """One chunk as the transport reads it: ``data: {json}`` and a blank line."""
+    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+
+
+def encoder() -> Callable[[Frame], bytes]:
+    """A fresh encoder of one reply's frames into the protocol's bytes."""
+    state = UiChunks()
+
+    def encoded(frame: Frame) -> bytes:
+        return b"".join(encode(c) for c in state.chunks(frame))
+
+    return encoded
+
+
+async def ui_stream(channel: EventChannel, keepalive: float) -> AsyncIterator[bytes]:
+    """The body of a live reply in the protocol, ending ``data: [DONE]``; a comment line
+    (which the transport skips) keeps an idle connection open."""
+    encoded = encoder()
+    while True:
+        batch = await channel.next_batch(keepalive)
+        if not batch:
+            yield KEEPALIVE
+            continue
+        body = b"".join(encoded(frame) for frame in batch)
+        if isinstance(batch[-1].event, DoneEvent | ErrorEvent):
+            yield body + DONE
+            return
+        yield body
