@@ -1,7 +1,8 @@
 // The conversation's articles, kept in step with the state. An article is built again
 // only when something it shows has changed. What can change a message once written is
 // known from its schema: its status, its parts (appended), its text (growing while it
-// streams), its calls' statuses; beside it, its calls' results (which later messages
+// streams), its files (an upload's part replaced by the normalised file's), its calls'
+// statuses; beside it, its calls' results (which later messages
 // carry) and task sections (whose documents carry updatedAt), and in the page, whether
 // its steps are open and where the user is in its question cards. Those, and nothing
 // else, make its revision; the articles are matched by message id.
@@ -35,8 +36,9 @@ function revision(message: Message, queued: boolean, found: ReadonlyMap<string, 
     const where = q ? `${q.index}:${q.picked.join("\u0001")}` : "";
     return `${call.id}:${call.status}:${result ? result.status : ""}:${stamp(task && task.updatedAt)}:${where}`;
   });
+  const files = parts.flatMap((p) => (p.file ? [p.file.storagePath] : []));
   const open = expanded.has(message.id) ? "open" : "";
-  return [message.status, queued ? "queued" : "", parts.length, text, open, ...calls].join("|");
+  return [message.status, queued ? "queued" : "", parts.length, text, open, ...files, ...calls].join("|");
 }
 
 function context(queued: boolean, found: ReadonlyMap<string, ToolResult>): ArticleContext {
