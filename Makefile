@@ -76,7 +76,7 @@ chromium:
 ## package-lock.json pins); make dev serves it, the browser tests drive it.
 web: web/dist/.built ## Build the web client (web/ → web/dist/, esbuild)
 
-web/dist/.built: $(wildcard web/src/*.ts web/src/*/*.ts schemas/*.json) web/index.html web/app.css node_modules/.installed .venv/.synced
+web/dist/.built: $(wildcard web/src/*.ts web/src/*/*.ts schemas/*.json) tools/webtypes.py tools/webtypes.mjs web/index.html web/app.css node_modules/.installed .venv/.synced
 	$(PY) -m tools.web build
 	touch $@
 

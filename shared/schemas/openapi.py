@@ -39,7 +39,6 @@ from shared.schemas.api import (
     SettingsResponse,
     SpeechRequest,
     StopResponse,
-    CancelTaskResponse,
     ToolResultRequest,
     UploadRequest,
     UploadResponse,

@@ -1,5 +1,6 @@
 """The web client's type check (``make webcheck``, ``tools/webtypes.py``): tsc passes on
-the client as it is, and fails on one that reads a field its schema lacks, naming it.
+the client as it is, and fails on one that reads a field its schema lacks, naming it;
+and the client's modules stay small.
 
 Each test checks a copy of ``web/`` (beside a link to this clone's ``node_modules``, which
 ``make setup`` installs from ``package-lock.json``), with its types generated afresh from
@@ -62,3 +63,14 @@ def test_web_types_follow_the_schemas() -> None:
     assert conversation["properties"]["title"] == {"type": "string"}
     assert conversation["properties"]["updatedAt"] == {"$ref": "#/$defs/Timestamp"}
     assert conversation["$defs"]["Timestamp"]["additionalProperties"] is False
+
+
+def test_web_modules_stay_under_400_lines() -> None:
+    sources = sorted((ROOT / "web" / "src").rglob("*.ts"))
+    assert sources
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sources
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400
+    }
+    assert not long, f"split these by concern: {long}"

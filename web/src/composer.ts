@@ -11,6 +11,8 @@ import type { Schemas } from "./types";
 // The Idempotency-Key of a message to members, and the body it was made for, until it
 // is sent.
 const delivery = { fingerprint: "", key: "" };
+// The attachments the list was last built from (a new array each change: store.ts).
+const shownAttachments = { list: null as readonly unknown[] | null };
 
 export async function send(event: Event): Promise<void> {
   event.preventDefault();
@@ -80,14 +82,12 @@ export async function attach(event: Event): Promise<void> {
 export function renderAttached(): void {
   const list = $("attached");
   const { attachments } = state();
-  // Built again only when the attachments change (a new array each time: store.ts).
   if (shownAttachments.list === attachments) return;
   shownAttachments.list = attachments;
   list.replaceChildren(
     ...attachments.map((a, index) => el("li", {}, `${a.name} `, button(`Remove ${a.name}`, () => removeAttachment(index)))),
   );
 }
-const shownAttachments = { list: null as readonly unknown[] | null };
 
 /** An empty conversation with the agent, when the demo model answers: its examples as
  * buttons, each sent as if typed. */
