@@ -8,7 +8,7 @@ UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help setup web dev dev-reset test lint typecheck checkov docs docs-serve package unit schemas bench clean
+.PHONY: help setup web dev dev-reset test lint typecheck webcheck checkov docs docs-serve package unit schemas bench clean
 # Playwright (the browser tests' driver) drives Debian's chromium: it never downloads one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
@@ -51,7 +51,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 ## Install everything the project needs (Python from uv.lock, firebase-tools, the Firebase
-## JS SDK and esbuild from package-lock.json, the Cloud Tasks emulator from
+## JS SDK, esbuild, TypeScript and the type generators from package-lock.json, the Cloud Tasks emulator from
 ## tools/tasks_emulator/requirements.txt, checkov from tools/checkov/requirements.txt,
 ## Debian's chromium and espeak-ng for the browser and voice tests) and build the web client.
 setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed curl espeak-ng chromium web ## Install everything (uv.lock, package-lock.json, the Tasks emulator, checkov, chromium, espeak-ng) and build the web client
@@ -76,7 +76,7 @@ chromium:
 ## package-lock.json pins); make dev serves it, the browser tests drive it.
 web: web/dist/.built ## Build the web client (web/ → web/dist/, esbuild)
 
-web/dist/.built: $(wildcard web/src/*.js) web/index.html web/app.css node_modules/.installed .venv/.synced
+web/dist/.built: $(wildcard web/src/*.ts web/src/*/*.ts schemas/*.json) tools/webtypes.py tools/webtypes.mjs web/index.html web/app.css node_modules/.installed .venv/.synced
 	$(PY) -m tools.web build
 	touch $@
 
@@ -92,7 +92,7 @@ dev-reset: .venv/.synced ## Forget the data make dev keeps between runs (.stack/
 
 ## Lint, type-check, scan the Terraform, build the docs strictly, then run every test against
 ## freshly started emulators.
-test: setup lint typecheck checkov docs ## Lint, type-check, scan Terraform, build the docs, then every test on fresh emulators
+test: setup lint typecheck webcheck checkov docs ## Lint, type-check, scan Terraform, build the docs, then every test on fresh emulators
 	$(PY) -m tools.stack run -- $(PY) -m pytest
 
 lint: .venv/.synced ## ruff: lint and format check
@@ -101,6 +101,12 @@ lint: .venv/.synced ## ruff: lint and format check
 
 typecheck: .venv/.synced ## mypy --strict
 	.venv/bin/mypy
+
+## The web client's type check: its document and api types generated from schemas/ into
+## web/generated/ (json-schema-to-typescript, openapi-typescript), then tsc --strict over
+## web/src (web/tsconfig.json). A field the schemas lack fails it.
+webcheck: node_modules/.installed .venv/.synced ## Type-check the web client (tsc --strict; types generated from schemas/)
+	$(PY) -m tools.web check
 
 ## Static checks of terraform/ (no network: --skip-download). Every skip is justified
 ## inline, and tests/terraform checks that it is.

@@ -1,6 +1,7 @@
 """The reference web client's local server (``make dev`` serves it on :5173).
 
     python -m tools.web build                    # bundle web/src into web/dist (esbuild)
+    python -m tools.web check                    # type-check web/src (tsc, tools/webtypes.py)
     python -m tools.web serve --port 5173 --api http://127.0.0.1:8080
 
 The page (``web/``) renders a conversation only from Firestore listeners and calls the
@@ -44,6 +45,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tools import webtypes
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "web"
 DIST = SOURCE / "dist"
@@ -55,15 +58,18 @@ _HOP = {"connection", "keep-alive", "host", "transfer-encoding", "content-length
 
 
 def build() -> Path:
-    """Bundle ``web/src/main.js`` (and the npm packages it imports) into
-    ``web/dist/app.js`` and copy the stylesheet; returns the folder. About 0.3 s."""
+    """Generate the client's types from ``schemas/`` (``tools/webtypes.py``), then bundle
+    ``web/src/main.ts`` (and the npm packages it imports) into ``web/dist/app.js`` and
+    copy the stylesheet; returns the folder. esbuild only strips the types: ``check``
+    checks them."""
     if not ESBUILD.exists():
         sys.exit("esbuild is not installed; run `make setup` (npm ci) first.")
+    webtypes.generate(SOURCE)
     DIST.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [
             str(ESBUILD),
-            str(SOURCE / "src" / "main.js"),
+            str(SOURCE / "src" / "main.ts"),
             "--bundle",
             "--format=esm",
             "--target=es2020",
@@ -237,12 +243,16 @@ def serve(port: int, api: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=["build", "serve"])
+    parser.add_argument("mode", choices=["build", "check", "serve"])
     parser.add_argument("--port", type=int, default=5173)
     parser.add_argument("--api", default="http://127.0.0.1:8080")
     args = parser.parse_args()
     if args.mode == "build":
         print(json.dumps({"built": str(build())}))
+    elif args.mode == "check":
+        checked = webtypes.check(SOURCE)
+        sys.stdout.write(checked.stdout + checked.stderr)
+        sys.exit(checked.returncode)
     else:
         serve(args.port, args.api)
 

@@ -1,4 +1,4 @@
-"""Write the JSON Schema of the Firestore documents for the web client.
+"""Write the JSON Schema of the Firestore documents the web client reads.
 
 Run ``python -m shared.schemas.export`` (``make schemas``) after changing
 ``documents.py``; a test fails while a committed file is out of date.
@@ -13,19 +13,33 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.schemas.documents import Conversation, FamilyMirror, TaskDocument, UserSettings
+from shared.schemas.documents import (
+    ArchiveSegment,
+    Conversation,
+    FamilyMirror,
+    Lesson,
+    TaskDocument,
+    UserSettings,
+)
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 SCHEMA_PATH = SCHEMAS / "firestore.schema.json"
 FAMILY_SCHEMA_PATH = SCHEMAS / "family.schema.json"
 TASK_SCHEMA_PATH = SCHEMAS / "task.schema.json"
 SETTINGS_SCHEMA_PATH = SCHEMAS / "settings.schema.json"
+LESSON_SCHEMA_PATH = SCHEMAS / "lesson.schema.json"
+ARCHIVE_SCHEMA_PATH = SCHEMAS / "archive.schema.json"
 # Each file: the document it describes, and where clients read it.
 DOCUMENTS: dict[Path, tuple[type[BaseModel], str]] = {
     SCHEMA_PATH: (Conversation, "/{userId}/client/conversations/{conversationId}"),
     FAMILY_SCHEMA_PATH: (FamilyMirror, "/{userId}/client/family/current"),
     TASK_SCHEMA_PATH: (TaskDocument, "/{userId}/client/tasks/{taskId}"),
     SETTINGS_SCHEMA_PATH: (UserSettings, "/{userId}/client/settings/current"),
+    LESSON_SCHEMA_PATH: (Lesson, "/{userId}/client/lessons/{lessonId}"),
+    ARCHIVE_SCHEMA_PATH: (
+        ArchiveSegment,
+        "/{userId}/client/conversations/{conversationId}/archive/{segment}",
+    ),
 }
 
 

@@ -56,6 +56,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     UploadRequest,
     UploadResponse,
     StopResponse,
+    CancelTaskResponse,
     AnswersRequest,
     ApprovalRequest,
     ToolResultRequest,

@@ -2,66 +2,78 @@
 // documents: the mirror /{uid}/client/family/current (name, their role, the members)
 // and /{uid}/client/settings/current (the opt-out). The api is called only to act:
 // create a family, make an invite link, join with one (`/join?token=…`), remove a
-// member, leave, and change the setting.
+// member, leave, and change the setting. The panel keeps its own state (the mirror, the
+// settings, a join token, whether an action is under way); the rest of the page reads
+// the mirror through `family`.
+import { $, el } from "../dom";
+import type { Api } from "../api";
+import type { Conversation, FamilyMember, FamilyMirror, Schemas, UserSettings } from "../types";
 
 /** How a shared conversation is titled: a `direct` one by the other member, a
  * `family` one by the family's name; `null` for an agent conversation. `names`
  * (userId → displayName, from messages the page has read) names a former member. */
-export function sharedTitle(conversation, family, uid, names = new Map()) {
+export function sharedTitle(
+  conversation: Conversation | null,
+  family: FamilyMirror | null,
+  uid: string,
+  names: Map<string, string> = new Map(),
+): string | null {
   if (!conversation || (conversation.kind !== "direct" && conversation.kind !== "family")) return null;
-  const current = family && family.familyId === conversation.familyId;
-  if (conversation.kind === "family") return current ? family.name : "Your former family";
+  const current = family && family.familyId === conversation.familyId ? family : null;
+  if (conversation.kind === "family") return current ? current.name : "Your former family";
   const other = (conversation.participantIds || []).find((id) => id !== uid);
-  const member = current && (family.members || []).find((m) => m.userId === other);
+  const member = current && (current.members || []).find((m) => m.userId === other);
   if (member) return member.displayName;
   // A member who has left is still named by what they wrote.
   const theirs = (conversation.messages || []).find((m) => m.author && m.author.userId === other);
-  if (theirs) return theirs.author.displayName;
-  return names.get(other) || "A former family member";
+  if (theirs && theirs.author) return theirs.author.displayName ?? null;
+  return (other && names.get(other)) || "A former family member";
 }
 
 /** userId → displayName of every author of the given conversations' messages. */
-export function authorNames(conversations) {
-  const names = new Map();
+export function authorNames(conversations: readonly Conversation[]): Map<string, string> {
+  const names = new Map<string, string>();
   for (const conversation of conversations) {
     for (const message of conversation.messages || []) {
-      if (message.author && message.author.userId) names.set(message.author.userId, message.author.displayName);
+      if (message.author && message.author.userId) names.set(message.author.userId, message.author.displayName ?? "");
     }
   }
   return names;
 }
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (key === "text") node.textContent = value;
-    else if (key === "className") node.className = value;
-    else node.setAttribute(key, String(value));
-  }
-  node.append(...children);
-  return node;
+const ROLE: Record<string, string> = { parent: "parent", dependent: "dependent" };
+
+export interface FamilyDeps {
+  api: Api;
+  /** The signed-in user's id. */
+  uid: () => string;
+  /** Shows a conversation with a member (`#/to/{userId}`) or the family (`#/family`). */
+  open: (hash: string) => void;
 }
 
-const ROLE = { parent: "parent", dependent: "dependent" };
+interface PanelState {
+  family: FamilyMirror | null;
+  settings: UserSettings | null;
+  token: string | null;
+  busy: boolean;
+  known: boolean;
+}
 
-/**
- * The panel's behaviour. `deps`: {$, api, uid(), say(text), open(hash)}; `open` shows a
- * conversation with a member (`#/to/{userId}`) or the family (`#/family`).
- */
-export function makeFamilyPanel(deps) {
-  const { $, api } = deps;
+/** The panel's behaviour. */
+export function makeFamilyPanel(deps: FamilyDeps) {
+  const { api } = deps;
   // known: the family mirror's first snapshot has come. Until then nobody can tell whether
   // the user is in a family, so the panel offers neither a new family nor the join: made
   // at once after sign-in, a family could be written while the listener was still being
   // set up, and that listener never heard of it (the web test's one flake, twice).
-  const panel = { family: null, settings: null, token: null, busy: false, known: false };
+  const panel: PanelState = { family: null, settings: null, token: null, busy: false, known: false };
 
-  function status(text) {
+  function status(text: string): void {
     $("family-status").textContent = text;
   }
 
   /** Runs one action at a time; false if it did not happen (the reason is shown). */
-  async function act(work, done) {
+  async function act<T>(work: () => Promise<T>, done: string | ((answer: T) => string)): Promise<boolean> {
     if (panel.busy) return false;
     panel.busy = true;
     status("");
@@ -70,14 +82,14 @@ export function makeFamilyPanel(deps) {
       status(typeof done === "function" ? done(answer) : done);
       return true;
     } catch (error) {
-      status(error.message); // what the api said, which says what to do
+      status((error as Error).message); // what the api said, which says what to do
       return false;
     } finally {
       panel.busy = false;
     }
   }
 
-  function memberItem(member, family, uid) {
+  function memberItem(member: FamilyMember, family: FamilyMirror, uid: string): HTMLLIElement {
     const mine = member.userId === uid;
     const item = el("li", { className: "member" });
     item.append(
@@ -107,42 +119,45 @@ export function makeFamilyPanel(deps) {
     $("family-create").hidden = !panel.known || Boolean(family) || Boolean(panel.token);
     $("family-view").hidden = !family;
     const reads = !panel.settings || panel.settings.aiReadsFamilyMessages !== false;
-    $("ai-reads").checked = reads;
+    $<HTMLInputElement>("ai-reads").checked = reads;
     if (!family) {
       $("family-title").textContent = "Family";
       return;
     }
     $("family-title").textContent = `Family: ${family.name}`;
     $("family-summary").textContent = `You are ${family.myRole === "parent" ? "a parent" : "a dependent"} in ${family.name}.`;
-    const signature = JSON.stringify([family.members, family.myRole, uid]);
+    // Built again when the mirror changes: every change to the family rewrites it, with
+    // its updatedAt.
+    const version = `${family.familyId}:${family.updatedAt.seconds}.${family.updatedAt.nanoseconds}:${uid}`;
     const list = $("member-list");
-    if (list.dataset.signature !== signature) {
-      list.dataset.signature = signature;
+    if (list.dataset.version !== version) {
+      list.dataset.version = version;
       list.replaceChildren(...(family.members || []).map((m) => memberItem(m, family, uid)));
     }
     $("invite-form").hidden = family.myRole !== "parent";
     $("family-chat").hidden = (family.members || []).length < 2;
   }
 
-  async function create(event) {
+  async function create(event: Event): Promise<void> {
     event.preventDefault();
-    const name = $("family-name").value.trim();
+    const name = $<HTMLInputElement>("family-name").value.trim();
     if (!name) {
       status("Give the family a name.");
       $("family-name").focus();
       return;
     }
-    await act(() => api.createFamily(name, $("family-my-name").value.trim()), `${name} is created: you are its parent.`);
+    await act(() => api.createFamily(name, $<HTMLInputElement>("family-my-name").value.trim()), `${name} is created: you are its parent.`);
   }
 
-  async function invite(event) {
+  async function invite(event: Event): Promise<void> {
     event.preventDefault();
     const family = panel.family;
     if (!family) return;
-    const role = $("invite-role").value;
+    // The select's options are the roles the api knows.
+    const role = $<HTMLSelectElement>("invite-role").value as Schemas["InviteRequest"]["role"];
     await act(async () => {
       const made = await api.invite(family.familyId, role);
-      const link = $("invite-link");
+      const link = $<HTMLInputElement>("invite-link");
       link.value = made.link;
       $("invite-made").hidden = false;
       const hours = Math.round((Date.parse(made.invite.expiresAt) - Date.now()) / 3_600_000);
@@ -153,32 +168,32 @@ export function makeFamilyPanel(deps) {
     }, "Invite link made.");
   }
 
-  async function join(event) {
+  async function join(event: Event): Promise<void> {
     event.preventDefault();
     const token = panel.token;
     if (!token) return;
     await act(async () => {
-      const answer = await api.join(token, $("join-name").value.trim());
+      const answer = await api.join(token, $<HTMLInputElement>("join-name").value.trim());
       forgetToken();
       return answer;
     }, (answer) => `You joined ${answer.family.name}.`);
   }
 
-  function forgetToken() {
+  function forgetToken(): void {
     panel.token = null;
     // The token leaves the address bar (and the history) once used or declined.
     history.replaceState(null, "", `/${location.hash}`);
     render();
   }
 
-  async function leave() {
+  async function leave(): Promise<void> {
     const family = panel.family;
     if (!family || !window.confirm(`Leave ${family.name}? You keep your messages; nothing more reaches you.`)) return;
     await act(() => api.removeMember(family.familyId, deps.uid()), `You left ${family.name}.`);
   }
 
-  async function toggle(event) {
-    const wanted = event.target.checked;
+  async function toggle(event: Event): Promise<void> {
+    const wanted = (event.target as HTMLInputElement).checked;
     const said = wanted ? "Spark AI Agent may read your family messages." : "Spark AI Agent will not read your family messages.";
     // Done, the mirror's snapshot confirms it; refused, the box shows the stored setting again.
     if (!(await act(() => api.settings(wanted), said))) render();
@@ -198,15 +213,17 @@ export function makeFamilyPanel(deps) {
 
   return {
     get family() { return panel.family; },
-    setFamily(family) { panel.family = family; panel.known = true; render(); },
-    setSettings(settings) { panel.settings = settings; render(); },
+    setFamily(family: FamilyMirror | null) { panel.family = family; panel.known = true; render(); },
+    setSettings(settings: UserSettings | null) { panel.settings = settings; render(); },
     reset() {
       panel.family = panel.settings = null;
       panel.known = false;
       $("invite-made").hidden = true;
-      $("invite-link").value = "";
+      $<HTMLInputElement>("invite-link").value = "";
       status("");
       render();
     },
   };
 }
+
+export type FamilyPanel = ReturnType<typeof makeFamilyPanel>;

@@ -1,15 +1,19 @@
-// A lesson preview built from the lesson's XML with createElement only: known elements
-// become their HTML counterparts, anything else its text. No markup from the document
-// reaches innerHTML.
-const SAME = new Set(["h1", "h2", "h3", "p", "ul", "ol", "li", "strong", "em", "b", "i", "table", "tr", "td", "th"]);
+// The lesson the open conversation works on, previewed from the lesson's XML with
+// createElement only: known elements become their HTML counterparts, anything else its
+// text. No markup from the document reaches innerHTML.
+import { $ } from "../dom";
+import type { Lesson } from "../types";
 
-function convert(node) {
-  if (node.nodeType === Node.TEXT_NODE) return document.createTextNode(node.nodeValue);
-  if (node.nodeType !== Node.ELEMENT_NODE) return document.createTextNode("");
+const SAME = new Set(["h1", "h2", "h3", "p", "ul", "ol", "li", "strong", "em", "b", "i", "table", "tr", "td", "th"]);
+const HEADINGS: Record<string, string> = { h1: "h3", h2: "h4", h3: "h5" };
+
+function convert(node: Node): Node {
+  if (node.nodeType === Node.TEXT_NODE) return document.createTextNode(node.nodeValue ?? "");
+  if (!(node instanceof Element)) return document.createTextNode("");
   const name = node.localName;
-  let out;
+  let out: HTMLElement;
   if (SAME.has(name)) {
-    out = document.createElement(name === "h1" ? "h3" : name === "h2" ? "h4" : name === "h3" ? "h5" : name);
+    out = document.createElement(HEADINGS[name] ?? name);
   } else if (name === "blank") {
     out = document.createElement("span");
     out.className = "blank";
@@ -34,7 +38,7 @@ function convert(node) {
 }
 
 /** The lesson `xml` as preview elements (its text only if it does not parse). */
-export function lessonPreview(xml) {
+export function lessonPreview(xml: string): Node {
   const parsed = new DOMParser().parseFromString(xml || "<lesson/>", "application/xml");
   if (parsed.getElementsByTagName("parsererror").length) {
     const pre = document.createElement("pre");
@@ -42,4 +46,12 @@ export function lessonPreview(xml) {
     return pre;
   }
   return convert(parsed.documentElement);
+}
+
+/** Shows `lesson` beside the conversation, or hides the panel (`null`). */
+export function showLesson(lesson: Lesson | null): void {
+  $("lesson").hidden = !lesson;
+  if (!lesson) return;
+  $("lesson-title").textContent = `Lesson: ${lesson.title}`;
+  $("lesson-body").replaceChildren(lessonPreview(lesson.body));
 }

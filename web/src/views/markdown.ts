@@ -19,11 +19,11 @@ const OPTIONS = {
   FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe"],
   FORBID_ATTR: ["style", "id", "class"],
   ALLOW_DATA_ATTR: false,
-  RETURN_DOM_FRAGMENT: true,
+  RETURN_DOM_FRAGMENT: true as const,
 };
 
 /** A fragment holding `text` rendered as sanitised Markdown. */
-export function markdown(text) {
+export function markdown(text: string | null | undefined): DocumentFragment {
   const html = marked.parse(text || "", { async: false });
   return purifier.sanitize(html, OPTIONS);
 }

@@ -2,25 +2,43 @@
 // its tool steps (a spinner while they run, then ✓ or ✗ and their displayText, folded
 // into "Done (N steps)" once the reply has ended), question cards, attachments and its
 // text as sanitised Markdown. Hidden tool results are never shown.
-import { markdown } from "./markdown.js";
+import { el } from "../dom";
+import type { ContentPart, Message, QuestionState, TaskDocument, ToolCall, ToolResult } from "../types";
+import { markdown } from "./markdown";
 
 const RUNNING = new Set(["pending", "queued", "running", "awaiting_approval"]);
 const ENDED = new Set(["complete", "error", "stopped", "waiting"]);
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "text") node.textContent = value;
-    else if (key === "className") node.className = value;
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  node.append(...children.filter((c) => c !== null && c !== undefined));
-  return node;
+/** What an article is built with besides its message. */
+export interface ArticleContext {
+  uid: string;
+  /** toolCallId → its result, from every message. */
+  results: ReadonlyMap<string, ToolResult>;
+  /** toolCallId → its task section. */
+  tasks: ReadonlyMap<string, TaskDocument>;
+  /** Message ids whose "Done (N steps)" is open. */
+  expanded: ReadonlySet<string>;
+  questions: ReadonlyMap<string, QuestionState>;
+  queued: boolean;
+  onToggle: (messageId: string) => void;
+  onPick: (call: ToolCall, q: QuestionState, question: Question, label: string) => void;
+  onNext: (call: ToolCall, q: QuestionState) => void;
+  onAnswer: (call: ToolCall, q: QuestionState) => void;
+  loadFile: (path: string) => Promise<string | null>;
 }
 
+/** One card of an ask_user_question call (its arguments, which the model wrote). */
+export interface Question {
+  header: string;
+  question: string;
+  multiSelect?: boolean;
+  options: { label: string; description?: string }[];
+}
+
+export const FIRST_CARD: QuestionState = { index: 0, answers: {}, picked: [] };
+
 /** Who wrote `message`, as its article is named. */
-export function authorName(message, uid) {
+export function authorName(message: Message, uid: string): string {
   if (message.role === "assistant") return "Spark AI Agent";
   const author = message.author;
   if (message.role === "user" && author && author.userId && author.userId !== uid) {
@@ -30,18 +48,20 @@ export function authorName(message, uid) {
   return "Spark AI Agent";
 }
 
-function textOf(message) {
+function textOf(message: Message): string {
   return (message.content || []).filter((p) => p.type === "text").map((p) => p.text || "").join("");
 }
 
-function stepState(call, result) {
+type Step = "ok" | "error" | "running";
+
+function stepState(call: ToolCall, result: ToolResult | undefined): Step {
   if (result) return result.status === "error" ? "error" : "ok";
   if (call.status === "complete") return "ok";
   if (call.status === "error" || call.status === "denied") return "error";
   return RUNNING.has(call.status) ? "running" : "ok";
 }
 
-function stepItem(call, result, task) {
+function stepItem(call: ToolCall, result: ToolResult | undefined, task: TaskDocument | undefined): HTMLLIElement {
   const state = stepState(call, result);
   const icon =
     state === "running"
@@ -53,7 +73,7 @@ function stepItem(call, result, task) {
 }
 
 /** A task's section (/{uid}/client/tasks/{taskId}) inside its step. */
-export function taskSection(task) {
+export function taskSection(task: TaskDocument): HTMLElement {
   const section = el("section", { className: `task ${task.status}`, "aria-label": `Task: ${task.title}` });
   section.append(el("p", { className: "task-head" }, el("strong", { text: task.title }), el("span", { className: "badge", text: `: ${task.status.replaceAll("_", " ")}` })));
   const updates = (task.updates || []).slice(-5);
@@ -67,24 +87,27 @@ export function taskSection(task) {
   return section;
 }
 
-function questionCard(call, context) {
-  let questions = [];
+function questionsOf(call: ToolCall): Question[] | null {
   try {
-    questions = JSON.parse(call.argsJson).questions || [];
+    return (JSON.parse(call.argsJson) as { questions?: Question[] }).questions || [];
   } catch {
     return null;
   }
-  const state = context.questions.get(call.id) || { index: 0, answers: {}, picked: [] };
-  context.questions.set(call.id, state);
+}
+
+function questionCard(call: ToolCall, context: ArticleContext): HTMLElement | null {
+  const questions = questionsOf(call);
+  if (!questions) return null;
+  const state = context.questions.get(call.id) || FIRST_CARD;
   const card = el("section", { className: "question", "aria-label": "Question from Spark AI Agent" });
-  if (state.index >= questions.length) {
-    const summary = el("ul", { className: "answers" }, ...questions.map((q, i) => el("li", { text: `${q.header}: ${[].concat(state.answers[i]).join(", ")}` })));
+  const q = questions[state.index];
+  if (!q) {
+    const summary = el("ul", { className: "answers" }, ...questions.map((q, i) => el("li", { text: `${q.header}: ${([] as string[]).concat(state.answers[i] ?? []).join(", ")}` })));
     const go = el("button", { type: "button", className: "continue", "aria-label": "Continue", text: "Continue →" });
     go.addEventListener("click", () => context.onAnswer(call, state));
     card.append(el("p", { text: "Your answers" }), summary, go);
     return card;
   }
-  const q = questions[state.index];
   card.append(
     el("p", { className: "q-header", text: `${q.header} (${state.index + 1} of ${questions.length})` }),
     el("p", { className: "q-text", text: q.question }),
@@ -92,7 +115,7 @@ function questionCard(call, context) {
   const options = el("div", { className: "options", role: "group", "aria-label": q.question });
   for (const option of q.options) {
     const pressed = q.multiSelect ? state.picked.includes(option.label) : undefined;
-    const button = el("button", { type: "button", className: "option", "aria-pressed": pressed === undefined ? undefined : String(pressed), "aria-describedby": undefined, text: option.label });
+    const button = el("button", { type: "button", className: "option", "aria-pressed": pressed === undefined ? undefined : String(pressed), text: option.label });
     if (option.description) button.title = option.description;
     button.addEventListener("click", () => context.onPick(call, state, q, option.label));
     options.append(button);
@@ -107,24 +130,27 @@ function questionCard(call, context) {
   return card;
 }
 
-function attachment(part, context) {
-  const file = part.file || {};
-  const name = file.name || file.storagePath.split("/").pop();
+function attachment(part: ContentPart, context: ArticleContext): HTMLElement {
+  const file = part.file;
+  const path = file ? file.storagePath : "";
+  const name = (file && file.name) || path.split("/").pop() || "";
   if (part.type === "image") {
-    const img = el("img", { className: "attachment", alt: name, width: file.width, height: file.height });
-    context.loadFile(file.storagePath).then((url) => { if (url) img.src = url; });
+    const img = el("img", { className: "attachment", alt: name, width: file?.width, height: file?.height });
+    context.loadFile(path).then((url) => { if (url) img.src = url; });
     return el("figure", {}, img, el("figcaption", { text: name }));
   }
-  const pages = file.pageCount ? `, ${file.pageCount} page${file.pageCount === 1 ? "" : "s"}` : "";
+  const count = file && file.pageCount;
+  const pages = count ? `, ${count} page${count === 1 ? "" : "s"}` : "";
   return el("p", { className: "file" }, el("span", { text: `📄 ${name}${pages}` }));
 }
 
-/**
- * The article of `message`. `context`: {uid, results: Map toolCallId→toolResult,
- * tasks: Map toolCallId→task document, expanded: Set of message ids, questions: Map,
- * onAnswer, onPick, onNext, onToggle, loadFile, queued: bool}.
- */
-export function renderMessage(message, context) {
+/** The calls a message makes, in order. */
+export function callsOf(message: Message): ToolCall[] {
+  return (message.content || []).flatMap((p) => (p.type === "tool_call" && p.toolCall ? [p.toolCall] : []));
+}
+
+/** The article of `message`. */
+export function renderMessage(message: Message, context: ArticleContext): HTMLElement {
   const who = authorName(message, context.uid);
   const headId = `h-${message.id}`;
   const theirs = who !== "You" && message.role === "user";
@@ -137,7 +163,7 @@ export function renderMessage(message, context) {
   });
   article.append(el("h3", { id: headId, className: "author", text: who }));
 
-  const calls = (message.content || []).filter((p) => p.type === "tool_call").map((p) => p.toolCall);
+  const calls = callsOf(message);
   const steps = calls.filter((c) => c.execution !== "question");
   if (steps.length) {
     const running = steps.some((c) => stepState(c, context.results.get(c.id)) === "running");

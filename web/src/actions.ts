@@ -1,0 +1,85 @@
+// Acting on the open conversation through the api: stop it, answer a question, decide
+// an approval, and carry out the client tools the page runs itself. What happens next
+// is shown when Firestore says so; the composer's status line says what went wrong.
+import { ApiError } from "./api";
+import { results } from "./conversation";
+import { $ } from "./dom";
+import { session } from "./session";
+import { setQuestion, state } from "./store";
+import type { QuestionState, Schemas, ToolCall } from "./types";
+
+// The client tool calls this page has answered and the approvals it has sent: once each.
+const done = { posted: new Set<string>(), deciding: new Set<string>() };
+
+/** Shows `text` in the composer's status line. */
+export function say(text: string): void {
+  $("composer-status").textContent = text;
+}
+
+export async function stop(): Promise<void> {
+  const { conversationId } = state();
+  if (!conversationId) return;
+  try {
+    await session().api.stop(conversationId);
+    say("Stopping…");
+  } catch (error) {
+    say((error as Error).message);
+  }
+}
+
+export async function answer(call: ToolCall, q: QuestionState): Promise<void> {
+  const { conversationId } = state();
+  if (!conversationId) return;
+  const answers: Schemas["AnswersRequest"]["answers"] = {};
+  Object.entries(q.answers).forEach(([i, value]) => { answers[String(i)] = typeof value === "string" ? value : [...value]; });
+  try {
+    await session().api.answer(conversationId, call.id, answers);
+    setQuestion(call.id, null);
+    say("");
+  } catch (error) {
+    say((error as Error).message);
+  }
+}
+
+export async function decide(call: ToolCall, approved: boolean): Promise<void> {
+  const { conversationId } = state();
+  if (!conversationId || done.deciding.has(call.id)) return;
+  done.deciding.add(call.id);
+  try {
+    await session().api.approve(conversationId, call.id, approved);
+    say(approved ? "Approved." : "Denied.");
+  } catch (error) {
+    done.deciding.delete(call.id);
+    say((error as Error).message);
+  }
+}
+
+// Client tools the page carries out itself: only once their message has ended (the
+// api refuses a result before the call is saved), once per call per page.
+export function carryOutClientTools(): void {
+  const { conversation: conv, conversationId } = state();
+  if (!conv || !conversationId) return;
+  const found = results();
+  for (const message of conv.messages || []) {
+    for (const part of message.content || []) {
+      const call = part.type === "tool_call" ? part.toolCall : null;
+      if (!call || call.execution !== "client" || call.status !== "pending") continue;
+      if (found.has(call.id) || done.posted.has(call.id)) continue;
+      done.posted.add(call.id);
+      const [output, status] = clientTool(call);
+      session()
+        .api.toolResult(conversationId, { toolCallId: call.id, output, status })
+        .catch((error: unknown) => {
+          if (error instanceof ApiError && error.status === 409 && error.code === "run_in_progress") done.posted.delete(call.id);
+        });
+    }
+  }
+}
+
+function clientTool(call: ToolCall): [unknown, "ok" | "error"] {
+  if (call.name !== "get_editor_selection") return [{ error: `This page cannot run ${call.name}.` }, "error"];
+  const editor = $<HTMLTextAreaElement>("editor");
+  const selection = editor.value.slice(editor.selectionStart, editor.selectionEnd);
+  const { conversation } = state();
+  return [{ documentId: (conversation && conversation.documentId) || null, selection }, "ok"];
+}

@@ -1,0 +1,97 @@
+// The api, called only to act: send, stop, answer, approve, upload, client tool results,
+// and the family's actions (create, invite, join, remove, leave, settings). Nothing it
+// answers is rendered as the truth; the page shows what Firestore says. Each call names
+// its route as schemas/openapi.json does, and its body and answer are that route's
+// (generated into web/generated/openapi.d.ts): a route or field the api lacks fails tsc.
+import type { paths } from "../generated/openapi";
+import type { Schemas } from "./types";
+
+type Method = "get" | "post" | "patch" | "delete";
+type Route = keyof paths;
+type Operation<R extends Route, M extends Method> = NonNullable<paths[R][M]>;
+type Json<T> = T extends { content: { "application/json": infer B } } ? B : never;
+type Ok = 200 | 201 | 202;
+/** The JSON body a route takes (undefined: none). */
+type BodyOf<R extends Route, M extends Method> =
+  Operation<R, M> extends { requestBody: { content: { "application/json": infer B } } } ? B : undefined;
+/** The JSON a route answers with when it succeeds. */
+type AnswerOf<R extends Route, M extends Method> =
+  Operation<R, M> extends { responses: infer A } ? { [S in keyof A & Ok]: Json<A[S]> }[keyof A & Ok] : never;
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** `route` with its `{name}` placeholders filled in from `params` (each encoded). */
+function url(route: Route, params: Record<string, string>): string {
+  return route.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(params[name] ?? ""));
+}
+
+export function makeApi(getToken: () => Promise<string>) {
+  async function call<R extends Route, M extends Method>(
+    method: M,
+    route: R,
+    params: Record<string, string>,
+    body: BodyOf<R, M>,
+    extra: Record<string, string> = {},
+  ): Promise<AnswerOf<R, M>> {
+    const token = await getToken();
+    const response = await fetch(url(route, params), {
+      method: method.toUpperCase(),
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", ...extra },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    const data: unknown = text ? JSON.parse(text) : {};
+    if (!response.ok) {
+      const error = (data as Partial<Schemas["ErrorBody"]>).error;
+      throw new ApiError(response.status, error?.code || "error", error?.message || `HTTP ${response.status}`);
+    }
+    return data as AnswerOf<R, M>;
+  }
+  const conversation = (conversationId: string) => ({ conversationId });
+  return {
+    send: (body: Schemas["SendMessageRequest"]) => call("post", "/api/spark/agent/messages", {}, body),
+    // Which model answers; the demo model's examples, to offer in an empty conversation.
+    model: () => call("get", "/api/spark/agent/model", {}, undefined),
+    // A message to family members: `key` (Idempotency-Key) makes a retry deliver once.
+    deliver: (body: Schemas["SendMessageRequest"], key: string) =>
+      call("post", "/api/spark/agent/messages", {}, body, { "Idempotency-Key": key }),
+    stop: (id: string) => call("post", "/api/spark/agent/conversations/{conversationId}/stop", conversation(id), undefined),
+    answer: (id: string, toolCallId: string, answers: Schemas["AnswersRequest"]["answers"]) =>
+      call("post", "/api/spark/agent/conversations/{conversationId}/answers", conversation(id), { toolCallId, answers }),
+    approve: (id: string, toolCallId: string, approved: boolean) =>
+      call("post", "/api/spark/agent/conversations/{conversationId}/approvals", conversation(id), { toolCallId, approved }),
+    toolResult: (id: string, body: Schemas["ToolResultRequest"]) =>
+      call("post", "/api/spark/agent/conversations/{conversationId}/tool-results", conversation(id), body),
+    // Any type the browser names is sent: the api says which it takes when it refuses one.
+    upload: (file: File) => {
+      const contentType = file.type as Schemas["UploadRequest"]["contentType"];
+      return call("post", "/api/spark/agent/uploads", {}, { fileName: file.name, contentType, sizeBytes: file.size });
+    },
+    // The bytes of a file a message of a shared conversation carries (another member's).
+    sharedFile: async (id: string, path: string) => {
+      const token = await getToken();
+      const route = url("/api/spark/agent/conversations/{conversationId}/files", conversation(id));
+      return fetch(`${route}?path=${encodeURIComponent(path)}`, { headers: { Authorization: `Bearer ${token}` } });
+    },
+    createFamily: (name: string, displayName: string) =>
+      call("post", "/api/spark/families", {}, { name, ...(displayName ? { displayName } : {}) }),
+    invite: (familyId: string, role: Schemas["InviteRequest"]["role"]) =>
+      call("post", "/api/spark/families/{familyId}/invites", { familyId }, { role }),
+    join: (token: string, displayName: string) =>
+      call("post", "/api/spark/families/join", {}, { token, ...(displayName ? { displayName } : {}) }),
+    removeMember: (familyId: string, userId: string) =>
+      call("delete", "/api/spark/families/{familyId}/members/{userId}", { familyId, userId }, undefined),
+    settings: (aiReadsFamilyMessages: boolean) =>
+      call("patch", "/api/spark/me/settings", {}, { aiReadsFamilyMessages }),
+  };
+}
+
+export type Api = ReturnType<typeof makeApi>;

@@ -1,0 +1,127 @@
+// Everything around the message log: the conversation list, the heading, the run's
+// controls and what it waits for, and the calls waiting for the owner's approval.
+import { decide } from "../actions";
+import { shared } from "../conversation";
+import { $, button, el } from "../dom";
+import { session } from "../session";
+import { type Listed, state } from "../store";
+import type { FamilyMirror, ToolCall } from "../types";
+import { authorNames, sharedTitle } from "./family";
+
+// What the list was last built from (the snapshots' own objects: a new one each time
+// a listener hears a change).
+const listBuilt = { listed: null as readonly Listed[] | null, family: null as FamilyMirror | null, uid: "" };
+
+function listLabel({ data }: Listed, names: Map<string, string>): string {
+  const uid = state().user?.uid ?? "";
+  const title = sharedTitle(data, session().family.family, uid, names);
+  if (title) return title;
+  const first = (data.messages || []).find((m) => m.role === "user");
+  return data.title || (first && first.content.map((p) => p.text || "").join("").slice(0, 60)) || "Conversation";
+}
+
+/** The conversation list, newest first, the open one marked. */
+export function renderList(): void {
+  const { listed, user, conversationId } = state();
+  const family = session().family.family;
+  const uid = user?.uid ?? "";
+  if (listBuilt.listed !== listed || listBuilt.family !== family || listBuilt.uid !== uid) {
+    Object.assign(listBuilt, { listed, family, uid });
+    const names = authorNames(listed.map((entry) => entry.data));
+    $("conversation-list").replaceChildren(
+      ...listed.map((entry) => {
+        const link = el("a", { href: `#/c/${entry.id}` });
+        const kind = entry.data.kind;
+        if (kind === "direct" || kind === "family") {
+          const label = listLabel(entry, names);
+          const what = kind === "direct" ? "direct messages" : "family messages";
+          link.className = `shared ${kind}`;
+          // Seen as a badge, heard as part of the name: "Dad, direct messages".
+          link.setAttribute("aria-label", `${label}, ${what}`);
+          link.append(document.createTextNode(label), el("span", { className: "kind", text: kind }));
+        } else {
+          link.textContent = listLabel(entry, names);
+        }
+        return el("li", {}, link);
+      }),
+    );
+  }
+  for (const link of $("conversation-list").querySelectorAll("a")) {
+    if (link.getAttribute("href") === `#/c/${conversationId}`) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
+// Who the open shared conversation is with: a member's name or the family's.
+function sharedName(): string | null {
+  const mirror = session().family.family;
+  const { target, conversation, listed, user } = state();
+  if (target && "targetFamily" in target) return (mirror && mirror.name) || "your family";
+  if (target) {
+    const member = mirror && (mirror.members || []).find((m) => m.userId === target.targetUserId);
+    return member ? member.displayName : "a family member";
+  }
+  return sharedTitle(conversation, mirror, user?.uid ?? "", authorNames(listed.map((entry) => entry.data)));
+}
+
+export function renderHeading(): void {
+  const { conversation: conv, conversationId, target } = state();
+  let title = conversationId ? "Conversation" : "New conversation";
+  let placeholder = "Ask Spark AI Agent…";
+  const name = shared() && sharedName();
+  if (name) {
+    const direct = target ? "targetUserId" in target : Boolean(conversationId && conversationId.startsWith("dm_"));
+    title = `${name} (${direct ? "direct messages" : "family messages"})`;
+    placeholder = `Write to ${name}…`;
+  } else if (conv && conv.title) {
+    title = conv.title;
+  }
+  if ($("chat-title").textContent !== title) $("chat-title").textContent = title;
+  $<HTMLTextAreaElement>("composer-text").placeholder = placeholder;
+}
+
+/** The run's controls: Stop (not in a shared conversation), the earlier messages'
+ * button, and what the run waits for, in the status line. */
+export function renderRun(): void {
+  const { conversation: conv, loadedSegments } = state();
+  const archived = conv && conv.archived;
+  $("earlier").hidden = !(archived && archived.segments > loadedSegments);
+  const run = conv && conv.activeRun;
+  const stop = $<HTMLButtonElement>("stop");
+  stop.hidden = shared();
+  stop.disabled = !run || Boolean(run.stopRequestedAt);
+  // Said once when it changes, so what the page said in between (an error) stays.
+  const waiting = (run && run.waitingFor) || "";
+  const status = $("composer-status");
+  if (waiting !== status.dataset.waiting) {
+    status.dataset.waiting = waiting;
+    status.textContent = waiting;
+  }
+}
+
+export function renderApprovals(): void {
+  const { conversation: conv } = state();
+  const waiting: ToolCall[] = [];
+  for (const message of (conv && conv.messages) || []) {
+    for (const part of message.content || []) {
+      if (part.type === "tool_call" && part.toolCall && part.toolCall.status === "awaiting_approval") waiting.push(part.toolCall);
+    }
+  }
+  $("approvals").hidden = !waiting.length;
+  const list = $("approval-list");
+  const ids = waiting.map((c) => c.id).join(",");
+  if (list.dataset.ids === ids) return;
+  list.dataset.ids = ids;
+  list.replaceChildren(
+    ...waiting.map((call) => {
+      const title = el("p", {}, el("strong", { text: call.displayText || call.name }), ` (${call.name})`);
+      const args = el("pre", { "aria-label": "Arguments" });
+      try {
+        args.textContent = JSON.stringify(JSON.parse(call.argsJson), null, 2);
+      } catch {
+        args.textContent = call.argsJson;
+      }
+      return el("li", { className: "approval" }, title, args, button("Approve", () => decide(call, true)), button("Deny", () => decide(call, false)));
+    }),
+  );
+}
