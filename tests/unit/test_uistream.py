@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+from pathlib import Path
 
 from shared.agent.events import (
     ApprovalRequiredEvent,
@@ -19,6 +22,7 @@ from shared.agent.transcript import Cursor, Frame
 from shared.agent.uistream import DONE, UiChunks, encode, ui_stream
 
 RUN = "run_1"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def frame(event: object, parts: int = 0, chars: int = 0) -> Frame:
@@ -137,3 +141,35 @@ async def test_a_live_reply_ends_with_done() -> None:
     body = b"".join([part async for part in ui_stream(channel, keepalive=1)])
     assert body.endswith(b'"finishReason": "tool-calls"}\n\n' + DONE)
     assert body.count(b"data: ") == len(chunks_of(reply())) + 1
+
+
+async def body_of(frames: list[Frame]) -> bytes:
+    channel = EventChannel()
+    for f in frames:
+        channel.emit(f)
+    return b"".join([part async for part in ui_stream(channel, keepalive=1)])
+
+
+def test_the_ai_sdk_reads_every_chunk_and_shows_the_reply() -> None:
+    """The real ``ai`` package (package-lock.json) validates each chunk and folds them."""
+    body = asyncio.run(body_of(reply()))
+    read = subprocess.run(
+        ["node", str(ROOT / "tests" / "ai_sdk" / "read.mjs")],
+        input=body,
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    message = json.loads(read.stdout)["message"]
+    assert message["id"] == "msg_a"
+    assert [(p["type"], p.get("state")) for p in message["parts"]] == [
+        ("step-start", None),
+        ("text", "done"),
+        ("tool-read_lesson", "output-available"),
+        ("text", "done"),
+        ("tool-create_lesson", "input-available"),
+        ("data-task", None),
+        ("tool-delete_lesson", "approval-requested"),
+    ]
+    assert message["parts"][1]["text"] == "Let me look."
