@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from spark_http.responses import error_response
 
 from shared.appcheck.guard import AppCheck, AppCheckRefused, AppCheckReplayed, app_check, mode_of
 from shared.appcheck.replays import InMemorySpentTokens
@@ -16,7 +17,6 @@ from shared.config import Settings
 from shared.errors import ConfigurationError
 from shared.observe import setup
 from shared.observe.setup import Telemetry
-from spark_http.responses import error_response
 from tests.appcheck_keys import PROJECT_ID, PROJECT_NUMBER, served_jwks, token
 
 
