@@ -13,8 +13,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-COLLECTION = "appCheckTokens"
-
 
 class SpentTokens(Protocol):
     """The record of App Check tokens already used for a costly call."""

@@ -30,6 +30,7 @@ TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
 TOKEN_TYPE = "gen_ai.token.type"
 ERROR_TYPE = "error.type"
 # Ours.
+TOKENS = "spark.tokens"
 RUNS = "spark.runs"
 RUN_DURATION = "spark.run.duration"
 TASK_DURATION = "spark.task.duration"
@@ -67,6 +68,11 @@ class Metrics:
             unit="s",
             description="Time from a model call to its first token (or audio chunk).",
             explicit_bucket_boundaries_advisory=list(SECONDS_BUCKETS),
+        )
+        self._spent = meter.create_counter(
+            TOKENS,
+            unit="{token}",
+            description="Tokens used, summed, by model and kind of call (the spend alert's).",
         )
         self._runs = meter.create_counter(RUNS, unit="{run}", description="Runs, by ending.")
         self._run_duration = meter.create_histogram(
@@ -132,6 +138,7 @@ class Metrics:
         for kind_of_token, count in (("input", input_tokens), ("output", output_tokens)):
             if count is not None:
                 self._tokens.record(count, {**attributes, TOKEN_TYPE: kind_of_token})
+                self._spent.add(count, {**attributes, TOKEN_TYPE: kind_of_token})
 
     def screen_applied(self, kind: str) -> None:
         """A request of ``kind`` left with opted-out family text withheld."""

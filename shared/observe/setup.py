@@ -188,7 +188,28 @@ def in_memory(settings: Settings | None = None) -> Telemetry:
     return built
 
 
+_process: Telemetry | None = None
+
+
 def start(settings: Settings) -> Telemetry:
     """The process's telemetry, as ``settings`` choose, installed globally (the
-    functions' entry point calls this once)."""
-    return build(settings).install()
+    functions' entry point calls this once, before it wires the components).
+
+    Raises:
+        ConfigurationError: as ``destination``.
+    """
+    global _process
+    _process = build(settings).install()
+    return _process
+
+
+def process_tracer() -> Tracer | None:
+    """The tracer ``start`` installed, or ``None`` (nothing traced, or not started)."""
+    return _process.tracer if _process is not None else None
+
+
+def process_metrics() -> Metrics | None:
+    """The instruments ``start`` installed, or ``None`` when no metric is exported."""
+    if _process is None or _process.meter_provider is None:
+        return None
+    return _process.metrics

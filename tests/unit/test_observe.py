@@ -221,3 +221,11 @@ def test_runs_tasks_and_limits_are_counted_by_their_labels() -> None:
     assert attempts.sum == 2 and dict(attempts.attributes) == {"spark.task.kind": "tool"}
     (refused,) = points(telemetry, "spark.limits.refused")
     assert dict(refused.attributes) == {"spark.limit": "runs_per_user"}
+
+
+def test_with_telemetry_off_an_instance_imports_no_exporter() -> None:
+    from tests.unit.test_cold_start import modules_after_import_main
+
+    imported = modules_after_import_main("api")
+    assert "shared.observe.setup" in imported  # started, and chose nothing
+    assert not {m for m in imported if m.startswith("opentelemetry.exporter")}

@@ -10,8 +10,10 @@ from datetime import datetime
 from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient
 
-from shared.appcheck.replays import COLLECTION
 from shared.store.firestore.common import unavailable
+
+# Its records' TTL is terraform/firestore.tf's (on ``expiresAt``).
+COLLECTION = "appCheckTokens"
 
 
 class FirestoreSpentTokens:
