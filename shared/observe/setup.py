@@ -21,17 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry import trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import (
-    InMemoryMetricReader,
-    MetricExporter,
-    MetricReader,
-    PeriodicExportingMetricReader,
-)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -46,6 +39,16 @@ from shared.config import Settings
 from shared.errors import ConfigurationError
 from shared.observe.content import ContentGuard
 from shared.observe.metrics import Metrics
+
+if TYPE_CHECKING:
+    # The metrics SDK is imported only when a meter provider is made: an instance with
+    # telemetry off (or traces only) does not pay for it at start.
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        InMemoryMetricReader,
+        MetricExporter,
+        MetricReader,
+    )
 
 Destination = Literal["off", "otlp", "gcp"]
 DESTINATIONS: tuple[Destination, ...] = get_args(Destination)
@@ -76,7 +79,7 @@ def destination(settings: Settings) -> Destination:
     )
 
 
-Exporters = tuple[SpanExporter, MetricExporter | None]
+Exporters = tuple[SpanExporter, "MetricExporter | None"]
 
 
 def _otlp(settings: Settings) -> Exporters:
@@ -162,6 +165,8 @@ def build(
         # Exported off the request's path, in batches, by the SDK's own thread.
         processor = BatchSpanProcessor(_guarded(spans, settings))
         if metric_exporter is not None and reader is None:
+            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
             reader = PeriodicExportingMetricReader(
                 metric_exporter, export_interval_millis=METRICS_INTERVAL_MS
             )
@@ -170,7 +175,11 @@ def build(
     if processor is not None:
         tracers = TracerProvider(resource=resource)
         tracers.add_span_processor(processor)
-    meters = MeterProvider(resource=resource, metric_readers=[reader]) if reader else None
+    meters = None
+    if reader is not None:
+        from opentelemetry.sdk.metrics import MeterProvider
+
+        meters = MeterProvider(resource=resource, metric_readers=[reader])
     return Telemetry(tracers, meters, Metrics(meters) if meters else Metrics())
 
 
@@ -182,6 +191,8 @@ def _guarded(exporter: SpanExporter, settings: Settings) -> SpanExporter:
 def in_memory(settings: Settings | None = None) -> Telemetry:
     """Providers that keep every span and metric in memory, for tests: the finished
     spans in ``spans``, the metrics from ``readings.get_metrics_data()``."""
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
     spans, readings = InMemorySpanExporter(), InMemoryMetricReader()
     built = build(settings or Settings.from_env({}), spans, readings)
     built.spans, built.readings = spans, readings

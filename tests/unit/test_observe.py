@@ -223,9 +223,10 @@ def test_runs_tasks_and_limits_are_counted_by_their_labels() -> None:
     assert dict(refused.attributes) == {"spark.limit": "runs_per_user"}
 
 
-def test_with_telemetry_off_an_instance_imports_no_exporter() -> None:
+def test_with_telemetry_off_an_instance_imports_no_exporter_nor_the_metrics_sdk() -> None:
     from tests.unit.test_cold_start import modules_after_import_main
 
     imported = modules_after_import_main("api")
     assert "shared.observe.setup" in imported  # started, and chose nothing
     assert not {m for m in imported if m.startswith("opentelemetry.exporter")}
+    assert "opentelemetry.sdk.metrics" not in imported
