@@ -471,8 +471,8 @@ class Settings:
     )
     trace_content: bool = setting(
         "SPARK_TRACE_CONTENT",
-        False,
-        "development only: record prompts and replies in spans (refused in production)",
+        default=False,
+        meaning="development only: record prompts and replies in spans (refused in production)",
     )
     app_check: str = setting(
         "SPARK_APP_CHECK", "off", "App Check of the api's calls: off, monitor or enforce"
