@@ -29,6 +29,14 @@ help: ## List the targets, one line each
 	.tools/tasks-emulator/bin/pip install --quiet --no-deps -r tools/tasks_emulator/requirements.txt
 	touch $@
 
+# Arize Phoenix, make dev's local trace viewer, pins its own large dependency tree: it gets
+# its own virtualenv, from a hash-pinned requirements file (tools/phoenix/requirements.in
+# says how it was made); docs/observability.md says why this viewer.
+.tools/phoenix/.installed: tools/phoenix/requirements.txt
+	python3 -m venv .tools/phoenix
+	.tools/phoenix/bin/pip install --quiet --require-hashes --no-deps -r tools/phoenix/requirements.txt
+	touch $@
+
 # checkov pins its own large dependency tree: it gets its own virtualenv, from a
 # hash-pinned requirements file (tools/checkov/requirements.in says how it was made).
 .tools/checkov/.installed: tools/checkov/requirements.txt
@@ -81,8 +89,9 @@ web/dist/.built: $(wildcard web/src/*.ts web/src/*/*.ts schemas/*.json) tools/we
 	touch $@
 
 ## Run the whole local stack: Firestore, Auth and Cloud Tasks emulators, the api function on
-## :8080 (PORT overrides), the tasks function on :8081 and the web client on :5173.
-dev: setup ## Run the local stack (emulators, api :8080, tasks :8081, web client :5173); Ctrl-C stops it
+## :8080 (PORT overrides), the tasks function on :8081, the web client on :5173 and the
+## trace viewer on :6006 (installed by the first `make dev`, not by setup: no test needs it).
+dev: setup .tools/phoenix/.installed ## Run the local stack (emulators, api :8080, tasks :8081, web client :5173, traces :6006); Ctrl-C stops it
 	$(PY) -m tools.stack dev
 
 ## Forget the local data `make dev` keeps between runs (.stack/data/): the next run

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.config import Settings
+from shared.observe import setup as observe
 from shared.wiring import build_components, build_task_verifier, build_verifier
 
 
@@ -56,6 +57,7 @@ def _load_lazy_imports() -> None:
 
 settings = Settings.from_env()
 logs.configure(settings.project_id)
+observe.start(settings)  # before the components: the egress takes its tracer and metrics
 _components, _stores = build_components(settings)
 
 

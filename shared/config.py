@@ -459,6 +459,35 @@ class Settings:
         secret=True,
     )
 
+    # Observability (docs/observability.md): shared/observe/setup.py and shared/appcheck/.
+    telemetry: str = setting(
+        "SPARK_TELEMETRY",
+        "off",
+        "where traces and metrics go: ``off``, ``otlp`` (make dev's local viewer) or "
+        "``gcp`` (Cloud Trace and Cloud Monitoring)",
+    )
+    otlp_endpoint: str | None = setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", None, "the OTLP/HTTP receiver ``otlp`` sends to"
+    )
+    trace_content: bool = setting(
+        "SPARK_TRACE_CONTENT",
+        default=False,
+        meaning="development only: record prompts and replies in spans (refused in production)",
+    )
+    app_check: str = setting(
+        "SPARK_APP_CHECK", "off", "App Check of the api's calls: off, monitor or enforce"
+    )
+    app_check_jwks_url: str | None = setting(
+        "SPARK_APP_CHECK_JWKS_URL",
+        None,
+        "local only: where App Check's keys are read (Google's by default)",
+    )
+    project_number: str | None = setting(
+        "SPARK_PROJECT_NUMBER",
+        None,
+        "the project's number: App Check tokens' issuer and audience name it",
+    )
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read the settings from ``env`` (default: ``os.environ``) and check them."""
@@ -617,6 +646,8 @@ _LOCAL_ONLY: tuple[tuple[str, str, str], ...] = (
     ("storage_emulator_host", "", "refusing to start"),
     ("tasks_emulator_host", "", "refusing to start"),
     ("tasks_local_key", " (local task mode)", "refusing to accept unsigned task calls"),
+    ("trace_content", "", "refusing to record what people said in traces"),
+    ("app_check_jwks_url", "", "refusing App Check keys other than Google's"),
 )
 """The settings only a local run may have: each refuses a start in production."""
 

@@ -33,6 +33,7 @@ from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families, FamilyPolicy
 from shared.ids import IdGenerator, RandomIds
+from shared.observe.setup import process_metrics, process_tracer
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
 from shared.store.base import (
@@ -322,6 +323,8 @@ def assemble(
         speaker=speaker,
         transcriber=transcriber,
         minter=live,
+        tracer=process_tracer(),
+        metrics=process_metrics(),
     )
     family = family_tools(
         household, store, preferences, delivery, provenance, clock, settings.tool_output_chars

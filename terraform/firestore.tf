@@ -94,3 +94,14 @@ resource "google_firestore_field" "delivery_receipts_expire" {
   ttl_config {}
   index_config {}
 }
+
+# The spent App Check tokens (shared/appcheck/replays.py): each record may go once its
+# token has expired (an expired token is refused anyway), so Firestore's TTL drops them.
+resource "google_firestore_field" "app_check_tokens_ttl" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "appCheckTokens"
+  field      = "expiresAt"
+  ttl_config {}
+  index_config {}
+}

@@ -47,6 +47,18 @@ resource "google_project_iam_member" "firestore" {
   member   = each.value
 }
 
+# Both functions export their spans to Cloud Trace and their metrics to Cloud Monitoring
+# (SPARK_TELEMETRY=gcp, shared/observe/setup.py).
+resource "google_project_iam_member" "observability" {
+  for_each = {
+    for pair in setproduct(keys(local.runtime_members), ["roles/cloudtrace.agent", "roles/monitoring.metricWriter"]) :
+    "${pair[0]}:${pair[1]}" => { member = local.runtime_members[pair[0]], role = pair[1] }
+  }
+  project = var.project_id
+  role    = each.value.role
+  member  = each.value.member
+}
+
 # Only when asked to check revocation: reading a user's record in Firebase Auth.
 resource "google_project_iam_member" "auth_viewer" {
   for_each = var.check_revoked ? local.runtime_members : {}

@@ -37,6 +37,9 @@ locals {
       SPARK_LIVE_MODEL            = var.live_model
       SPARK_SPEECH_MODEL          = var.speech_model
       SPARK_SPEECH_VOICE          = var.speech_voice
+      SPARK_TELEMETRY             = "gcp"
+      SPARK_APP_CHECK             = var.app_check
+      SPARK_PROJECT_NUMBER        = data.google_project.this.number
     },
     { for name, value in var.limits : name => tostring(value) },
   )
@@ -49,6 +52,7 @@ resource "google_project_service" "apis" {
     "cloudfunctions.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "cloudtasks.googleapis.com",
+    "cloudtrace.googleapis.com",
     "firebase.googleapis.com",
     "firebaserules.googleapis.com",
     "firebasestorage.googleapis.com",
@@ -56,6 +60,7 @@ resource "google_project_service" "apis" {
     "iam.googleapis.com",
     "identitytoolkit.googleapis.com",
     "logging.googleapis.com",
+    "monitoring.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
     "storage.googleapis.com",

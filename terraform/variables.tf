@@ -312,3 +312,45 @@ variable "labels" {
     error_message = "Label keys must start with a lowercase letter; keys and values are at most 63 lowercase letters, digits, hyphens or underscores."
   }
 }
+
+variable "app_check" {
+  description = "SPARK_APP_CHECK: off, monitor (verify and count, refuse nothing) or enforce (refuse a call without a valid App Check token; the costly ones consume theirs)."
+  type        = string
+  default     = "monitor"
+  validation {
+    condition     = contains(["off", "monitor", "enforce"], var.app_check)
+    error_message = "app_check must be off, monitor or enforce."
+  }
+}
+
+variable "alert_email" {
+  description = "Where the alerts are sent (an e-mail notification channel); empty: they open incidents in the console only."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.alert_email == "" || can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", var.alert_email))
+    error_message = "alert_email must be empty or one e-mail address."
+  }
+}
+
+variable "alerts" {
+  description = "The alerts' thresholds: the api's share of 5xx answers, the share of runs that fail, the 95th percentile of the time to the first token (seconds), the tokens used in an hour (set it near the sum of users' daily budgets / 24), and task deliveries given up in an hour."
+  type = object({
+    error_ratio             = optional(number, 0.05)
+    run_failure_ratio       = optional(number, 0.1)
+    first_token_p95_seconds = optional(number, 5)
+    tokens_per_hour         = optional(number, 10000000)
+    dead_letters_per_hour   = optional(number, 1)
+  })
+  default = {}
+  validation {
+    condition = (
+      var.alerts.error_ratio > 0 && var.alerts.error_ratio <= 1
+      && var.alerts.run_failure_ratio > 0 && var.alerts.run_failure_ratio <= 1
+      && var.alerts.first_token_p95_seconds > 0
+      && var.alerts.tokens_per_hour >= 1
+      && var.alerts.dead_letters_per_hour >= 1
+    )
+    error_message = "alerts: the ratios must be above 0 and at most 1, the seconds above 0, and the counts at least 1."
+  }
+}

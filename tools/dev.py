@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from tools.keep import Keep
 from tools.stack import (
     DEV_TASKS_PORT,
+    DEV_TRACES_PORT,
     DEV_WEB_PORT,
     FAKES,
     PROJECT,
@@ -29,6 +30,7 @@ from tools.stack import (
     running,
     sign_up,
     start_functions,
+    start_trace_viewer,
 )
 
 # What make dev keeps between runs (tools/keep.py); `make dev-reset` removes it.
@@ -72,13 +74,20 @@ PORT_NAMES = {
     "api": "the api function; PORT moves it",
     "tasks": "the tasks function",
     "web": "the web client",
+    "traces": "the trace viewer",
 }
 
 
 def dev_ports() -> dict[str, int]:
     """The ports ``make dev`` serves on: firebase.json's, ours and ``PORT``'s."""
     api = int(os.environ.get("PORT", "8080"))
-    return {**firebase_ports(), "api": api, "tasks": DEV_TASKS_PORT, "web": DEV_WEB_PORT}
+    return {
+        **firebase_ports(),
+        "api": api,
+        "tasks": DEV_TASKS_PORT,
+        "web": DEV_WEB_PORT,
+        "traces": DEV_TRACES_PORT,
+    }
 
 
 def taken(ports: Mapping[str, int]) -> dict[str, int]:
@@ -120,8 +129,15 @@ def refusal(ports: Mapping[str, int]) -> str | None:
     )
 
 
-def banner(stack: Stack, api_port: int, model: str, keep: Keep, token: str) -> str:
+def banner(
+    stack: Stack, api_port: int, model: str, keep: Keep, token: str, traced: bool = False
+) -> str:
     env = stack.env
+    traces = (
+        f"http://127.0.0.1:{DEV_TRACES_PORT}/   each request's spans (Arize Phoenix)"
+        if traced
+        else "off (the viewer is installed by `make dev`: .tools/phoenix)"
+    )
     return f"""
 Spark AI Agent local stack is running (logs in {stack.log_dir}):
   web        http://127.0.0.1:{DEV_WEB_PORT}/   the web client: sign in as teacher@example.com,
@@ -134,6 +150,7 @@ Spark AI Agent local stack is running (logs in {stack.log_dir}):
   Auth       {env["FIREBASE_AUTH_EMULATOR_HOST"]}   (emulator; test user teacher@example.com)
   Storage    {env["STORAGE_EMULATOR_HOST"]}   (Cloud Storage emulator, {PROJECT}.appspot.com)
   Tasks      {env["CLOUD_TASKS_EMULATOR_HOST"]}   (Cloud Tasks emulator, queue {TASKS_QUEUE})
+  traces     {traces}
 
 Firestore, Auth and Storage data are kept in {keep.root} when you stop
 (Ctrl-C) and are there again next time; `make dev-reset` starts clean.
@@ -188,11 +205,12 @@ def serve(stack: Stack, ports: Mapping[str, int], keep: Keep) -> int:
     if os.environ.get("SPARK_DEV_FAKE", "").strip() in ("1", "true", "yes"):
         spark_model = os.environ.get("SPARK_MODEL") or "openai:fake-model"
         fake_env, model = start_fake(stack, spark_model)
-    start_functions(stack, ports["api"], ports["tasks"], fake_env)
+    traces_env = start_trace_viewer(stack, ports["traces"], DATA_DIR / "traces")
+    start_functions(stack, ports["api"], ports["tasks"], {**fake_env, **traces_env})
     start_web(stack, ports["web"], ports["api"])
     auth = stack.env["FIREBASE_AUTH_EMULATOR_HOST"]
     token = sign_up(auth, "teacher@example.com", "spark-local").token
-    print(banner(stack, ports["api"], model, keep, token), flush=True)
+    print(banner(stack, ports["api"], model, keep, token, bool(traces_env)), flush=True)
     try:
         while all(p.poll() is None for _, p in stack.processes):
             time.sleep(0.5)
@@ -207,7 +225,7 @@ def serve(stack: Stack, ports: Mapping[str, int], keep: Keep) -> int:
 def save(stack: Stack, ports: Mapping[str, int], keep: Keep) -> None:
     """Keep the emulators' data for the next run: the functions stop first, so that
     nothing writes while it is exported."""
-    emulators = ("firestore", "auth", "storage", "tasks-emulator")
+    emulators = ("firestore", "auth", "storage", "tasks-emulator", "traces")
     stack.stop([name for name, _ in stack.processes if name not in emulators])
     alive = dict(stack.processes)
     if any(

@@ -53,6 +53,9 @@ DEV_TASKS_PORT = 8081
 DEV_WEB_PORT = 5173
 DEV_STORAGE_PORT = 9199
 STORAGE_EMULATOR = ROOT / ".venv" / "bin" / "gcp-storage-emulator"
+# make dev's trace viewer (Arize Phoenix), in its own virtualenv: docs/observability.md.
+TRACE_VIEWER = ROOT / ".tools" / "phoenix" / "bin" / "phoenix"
+DEV_TRACES_PORT = 6006
 # Each provider's fake (tests/fakes/), its SDK's variables, and the base URL it serves.
 FAKES = {
     "openai": ("tests.fakes.openai_server", "OPENAI", "/v1"),
@@ -313,6 +316,25 @@ def start_tasks_emulator(stack: Stack, port: int) -> None:
             "SPARK_TASKS_LOCAL_KEY": secrets.token_hex(16),
         }
     )
+
+
+def start_trace_viewer(stack: Stack, port: int, data_dir: Path) -> dict[str, str]:
+    """Arize Phoenix on loopback, receiving OTLP/HTTP and showing the traces on ``port``,
+    its data kept in ``data_dir``; returns the environment that makes the functions
+    send it their spans (``{}`` when it is not installed: tracing stays off)."""
+    if not TRACE_VIEWER.exists():
+        return {}
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(free_port()),  # not 4317: anything may hold that
+        "PHOENIX_WORKING_DIR": str(data_dir),
+        "PHOENIX_TELEMETRY_ENABLED": "false",  # no usage reports: nothing leaves loopback
+    }
+    stack.spawn("traces", [str(TRACE_VIEWER), "serve"], env=env)
+    stack.wait_ready("traces", f"http://127.0.0.1:{port}/healthz", timeout=180)
+    return {"SPARK_TELEMETRY": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
 
 
 def start_function(

@@ -83,8 +83,14 @@ def _https_get(url: str) -> tuple[bytes, str | None]:
 class PublicKeys:
     """Google's token-signing keys by id, fetched when stale (one fetch at a time)."""
 
-    def __init__(self, url: str = GOOGLE_CERTS, fetch: Fetch = _https_get) -> None:
-        self._url, self._fetch = url, fetch
+    def __init__(
+        self,
+        url: str = GOOGLE_CERTS,
+        fetch: Fetch = _https_get,
+        parse: Callable[[bytes], dict[str, RSAPublicKey]] | None = None,
+    ) -> None:
+        # ``parse``: X.509 certificates by default; App Check's JWKS (shared/appcheck).
+        self._url, self._fetch, self._parse = url, fetch, parse or _parse_keys
         self._keys: dict[str, RSAPublicKey] = {}
         self._fresh_until = 0.0
         self._fetched_at = float("-inf")
@@ -118,7 +124,7 @@ class PublicKeys:
     async def _refresh(self) -> None:
         try:
             body, cache_control = await asyncio.to_thread(self._fetch, self._url)
-            keys = _parse_keys(body)
+            keys = self._parse(body)
         except (OSError, ValueError, http.client.HTTPException) as exc:
             if time.monotonic() < self._fresh_until:  # an unknown key's refetch: keep ours
                 log.warning("Google's token keys could not be refetched (%s)", exc)

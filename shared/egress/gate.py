@@ -27,7 +27,6 @@ from typing import Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Tracer
 
-from shared import telemetry
 from shared.egress import spans
 from shared.egress.providers import (
     LiveSecret,
@@ -37,6 +36,7 @@ from shared.egress.providers import (
     Transcriber,
 )
 from shared.egress.screen import Screen, screened
+from shared.egress.words import Withheld
 from shared.errors import PayloadTooLarge, ProviderSilent, RateLimited, ToolError
 from shared.llm.base import (
     Finish,
@@ -48,6 +48,7 @@ from shared.llm.base import (
     finished,
 )
 from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
+from shared.observe.metrics import Metrics
 
 Kind = Literal["chat", "task", "transcription", "speech", "secret"]
 
@@ -141,6 +142,7 @@ class Egress:
         minter: SecretMinter | None = None,
         bounds: dict[Kind, Bound] | None = None,
         tracer: Tracer | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self._model = model
         self._screen = screen
@@ -149,8 +151,14 @@ class Egress:
         self._transcriber = transcriber
         self._minter = minter
         self._bounds = {**BOUNDS, **(bounds or {})}
-        # None: no spans at all, and no wrapper around a stream (tracing off is free).
+        # None, both: no spans or metrics at all, and no wrapper around a stream
+        # (observing off is free).
         self._tracer = tracer
+        self._metrics = metrics
+
+    def _screened(self, withheld: Withheld, kind: Kind) -> None:
+        if withheld and self._metrics is not None:
+            self._metrics.screen_applied(kind)
 
     # -- the model -----------------------------------------------------------------
 
@@ -174,31 +182,30 @@ class Egress:
             PayloadTooLarge: the request is over the chat size.
         """
         withheld = await self._screen.withheld(user_id)
+        self._screened(withheld, "chat")
         request = screened(request, withheld)
         _check_size(request_chars(request), self._bounds["chat"], "The request")
-        stream = self._model.stream(request)
-        if self._tracer is None:
-            return stream
-        span = spans.started(self._tracer, "chat", self.provider, self.label, "chat")
-        span.set_attribute(telemetry.WITHHELD, bool(withheld))
-        return spans.traced(stream, span)
+        call = spans.Call("chat", self.provider, self.label, "chat")
+        return spans.watched(
+            self._model.stream(request), self._tracer, self._metrics, call, bool(withheld)
+        )
 
     async def _metered(
         self, user_id: str, request: ModelRequest, meter: Meter | None
     ) -> AsyncGenerator[ModelEvent, None]:
         bound = self._bounds["task"]
         withheld = await self._screen.withheld(user_id)
+        self._screened(withheld, "task")
         request = screened(request, withheld)
         _check_size(request_chars(request), bound, "The request")
         meter = meter or self._budget.meter(user_id)
         estimate = _estimate(request)
         reservation = await meter.reserve(estimate, "task")
         used = estimate  # a call that does not finish is charged what was set aside
-        stream: AsyncIterator[ModelEvent] = self._model.stream(request)
-        if self._tracer is not None:
-            span = spans.started(self._tracer, "text_completion", self.provider, self.label, "task")
-            span.set_attribute(telemetry.WITHHELD, bool(withheld))
-            stream = spans.traced(stream, span)
+        call = spans.Call("text_completion", self.provider, self.label, "task")
+        stream = spans.watched(
+            self._model.stream(request), self._tracer, self._metrics, call, bool(withheld)
+        )
         try:
             async for event in _within(stream, bound, "The reply"):
                 if isinstance(event, Finish):
@@ -257,17 +264,16 @@ class Egress:
         if speaker is None:
             raise ValueError("no speech model")  # callers ask ``speaker`` first
         bound = self._bounds["speech"]
-        text = (await self._screen.withheld(user_id)).text(text)
+        withheld = await self._screen.withheld(user_id)
+        self._screened(withheld, "speech")
+        text = withheld.text(text)
         _check_size(len(text), bound, "The text to read aloud")
         tokens = math.ceil(len(text) / CHARS_PER_TOKEN)
         meter = self._budget.meter(user_id)
         reservation = await meter.reserve(tokens, "speech")
-        audio = speaker.speak(text)
-        if self._tracer is not None:
-            provider, _, model = speaker.voice_key.partition(":")
-            audio = spans.traced(
-                audio, spans.started(self._tracer, "speech", provider, model, "speech")
-            )
+        provider, _, model = speaker.voice_key.partition(":")
+        call = spans.Call("speech", provider, model, "speech")
+        audio = spans.watched(speaker.speak(text), self._tracer, self._metrics, call)
         try:
             async for chunk in _within(audio, bound, "Reading aloud"):
                 yield chunk
@@ -305,12 +311,8 @@ class Egress:
         estimated = estimated_usage(clip.duration_seconds)
         used = estimated.input_tokens + estimated.output_tokens
         reservation = await meter.reserve(used, "transcription")
-        heard: AsyncIterator[TranscriptionEvent] = transcriber.transcribe(clip)
-        if self._tracer is not None:
-            span = spans.started(
-                self._tracer, "transcription", self.provider, transcriber.label, "transcription"
-            )
-            heard = spans.traced(heard, span)
+        call = spans.Call("transcription", self.provider, transcriber.label, "transcription")
+        heard = spans.watched(transcriber.transcribe(clip), self._tracer, self._metrics, call)
         try:
             async for event in _within(heard, bound, "Transcribing"):
                 if isinstance(event, Transcribed) and event.usage.input_tokens:

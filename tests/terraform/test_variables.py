@@ -33,6 +33,9 @@ GOOD: dict[str, list[Any]] = {
     "live_model": ["", "openai:gpt-4o-transcribe", "google:gemini-live-2.5-flash-preview"],
     "speech_model": ["", "openai:gpt-4o-mini-tts", "google:gemini-2.5-flash-preview-tts"],
     "speech_voice": ["", "fable", "Kore"],
+    "app_check": ["off", "monitor", "enforce"],
+    "alert_email": ["", "ops@example.com"],
+    "alerts": [{}, {"error_ratio": 1, "tokens_per_hour": 1, "first_token_p95_seconds": 0.5}],
 }
 
 BAD: dict[str, list[Any]] = {
@@ -79,6 +82,9 @@ BAD: dict[str, list[Any]] = {
     "live_model": ["anthropic:claude", "gpt-4o-transcribe", "openai: x"],
     "speech_model": ["anthropic:claude", "openai:", "tts 1"],
     "speech_voice": ["a voice", "x" * 41],
+    "app_check": ["on", "Enforce", ""],
+    "alert_email": ["ops", "ops@example", "a b@example.com"],
+    "alerts": [{"error_ratio": 0}, {"run_failure_ratio": 1.5}, {"tokens_per_hour": 0}],
 }
 
 

@@ -44,6 +44,8 @@ LOCAL_ONLY = {
     "STORAGE_EMULATOR_HOST": "the Cloud Storage emulator (refused in production)",
     "SPARK_TASKS_LOCAL_KEY": "local task signatures (refused in production)",
     "SPARK_OFFLINE_TOKEN_DELAY_MS": "pacing of the offline model, which production refuses",
+    "SPARK_TRACE_CONTENT": "what people said, in traces (refused in production)",
+    "SPARK_APP_CHECK_JWKS_URL": "a local App Check key set (refused in production)",
 }
 # Variables the platform sets, or that stand in for one Terraform sets.
 PLATFORM = {
@@ -54,6 +56,7 @@ PLATFORM = {
 # Variables the deployment leaves unset because the code's default is the deployed one.
 UNSET = {
     "SPARK_PROMPTS_DIR": "the prompts packaged with the functions (tools/package.py)",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "make dev's trace viewer; a deployment exports to Cloud Trace",
 }
 
 
@@ -149,6 +152,8 @@ def test_local_only_variables_are_refused_in_production() -> None:
 
 def concrete(value: Any) -> str:
     """A deployed value: what apply fills in for an attribute known only then."""
+    if isinstance(value, Ref) and value.path == PROJECT_NUMBER[2:-1]:
+        return "123456789012"
     if isinstance(value, Ref):
         assert value.path.endswith(".email"), value
         return "spark-task-invoker@my-spark-project.iam.gserviceaccount.com"
