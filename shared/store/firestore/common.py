@@ -1,5 +1,5 @@
-"""What the Firestore stores share: the error a failed call becomes, and the
-compare-and-set retry."""
+"""What the Firestore stores share: the error a failed call becomes, the wait before a
+retry, and the retried transaction (the compare-and-set loop is ``cas.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from shared.store import failures
 T = TypeVar("T")
 
 UNAVAILABLE = "Spark AI Agent could not reach its storage right now; please try again."
-# A mutation that keeps losing the race is given up after this many attempts.
+# A change that keeps losing the race is given up after this many attempts.
 MAX_ATTEMPTS = 25
 
 
