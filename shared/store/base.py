@@ -639,14 +639,15 @@ class Put:
 
 
 @dataclass(frozen=True, slots=True)
-class Append:
-    """Change an existing document: set the top-level ``fields``, and add each entry of
-    ``append`` to the end of its array (Firestore's ``ArrayUnion``: an entry already in
-    the array is not added twice)."""
+class Amend:
+    """Turn the conversation at ``path`` from ``before`` (as this transaction read it;
+    ``None``: there was none) into ``after``. The adapter writes ``after`` whole when it
+    is new, and otherwise only what differs (``shared/store/patch.diff``: messages added
+    at the end are appended, each changed field is set)."""
 
     path: Path
-    fields: Mapping[str, Any]
-    append: Mapping[str, Sequence[Mapping[str, Any]]]
+    before: Conversation | None
+    after: Conversation
 
 
 class Reader(Protocol):
@@ -657,7 +658,7 @@ class Reader(Protocol):
         ...
 
 
-Transacted = Callable[[Reader], Awaitable[tuple[Sequence[Put | Append], R]]]
+Transacted = Callable[[Reader], Awaitable[tuple[Sequence[Put | Amend], R]]]
 """The body of one transaction: it reads what it needs through the ``Reader`` (every
 read before any write), then returns the writes and what it decided. It may run more
 than once (on contention), so it has no other effects; what it raises aborts the

@@ -30,7 +30,7 @@ from shared.schemas.server import (
 )
 from shared.store.base import (
     NO_LESSON,
-    Append,
+    Amend,
     ConversationStore,
     Decision,
     FamilyChange,
@@ -532,21 +532,23 @@ class InMemoryPostStore:
                 self._write(write)
             return decided
 
-    def _write(self, write: Put | Append) -> None:
-        before = self._get(write.path)
+    def _write(self, write: Put | Amend) -> None:
+        fields: set[str] | None = None
         if isinstance(write, Put):
             document = copy.deepcopy(dict(write.document))
+        elif write.before is None:
+            document = write.after.to_firestore()
         else:
+            before = self._get(write.path)
             if before is None:
                 raise StoreError(f"no document at {'/'.join(write.path)} to change")
-            document = {**before, **copy.deepcopy(dict(write.fields))}
-            for name, entries in write.append.items():
-                kept = list(document.get(name, []))
-                kept += [copy.deepcopy(dict(e)) for e in entries if e not in kept]
-                document[name] = kept
+            patch = diff(write.before, write.after)
+            if not patch:
+                return
+            document, fields = apply(before, copy.deepcopy(patch)), patch.paths
         key = self._conversation_key(write.path)
         if key is not None:
-            self._conversations.put(*key, document)
+            self._conversations.put(*key, document, fields)
         else:
             self._families.documents[write.path] = document
 
