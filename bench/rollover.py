@@ -23,7 +23,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
-from shared.agent.archive import roll_over  # noqa: E402
 from shared.schemas.documents import (  # noqa: E402
     ArchiveMarker,
     ArchiveSegment,
@@ -31,6 +30,7 @@ from shared.schemas.documents import (  # noqa: E402
     Conversation,
     Message,
 )
+from shared.store.archive import roll_over  # noqa: E402
 from shared.store.firestore import connect  # noqa: E402
 
 BUDGET = 256 * 1024

@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from shared.agent.archive import plan
 from shared.agent.results import follow_up_id, waiting_on_person, wants_follow_up
 from shared.config import Settings
 from shared.queue.naming import task_id_for
@@ -39,6 +38,7 @@ from shared.schemas.documents import (
     ToolCall,
 )
 from shared.schemas.server import TaskLedger
+from shared.store.archive import plan
 from shared.store.limits import MAX_DOCUMENT_BYTES
 from shared.store.patch import Sizes, stored_size
 from shared.tasks.sections import NOT_APPROVED, TERMINAL

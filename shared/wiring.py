@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from shared.agent.archive import roll_over_stored
 from shared.agent.background import Background
 from shared.agent.deps import RunDeps, RunLimits
 from shared.agent.facade import Agent
@@ -301,10 +300,6 @@ def assemble(
         settings_store if settings_store is not None else InMemorySettingsStore(), clock
     )
 
-    async def roll_over(user_id: str, conversation_id: str) -> None:
-        budget, keep = limits.live_doc_bytes, limits.history_messages
-        await roll_over_stored(store, user_id, conversation_id, budget, keep, clock.now())
-
     delivery = Delivery(
         posts if posts is not None else posts_beside(store, families),
         store,
@@ -312,7 +307,7 @@ def assemble(
         clock,
         ids,
         limits.live_doc_bytes,
-        roll_over,
+        limits.history_messages,
         SendLimits(settings.family_messages_per_minute, settings.family_message_bytes_per_hour),
     )
     provenance = provenance if provenance is not None else InMemoryProvenanceStore()

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from shared.agent.archive import roll_over
 from shared.agent.deps import RunDeps
 from shared.agent.events import AgentEvent, DoneEvent, ErrorEvent
 from shared.agent.runs import finish_run
@@ -29,6 +28,7 @@ from shared.errors import (
 from shared.queue.naming import task_id_for
 from shared.schemas.documents import ActiveRun, Conversation, TaskState
 from shared.schemas.server import TaskRecord
+from shared.store.archive import roll_over
 from shared.store.limits import CLOSING_RESERVE
 from shared.tools.base import ParsedCall
 

@@ -20,6 +20,10 @@ from shared.schemas.server import Family, Membership
 
 Stored = Mapping[str, Any]
 
+# The stored name of a mirror's family id (its schema's alias): a mirror that is not
+# valid is still checked for naming the family.
+_FAMILY_ID = FamilyMirror.model_fields["family_id"].alias or "family_id"
+
 
 def family_violations(
     family_doc: Stored | None,
@@ -74,7 +78,7 @@ def _mirror(
     family: Family | None, fid: str | None, uid: str, stored: Stored | None, *, is_member: bool
 ) -> list[str]:
     if not is_member:
-        names = stored is not None and stored.get("familyId") == fid
+        names = stored is not None and stored.get(_FAMILY_ID) == fid
         return [f"{uid}: not a member, but their mirror shows family {fid}"] if names else []
     assert family is not None  # only a family has members
     if stored is None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -58,7 +58,8 @@ from shared.schemas.documents import (
     Via,
 )
 from shared.schemas.server import Family, Membership, Receipt, SentMessages
-from shared.store.base import Append, ConversationStore, Path, PostStore, Put, Reader
+from shared.store.archive import roll_over_stored
+from shared.store.base import Amend, ConversationStore, Path, PostStore, Put, Reader
 from shared.store.households import family_path, membership_path
 from shared.store.patch import stored_size
 
@@ -66,10 +67,6 @@ log = logging.getLogger(__name__)
 
 # Segments written before the file index are read this many at a time to index them.
 _LEGACY_PAGE = 20
-
-RollOver = Callable[[str, str], Awaitable[None]]
-"""Roll a user's conversation over into its archive if it is past the live budget
-(``shared/agent/archive.roll_over``, read afresh): given in ``shared/wiring.py``."""
 
 
 def conversation_path(user_id: str, conversation_id: str) -> Path:
@@ -136,7 +133,7 @@ class Delivery:
         clock: Clock,
         ids: IdGenerator,
         live_doc_bytes: int,
-        roll_over: RollOver,
+        history_messages: int,
         limits: SendLimits | None = None,
     ) -> None:
         self._posts = posts
@@ -145,7 +142,7 @@ class Delivery:
         self._clock = clock
         self._ids = ids
         self._budget = live_doc_bytes
-        self._roll_over = roll_over
+        self._keep = history_messages
         self._limits = limits or SendLimits()
 
     async def deliver(
@@ -198,7 +195,14 @@ class Delivery:
             return Delivered.of(done)
         for user_id in done.over_budget:
             try:
-                await self._roll_over(user_id, done.address.conversation_id)
+                await roll_over_stored(
+                    self._conversations,
+                    user_id,
+                    done.address.conversation_id,
+                    self._budget,
+                    self._keep,
+                    self._clock.now(),
+                )
             except SparkError:
                 # The next delivery tries again; the copy has room (the reserve) till then.
                 log.warning("%s: roll-over of a shared conversation failed", user_id)
@@ -213,7 +217,7 @@ class Delivery:
         now: datetime,
         size: int,
         reader: Reader,
-    ) -> tuple[list[Put | Append], Address | Receipt]:
+    ) -> tuple[list[Put | Amend], Address | Receipt]:
         """The address the transaction will judge (or the receipt of a retry), read, and
         a message of ``size`` bytes judged against the sender's allowance."""
         kept = await _replayed(sender_id, receipt, asked, now, reader)
@@ -255,7 +259,7 @@ class Delivery:
         asked: str,
         draft: _Draft,
         reader: Reader,
-    ) -> tuple[list[Put | Append], _Posted | Receipt]:
+    ) -> tuple[list[Put | Amend], _Posted | Receipt]:
         """The transaction's body: judge, then every copy, the receipt and the sender's
         allowance (with this message counted)."""
         now = draft.at
@@ -269,19 +273,11 @@ class Delivery:
         for user_id in where.participants:
             stored = await reader.get(conversation_path(user_id, where.conversation_id))
             copies[user_id] = None if stored is None else Conversation.model_validate(stored)
-        writes: list[Put | Append] = []
         made_copies = post(where, copies, message, now)
-        for made in made_copies:
-            path = conversation_path(made.user_id, where.conversation_id)
-            if made.before is None:
-                writes.append(Put(path, made.after.to_firestore()))
-            else:
-                changed = {
-                    "participantIds": list(where.participants),
-                    "updatedAt": now,
-                    "lastMessageAt": now,
-                }
-                writes.append(Append(path, changed, {"messages": [message.to_firestore()]}))
+        writes: list[Put | Amend] = [
+            Amend(conversation_path(made.user_id, where.conversation_id), made.before, made.after)
+            for made in made_copies
+        ]
         if receipt is not None:
             answer = receipt_for(asked, where, message.id, now)
             writes.append(Put(receipt_path(sender_id, receipt), answer.to_firestore()))

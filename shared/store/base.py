@@ -1,10 +1,13 @@
-"""The storage interface the agent depends on."""
+"""The storage interface the agent depends on: the conversation store, here, and the
+other stores' interfaces, one module each (``ledgers.py``: task ledgers, sections and
+openings; ``lessons.py``; ``families.py``; ``posts.py``; ``settings.py``), named here
+too so that one import finds them all."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, overload
 
@@ -12,14 +15,68 @@ from shared.schemas.documents import (
     ActiveRun,
     ArchiveSegment,
     Conversation,
-    Lesson,
-    LessonVersion,
     Message,
     RunStatus,
-    TaskDocument,
-    UserSettings,
 )
-from shared.schemas.server import Family, Invite, LessonsProgress, Membership, TaskLedger
+from shared.store.families import FamilyChange, FamilyStore, Household, Reads
+from shared.store.ledgers import (
+    LedgerAndSections,
+    LedgerChange,
+    LedgerDecision,
+    Opening,
+    OpeningStore,
+    SectionChange,
+    TaskDocumentStore,
+    TaskLedgerStore,
+)
+from shared.store.lessons import (
+    NO_LESSON,
+    KeptVersion,
+    LessonStore,
+    changed,
+    kept_out,
+    next_version,
+)
+from shared.store.posts import Amend, Path, PostStore, Put, Reader, Transacted
+from shared.store.settings import SettingsStore
+
+__all__ = [
+    "NO_LESSON",
+    "Amend",
+    "ConversationStore",
+    "Decision",
+    "FamilyChange",
+    "FamilyStore",
+    "Household",
+    "KeptVersion",
+    "LedgerAndSections",
+    "LedgerChange",
+    "LedgerDecision",
+    "LessonStore",
+    "Mutation",
+    "Opening",
+    "OpeningStore",
+    "Path",
+    "PostStore",
+    "Put",
+    "R",
+    "Reader",
+    "Reads",
+    "RunProbe",
+    "RunView",
+    "SectionChange",
+    "SettingsStore",
+    "StoredMessages",
+    "TaskDocumentStore",
+    "TaskLedgerStore",
+    "Transacted",
+    "archived_file_path",
+    "changed",
+    "files_named",
+    "kept_out",
+    "next_version",
+    "reserved",
+]
 
 R = TypeVar("R")
 
@@ -110,9 +167,8 @@ class RunView:
 
     A resume needs the active run on every write, and once the run has ended its one
     finished message and the user message before it. Decoding and parsing the whole
-    conversation instead, for each stream, cost ~3 ms of CPU per stream per streaming
-    write in a 40-message conversation on the emulator (``bench/stream_overhead.py``
-    (e): 618 ms a write for 200 streams; 8 ms with this and one shared listener).
+    conversation instead, for each stream, cost CPU per stream on every streaming write,
+    growing with the conversation (``bench/stream_overhead.py`` (e) measures both ways).
     """
 
     __slots__ = ("_load", "_messages", "active_run", "id")
@@ -284,417 +340,6 @@ class ConversationStore(Protocol):
         Everyone watching one conversation in a process shares one listener, and each
         version is parsed once for all of them. Closing the iterator (``aclose``) stops
         following; the listener stops when the last one leaves.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-
-LedgerChange = Callable[[TaskLedger], TaskLedger]
-LedgerDecision = Callable[[TaskLedger], tuple[TaskLedger, R]]
-"""A ``LedgerChange`` that also returns what it decided (a claim's verdict, the attempts
-granted): ``TaskLedgerStore.apply``."""
-
-SectionChange = Callable[[TaskDocument | None], TaskDocument | None]
-"""A pure change to a task's section: given the stored one (``None`` if there is none
-yet), the one to write, or ``None`` to write nothing. It may run more than once."""
-
-LedgerAndSections = Callable[[TaskLedger], tuple[TaskLedger, R, Mapping[str, SectionChange]]]
-"""A ``LedgerDecision`` that also names, by task id, the changes to those tasks'
-sections that must land in the same write: ``TaskLedgerStore.apply_with_sections``."""
-
-
-class TaskLedgerStore(Protocol):
-    """Each user's task ledger at ``/{userId}/server`` (server-only), and, written with
-    it, its tasks' sections at ``/{userId}/client/tasks/{taskId}``. The adapters subclass
-    this Protocol for its one written method, ``apply_with_sections``."""
-
-    async def get(self, user_id: str) -> TaskLedger:
-        """The ledger (empty if the user never had a task)."""
-        ...
-
-    async def mutate(self, user_id: str, change: LedgerChange) -> TaskLedger:
-        """Atomically apply ``change`` (pure, may run more than once) and write the result
-        (``apply`` with a change that decides nothing).
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ledger, _ = await self.apply(user_id, lambda led: (change(led), None))
-        return ledger
-
-    async def apply(self, user_id: str, change: LedgerDecision[R]) -> tuple[TaskLedger, R]:
-        """``mutate`` with a change that also decides something: the ledger as written,
-        and the decision of the run of ``change`` whose result was written (or, for a
-        change that wrote nothing, of its run on a fresh read).
-
-        Raises:
-            StoreError: the store failed.
-        """
-        return await self.apply_with_sections(user_id, lambda led: (*change(led), {}))
-
-    async def apply_with_sections(
-        self, user_id: str, change: LedgerAndSections[R]
-    ) -> tuple[TaskLedger, R]:
-        """``apply``, and the section changes ``change`` names, in one atomic write: the
-        ledger and each section named are read, every change runs on what was read, and
-        all the results are written together, each on the condition that it is still the
-        version read (a section not there yet: that none was created meanwhile). If any
-        of them changed in between, nothing lands and all is judged again on a fresh
-        read; so a section never says a task ended unlike its record, nor lags behind it.
-
-        Raises:
-            IllegalTransition: from a section's change (nothing is written).
-            StoreError: the store failed (nothing is written).
-        """
-        ...
-
-
-Opening = Callable[[TaskLedger, Conversation | None], tuple[TaskLedger, Conversation, R]]
-"""A pure change to a user's ledger and one of their conversations together, given both
-as stored (``None``: no such conversation yet): a send's admission (a run slot, today's
-tokens) and its message (``TaskPort.admit_and_open``). It may run more than once; what it
-raises aborts the write."""
-
-
-class OpeningStore(Protocol):
-    """A user's ledger (``/{userId}/server``) and one of their conversations changed in
-    one commit: a send's admission and its message land together or not at all, and the
-    send waits for one commit rather than two in turn (``bench/stream_overhead.py`` (a))."""
-
-    async def open(
-        self,
-        user_id: str,
-        conversation_id: str,
-        change: Opening[R],
-        *,
-        new: bool,
-        reserve: int = 0,
-    ) -> tuple[Conversation, R]:
-        """Read the ledger and the conversation, apply ``change`` to both and write both
-        results in one commit, each on the condition that it is still the version read
-        (a conversation not there: that none was created meanwhile). If either changed
-        in between, nothing lands and ``change`` runs again on a fresh read.
-
-        ``new``: the conversation is expected not to exist (its id was just made), so it
-        is not read first. ``reserve`` as in ``ConversationStore.mutate``.
-
-        Returns:
-            The conversation as written, and what ``change`` decided (in the run that
-            was written).
-
-        Raises:
-            What ``change`` raises, judged on the latest versions (nothing is written).
-            ConversationTooLarge: the conversation would not fit (with ``reserve``).
-            StoreError: the store failed (nothing is written).
-        """
-        ...
-
-
-class TaskDocumentStore(Protocol):
-    """Task sections at ``/{userId}/client/tasks/{taskId}`` (the owner reads them)."""
-
-    async def get(self, user_id: str, task_id: str) -> TaskDocument | None:
-        """The section, or ``None`` if this user has none with this id."""
-        ...
-
-    async def apply(self, user_id: str, task_id: str, change: SectionChange) -> TaskDocument | None:
-        """Atomically read the section, apply ``change`` (pure) and write its result;
-        returns the section as stored afterwards (``None`` if there is none).
-
-        Raises:
-            IllegalTransition: from ``change``, judged on the latest version.
-            StoreError: the store failed.
-        """
-        ...
-
-    async def recent(
-        self, user_id: str, limit: int = 20, conversation_id: str | None = None
-    ) -> list[TaskDocument]:
-        """The user's sections (of one conversation, if given), newest first: a
-        Firestore query on ``createdAt`` (and ``conversationId``).
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-
-NO_LESSON = "No lesson with this id."
-
-
-def changed(expected: int, current: int) -> str:
-    """What a refused change against a stale version of a lesson is told."""
-    return (
-        f"The lesson changed since version {expected} (it is now version {current}); "
-        "nothing was changed. Read it again and redo the change on the current text."
-    )
-
-
-def next_version(lesson: Lesson, expected_version: int) -> None:
-    """Refuse a replacement that is not the next version of the one it replaces.
-
-    Raises:
-        ValueError: it is not (a bug in the caller, never the user's doing).
-    """
-    if lesson.version != expected_version + 1:
-        raise ValueError(
-            f"lesson {lesson.id}: version {lesson.version} cannot replace {expected_version}"
-        )
-
-
-def kept_out(version: int, kept: int) -> int | None:
-    """The kept version that keeping ``version`` pushes out, if any.
-
-    Every change adds one to a lesson's version (``replace`` insists), so the kept
-    versions are always the ``kept`` just below the current one, and keeping one more
-    drops exactly one: pruning is one delete in the same write, never a query.
-    """
-    out = version - kept
-    return out if out >= 1 else None
-
-
-@dataclass(frozen=True, slots=True)
-class KeptVersion:
-    """A kept version of a lesson as a listing shows it (its body is not read)."""
-
-    version: int
-    title: str
-    saved_at: datetime  # when this version was saved (its ``updatedAt``)
-    characters: int
-
-
-class LessonStore(Protocol):
-    """Lessons at ``/{userId}/client/lessons/{lessonId}``, and their earlier versions at
-    ``.../versions/{version}``: each ``replace`` and ``delete`` keeps the version it
-    overwrites in the same atomic write (so none is ever lost), and drops the oldest past
-    the store's ``versions_kept``.
-
-    Each ``create``, ``replace`` and ``delete`` also writes, in that same atomic write, the
-    user's progress summary (``LessonsProgress``, ``/{userId}/server/progress/lessons``):
-    the lesson's counts (``shared/lessons/progress.counts``, computed here and nowhere
-    else) recorded, or its entry dropped.
-    """
-
-    async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
-        """The lesson, or ``None`` if this user has none with this id."""
-        ...
-
-    async def create(self, user_id: str, lesson: Lesson) -> Lesson:
-        """Store ``lesson`` unless one with its id exists; returns the stored one.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
-        """Store ``lesson``, the next version of a stored one (``expected_version + 1``),
-        if the stored one is still at ``expected_version``; the stored one is kept as a
-        version. Checked and written atomically.
-
-        Raises:
-            ValueError: ``lesson.version`` is not ``expected_version + 1``.
-            NotFound: this user has no lesson with that id.
-            VersionConflict: the stored lesson is at another version.
-            StoreError: the store failed.
-        """
-        ...
-
-    async def delete(self, user_id: str, lesson_id: str) -> bool:
-        """Delete the lesson, keeping it as a version (so it can be restored); ``False``
-        if this user had none with this id.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def recent(self, user_id: str, limit: int) -> list[Lesson]:
-        """The user's lessons, the most recently updated first, at most ``limit`` (a
-        Firestore query on ``updatedAt``).
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def progress(self, user_ids: Sequence[str]) -> dict[str, LessonsProgress | None]:
-        """Each user's progress summary as stored (``None``: none yet), read together:
-        one small document per user, no lesson read.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def refill(self, user_id: str) -> LessonsProgress:
-        """The user's summary rebuilt from their newest ``progress.KEPT`` lessons (each
-        one parsed, off the event loop), and stored unless a lesson write changed the
-        summary meanwhile (then it is returned, not stored; the next read tries again).
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
-        """The kept versions of the lesson (also of a deleted one), newest first.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def version(self, user_id: str, lesson_id: str, version: int) -> LessonVersion | None:
-        """One kept version, or ``None`` if it is not kept.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Reads:
-    """What one family change reads, all inside its transaction.
-
-    ``token_hash`` finds the family and the invite through the token's index
-    (``/inviteTokens/{hash}``) instead of ``family_id`` and ``invite_id``; ``all_invites``
-    reads every invite of the family (those its ``invite_ids`` name); ``users`` are the
-    users whose ``Membership`` the change judges or changes.
-    """
-
-    family_id: str | None = None
-    token_hash: str | None = None
-    invite_id: str | None = None
-    all_invites: bool = False
-    users: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Household:
-    """A family and what hangs on it, as one change reads it and as it leaves it.
-
-    ``family`` is ``None`` when there is none (yet, or any more); ``invites`` are those
-    read, by id (one dropped from it is deleted, with its token); ``memberships`` are
-    those of the users read (an empty ``Membership`` for a user without one).
-    """
-
-    family: Family | None = None
-    invites: Mapping[str, Invite] = field(default_factory=dict)
-    memberships: Mapping[str, Membership] = field(default_factory=dict)
-
-
-FamilyChange = Callable[[Household], tuple[Household, R]]
-"""A pure change to a household that also returns what it decided (the family as it
-now is, the invite made): ``shared/families/membership.py``. It raises the refusals
-(``FamilyFull``, ``InviteUsedUp``…), which abort the transaction and change nothing."""
-
-
-class FamilyStore(Protocol):
-    """Families at ``/families/{familyId}``, their invites and token index, and each
-    user's ``Membership`` and ``FamilyMirror`` (``shared/schemas/server.py`` draws the map).
-
-    Every change is one transaction (``apply``): what it reads is what it judged, and
-    every member's mirror is written with the change, so a mirror never disagrees with
-    the family for longer than the write takes to reach the reader.
-    """
-
-    async def read(self, reads: Reads) -> Household:
-        """What ``reads`` names, as stored now (read together, in one transaction).
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def apply(self, reads: Reads, change: FamilyChange[R]) -> tuple[Household, R]:
-        """In one transaction: read what ``reads`` names, run ``change`` on it, and write
-        what changed (``shared/store/households.py`` says which documents that is).
-
-        ``change`` must be pure: on contention it runs again on the newer documents. Its
-        exceptions abort the transaction (nothing is written) and propagate.
-
-        Returns:
-            The household as written, and the decision of the run that was written.
-
-        Raises:
-            StoreError: the store failed, or the change kept losing races.
-        """
-        ...
-
-
-Path = tuple[str, ...]
-"""A document's path, collection and document ids in turn: ``("u1", "client", ...)``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Put:
-    """Write ``document`` whole at ``path`` (creating it, or replacing what is there)."""
-
-    path: Path
-    document: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Append:
-    """Change an existing document: set the top-level ``fields``, and add each entry of
-    ``append`` to the end of its array (Firestore's ``ArrayUnion``: an entry already in
-    the array is not added twice)."""
-
-    path: Path
-    fields: Mapping[str, Any]
-    append: Mapping[str, Sequence[Mapping[str, Any]]]
-
-
-class Reader(Protocol):
-    """Reads inside one transaction (``PostStore.transact``)."""
-
-    async def get(self, path: Path) -> dict[str, Any] | None:
-        """The document at ``path`` as stored, or ``None`` if there is none."""
-        ...
-
-
-Transacted = Callable[[Reader], Awaitable[tuple[Sequence[Put | Append], R]]]
-"""The body of one transaction: it reads what it needs through the ``Reader`` (every
-read before any write), then returns the writes and what it decided. It may run more
-than once (on contention), so it has no other effects; what it raises aborts the
-transaction, with nothing written."""
-
-
-class PostStore(Protocol):
-    """Writes that span several users' subtrees and must land together or not at all:
-    a family message delivered into each member's copy of a shared conversation, with
-    the receipt that makes a retry harmless (``shared/families/delivery.py``)."""
-
-    async def transact(self, work: Transacted[R], *, read_only: bool = False) -> R:
-        """Run ``work`` in one transaction: what it read is what it judged, and its
-        writes all land, or none does. ``read_only`` work may return no writes.
-
-        Raises:
-            StoreError: the store failed, or the transaction kept losing races.
-        """
-        ...
-
-
-class SettingsStore(Protocol):
-    """Each user's settings: the truth at ``/{uid}/server/settings/current`` and the
-    mirror the user reads at ``/{uid}/client/settings/current``
-    (``shared/store/settings.py`` names both)."""
-
-    async def get(self, user_ids: Sequence[str]) -> dict[str, UserSettings]:
-        """The settings of each of ``user_ids`` as stored now (the defaults for a user who
-        never changed them), read together.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
-    async def put(self, user_id: str, settings: UserSettings) -> None:
-        """Write ``settings`` as the user's truth and mirror, both or neither.
 
         Raises:
             StoreError: the store failed.

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.archive import claim, drop, live_size, plan
 from shared.agent.history import build_history
 from shared.agent.runs import close_stale_run, new_run
 from shared.agent.transcript import CUT_NOTE
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Message
+from shared.store.archive import claim, drop, live_size, plan
 from shared.store.memory import InMemoryConversationStore
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from tests.unit.helpers import ALICE, make_service, run_frames

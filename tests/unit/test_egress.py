@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from shared.agent.archive import roll_over_stored
 from shared.clock import ManualClock
 from shared.families.messages import Target
 from shared.llm.base import Finish, ModelRequest, ProviderState, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.server import TaskLedger
+from shared.store.archive import roll_over_stored
 from shared.tasks.ledger import RUN_RESERVE, UserLimits, admit_run, release_run
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, run_frames

@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from shared.agent.archive import roll_over_stored
 from shared.clock import ManualClock
 from shared.families.messages import Target
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
 from shared.llm.base import ToolCallRequest as Call
+from shared.store.archive import roll_over_stored
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Harness, run_frames
 from tests.unit.test_admission import deliver

@@ -1,5 +1,5 @@
-"""What the Firestore stores share: the error a failed call becomes, and the
-compare-and-set retry."""
+"""What the Firestore stores share: the error a failed call becomes, the wait before a
+retry, and the retried transaction (the compare-and-set loop is ``cas.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from shared.store import failures
 T = TypeVar("T")
 
 UNAVAILABLE = "Spark AI Agent could not reach its storage right now; please try again."
-# A mutation that keeps losing the race is given up after this many attempts.
+# A change that keeps losing the race is given up after this many attempts.
 MAX_ATTEMPTS = 25
 
 
@@ -50,15 +50,13 @@ async def in_transaction(
         if tried > 0:
             # Never at once by the client library (``max_attempts=1``): on the emulator,
             # transactions that read one document and then write it wait for its lock
-            # timeout (~2 s) and are often all aborted together; retried at once they
-            # met again in lockstep, round after round (five joins for one link went a
-            # minute and more without a winner on a loaded machine). Spread out, one
-            # wins most rounds: five joins for one link took 0.5-5 s there, five counts
-            # against one user's allowance 4-9 s. Firestore itself (pessimistic mode,
-            # the default) delays or fails one of the contenders instead ("Data
-            # contention in transactions" in its documentation); that cost is not
-            # measured here. The window doubles from 0.1 s up to 2 s: the emulator's
-            # lock timeout (transactions retried within it would meet again).
+            # timeout and are often all aborted together; retried at once they met
+            # again in lockstep, round after round, with no winner. Spread out, one wins
+            # most rounds (what that took is in docs/operations/known-limits.md).
+            # Firestore itself (pessimistic mode, the default) delays or fails one of
+            # the contenders instead ("Data contention in transactions" in its
+            # documentation). The window doubles up to the emulator's lock timeout
+            # (transactions retried within it would meet again).
             await back_off(tried, 0.05, 2.0)
         transaction = client.transaction(max_attempts=1, read_only=read_only)
         with unavailable("Firestore transaction"):

@@ -26,7 +26,8 @@ from shared.store.base import (
     reserved,
 )
 from shared.store.firestore.batcher import WriteBatcher
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
+from shared.store.firestore.cas import Again, compare_and_set, confirmed, judged
+from shared.store.firestore.common import unavailable
 from shared.store.firestore.raw import Writes, create_write, update_write
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
@@ -153,45 +154,34 @@ class FirestoreConversationStore(ConversationStore):
         self, user_id: str, conversation_id: str, change: Decision[R], *, reserve: int = 0
     ) -> tuple[Conversation, R]:
         key = (user_id, conversation_id)
-        ref = self._ref(user_id, conversation_id)
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt > 1:
-                await back_off(attempt)  # the first retry may be a stale cache, not a race
-            cached = self._versions.get(key)
-            version = cached or await self._read(user_id, conversation_id)
-            if version is None:
-                raise NotFound("No conversation with this id.")
-            try:
-                updated, decided = change(version.conversation)
-            except Exception:
-                if cached is None:
-                    raise
-                # The change refused what may be an out-of-date copy (another instance
-                # may have ended the run it saw): refuse only what is current.
-                self._forget(key)
-                continue
-            patch = diff(version.conversation, updated)
-            if not patch:
-                if cached is not None:
-                    # "Nothing to do" judged on a remembered copy may be wrong (another
-                    # instance may have written since): a decision that skips work is
-                    # confirmed on a fresh read. One read; no-op changes are rare.
-                    self._forget(key)
-                    continue
-                return updated, decided
-            sizes = version.sizes.after(patch)
-            check_size(sizes.total, reserve, version.sizes.total)
-            try:
-                written = await self._write(ref, patch, version.update_time)
-            except StoreError:
-                self._forget(key)
-                raise
-            if written is None:
-                self._forget(key)  # someone else wrote: read again and redo
-                continue
-            self._remember(key, Version(updated, sizes, written))
+        return await compare_and_set(
+            lambda fresh: self._attempt(key, change, reserve),
+            too_fast="The conversation is changing too fast to save; please try again.",
+            forget=lambda: self._forget(key),
+        )
+
+    async def _attempt(
+        self, key: tuple[str, str], change: Decision[R], reserve: int
+    ) -> tuple[Conversation, R]:
+        """One compare-and-set (``cas.compare_and_set``) on the remembered version, or
+        on one read now if none is remembered."""
+        cached = self._versions.get(key)
+        version = cached or await self._read(*key)
+        if version is None:
+            raise NotFound("No conversation with this id.")
+        remembered = cached is not None
+        updated, decided = judged(lambda: change(version.conversation), remembered=remembered)
+        patch = diff(version.conversation, updated)
+        confirmed(bool(patch), remembered=remembered)
+        if not patch:
             return updated, decided
-        raise StoreError("The conversation is changing too fast to save; please try again.")
+        sizes = version.sizes.after(patch)
+        check_size(sizes.total, reserve, version.sizes.total)
+        written = await self._write(self._ref(*key), patch, version.update_time)
+        if written is None:
+            raise Again  # someone else wrote: read again and redo
+        self._remember(key, Version(updated, sizes, written))
+        return updated, decided
 
     async def _write(self, ref: Any, patch: Patch, last_update_time: datetime) -> datetime | None:
         """Send ``patch`` if the document was last written at ``last_update_time``: the

@@ -7,14 +7,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient
 
-from shared.errors import StoreError
 from shared.schemas.documents import TaskDocument
 from shared.schemas.server import TaskLedger
 from shared.store.base import LedgerAndSections, R, SectionChange, TaskLedgerStore, reserved
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
+from shared.store.firestore.cas import compare_and_set, confirmed, judged
+from shared.store.firestore.common import changed_fields, unavailable
 from shared.store.firestore.raw import Batch, Writes
 from shared.store.firestore.tasks import sections_of
 
@@ -66,24 +65,14 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
     async def apply_with_sections(
         self, user_id: str, change: LedgerAndSections[R]
     ) -> tuple[TaskLedger, R]:
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt > 1:
-                await back_off(attempt)
-            with unavailable("Firestore write"):
-                try:
-                    done = await self._attempt(user_id, change)
-                except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
-                    continue  # someone else wrote in between: read again and redo
-            if done is not None:
-                return done
-        raise StoreError("The task list is changing too fast to save; please try again.")
+        return await compare_and_set(
+            lambda fresh: self._attempt(user_id, change),
+            too_fast="The task list is changing too fast to save; please try again.",
+        )
 
-    async def _attempt(
-        self, user_id: str, change: LedgerAndSections[R]
-    ) -> tuple[TaskLedger, R] | None:
-        """One compare-and-set of the ledger and the sections ``change`` names, in one
-        batch: what was written and what ``change`` decided, or ``None`` when it must be
-        judged again on a fresh read."""
+    async def _attempt(self, user_id: str, change: LedgerAndSections[R]) -> tuple[TaskLedger, R]:
+        """One compare-and-set (``cas.compare_and_set``) of the ledger and the sections
+        ``change`` names, in one batch: what was written and what ``change`` decided."""
         ref = self._ref(user_id)
         known = self.recall(user_id)
         remembered = known is not None
@@ -93,21 +82,16 @@ class FirestoreTaskLedgerStore(TaskLedgerStore):
             update_time = snapshot.update_time if snapshot.exists else None
         else:
             before, update_time = known
-        try:
-            ledger = TaskLedger() if before is None else TaskLedger.model_validate(before)
-            updated, decided, named = change(ledger)
-        except Exception:
-            if remembered:
-                return None  # judged on a remembered copy: read afresh and judge again
-            raise
+        updated, decided, named = judged(
+            lambda: change(TaskLedger() if before is None else TaskLedger.model_validate(before)),
+            remembered=remembered,
+        )
         document = updated.to_firestore()
         fields = document if before is None else changed_fields(before, document)
-        if not fields and remembered:
-            # A change that writes nothing (a claim found ``stale``, a finish of a
-            # superseded attempt) decided on a remembered copy: another process may
-            # have granted the attempt since. Its verdict drops work, so it stands only
-            # once a fresh read agrees.
-            return None
+        # A change that writes nothing (a claim found ``stale``, a finish of a superseded
+        # attempt) decided on a remembered copy: another process may have granted the
+        # attempt since. Its verdict drops work, so it stands only once a fresh read agrees.
+        confirmed(bool(fields), remembered=remembered)
         # One batch, one RPC: each write carries its own precondition, and if one fails
         # none lands (a section never ends unlike its record). The ledger goes first.
         batch = self._writes.batch()

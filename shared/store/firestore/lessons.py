@@ -7,16 +7,16 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
-from shared.errors import NotFound, StoreError, VersionConflict
+from shared.errors import NotFound, VersionConflict
 from shared.lessons import progress
 from shared.schemas.documents import Lesson, LessonVersion
 from shared.schemas.server import LessonsProgress
 from shared.store.base import NO_LESSON, KeptVersion, changed, kept_out, next_version, reserved
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
+from shared.store.firestore.cas import LOST, compare_and_set
+from shared.store.firestore.common import changed_fields, unavailable
 
 TOO_FAST = "The lesson is changing too fast to save; please try again."
 
@@ -104,82 +104,75 @@ class FirestoreLessonStore:
     async def create(self, user_id: str, lesson: Lesson) -> Lesson:
         counted = await asyncio.to_thread(progress.counts, lesson)
         ref = self._ref(user_id, lesson.id)
-        for attempt in range(MAX_ATTEMPTS):
-            with unavailable("Firestore write"):
-                stored, snapshot = await self._read(user_id, lesson.id)
-                if stored.exists:
-                    return Lesson.model_validate(stored.to_dict())
-                summary = await self._summary(user_id, lesson.id, snapshot)
-                batch = self._client.batch()
-                batch.create(ref, lesson.to_firestore())
-                recorded = progress.recorded(summary, lesson.id, counted, self._progress_kept)
-                self._put_summary(batch, user_id, snapshot, recorded)
-                try:
-                    await batch.commit()
-                except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound):
-                    await back_off(attempt)  # made meanwhile, or the summary changed
-                    continue
+
+        async def attempt(fresh: bool) -> Lesson:
+            stored, snapshot = await self._read(user_id, lesson.id)
+            if stored.exists:
+                return Lesson.model_validate(stored.to_dict())
+            summary = await self._summary(user_id, lesson.id, snapshot)
+            batch = self._client.batch()
+            batch.create(ref, lesson.to_firestore())
+            recorded = progress.recorded(summary, lesson.id, counted, self._progress_kept)
+            self._put_summary(batch, user_id, snapshot, recorded)
+            await batch.commit()  # lost if it was made meanwhile, or the summary changed
             return lesson
-        raise StoreError(TOO_FAST)
+
+        return await compare_and_set(attempt, too_fast=TOO_FAST)
 
     async def replace(self, user_id: str, lesson: Lesson, expected_version: int) -> Lesson:
         next_version(lesson, expected_version)
         counted = await asyncio.to_thread(progress.counts, lesson)
         ref = self._ref(user_id, lesson.id)
-        for attempt in range(MAX_ATTEMPTS):
-            with unavailable("Firestore write"):
-                stored, snapshot = await self._read(user_id, lesson.id)
-                if not stored.exists:
-                    raise NotFound(NO_LESSON)
-                before = stored.to_dict() or {}
-                current = Lesson.model_validate(before)
-                if current.version != expected_version:
-                    raise VersionConflict(
-                        changed(expected_version, current.version), current.version
-                    )
-                summary = await self._summary(user_id, lesson.id, snapshot)
-                batch = self._client.batch()
-                # The version read above is the one overwritten (and kept), or nothing is.
-                option = self._client.write_option(last_update_time=stored.update_time)
-                batch.update(ref, changed_fields(before, lesson.to_firestore()), option=option)
-                self._keep(batch, user_id, current)
-                recorded = progress.recorded(summary, lesson.id, counted, self._progress_kept)
-                self._put_summary(batch, user_id, snapshot, recorded)
-                try:
-                    await batch.commit()
-                except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound):
-                    # Judged again on fresh reads: the lesson changed (refused there), or
-                    # only the summary did (written again).
-                    await back_off(attempt)
-                    continue
+
+        async def attempt(fresh: bool) -> Lesson:
+            # A lost commit is judged again on fresh reads: the lesson changed (refused
+            # here), or only the summary did (written again).
+            stored, snapshot = await self._read(user_id, lesson.id)
+            if not stored.exists:
+                raise NotFound(NO_LESSON)
+            before = stored.to_dict() or {}
+            current = Lesson.model_validate(before)
+            if current.version != expected_version:
+                raise VersionConflict(changed(expected_version, current.version), current.version)
+            summary = await self._summary(user_id, lesson.id, snapshot)
+            batch = self._client.batch()
+            # The version read above is the one overwritten (and kept), or nothing is.
+            option = self._client.write_option(last_update_time=stored.update_time)
+            batch.update(ref, changed_fields(before, lesson.to_firestore()), option=option)
+            self._keep(batch, user_id, current)
+            recorded = progress.recorded(summary, lesson.id, counted, self._progress_kept)
+            self._put_summary(batch, user_id, snapshot, recorded)
+            await batch.commit()
             return lesson
-        raise StoreError(TOO_FAST)
+
+        return await compare_and_set(attempt, too_fast=TOO_FAST)
 
     async def delete(self, user_id: str, lesson_id: str) -> bool:
         if reserved(lesson_id):
             return False
         ref = self._ref(user_id, lesson_id)
-        # A save that lands between the read and the delete fails the precondition: read
-        # again and delete what is there now (it is kept as a version, like the one read
-        # first), rather than report a deletion that did not happen.
-        for attempt in range(MAX_ATTEMPTS):
-            with unavailable("Firestore delete"):
-                stored, snapshot = await self._read(user_id, lesson_id)
-                if not stored.exists:
-                    return False  # deleted meanwhile by someone else
-                summary = await self._summary(user_id, lesson_id, snapshot)
-                batch = self._client.batch()
-                option = self._client.write_option(last_update_time=stored.update_time)
-                batch.delete(ref, option=option)
-                self._keep(batch, user_id, Lesson.model_validate(stored.to_dict()))
-                self._put_summary(batch, user_id, snapshot, progress.forgotten(summary, lesson_id))
-                try:
-                    await batch.commit()
-                except (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound):
-                    await back_off(attempt)
-                    continue
+
+        async def attempt(fresh: bool) -> bool:
+            # A save that lands between the read and the delete fails the precondition:
+            # read again and delete what is there now (it is kept as a version, like the
+            # one read first), rather than report a deletion that did not happen.
+            stored, snapshot = await self._read(user_id, lesson_id)
+            if not stored.exists:
+                return False  # deleted meanwhile by someone else
+            summary = await self._summary(user_id, lesson_id, snapshot)
+            batch = self._client.batch()
+            option = self._client.write_option(last_update_time=stored.update_time)
+            batch.delete(ref, option=option)
+            self._keep(batch, user_id, Lesson.model_validate(stored.to_dict()))
+            self._put_summary(batch, user_id, snapshot, progress.forgotten(summary, lesson_id))
+            await batch.commit()
             return True
-        raise StoreError("The lesson is changing too fast to delete; please try again.")
+
+        return await compare_and_set(
+            attempt,
+            too_fast="The lesson is changing too fast to delete; please try again.",
+            tried="Firestore delete",
+        )
 
     async def progress(self, user_ids: Sequence[str]) -> dict[str, LessonsProgress | None]:
         refs = {self._summary_ref(uid).path: uid for uid in user_ids}
@@ -204,8 +197,7 @@ class FirestoreLessonStore:
         batch = self._client.batch()
         self._put_summary(batch, user_id, snapshot, summary)
         # Refused if a lesson was written meanwhile: the next read refills again.
-        lost = (gexc.AlreadyExists, gexc.FailedPrecondition, gexc.NotFound)
-        with unavailable("Firestore write"), contextlib.suppress(*lost):
+        with unavailable("Firestore write"), contextlib.suppress(*LOST):
             await batch.commit()
         return summary
 

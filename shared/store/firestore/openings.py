@@ -6,14 +6,13 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient
 
-from shared.errors import StoreError
 from shared.schemas.documents import Conversation
 from shared.schemas.server import TaskLedger
 from shared.store.base import Opening, OpeningStore, R
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
+from shared.store.firestore.cas import compare_and_set, confirmed, judged
+from shared.store.firestore.common import changed_fields
 from shared.store.firestore.conversations import (
     FirestoreConversationStore,
     Version,
@@ -57,26 +56,11 @@ class FirestoreOpeningStore(OpeningStore):
         new: bool,
         reserve: int = 0,
     ) -> tuple[Conversation, R]:
-        fresh = False
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt > 1:
-                await back_off(attempt)
-            try:
-                with unavailable("Firestore write"):
-                    try:
-                        done = await self._attempt(
-                            user_id, conversation_id, change, fresh, new, reserve
-                        )
-                    except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
-                        done = None  # someone else wrote in between: read again and redo
-            except StoreError:
-                self._conversations.remember(user_id, conversation_id, None)
-                raise
-            if done is not None:
-                return done
-            self._conversations.remember(user_id, conversation_id, None)
-            fresh = True
-        raise StoreError("The conversation is changing too fast to save; please try again.")
+        return await compare_and_set(
+            lambda fresh: self._attempt(user_id, conversation_id, change, fresh, new, reserve),
+            too_fast="The conversation is changing too fast to save; please try again.",
+            forget=lambda: self._conversations.remember(user_id, conversation_id, None),
+        )
 
     async def _read(
         self, user_id: str, conversation_id: str, fresh: bool, new: bool
@@ -112,19 +96,18 @@ class FirestoreOpeningStore(OpeningStore):
         fresh: bool,
         new: bool,
         reserve: int,
-    ) -> tuple[Conversation, R] | None:
-        """One batch of both writes: what was written and what ``change`` decided, or
-        ``None`` when it must be judged again on a fresh read."""
+    ) -> tuple[Conversation, R]:
+        """One compare-and-set (``cas.compare_and_set``) of both, in one batch: what
+        was written and what ``change`` decided."""
         known, version, guessed = await self._read(user_id, conversation_id, fresh, new)
         before = known[0] if known is not None else None
-        try:
-            ledger = TaskLedger() if before is None else TaskLedger.model_validate(before)
-            current = version.conversation if version is not None else None
-            updated_ledger, updated, decided = change(ledger, current)
-        except Exception:
-            if guessed:
-                return None  # judged on a remembered copy: read afresh and judge again
-            raise
+        updated_ledger, updated, decided = judged(
+            lambda: change(
+                TaskLedger() if before is None else TaskLedger.model_validate(before),
+                version.conversation if version is not None else None,
+            ),
+            remembered=guessed,
+        )
         document = updated_ledger.to_firestore()
         fields = document if before is None else changed_fields(before, document)
         batch = self._conversations.writes.batch()
@@ -144,10 +127,9 @@ class FirestoreOpeningStore(OpeningStore):
             sizes = version.sizes.after(patch)
             check_size(sizes.total, reserve, version.sizes.total)
             conversation_written = bool(patch)
+            confirmed(conversation_written, remembered=guessed)
             if patch:
                 batch.update(ref, write_fields(patch), version.update_time)
-            elif guessed:
-                return None  # nothing to write, judged on a guess: judge it on a fresh read
         ledger_written = before is None or bool(fields)
         results = await batch.commit() if ledger_written or conversation_written else []
         if ledger_written:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.cloud.firestore import ArrayUnion, AsyncClient, AsyncTransaction, async_transactional
+from google.cloud.firestore import AsyncClient, AsyncTransaction, async_transactional
 
 from shared.store.base import Path, Put, R, Transacted
 from shared.store.firestore.common import in_transaction
+from shared.store.firestore.conversations import write_fields
+from shared.store.patch import diff
 
 # A transaction that loses a race is run again after a random wait
 # (``common.in_transaction``).
@@ -48,10 +50,10 @@ class FirestorePostStore:
             ref = self._client.document(*write.path)
             if isinstance(write, Put):
                 transaction.set(ref, dict(write.document))
-            else:
-                fields: dict[str, Any] = dict(write.fields)
-                fields.update({k: ArrayUnion(list(v)) for k, v in write.append.items()})
-                transaction.update(ref, fields)
+            elif write.before is None:
+                transaction.set(ref, write.after.to_firestore())
+            elif patch := diff(write.before, write.after):
+                transaction.update(ref, write_fields(patch))
         return decided
 
 

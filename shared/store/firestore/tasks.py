@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.api_core import exceptions as gexc
 from google.cloud.firestore import AsyncClient
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.errors import StoreError
 from shared.schemas.documents import TaskDocument
 from shared.store.base import SectionChange, TaskDocumentStore, reserved
-from shared.store.firestore.common import MAX_ATTEMPTS, back_off, changed_fields, unavailable
+from shared.store.firestore.cas import compare_and_set
+from shared.store.firestore.common import changed_fields, unavailable
 
 
 def sections_of(client: AsyncClient, user_id: str) -> Any:
@@ -42,27 +41,26 @@ class FirestoreTaskDocumentStore(TaskDocumentStore):
         if reserved(task_id):
             return None
         ref = self._tasks(user_id).document(task_id)
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt > 1:
-                await back_off(attempt)
-            with unavailable("Firestore write"):
-                try:
-                    snapshot = await ref.get()
-                    before = snapshot.to_dict() if snapshot.exists else None
-                    current = None if before is None else TaskDocument.model_validate(before)
-                    updated = change(current)
-                    if updated is None or updated == current:
-                        return current
-                    document = updated.to_firestore()
-                    if before is None:
-                        await ref.create(document)
-                    else:
-                        option = self._client.write_option(last_update_time=snapshot.update_time)
-                        await ref.update(changed_fields(before, document), option=option)
-                    return updated
-                except (gexc.FailedPrecondition, gexc.AlreadyExists, gexc.NotFound):
-                    continue  # someone else wrote in between: read again and redo
-        raise StoreError("The task is changing too fast to save; please try again.")
+        return await compare_and_set(
+            lambda fresh: self._attempt(ref, change),
+            too_fast="The task is changing too fast to save; please try again.",
+        )
+
+    async def _attempt(self, ref: Any, change: SectionChange) -> TaskDocument | None:
+        """One compare-and-set (``cas.compare_and_set``) of the section, read now."""
+        snapshot = await ref.get()
+        before = snapshot.to_dict() if snapshot.exists else None
+        current = None if before is None else TaskDocument.model_validate(before)
+        updated = change(current)
+        if updated is None or updated == current:
+            return current
+        document = updated.to_firestore()
+        if before is None:
+            await ref.create(document)
+        else:
+            option = self._client.write_option(last_update_time=snapshot.update_time)
+            await ref.update(changed_fields(before, document), option=option)
+        return updated
 
     async def recent(
         self, user_id: str, limit: int = 20, conversation_id: str | None = None
