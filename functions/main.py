@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 import gc
 
-# No cyclic collection while the modules below are imported: start-up made hundreds of
-# them (a visible share of ``import main``, bench/cold_start.py (a)), walking objects
-# that all live as long as the process. The collector is enabled at the end, once they
-# are frozen (Python's advice for a process that forks, as gunicorn does); the few
-# cycles start-up leaves are frozen with them.
+# No cyclic collection while the modules below are imported: start-up would run many,
+# each walking objects that all live as long as the process (bench/cold_start.py (a)
+# times ``import main``). The collector is enabled at the end, once they are frozen
+# (Python's advice for a process that forks, as gunicorn does); the few cycles
+# start-up leaves are frozen with them.
 gc.disable()
 
 import anyio
@@ -34,8 +34,8 @@ def _load_lazy_imports() -> None:
     same either way; paid here, no user waits for it):
 
     * anyio loads its asyncio back-end (and ``Event``, ``Lock``) only when Starlette's
-      response first uses them: half of what the first request costs above a second
-      one (cProfile on the first request, bench/cold_start.py);
+      response first uses them, a large part of what the first request costs above a
+      second one (bench/cold_start.py (b) compares them; cProfile shows where);
     * functions-framework serves through gunicorn, whose worker is forked once the port
       is bound and only then imports uvicorn's loop (uvloop) and protocols (httptools,
       websockets) while the first request waits in the socket's backlog

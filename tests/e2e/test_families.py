@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from google.cloud import firestore
-from spark_http.app import _PER_CONVERSATION, ROUTES_WITH_PARAMS
+from spark_http.app import ROUTES
 
 from shared.families.audit import family_violations
 from shared.schemas.server import Family
@@ -337,44 +337,34 @@ def test_e2e_rules_let_each_member_read_only_their_own_documents(
 
 
 RESERVED = "__x__"
-# A body each route with a body takes (a wrong one would be refused before the id is).
+# A body each route with a body takes (a wrong one would be refused before the id is),
+# and a query one needs, by endpoint.
 BODIES: dict[str, dict[str, Any]] = {
     "create_invite": {"role": "parent"},
     "set_role": {"role": "parent"},
     "answers": {"toolCallId": "call_1", "answers": {"0": "Yes"}},
     "approvals": {"toolCallId": "call_1", "approved": True},
-    "tool-results": {"toolCallId": "call_1", "output": 1, "status": "ok"},
+    "tool_results": {"toolCallId": "call_1", "output": 1, "status": "ok"},
     "speech": {"messageId": "msg_1"},
-    "restore": {"version": 1},
+    "restore_lesson": {"version": 1},
 }
-PER_CONVERSATION = {
-    "stream": "GET",
-    "stop": "POST",
-    "answers": "POST",
-    "approvals": "POST",
-    "tool-results": "POST",
-    "files": "GET",
-    "speech": "POST",
-}
+QUERIES = {"conversation_file": "?path=x/uploads/a.png"}
+_PARAM = re.compile(r"{(\w+)(?::\w+)?}")
 
 
 def id_routes(ids: dict[str, str]) -> list[tuple[str, str, dict[str, Any]]]:
     """Every route with an id in its path, each with ``RESERVED`` in one of its id slots
     and the real ``ids`` (by parameter) in the others: (method, path, JSON body). The
-    routes with parameters are the api's own list, so a new one is tried too (and a new
-    kind of id fails here until it is given a real one)."""
+    routes are the api's own list, so a new one is tried too (and a new kind of id fails
+    here until it is given a real one)."""
     routes: list[tuple[str, str, dict[str, Any]]] = []
-    for template, method, endpoint in ROUTES_WITH_PARAMS:
-        for param in re.findall(r"{(\w+)}", template):
-            path = template.replace(f"{{{param}}}", RESERVED).format(**ids)
-            routes.append((method, path, BODIES.get(endpoint, {})))
-    assert set(PER_CONVERSATION) == set(_PER_CONVERSATION)
-    for what, method in PER_CONVERSATION.items():
-        query = "?path=x/uploads/a.png" if what == "files" else ""
-        path = f"/api/spark/agent/conversations/{RESERVED}/{what}{query}"
-        routes.append((method, path, BODIES.get(what, {})))
-    routes.append(("GET", f"/api/spark/lessons/{RESERVED}/versions", {}))
-    routes.append(("POST", f"/api/spark/lessons/{RESERVED}/restore", BODIES["restore"]))
+    for template, method, endpoint in ROUTES:
+        name = endpoint.__name__
+        for param in _PARAM.findall(template):
+            path = _PARAM.sub(lambda m, p=param: RESERVED if m[1] == p else ids[m[1]], template)
+            routes.append((method, path + QUERIES.get(name, ""), BODIES.get(name, {})))
+    tried = {path.split("?")[0].rsplit("/", 1)[-1] for _, path, _ in routes}
+    assert {"stream", "files", "speech", "restore", "progress", "cancel"} <= tried
     return routes
 
 

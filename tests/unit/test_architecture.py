@@ -8,6 +8,7 @@ checking too: a cycle hidden in a function is still one.
 from __future__ import annotations
 
 import ast
+import inspect
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,3 +191,143 @@ def test_the_provider_rule_sees_a_module_that_breaks_it(tmp_path: Path) -> None:
         "def call(p: ModelProvider) -> object:\n    return p.stream\n"
     )
     assert _names(sneaky) & PROVIDER_NAMES == {"ModelProvider"}
+
+
+# -- edges call only the facade ---------------------------------------------------------
+
+# What a module under ``functions/`` (an edge) may import from ``shared/``, whole: the
+# facade, and modules of values and helpers that hold no part of the agent (documents
+# and bodies, the error tree, settings, the caller's check, prose).
+EDGE_MAY_IMPORT = (
+    "shared.agent.facade",
+    "shared.schemas",
+    "shared.errors",
+    "shared.config",
+    "shared.auth",
+    "shared.prose",
+)
+# From a part's own module, an edge may import only these names: values the facade's
+# verbs take or return, the messages an id that names nothing answers with (``routing``
+# judges ids in a path before anything reads the store), and the tasks function's one
+# entry, ``TaskHandler`` (it drives the agent, so the facade cannot hold it).
+EDGE_VALUES = {
+    "shared.agent.people": {"Resumed"},
+    "shared.attachments.service": {"Requested"},
+    "shared.families.messages": {"Target", "is_shared", "NO_CONVERSATION"},
+    "shared.families.membership": {"NO_INVITE", "NO_MEMBER", "NOT_YOURS"},
+    "shared.store.base": {"NO_LESSON", "reserved"},
+    "shared.tasks.scheduler": {"NO_TASK"},
+    "shared.tasks.handler": {"TaskHandler"},
+}
+# The composition root builds what the edges are given.
+ROOT_MAY_IMPORT = {"main": ("shared.wiring",)}
+# Names that stand for the facade in an edge (``edge.agent``, ``self._agent``, ``agent``).
+FACADE_NAMES = {"agent", "_agent"}
+
+
+def _imported(path: Path, known: dict[str, Path]) -> Iterator[tuple[int, str, str | None]]:
+    """(line, module, name) for each name ``path`` imports from ``shared`` (``None``:
+    the module itself)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "shared":
+                    yield node.lineno, alias.name, None
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "shared":
+            for alias in node.names:
+                module = f"{node.module}.{alias.name}"
+                if module in known:
+                    yield node.lineno, module, None
+                else:
+                    yield node.lineno, str(node.module), alias.name
+
+
+def _edge_import_offences(module: str, path: Path, known: dict[str, Path]) -> list[str]:
+    """What ``module`` (an edge) imports from ``shared/`` beyond what an edge may."""
+    allowed = (*EDGE_MAY_IMPORT, *ROOT_MAY_IMPORT.get(module, ()))
+    offences = []
+    for line, imported, name in _imported(path, known):
+        whole = any(imported == a or imported.startswith(f"{a}.") for a in allowed)
+        if not whole and name not in EDGE_VALUES.get(imported, set()):
+            offences.append(f"{module}:{line} imports {name or '*'} from {imported}")
+    return offences
+
+
+def _facade_verbs() -> set[str]:
+    """What an edge may take off the facade: its public methods, and its properties
+    that give a value, not one of the parts it was built from."""
+    from shared.agent.facade import Agent
+
+    parts = {p.annotation for p in inspect.signature(Agent.__init__).parameters.values()}
+    verbs = set()
+    for name, member in vars(Agent).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(member, property):
+            given = member.fget.__annotations__.get("return") if member.fget else None
+            if given in parts:
+                continue
+        verbs.add(name)
+    return verbs
+
+
+def _names_facade(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id in FACADE_NAMES) or (
+        isinstance(node, ast.Attribute) and node.attr in FACADE_NAMES
+    )
+
+
+def _reaches_past_facade(path: Path, verbs: set[str]) -> list[str]:
+    """Each attribute ``path`` takes off the facade that is not one of its verbs (a
+    part, ``agent.delivery``, or a private name)."""
+    return sorted(
+        f"{path.name}:{node.lineno} takes .{node.attr} off the facade"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Attribute) and _names_facade(node.value) and node.attr not in verbs
+    )
+
+
+def _edges() -> dict[str, Path]:
+    return {m: p for m, p in _modules().items() if p.is_relative_to(ROOT / "functions")}
+
+
+def test_edges_import_from_shared_only_the_facade_and_values() -> None:
+    known = _modules()
+    edges = _edges()
+    assert {"main", "spark_http.app", "spark_http.tasks"} <= set(edges)
+    offences = [o for m, p in edges.items() for o in _edge_import_offences(m, p, known)]
+    assert offences == []
+
+
+def test_edges_call_only_the_facade() -> None:
+    """An edge asks the ``Agent`` facade, never one of its parts through it."""
+    verbs = _facade_verbs()
+    assert {"send", "stream", "deliver", "model"} <= verbs
+    assert not {"families", "delivery", "preferences"} & verbs
+    assert [o for p in _edges().values() for o in _reaches_past_facade(p, verbs)] == []
+
+
+def test_the_edge_rules_see_a_module_that_breaks_them(tmp_path: Path) -> None:
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text(
+        "from shared.agent.facade import Agent\n"
+        "from shared.families.service import Families\n"
+        "from shared.families.messages import Target, address\n"
+        "from shared.store import memory\n\n"
+        "async def post(edge: object, agent: Agent) -> None:\n"
+        "    await edge.agent.delivery.deliver('u', 'hi', Target(family=True))\n"
+        "    await agent.families.current('u')\n"
+        "    await agent._runs.stop('u', 'c')\n"
+        "    await agent.send('u', 'hi', None)\n"
+    )
+    offences = _edge_import_offences("spark_http.sneaky", sneaky, _modules())
+    assert offences == [
+        "spark_http.sneaky:2 imports Families from shared.families.service",
+        "spark_http.sneaky:3 imports address from shared.families.messages",
+        "spark_http.sneaky:4 imports * from shared.store.memory",
+    ]
+    assert _reaches_past_facade(sneaky, _facade_verbs()) == [
+        "sneaky.py:7 takes .delivery off the facade",
+        "sneaky.py:8 takes .families off the facade",
+        "sneaky.py:9 takes ._runs off the facade",
+    ]

@@ -1,0 +1,45 @@
+"""What the api says of itself: that it is alive, its OpenAPI document, its model."""
+
+from __future__ import annotations
+
+import functools
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from shared.schemas.api import ModelResponse
+from shared.schemas.openapi import render as render_openapi
+from spark_http.edge import Edge, Routed
+
+
+@functools.cache
+def _openapi() -> str:
+    """Built on first request, not at every instance's start-up."""
+    return render_openapi()
+
+
+async def health(edge: Edge, request: Request) -> Response:
+    """Liveness for local tooling and load balancers; says nothing about users."""
+    return JSONResponse({"status": "ok"})
+
+
+async def openapi(edge: Edge, request: Request) -> Response:
+    """``GET /api/spark/agent/openapi.json``: this API's OpenAPI 3.1 document."""
+    return Response(_openapi(), media_type="application/json")
+
+
+async def model(edge: Edge, request: Request) -> Response:
+    """``GET /api/spark/agent/model``: which model answers, and (the demo model)
+    the requests it recognises, for a client to offer."""
+    await edge.caller(request)
+    demo = edge.settings.offline_model
+    examples = edge.agent.examples(demo=demo)
+    answer = ModelResponse(model=edge.agent.model, demo=demo, examples=examples)
+    return JSONResponse(answer.model_dump())
+
+
+ROUTES = (
+    Routed("/healthz", "GET", health),
+    Routed("/api/spark/agent/openapi.json", "GET", openapi),
+    Routed("/api/spark/agent/model", "GET", model),
+)

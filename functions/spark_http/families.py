@@ -1,0 +1,163 @@
+"""The family routes (DESIGN §8): a family made, read and joined, its invites, its
+members' roles and progress, and the caller's own settings."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from shared.schemas.api import (
+    CreateFamilyRequest,
+    FamilyInfo,
+    FamilyResponse,
+    InviteInfo,
+    InviteRequest,
+    InviteResponse,
+    InvitesResponse,
+    JoinRequest,
+    LessonProgressInfo,
+    MemberProgressInfo,
+    ProgressResponse,
+    RoleRequest,
+    SettingsInfo,
+    SettingsRequest,
+    SettingsResponse,
+)
+from shared.schemas.server import Family
+from spark_http.edge import Edge, Routed
+
+FAMILIES = "/api/spark/families"
+FAMILY = f"{FAMILIES}/{{family_id}}"
+
+
+async def create_family(edge: Edge, request: Request) -> Response:
+    """``POST /api/spark/families``: a new family, with the caller as its parent."""
+    user, body = await edge.read(request, CreateFamilyRequest)
+    family = await edge.agent.create_family(user, body.name, body.display_name)
+    return _family(family, status=201)
+
+
+async def current_family(edge: Edge, request: Request) -> Response:
+    """``GET /api/spark/families/current``: the caller's family (404 ``no_family``)."""
+    user = await edge.caller(request)
+    return _family(await edge.agent.current_family(user.uid))
+
+
+async def join_family(edge: Edge, request: Request) -> Response:
+    """``POST /api/spark/families/join``: join with an invite link's token."""
+    user, body = await edge.read(request, JoinRequest)
+    return _family(await edge.agent.join_family(user, body.token, body.display_name))
+
+
+async def create_invite(edge: Edge, request: Request) -> Response:
+    """``POST .../families/{id}/invites``: a new link; its token is shown only here."""
+    user, body = await edge.read(request, InviteRequest)
+    made = await edge.agent.invite(
+        user.uid,
+        request.path_params["family_id"],
+        body.role,
+        max_uses=body.max_uses,
+        expires_in_hours=body.expires_in_hours,
+    )
+    answer = InviteResponse(
+        invite=InviteInfo.of(made.invite, "active"), token=made.token, link=made.link
+    )
+    # The token is a secret shown once: no cache may keep it.
+    return JSONResponse(
+        answer.model_dump(by_alias=True, mode="json"),
+        status_code=201,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+async def list_invites(edge: Edge, request: Request) -> Response:
+    """``GET .../families/{id}/invites``: the family's invites, newest first."""
+    user = await edge.caller(request)
+    listed = await edge.agent.invites(user.uid, request.path_params["family_id"])
+    answer = InvitesResponse(invites=[InviteInfo.of(i.invite, i.status) for i in listed])
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+
+async def revoke_invite(edge: Edge, request: Request) -> Response:
+    """``DELETE .../families/{id}/invites/{inviteId}``: the link stops working at once."""
+    user = await edge.caller(request)
+    params = request.path_params
+    await edge.agent.revoke_invite(user.uid, params["family_id"], params["invite_id"])
+    return Response(status_code=204)
+
+
+async def set_role(edge: Edge, request: Request) -> Response:
+    """``PATCH .../families/{id}/members/{uid}``: a member's new role."""
+    user, body = await edge.read(request, RoleRequest)
+    params = request.path_params
+    family = await edge.agent.set_role(
+        user.uid, params["family_id"], params["member_id"], body.role
+    )
+    return _family(family)
+
+
+async def remove_member(edge: Edge, request: Request) -> Response:
+    """``DELETE .../families/{id}/members/{uid}``: leave (oneself) or remove (parents)."""
+    user = await edge.caller(request)
+    params = request.path_params
+    await edge.agent.remove_member(user.uid, params["family_id"], params["member_id"])
+    return Response(status_code=204)
+
+
+async def family_progress(edge: Edge, request: Request) -> Response:
+    """``GET .../families/{id}/progress``: each member's lessons and their blanks."""
+    user = await edge.caller(request)
+    family_id = request.path_params["family_id"]
+    members = await edge.agent.family_progress(user.uid, family_id)
+    answer = ProgressResponse(
+        family_id=family_id,
+        members=[
+            MemberProgressInfo(
+                user_id=m.user_id,
+                display_name=m.display_name,
+                role=m.role,
+                lessons=[
+                    LessonProgressInfo(
+                        lesson_id=lp.lesson_id,
+                        title=lp.title,
+                        updated_at=lp.updated_at,
+                        blanks=lp.blanks,
+                        answered=lp.answered,
+                    )
+                    for lp in m.lessons
+                ],
+            )
+            for m in members
+        ],
+    )
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+
+async def update_settings(edge: Edge, request: Request) -> Response:
+    """``PATCH /api/spark/me/settings``: the caller's settings, truth and mirror."""
+    user, body = await edge.read(request, SettingsRequest)
+    settings = await edge.agent.update_settings(
+        user.uid, ai_reads_family_messages=body.ai_reads_family_messages
+    )
+    answer = SettingsResponse(settings=SettingsInfo.model_validate(settings.model_dump()))
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+
+def _family(family: Family, status: int = 200) -> Response:
+    answer = FamilyResponse(family=FamilyInfo.of(family))
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"), status_code=status)
+
+
+# Routes of one path in the order their methods are named in ``Allow``.
+ROUTES = (
+    Routed(FAMILIES, "POST", create_family),
+    Routed(f"{FAMILIES}/current", "GET", current_family),
+    Routed(f"{FAMILIES}/join", "POST", join_family),
+    Routed(f"{FAMILY}/invites", "POST", create_invite),
+    Routed(f"{FAMILY}/invites", "GET", list_invites),
+    Routed(f"{FAMILY}/invites/{{invite_id}}", "DELETE", revoke_invite),
+    Routed(f"{FAMILY}/members/{{member_id}}", "PATCH", set_role),
+    Routed(f"{FAMILY}/members/{{member_id}}", "DELETE", remove_member),
+    Routed(f"{FAMILY}/progress", "GET", family_progress),
+    Routed("/api/spark/me/settings", "PATCH", update_settings),
+)

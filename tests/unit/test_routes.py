@@ -1,0 +1,35 @@
+"""The api's one table of routes is the one its OpenAPI document describes."""
+
+from __future__ import annotations
+
+import re
+
+from spark_http.app import ROUTES
+
+from shared.schemas.openapi import openapi
+
+# Paths a client of the api has no use for, left out of its document.
+UNDOCUMENTED = {("/healthz", "get")}
+_PARAM = re.compile(r"{[^}]+}")
+
+
+def _shape(path: str) -> str:
+    """``path`` with each parameter written ``{}`` (the two name them differently:
+    ``{conversation_id:conversation}`` here, ``{conversationId}`` there)."""
+    return _PARAM.sub("{}", path)
+
+
+def test_the_routes_are_the_paths_and_methods_the_openapi_document_describes() -> None:
+    routed = {(_shape(r.path), r.method.lower()) for r in ROUTES}
+    documented = {
+        (_shape(path), method)
+        for path, operations in openapi()["paths"].items()
+        for method in operations
+    }
+    assert len(routed) == len(ROUTES)
+    assert routed - UNDOCUMENTED == documented
+
+
+def test_each_route_names_its_own_endpoint() -> None:
+    endpoints = [r.endpoint for r in ROUTES]
+    assert len(set(endpoints)) == len(endpoints)
