@@ -219,8 +219,9 @@ EDGE_VALUES = {
     "shared.tasks.scheduler": {"NO_TASK"},
     "shared.tasks.handler": {"TaskHandler"},
 }
-# The composition root builds what the edges are given.
-ROOT_MAY_IMPORT = {"main": ("shared.wiring",)}
+# The composition root builds what the edges are given, and starts the process's
+# telemetry before it does.
+ROOT_MAY_IMPORT = {"main": ("shared.wiring", "shared.observe.setup")}
 # Names that stand for the facade in an edge (``edge.agent``, ``self._agent``, ``agent``).
 FACADE_NAMES = {"agent", "_agent"}
 
