@@ -4,7 +4,7 @@ A page asks for a generated part with a marker on a line of its own,
 ``<!-- generated: NAME -->``, and the build replaces it with markdown made from the
 source of truth, so the page changes when that source does and never by hand:
 
-* ``settings``: every variable ``Settings`` reads (``shared/config.py``: its declaration's
+* ``settings``: every variable ``Settings`` reads (``shared/config/``: its declaration's
   name, older names, default, meaning and minimum);
 * ``documents``: each JSON Schema in ``schemas/`` (``make schemas`` writes them);
 * ``sse-events``: the events a reply streams (``shared/agent/events.py``), with their
