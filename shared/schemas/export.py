@@ -1,7 +1,7 @@
 """Write the JSON Schema of the Firestore documents for the web client.
 
 Run ``python -m shared.schemas.export`` (``make schemas``) after changing
-``documents.py``; a test fails while a committed file is out of date.
+``documents/``; a test fails while a committed file is out of date.
 """
 
 from __future__ import annotations
