@@ -11,7 +11,7 @@ from shared.schemas.documents.base import Document, Timestamp
 
 class Lesson(Document):
     """``/{userId}/client/lessons/{lessonId}``: a lesson document the agent reads and
-    edits. ``body`` is lesson XML (``shared/lessons/grammar.py``), valid whenever it is
+    edits. ``body`` is lesson XML (``shared/lessons/grammar/``), valid whenever it is
     stored; ``version`` grows by one with each change (edits name the version they
     were made against), and the version a change replaces is kept (``LessonVersion``)."""
 
