@@ -19,7 +19,7 @@ above ``MAX_ALLOCATION``: an ID3 tag or a movie header compressed with zlib decl
 its own inflated size, up to 4 GB, and the demuxer allocated it while opening the
 file, before any packet. ID3 tags in front of an MP3 are skipped unread.
 
-``decode`` runs ``probe`` in a child process (``audio_worker``) with its address space
+``audio_worker.decode`` runs ``probe`` in a child process with its address space
 and CPU time capped, and kills it past ``TIMEOUT_SECONDS``: whatever FFmpeg does that
 the checks above do not foresee is bounded there, and the api never imports PyAV.
 ``docs/voice.md`` states the bounds and what they cost.
@@ -31,17 +31,14 @@ The decoded sound is also measured: a clip whose loudest moment is quieter than
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-import json
 import math
 import struct
-import sys
 import time
 from dataclasses import dataclass
 from operator import mul
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from shared.attachment_rules import SNIFF_BYTES, sniff
 
@@ -107,14 +104,6 @@ a clip: a 64-channel WAV took 0.4 s of CPU to be refused)."""
 _READ_BYTES = 64 * 1024
 """The most the demuxer is handed by one read: a block declaring 20 MB is read piece by
 piece into FFmpeg's own buffer (which ``MAX_ALLOCATION`` bounds), never copied whole."""
-
-# The child process that runs ``probe`` for ``decode``.
-TIMEOUT_SECONDS = 20.0
-"""Wall-clock time a child may take: its CPU limit at a third of a CPU, and more."""
-CHILD_CPU_SECONDS = 3
-"""CPU seconds the child may spend after starting (SIGXCPU past it)."""
-CHILD_MEMORY_BYTES = 128 * 1024 * 1024
-"""Address space the child may add once PyAV is imported and the clip read."""
 
 
 class NotAudio(Exception):
@@ -340,72 +329,3 @@ def _wav(pcm: bytearray) -> bytes:
         len(pcm),
     )
     return header + pcm
-
-
-# --- in a child process -----------------------------------------------------------------
-
-
-async def decode(
-    data: bytes,
-    max_seconds: float,
-    *,
-    limit_seconds: float = TIMEOUT_SECONDS,
-    memory_bytes: int = CHILD_MEMORY_BYTES,
-    cpu_seconds: int = CHILD_CPU_SECONDS,
-) -> Sound:
-    """``probe(data, max_seconds)`` in a child process (``audio_worker``) whose address
-    space may grow by ``memory_bytes`` and whose CPU time is capped at ``cpu_seconds``;
-    it is killed after ``limit_seconds`` (or when this is cancelled).
-
-    Raises:
-        NotAudio: as ``probe``; or the child was stopped by a limit.
-        TooLong: as ``probe``.
-    """
-    import asyncio  # here, not above: the child imports this module, and not asyncio
-
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "shared.attachments.audio_worker",
-        repr(float(max_seconds)),
-        str(len(data)),
-        str(memory_bytes),
-        str(cpu_seconds),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(data), limit_seconds)
-    except TimeoutError:
-        raise NotAudio(f"not decoded within {limit_seconds:g} s") from None
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-    head, _, wav = out.partition(b"\n")
-    try:
-        if process.returncode != 0:  # killed (a limit) or crashed: whatever it wrote
-            raise ValueError(head[:200])
-        result = json.loads(head)
-    except ValueError:
-        raise NotAudio(f"the decoder stopped (exit status {process.returncode})") from None
-    if result.get("tooLong") is not None:
-        raise TooLong(float(result["tooLong"]))
-    if "notAudio" in result:
-        raise NotAudio(str(result["notAudio"]))
-    loudest = result["loudestDbfs"]
-    return Sound(float(result["seconds"]), -math.inf if loudest is None else loudest, wav)
-
-
-def answer(data: Buffer, max_seconds: float) -> tuple[dict[str, Any], bytes]:
-    """What the child writes for ``data``: a JSON head and (a Sound) its WAV."""
-    try:
-        sound = probe(data, max_seconds)
-    except TooLong as exc:
-        return {"tooLong": exc.seconds}, b""
-    except NotAudio as exc:
-        return {"notAudio": str(exc)}, b""
-    loudest = sound.loudest_dbfs if math.isfinite(sound.loudest_dbfs) else None
-    return {"seconds": sound.duration_seconds, "loudestDbfs": loudest}, sound.wav
