@@ -5,8 +5,9 @@ is opened and decoded here, so its length is the sound it really holds, and a fi
 that merely starts like audio is refused.
 
 The work is bounded before it is done, since a small file can declare hours of sound
-(a 2 MB WebM holding one PCM block at 1,000 Hz decoded to 1,000 s in one frame, and
-took over 400 MiB before its length was checked). ``probe`` opens a clip only with the
+(a small WebM holding one PCM block decoded to many minutes in one frame, and took
+hundreds of MiB before its length was checked: ``tests/hostile_audio.py`` holds such
+clips, and bench/audio_decode.py measures each). ``probe`` opens a clip only with the
 demuxer its first bytes name, with at most ``MAX_STREAMS`` streams, and takes only the
 codecs push-to-talk needs (Opus or Vorbis in WebM and Ogg, MP3, AAC in M4A, PCM in
 WAV), at 8–192 kHz in at most 8 channels. Before decoding a packet it refuses one
@@ -89,18 +90,20 @@ MAX_FRAME_SAMPLES = 65_536
 """Samples a channel any one frame may hold (Opus's at most 5,760, AAC's 2,048, MP3's
 1,152): a frame is at most 4 MB decoded, 8 s resampled."""
 CPU_SECONDS = 1.5
-"""CPU time one clip's decoding may take (this thread's). 116 s of WebM Opus speech takes
-0.65 s here, of MP3 0.37 s, of WAV 0.22 s; past this, the clip is refused as damaged
-(119 s of 8-channel Opus noise is)."""
+"""CPU time one clip's decoding may take (this thread's): well above what the longest
+speech clip of any type takes (bench/audio_decode.py measures both); past this, the clip
+is refused as damaged (long 8-channel Opus noise is)."""
 MAX_ALLOCATION = 16 * 1024 * 1024
 """The largest block FFmpeg may allocate at once while a clip is read (``av_max_alloc``)."""
 MAX_STREAMS = 4
 """Streams a container may declare (a clip has one): FFmpeg indexes every track's sample
-table when it opens an M4A, and 1,000 tracks of 6,000 samples (24 MB) took 695 MiB, in
-allocations each under ``MAX_ALLOCATION``."""
+table when it opens an M4A, and a clip of a thousand tracks took far more memory than
+the child may have, in allocations each under ``MAX_ALLOCATION`` (bench/audio_decode.py
+measures the hostile corpus's many-track clip)."""
 _PROBE_BYTES = 256 * 1024
 """What FFmpeg may read to learn a stream's parameters (its default, 5 MB, is a fifth of
-a clip: a 64-channel WAV took 0.4 s of CPU to be refused)."""
+a clip: a many-channel WAV cost a large share of ``CPU_SECONDS`` to be refused;
+bench/audio_decode.py measures it)."""
 _READ_BYTES = 64 * 1024
 """The most the demuxer is handed by one read: a block declaring 20 MB is read piece by
 piece into FFmpeg's own buffer (which ``MAX_ALLOCATION`` bounds), never copied whole."""

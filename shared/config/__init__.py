@@ -132,18 +132,18 @@ class Settings(Deployment):
         "characters of attached text one model call is shown",
         minimum=0,
     )
-    # One 40 MP image costs 290–520 MB while it is normalised (measured) and an instance
-    # has 512 MiB and a fraction of a CPU, so one at a time: more would add memory, not
-    # speed.
+    # Normalising a large image takes most of an instance's 512 MiB and its fraction of
+    # a CPU (docs/concepts/attachments.md; bench/attachments.py times it), so one at a
+    # time: more would add memory, not speed.
     attachment_decodes_at_once: int = setting(
         "SPARK_ATTACHMENT_DECODES_AT_ONCE",
         1,
         "attachments read and made ready at once per process",
     )
-    # A voice clip is decoded in a child process capped at 3 s of CPU and 128 MiB above
-    # its ~40 MB start (docs/voice.md; measured: at most 23 MiB for any clip of the
-    # hostile corpus): one at a time leaves the api's 512 MiB room to spare, and an
-    # instance's fraction of a CPU would decode two no faster. The others wait, unread.
+    # A voice clip is decoded in a child process with its CPU and memory capped
+    # (docs/voice.md; bench/audio_decode.py measures the hostile corpus against the
+    # caps): one at a time leaves the api's 512 MiB room to spare, and an instance's
+    # fraction of a CPU would decode two no faster. The others wait, unread.
     voice_decodes_at_once: int = setting(
         "SPARK_VOICE_DECODES_AT_ONCE",
         1,

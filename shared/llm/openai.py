@@ -4,9 +4,8 @@ Chat Completions is the widest-compatible wire format, so ``OPENAI_BASE_URL`` ca
 point at any OpenAI-compatible server. The chat request goes through our own client
 (``wire``); the SDK serves the rest (voice clips are transcribed here,
 ``OpenAITranscriber`` on ``audio.transcriptions``, and ``shared/voice/openai_voice.py``)
-and is imported only when one of those is first used: ``import openai`` is ~0.35 s of
-an instance's cold start here (``python -X importtime``), which a text request never
-needs.
+and is imported only when one of those is first used: ``import openai`` weighs on an
+instance's cold start (bench/cold_start.py), which a text request never needs.
 """
 
 from __future__ import annotations

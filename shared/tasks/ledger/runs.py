@@ -28,9 +28,9 @@ from shared.schemas.server import (
 
 # A slot frees the moment one of the user's replies ends, which the ledger cannot
 # foresee: it records when a slot lapses (10 minutes on), not how far its run has got.
-# Replies take seconds (the offline model about 1 s, a model's usually under 30 s), so
-# a refused client is asked to try again in this many seconds (never later than the
-# soonest lapse), not at the lapse, which told five parallel sends to wait ten minutes.
+# Replies take seconds, not minutes, so a refused client is asked to try again in this
+# many seconds (never later than the soonest lapse), not at the lapse, which told
+# parallel sends to wait the whole lease.
 SLOT_RETRY_SECONDS = 5
 
 
