@@ -30,7 +30,8 @@ if str(ROOT) not in sys.path:  # mkdocs loads hooks by path: the repository's pa
 
 from bench.results import RESULTS  # noqa: E402
 from shared.agent.events import UNSENT, AgentEvent  # noqa: E402
-from shared.config import SETTINGS, Setting  # noqa: E402
+from shared.config import SETTINGS  # noqa: E402
+from shared.config.declaration import Setting  # noqa: E402
 
 SCHEMAS = ROOT / "schemas"
 _MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
