@@ -10,7 +10,7 @@
   of its own, forked from one that has imported PyAV: its peak RSS above its baseline
   (``VmHWM``; the clip read, PyAV imported) and its CPU time, with what ``probe``
   answered. Met or not met against each bound.
-* The api's path, ``audio.decode`` (``probe`` in a child process with its limits):
+* The api's path, ``audio_worker.decode`` (``probe`` in a child process with its limits):
   wall time and the child's CPU for the spoken clip and a 3 s one, median of
   ``--repeat``, beside ``probe`` in this process; the difference is what the isolation
   costs (an interpreter and PyAV started for each clip).
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from shared.attachments import audio  # noqa: E402
+from shared.attachments import audio, audio_worker  # noqa: E402
 from tests.hostile_audio import CORPUS, Measured, clip, measure_all, opus_webm  # noqa: E402
 
 PEAK_MIB = 64
@@ -110,7 +110,9 @@ def main() -> None:
     print(f"  {'clip':<28}{'in this process':>17}{'in a child':>12}{'child CPU':>11}")
     for name, data in ((SPOKEN, spoken), ("speech-3s-webm", short)):
         here, _ = timed(lambda data=data: audio.probe(data, 120), args.repeat)
-        child, cpu = timed(lambda data=data: asyncio.run(audio.decode(data, 120)), args.repeat)
+        child, cpu = timed(
+            lambda data=data: asyncio.run(audio_worker.decode(data, 120)), args.repeat
+        )
         print(f"  {name:<28}{here:15.3f} s{child:10.3f} s{cpu:9.3f} s")
 
 

@@ -38,7 +38,7 @@ from shared.config import Settings  # noqa: E402
 from shared.errors import RateLimited  # noqa: E402
 from shared.families.messages import Target  # noqa: E402
 from shared.ids import SequentialIds  # noqa: E402
-from shared.lessons import grammar  # noqa: E402
+from shared.lessons.grammar import parser  # noqa: E402
 from shared.llm.scripted import ScriptedProvider  # noqa: E402
 from shared.queue.memory import InMemoryTaskQueue  # noqa: E402
 from shared.schemas.documents import ArchiveSegment, Lesson  # noqa: E402
@@ -82,21 +82,21 @@ class Stalls:
 
 
 class Parses:
-    """Counts every lesson parsed (each parse makes its parser in ``grammar``)."""
+    """Counts every lesson parsed (each parse makes its parser in ``grammar.parser``)."""
 
     def __enter__(self) -> Parses:
         self.count = 0
-        self._made = grammar.create_parser
+        self._made = parser.create_parser
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
             return self._made(*args, **kwargs)
 
-        grammar.create_parser = counted  # type: ignore[assignment]
+        parser.create_parser = counted  # type: ignore[assignment]
         return self
 
     def __exit__(self, *_: object) -> None:
-        grammar.create_parser = self._made  # type: ignore[assignment]
+        parser.create_parser = self._made  # type: ignore[assignment]
 
 
 def build(**settings: Any) -> tuple[Components, InMemoryConversationStore, InMemoryFileStore]:

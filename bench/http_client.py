@@ -7,12 +7,12 @@ api sees them), ``--streams`` at once. Each round, every candidate reads the sam
 replies (rounds alternate the candidates, so drift hits all alike), counting the body's
 chunks and doing nothing else with them (what the adapters then do is the same for all):
 
-* ``wire``: ``shared/llm/wire.py``'s ``WireClient.stream``, the chat requests' client;
+* ``wire``: ``shared/llm/wire/``'s ``WireClient.stream``, the chat requests' client;
 * ``aiohttp``: an ``aiohttp.ClientSession`` read with ``content.iter_any()``, the least
   a client on aiohttp would cost;
 * ``httpx2``: ``httpx2.AsyncClient`` on its own transport (httpcore2, h11, anyio), as
   the SDKs are made by default;
-* ``sdk/wire``: the SDKs' door, ``transport.http_client`` (httpx2's API on ``wire.py``);
+* ``sdk/wire``: the SDKs' door, ``transport.http_client`` (httpx2's API on ``wire``);
 * ``sdk/aiohttp``: the OpenAI SDK's own aiohttp backend (``openai.DefaultAioHttpClient``,
   httpx2's API on aiohttp).
 

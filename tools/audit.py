@@ -1,4 +1,4 @@
-"""Check the invariants of users' stored state (``shared/audit.py``) on Firestore: the
+"""Check the invariants of users' stored state (``shared/audit/``) on Firestore: the
 emulator when ``FIRESTORE_EMULATOR_HOST`` is set, else the project's real database.
 It only reads (no write of any kind).
 

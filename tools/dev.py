@@ -40,7 +40,7 @@ DATA_DIR = STATE_DIR / "data"
 def start_fake(stack: Stack, spark_model: str) -> tuple[dict[str, str], str]:
     """Start the local fake of the provider ``spark_model`` chooses; returns the
     environment that points the functions at it, and what to call it."""
-    from shared.config import parse_model
+    from shared.config.providers import parse_model
 
     provider, model = parse_model(spark_model)
     module, prefix, path = FAKES[provider]

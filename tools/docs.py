@@ -4,7 +4,7 @@ A page asks for a generated part with a marker on a line of its own,
 ``<!-- generated: NAME -->``, and the build replaces it with markdown made from the
 source of truth, so the page changes when that source does and never by hand:
 
-* ``settings``: every variable ``Settings`` reads (``shared/config.py``: its declaration's
+* ``settings``: every variable ``Settings`` reads (``shared/config/``: its declaration's
   name, older names, default, meaning and minimum);
 * ``documents``: each JSON Schema in ``schemas/`` (``make schemas`` writes them);
 * ``sse-events``: the events a reply streams (``shared/agent/events.py``), with their
@@ -30,7 +30,8 @@ if str(ROOT) not in sys.path:  # mkdocs loads hooks by path: the repository's pa
 
 from bench.results import RESULTS  # noqa: E402
 from shared.agent.events import UNSENT, AgentEvent  # noqa: E402
-from shared.config import SETTINGS, Setting  # noqa: E402
+from shared.config import SETTINGS  # noqa: E402
+from shared.config.declaration import Setting  # noqa: E402
 
 SCHEMAS = ROOT / "schemas"
 _MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)

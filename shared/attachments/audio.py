@@ -5,8 +5,9 @@ is opened and decoded here, so its length is the sound it really holds, and a fi
 that merely starts like audio is refused.
 
 The work is bounded before it is done, since a small file can declare hours of sound
-(a 2 MB WebM holding one PCM block at 1,000 Hz decoded to 1,000 s in one frame, and
-took over 400 MiB before its length was checked). ``probe`` opens a clip only with the
+(a small WebM holding one PCM block decoded to many minutes in one frame, and took
+hundreds of MiB before its length was checked: ``tests/hostile_audio.py`` holds such
+clips, and bench/audio_decode.py measures each). ``probe`` opens a clip only with the
 demuxer its first bytes name, with at most ``MAX_STREAMS`` streams, and takes only the
 codecs push-to-talk needs (Opus or Vorbis in WebM and Ogg, MP3, AAC in M4A, PCM in
 WAV), at 8–192 kHz in at most 8 channels. Before decoding a packet it refuses one
@@ -19,7 +20,7 @@ above ``MAX_ALLOCATION``: an ID3 tag or a movie header compressed with zlib decl
 its own inflated size, up to 4 GB, and the demuxer allocated it while opening the
 file, before any packet. ID3 tags in front of an MP3 are skipped unread.
 
-``decode`` runs ``probe`` in a child process (``audio_worker``) with its address space
+``audio_worker.decode`` runs ``probe`` in a child process with its address space
 and CPU time capped, and kills it past ``TIMEOUT_SECONDS``: whatever FFmpeg does that
 the checks above do not foresee is bounded there, and the api never imports PyAV.
 ``docs/voice.md`` states the bounds and what they cost.
@@ -31,17 +32,14 @@ The decoded sound is also measured: a clip whose loudest moment is quieter than
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
-import json
 import math
 import struct
-import sys
 import time
 from dataclasses import dataclass
 from operator import mul
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from shared.attachment_rules import SNIFF_BYTES, sniff
 
@@ -92,29 +90,23 @@ MAX_FRAME_SAMPLES = 65_536
 """Samples a channel any one frame may hold (Opus's at most 5,760, AAC's 2,048, MP3's
 1,152): a frame is at most 4 MB decoded, 8 s resampled."""
 CPU_SECONDS = 1.5
-"""CPU time one clip's decoding may take (this thread's). 116 s of WebM Opus speech takes
-0.65 s here, of MP3 0.37 s, of WAV 0.22 s; past this, the clip is refused as damaged
-(119 s of 8-channel Opus noise is)."""
+"""CPU time one clip's decoding may take (this thread's): well above what the longest
+speech clip of any type takes (bench/audio_decode.py measures both); past this, the clip
+is refused as damaged (long 8-channel Opus noise is)."""
 MAX_ALLOCATION = 16 * 1024 * 1024
 """The largest block FFmpeg may allocate at once while a clip is read (``av_max_alloc``)."""
 MAX_STREAMS = 4
 """Streams a container may declare (a clip has one): FFmpeg indexes every track's sample
-table when it opens an M4A, and 1,000 tracks of 6,000 samples (24 MB) took 695 MiB, in
-allocations each under ``MAX_ALLOCATION``."""
+table when it opens an M4A, and a clip of a thousand tracks took far more memory than
+the child may have, in allocations each under ``MAX_ALLOCATION`` (bench/audio_decode.py
+measures the hostile corpus's many-track clip)."""
 _PROBE_BYTES = 256 * 1024
 """What FFmpeg may read to learn a stream's parameters (its default, 5 MB, is a fifth of
-a clip: a 64-channel WAV took 0.4 s of CPU to be refused)."""
+a clip: a many-channel WAV cost a large share of ``CPU_SECONDS`` to be refused;
+bench/audio_decode.py measures it)."""
 _READ_BYTES = 64 * 1024
 """The most the demuxer is handed by one read: a block declaring 20 MB is read piece by
 piece into FFmpeg's own buffer (which ``MAX_ALLOCATION`` bounds), never copied whole."""
-
-# The child process that runs ``probe`` for ``decode``.
-TIMEOUT_SECONDS = 20.0
-"""Wall-clock time a child may take: its CPU limit at a third of a CPU, and more."""
-CHILD_CPU_SECONDS = 3
-"""CPU seconds the child may spend after starting (SIGXCPU past it)."""
-CHILD_MEMORY_BYTES = 128 * 1024 * 1024
-"""Address space the child may add once PyAV is imported and the clip read."""
 
 
 class NotAudio(Exception):
@@ -340,72 +332,3 @@ def _wav(pcm: bytearray) -> bytes:
         len(pcm),
     )
     return header + pcm
-
-
-# --- in a child process -----------------------------------------------------------------
-
-
-async def decode(
-    data: bytes,
-    max_seconds: float,
-    *,
-    limit_seconds: float = TIMEOUT_SECONDS,
-    memory_bytes: int = CHILD_MEMORY_BYTES,
-    cpu_seconds: int = CHILD_CPU_SECONDS,
-) -> Sound:
-    """``probe(data, max_seconds)`` in a child process (``audio_worker``) whose address
-    space may grow by ``memory_bytes`` and whose CPU time is capped at ``cpu_seconds``;
-    it is killed after ``limit_seconds`` (or when this is cancelled).
-
-    Raises:
-        NotAudio: as ``probe``; or the child was stopped by a limit.
-        TooLong: as ``probe``.
-    """
-    import asyncio  # here, not above: the child imports this module, and not asyncio
-
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "shared.attachments.audio_worker",
-        repr(float(max_seconds)),
-        str(len(data)),
-        str(memory_bytes),
-        str(cpu_seconds),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(data), limit_seconds)
-    except TimeoutError:
-        raise NotAudio(f"not decoded within {limit_seconds:g} s") from None
-    finally:
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-    head, _, wav = out.partition(b"\n")
-    try:
-        if process.returncode != 0:  # killed (a limit) or crashed: whatever it wrote
-            raise ValueError(head[:200])
-        result = json.loads(head)
-    except ValueError:
-        raise NotAudio(f"the decoder stopped (exit status {process.returncode})") from None
-    if result.get("tooLong") is not None:
-        raise TooLong(float(result["tooLong"]))
-    if "notAudio" in result:
-        raise NotAudio(str(result["notAudio"]))
-    loudest = result["loudestDbfs"]
-    return Sound(float(result["seconds"]), -math.inf if loudest is None else loudest, wav)
-
-
-def answer(data: Buffer, max_seconds: float) -> tuple[dict[str, Any], bytes]:
-    """What the child writes for ``data``: a JSON head and (a Sound) its WAV."""
-    try:
-        sound = probe(data, max_seconds)
-    except TooLong as exc:
-        return {"tooLong": exc.seconds}, b""
-    except NotAudio as exc:
-        return {"notAudio": str(exc)}, b""
-    loudest = sound.loudest_dbfs if math.isfinite(sound.loudest_dbfs) else None
-    return {"seconds": sound.duration_seconds, "loudestDbfs": loudest}, sound.wav

@@ -9,11 +9,12 @@ and only when all of them succeeded writes the derived files beside the original
 two, so a refused send costs no download and no decode. A bad file is a clear 4xx
 naming it and the rule it broke, and nothing is written.
 
-Deriving is the costly part: a 5 KB PNG of 39.6 MP (under the pixel limit) took 0.6 s
-of CPU and 290 MB to normalise, an RGB one 0.9 s and 520 MB (measured). It runs in a
-worker thread, so the process's other streams go on (in the event loop it held every
-stream of the process for the whole decode), and at most ``decodes_at_once`` files
-are read and made ready at once in a process, which bounds the memory they take.
+Deriving is the costly part: a small PNG of many pixels (under the pixel limit) takes a
+large share of an instance's CPU and memory to normalise (docs/concepts/attachments.md
+gives the figures; bench/attachments.py times it). It runs in a worker thread, so the
+process's other streams go on (in the event loop it held every stream of the process for
+the whole decode), and at most ``decodes_at_once`` files are read and made ready at once
+in a process, which bounds the memory they take.
 """
 
 from __future__ import annotations

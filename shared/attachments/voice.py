@@ -4,7 +4,7 @@ Three steps, as for attachments (``service.py``), so that a refused send costs n
 download and no provider call. ``VoiceClips.check`` judges what can be judged without
 reading the clip (a provider to transcribe with, the path, its size, its type from its
 first bytes). ``listen`` reads it and decodes it in a child process with its memory
-and CPU capped (``audio.decode``), ``decodes_at_once`` at a time in a process (the
+and CPU capped (``audio_worker.decode``), ``decodes_at_once`` at a time in a process (the
 others wait their turn, unread): its real type and length, and whether anything in it
 is loud enough to be speech. ``transcribe`` asks the provider, passing each piece on as
 it comes, and charges what it cost to the user's day. A clip in which nothing is heard,
@@ -26,7 +26,8 @@ from shared.attachment_rules import (
     size_text,
     sniff,
 )
-from shared.attachments.audio import NotAudio, Sound, TooLong, decode
+from shared.attachments.audio import NotAudio, Sound, TooLong
+from shared.attachments.audio_worker import decode
 from shared.egress.gate import Egress
 from shared.errors import (
     Forbidden,

@@ -11,10 +11,10 @@ which ``Settings.check`` refuses in production) tokens are unsigned, so the key 
 are skipped, as firebase-admin does.
 
 Why not firebase-admin itself: it verifies in a worker thread (it may fetch the keys,
-blocking), 0.4 ms of a new user's time to first token here (bench/stream_overhead.py
-(a)), and importing it took 0.15 s of every cold start (``python -X importtime``). Here
-the keys are fetched off the loop only when stale (hours apart), and a signature check
-is ~40 us of CPU. firebase-admin stays for ``check_revoked`` alone (it asks the Auth
+blocking), which a new user's time to first token pays (bench/stream_overhead.py (a)),
+and importing it weighs on every cold start (bench/cold_start.py). Here the keys are
+fetched off the loop only when stale (hours apart), and a signature is checked in the
+event loop's own thread. firebase-admin stays for ``check_revoked`` alone (it asks the Auth
 backend on every request), imported only then.
 """
 

@@ -2,7 +2,7 @@
 same write as each lesson it creates, replaces (an edit, a student's answers, a restore)
 or deletes, so that ``GET /api/spark/families/{id}/progress`` reads one small document per
 member and parses nothing (issue 34: it parsed every member's 50 lessons on the event
-loop, ~27 ms each for 200 k characters, on every request).
+loop on every request; bench/family_data.py (a) measures the request).
 
 ``counts`` is the one place a lesson's blanks are counted; both stores call it in their
 write methods, never anyone else, so the summary cannot drift from the lessons.

@@ -1,4 +1,4 @@
-"""``ModelProvider`` on Anthropic Messages streaming, over ``wire.py`` (not the SDK).
+"""``ModelProvider`` on Anthropic Messages streaming, over ``wire`` (not the SDK).
 
 Tool calls are ``tool_use`` blocks whose input streams as ``input_json_delta``
 fragments; results go back as ``tool_result`` blocks in the next user turn (all the
@@ -119,7 +119,7 @@ def _wire_request(model: str, max_tokens: int, request: ModelRequest) -> dict[st
 
 
 def translate_error(exc: Exception) -> ProviderError:
-    """Our exception for one of ``wire.py``'s."""
+    """Our exception for one of ``wire``'s."""
     if isinstance(exc, WireStatusError):  # 429 and 529 (overloaded) included
         return status_error(exc.status, str(exc))
     if isinstance(exc, WireTransportError):
@@ -259,7 +259,7 @@ class AnthropicProvider:
         return self._model
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        # Not through the SDK, as OpenAI's (``wire.py``): its typed stream (an event
+        # Not through the SDK, as OpenAI's (``wire``): its typed stream (an event
         # object per token, then our translation), and even its raw response read
         # through httpx2, httpcore2 and anyio, cost several times our CPU a token
         # (bench/provider_overhead.py). The SDK is no longer imported at all.

@@ -272,8 +272,8 @@ async def sse_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
     """The lines of an SSE body (``\n`` or ``\r\n`` ended), each decoded once whole.
 
     The SDKs' ``iter_lines`` reach the bytes through three more generators (text, then
-    lines, then the SDK's own), each resumed for every token: ~3 % of the api's py-spy
-    samples on 50 tokens/s streams (bench/stream_overhead.py --py-spy), spared here.
+    lines, then the SDK's own), each resumed for every token: a visible share of the
+    api's CPU on streamed replies (bench/stream_overhead.py --py-spy), spared here.
     A line never splits a UTF-8 character: its ``\n`` is one byte of its own.
     """
     tail = b""

@@ -10,21 +10,23 @@ drafting calls (a lesson, a plan, a review) are answered by ``demo_drafts``.
 Nothing here is known to the agent: it is what one adapter (``OfflineProvider``)
 streams, behind the same ``ModelProvider`` interface and egress as every provider.
 Every text it writes starts with ``PREFIX``.
+What it says once a result comes back is ``demo_results``'.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from shared.llm.base import ChatMessage, ModelRequest, ToolSpec
 from shared.llm.demo_drafts import draft, draft_kind
+from shared.llm.demo_results import QUIZ_ANSWER, about, capital, member_name
 from shared.prose import listed
 
 PREFIX = "[Offline model] "
+
 
 EXAMPLES = (
     "Please make a short lesson about the water cycle for Year 5",
@@ -56,46 +58,78 @@ class Turn:
 
 
 _NUMBERS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+
+
 _COUNT = r"(?P<count>\d+|" + "|".join(_NUMBERS) + ")"
+
+
 _PLAN = re.compile(
     r"\bplan\s+" + _COUNT + r"\s+lessons?\s+(?:on|about)\s+(?P<rest>.+)", re.I | re.S
 )
+
+
 _LESSON = re.compile(
     r"\b(?:make|create|write|draft|prepare|give me)\b.*?\blesson\s+(?:on|about)\s+(?P<rest>.+)",
     re.I | re.S,
 )
+
+
 _DURATION = re.compile(r"\b(\d{2,3})[- ]?(?:min|minute)s?\b", re.I)
+
+
 _DELETE = re.compile(r"\b(?:delete|remove)\b.*\blesson\b", re.I | re.S)
+
+
 _QUIZ = re.compile(r"\b(?:quiz|test|ask)\s+me\b", re.I)
+
+
 _READ = re.compile(
     r"\bwhat\s+(?:did|has|have)\s+(?:my\s+)?[\w'-]+\s+(?:say|said|write|written|sent)\b"
     r"|\bfamily\s+messages\b|\bread\s+(?:my\s+)?family\b",
     re.I,
 )
+
+
 _TELL = re.compile(
     r"^(?:please\s+)?(?:tell|message|text)\s+(?!me\b|us\b)(?P<who>[\w'-]+)"
     r"(?:\s+that)?[\s,:]+(?P<text>\S.*)$",
     re.I | re.S,
 )
+
+
 _CHECK = re.compile(
     r"\b(?:check|review|mark|look at)\b.*\b(?:work|homework|essay|writing|answers?)\b",
     re.I | re.S,
 )
+
+
 _MARK = re.compile(r"\bout of (\d{1,3})\b", re.I)
+
+
 _GREETING = re.compile(r"^\s*(hi|hello|hey|test|good (morning|afternoon|evening))\b", re.I)
+
+
 _OPEN_LESSON = re.compile(r"A lesson is open in this conversation \(id ([A-Za-z0-9_-]+)\)")
+
+
 # The notes a user turn carries after its text, one per attachment
 # (``shared/agent/files.py``, ``describe``): what the model reads, never the user.
 _NOTE = re.compile(r'(?:^|\n\n)\[(Image|PDF|Attachment)(?: attached)?(?: earlier)?:? "([^"\n]*)"')
+
+
 _WORK_FILE = re.compile(r'\[(?:Image|PDF) attached: "[^"\n]*"[^\]\n]*?file "([^"\n]+)"')
+
+
 _KINDS = {"Image": "an image", "PDF": "a PDF", "Attachment": "a file"}
 
-QUIZ_ANSWER = "Condensation"
+
 _QUIZ_QUESTION = {
     "header": "Quiz",
     "question": "Water vapour cools and turns back into tiny droplets. What is that called?",
     "options": [{"label": "Evaporation"}, {"label": QUIZ_ANSWER}, {"label": "Precipitation"}],
 }
+
+
 _WHO_FAMILY = {"family", "everyone", "everybody", "all"}
 
 
@@ -265,7 +299,7 @@ def _after_results(request: ModelRequest) -> Turn:
             output = {}
         if result.name == "list_family_members":
             return _send(request, output)
-        said.append(_ABOUT.get(result.name or "", _done)(output))
+        said.append(about(result.name or "", output))
     return Turn(PREFIX + " ".join(said))
 
 
@@ -277,130 +311,12 @@ def _send(request: ModelRequest, listing: dict[str, Any]) -> Turn:
         return Turn(PREFIX + "I could not tell whom to write to.")
     who, text = told.group("who"), told.group("text").strip()
     others = [m for m in listing.get("members", []) if not m.get("you")]
-    named = [m for m in others if _name(m.get("displayName")).lower() == who.lower()]
+    named = [m for m in others if member_name(m.get("displayName")).lower() == who.lower()]
     if who.lower() in _WHO_FAMILY:
         to = "family"
     elif named or len(others) == 1:
         to = (named or others)[0]["userId"]
     else:
-        members = listed([_name(m.get("displayName")) for m in others]) or "nobody else"
+        members = listed([member_name(m.get("displayName")) for m in others]) or "nobody else"
         return Turn(PREFIX + f"I cannot find {who} in your family; its members are {members}.")
-    return Turn(calls=(Call("send_family_message", {"to": to, "text": _capital(text)}),))
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def _lesson_made(output: dict[str, Any]) -> str:
-    parts = [p for p in output.get("outline", []) if not str(p).startswith("exercise")]
-    exercises = len(output.get("outline", [])) - len(parts)
-    return (
-        f"Your lesson “{output.get('title', '')}” is ready and open here: "
-        f"{listed([str(p) for p in parts[1:]])}, with {exercises} exercises. I wrote it as "
-        "the demo model, so it is a sample that shows the tools at work."
-    )
-
-
-def _planned(output: dict[str, Any]) -> str:
-    titles = [f"“{lesson.get('title', '')}”" for lesson in output.get("lessons", [])]
-    return f"Your {len(titles)} lessons are written: {listed(titles)}. The first is open here."
-
-
-def _deleted(output: dict[str, Any]) -> str:
-    return (
-        f"I deleted “{output.get('title', 'the lesson')}”. Its recent versions are kept, so "
-        "it can be restored."
-    )
-
-
-def _quizzed(output: dict[str, Any]) -> str:
-    answers = output.get("answers") or [{}]
-    chosen = ", ".join(answers[0].get("answer") or []) or "nothing"
-    if chosen == QUIZ_ANSWER:
-        return (
-            f"You chose {chosen}: that's right! Water vapour cools and condenses into the "
-            "droplets that make clouds."
-        )
-    return (
-        f"You chose {chosen}. Not quite: it is condensation. Evaporation turns water into "
-        "vapour, and precipitation is the rain, snow or hail that falls."
-    )
-
-
-_FENCED_NAME = re.compile(r"<<(quote-[0-9a-f]+) [a-z ]+>>(.*?)<<end \1>>", re.DOTALL)
-
-
-def _name(value: object) -> str:
-    """A member's name as a person reads it: the family tools fence every name a member
-    chose (``shared/tools/quoting.fenced_name``)."""
-    return _FENCED_NAME.sub(lambda m: m.group(2), str(value or ""))
-
-
-def _unquoted(text: str) -> str:
-    """A family message's own words, without the markers the tool fences it with."""
-    lines = text.splitlines()
-    inner = lines[1:-1] if len(lines) >= 3 and lines[0].startswith("<<") else lines
-    return " ".join(" ".join(inner).split())
-
-
-def _read(output: dict[str, Any]) -> str:
-    messages = output.get("messages") or []
-    if not messages:
-        return str(output.get("note", "There are no family messages yet."))
-    said = []
-    for entry in messages[-5:]:
-        author = _name(entry.get("from", {}).get("displayName")) or "Someone"
-        if "withheld" in entry:
-            said.append(f"{author}: (withheld: they turned off the agent reading it)")
-        else:
-            said.append(f"{author}: “{_unquoted(str(entry.get('text', '')))}”")
-    return f"The newest family messages: {'; '.join(said)}."
-
-
-def _sent(output: dict[str, Any]) -> str:
-    if output.get("to") in (None, "family"):
-        return "Sent to your family."
-    return f"Sent to {_name(output.get('recipient')) or 'them'}."
-
-
-def _reviewed(output: dict[str, Any]) -> str:
-    if output.get("status") != "reviewed":
-        return str(output.get("note", "The work could not be reviewed."))
-    feedback = output.get("feedback", {})
-    said = [f"Feedback on {output.get('name', 'your work')}: {feedback.get('summary', '')}"]
-    if feedback.get("strengths"):
-        said.append("Well done: " + " ".join(feedback["strengths"]))
-    for correction in feedback.get("corrections", []):
-        said.append(f"To fix: {correction.get('issue', '')} {correction.get('suggestion', '')}")
-    if feedback.get("nextSteps"):
-        said.append("Next: " + " ".join(feedback["nextSteps"]))
-    mark = feedback.get("mark")
-    if mark:
-        said.append(f"Mark: {mark.get('score')} out of {mark.get('outOf')}.")
-    return " ".join(s.strip() for s in said)
-
-
-def _loaded(output: dict[str, Any]) -> str:
-    lines = str(output.get("instructions", "")).splitlines()
-    first = next((line[2:] for line in lines if line.startswith("- ")), "")
-    return (
-        f"I've read the {output.get('skill', '')} rules, as a model does before it writes "
-        f"that kind of exercise. The first: {first}"
-    ).strip()
-
-
-def _done(output: dict[str, Any]) -> str:
-    return "Done."
-
-
-_ABOUT: dict[str, Callable[[dict[str, Any]], str]] = {
-    "create_lesson": _lesson_made,
-    "plan_lessons": _planned,
-    "delete_lesson": _deleted,
-    "ask_user_question": _quizzed,
-    "read_family_messages": _read,
-    "send_family_message": _sent,
-    "review_work": _reviewed,
-    "load_skill": _loaded,
-}
+    return Turn(calls=(Call("send_family_message", {"to": to, "text": capital(text)}),))

@@ -1,5 +1,5 @@
 """What the demo model writes when a task tool asks it to draft: a lesson (XML valid
-against ``shared/lessons/grammar.py``), a plan (JSON), a review (JSON).
+against ``shared/lessons/grammar/``), a plan (JSON), a review (JSON).
 
 The task tools call the model without tools and with a system prompt of their own
 (``prompts/lesson.md``, ``plan.md``, ``review.md``); the demo model knows these calls

@@ -142,7 +142,7 @@ FAILURES = (
 
 
 def translate_error(exc: Exception) -> ProviderError:
-    """Our exception for one of ``wire.py``'s (the chat stream), a ``google.genai`` or
+    """Our exception for one of ``wire``'s (the chat stream), a ``google.genai`` or
     ``httpx2`` one (the SDK's transport: transcription), or for a chunk that could not
     be read."""
     if isinstance(exc, WireStatusError):
@@ -238,7 +238,7 @@ class _StreamState:
 
 class SdkClient:
     """A ``genai.Client`` whose calls go over the process's one client stack (its async
-    client is ``transport.http_client``: ``wire.py``'s connections), and what closes it.
+    client is ``transport.http_client``: ``wire``'s connections), and what closes it.
     genai makes a sync client and a websocket TLS context too, whatever it is given,
     and nothing here uses them: both are given the process's TLS context, which spares
     genai making contexts of its own (each loads the system's trust store again)."""
@@ -299,7 +299,7 @@ class GeminiProvider:
         return self._model
 
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        # Not through the SDK, as OpenAI's (``wire.py``): its public streaming call
+        # Not through the SDK, as OpenAI's (``wire``): its public streaming call
         # builds a typed GenerateContentResponse per chunk, and even one layer down (its
         # client's own streamed request, not public API) each chunk passed through httpx2
         # and the SDK's response objects: several times our CPU a token

@@ -2,11 +2,10 @@
 
 Chat Completions is the widest-compatible wire format, so ``OPENAI_BASE_URL`` can
 point at any OpenAI-compatible server. The chat request goes through our own client
-(``wire.py``); the SDK serves the rest (voice clips are transcribed here,
+(``wire``); the SDK serves the rest (voice clips are transcribed here,
 ``OpenAITranscriber`` on ``audio.transcriptions``, and ``shared/voice/openai_voice.py``)
-and is imported only when one of those is first used: ``import openai`` is ~0.35 s of
-an instance's cold start here (``python -X importtime``), which a text request never
-needs.
+and is imported only when one of those is first used: ``import openai`` weighs on an
+instance's cold start (bench/cold_start.py), which a text request never needs.
 """
 
 from __future__ import annotations
@@ -144,7 +143,7 @@ def sdk_failures() -> tuple[type[Exception], ...]:
 
 
 def translate_error(exc: Exception) -> ProviderError:
-    """Our exception for one of ``wire.py``'s, or an ``openai`` or ``httpx2`` one (the
+    """Our exception for one of ``wire``'s, or an ``openai`` or ``httpx2`` one (the
     SDK's transport)."""
     if isinstance(exc, WireStatusError):
         return status_error(exc.status, str(exc))
@@ -272,7 +271,7 @@ class OpenAIProvider:
     def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         # Not through the SDK: it builds a typed ChatCompletionChunk per token and walks
         # its typed arguments field by field against their TypedDicts, many times our
-        # CPU per token (bench/provider_overhead.py); see ``wire.py`` for the rest.
+        # CPU per token (bench/provider_overhead.py); see ``wire`` for the rest.
         @asynccontextmanager
         async def opened() -> AsyncIterator[AsyncIterator[str]]:
             body = self._encoder.encode(self._model, request)

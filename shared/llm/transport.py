@@ -1,4 +1,4 @@
-"""The HTTP client the model SDKs are given: ``httpx2``'s API over ``wire.py``'s
+"""The HTTP client the model SDKs are given: ``httpx2``'s API over ``wire``'s
 connections, so that every provider call goes over one client stack.
 
 (The chat requests, the hot ones, use no SDK: ``wire.WireClient``. This module serves
@@ -30,20 +30,22 @@ import httpx2
 
 from shared.llm import wire
 from shared.llm.base import CONNECT_TIMEOUT_SECONDS, NO_KEY, READ_TIMEOUT_SECONDS
+from shared.llm.wire.pool import Pool
+from shared.llm.wire.pool import tls_context as wire_tls_context
 
 _FOREVER = 86400.0  # a timeout of None: a day
 
 
 def tls_context() -> ssl.SSLContext:
-    """The one TLS context of every provider connection of the process (``wire.py``'s):
+    """The one TLS context of every provider connection of the process (``wire``'s):
     making a context loads the system's trust store, and a process configured for
     OpenAI makes three SDK clients (transcription, live audio, speech), each of which
     would otherwise load it again (bench/cold_start.py measures the start-up)."""
-    return wire.tls_context()
+    return wire_tls_context()
 
 
 def _failure(exc: wire.WireTransportError, request: httpx2.Request) -> httpx2.TransportError:
-    """httpx2's exception for one of ``wire.py``'s (the SDKs map httpx2's to theirs)."""
+    """httpx2's exception for one of ``wire``'s (the SDKs map httpx2's to theirs)."""
     message = str(exc)
     if isinstance(exc, wire.WireConnectTimeout):
         return httpx2.ConnectTimeout(message, request=request)
@@ -58,7 +60,7 @@ class _Body(httpx2.AsyncByteStream):
     """An answer's body as it arrives (undecoded: httpx2 decodes it); closing it hands
     the connection back to its pool, or closes it if the body was not read to the end."""
 
-    def __init__(self, pool: wire.Pool, connection: Any, request: httpx2.Request) -> None:
+    def __init__(self, pool: Pool, connection: Any, request: httpx2.Request) -> None:
         self._pool = pool
         self._connection = connection
         self._request = request
@@ -79,19 +81,19 @@ class _Body(httpx2.AsyncByteStream):
 
 
 class WireTransport(httpx2.AsyncBaseTransport):
-    """httpx2's transport on ``wire.py``'s pools, one per origin (see the module)."""
+    """httpx2's transport on ``wire``'s pools, one per origin (see the module)."""
 
     def __init__(self, context: ssl.SSLContext | None = None) -> None:
         self._context = context
-        self._pools: dict[tuple[str, str, int], wire.Pool] = {}
+        self._pools: dict[tuple[str, str, int], Pool] = {}
 
-    def _pool(self, url: httpx2.URL, connect_timeout: float) -> wire.Pool:
+    def _pool(self, url: httpx2.URL, connect_timeout: float) -> Pool:
         scheme = url.scheme
         port = url.port or (443 if scheme == "https" else 80)
         key = (scheme, url.host, port)
         pool = self._pools.get(key)
         if pool is None:
-            pool = self._pools[key] = wire.Pool(
+            pool = self._pools[key] = Pool(
                 scheme, url.host, port, context=self._context, connect_timeout=connect_timeout
             )
         pool.connect_timeout = connect_timeout

@@ -206,7 +206,7 @@ def new_user(auth_host: str) -> StackUser:
 @pytest.fixture(autouse=True)
 def _audited(request: pytest.FixtureRequest) -> Iterator[None]:
     """After the test, wait for the users it made to settle, then check every invariant
-    of their documents (``shared/audit.py``): nothing left stuck or inconsistent."""
+    of their documents (``shared/audit/``): nothing left stuck or inconsistent."""
     first = len(_USERS)
     # Judged by the settings the functions run with (their leases and grace).
     env = request.getfixturevalue("functions").env if "functions" in request.fixturenames else {}

@@ -51,7 +51,9 @@ def test_package_holds_main_at_its_root_and_only_what_the_functions_need(archive
         requirements = zipped.read("requirements.txt").decode()
     names = [info.filename for info in infos]
     assert names == sorted(names)
-    assert {"main.py", "requirements.txt", "shared/config.py", "spark_http/app.py"} <= set(names)
+    assert {"main.py", "requirements.txt", "shared/config/__init__.py", "spark_http/app.py"} <= set(
+        names
+    )
     assert "prompts/base.md" in names
     assert any(name.startswith("prompts/skills/") for name in names)
     assert all(

@@ -1,5 +1,5 @@
 """The agent's service layer driven by Hypothesis across two processes on the Firestore
-emulator, checking the invariants of ``shared/audit.py`` after every step.
+emulator, checking the invariants of ``shared/audit/`` after every step.
 
 Each "process" has its own Firestore client and stores (so its own remembered
 versions), its own agent and task handler, built as ``shared/wiring.py`` builds them,

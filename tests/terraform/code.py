@@ -1,5 +1,5 @@
 """What the code itself says the deployment needs (so the tests stay true as the code
-changes): the environment variables shared/config.py declares, and the Firestore
+changes): the environment variables shared/config/ declares, and the Firestore
 queries and collections shared/ uses, read from its source."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Each variable's validation, evaluated as Terraform would: its default (and other good
-values) pass, each bad value fails. The limits' minimums come from shared/config.py."""
+values) pass, each bad value fails. The limits' minimums come from shared/config/."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_validation_refuses(config: Config, name: str, value: Any) -> None:
 
 
 def test_limit_minimums_are_the_codes_own(config: Config) -> None:
-    """Each limit accepts the least value shared/config.py accepts, and refuses one less."""
+    """Each limit accepts the least value shared/config/ accepts, and refuses one less."""
     limits = {v.name: v for v in config_variables().values() if v.kind == "int"}
     names = parse_type(config.blocks["variable"]["limits"]["type"]).element
     assert names

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from shared.config import DEFAULT_MODEL, Settings, parse_model
+from shared.config import Settings
+from shared.config.providers import DEFAULT_MODEL, parse_model
 from shared.errors import ConfigurationError
 from shared.families.delivery import receipt_path
 from shared.schemas.documents import (
@@ -36,7 +37,7 @@ FUNCTIONS = ("api", "tasks")
 MODEL_KEYS = {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"}
 PROJECT_NUMBER = "${data.google_project.this.number}"
 
-# Variables shared/config.py reads that the deployment must NOT set, and why.
+# Variables shared/config/ reads that the deployment must NOT set, and why.
 LOCAL_ONLY = {
     "FIRESTORE_EMULATOR_HOST": "the Firestore emulator (refused in production)",
     "FIREBASE_AUTH_EMULATOR_HOST": "the Auth emulator (refused in production)",

@@ -97,7 +97,7 @@ def test_what_the_server_worker_imports_after_the_port_is_bound_is_imported_befo
 
 
 def test_the_openai_sdk_waits_for_the_first_audio_request(imported: set[str]) -> None:
-    # The chat request goes through wire.py: `import openai` (~0.35 s, `python -X
+    # The chat request goes through wire: `import openai` (~0.35 s, `python -X
     # importtime`) and httpx2 with httpcore2 and h2 (~0.16 s) are for audio alone.
     assert not {"openai", "httpx2", "httpcore2"} & imported
 
@@ -105,14 +105,14 @@ def test_the_openai_sdk_waits_for_the_first_audio_request(imported: set[str]) ->
 def test_the_openai_sdk_clients_share_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each context loads the system's trust store (~60-90 ms of CPU here); a process
     # configured for OpenAI has three SDK clients (transcription, live audio, speech),
-    # made when first used, and wire.py's connections use the same context.
+    # made when first used, and wire's connections use the same context.
     import ssl
 
     import httpcore2
     import openai  # noqa: F401 (imported first: see below)
 
-    from shared.llm import wire
     from shared.llm.openai import connect_client
+    from shared.llm.wire.pool import tls_context
 
     # Importing the SDK is not making a client: with the development group installed it
     # imports aiohttp (its optional backend), which makes contexts of its own at import.
@@ -125,12 +125,12 @@ def test_the_openai_sdk_clients_share_one_tls_context(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(ssl, "create_default_context", counted)
     monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
-    wire.tls_context.cache_clear()
+    tls_context.cache_clear()
     clients = [connect_client("k", None, 2) for _ in range(3)]
     assert not made  # nothing made before a client is first used
     for client in clients:
         assert client.sdk is client.sdk
-    assert made == [wire.tls_context()]
+    assert made == [tls_context()]
 
 
 def test_the_gemini_sdk_clients_share_the_one_tls_context(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,8 +141,8 @@ def test_the_gemini_sdk_clients_share_the_one_tls_context(monkeypatch: pytest.Mo
     import httpcore2
 
     from shared.clock import SystemClock
-    from shared.llm import wire
     from shared.llm.gemini import GeminiTranscriber
+    from shared.llm.wire.pool import tls_context
     from shared.voice.gemini_voice import GeminiVoice
 
     made: list[object] = []
@@ -154,7 +154,7 @@ def test_the_gemini_sdk_clients_share_the_one_tls_context(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(ssl, "create_default_context", counted)
     monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
-    wire.tls_context.cache_clear()
+    tls_context.cache_clear()
     GeminiTranscriber.connect("gemini-2.5-flash", "k", None)
     GeminiVoice.connect("k", None, SystemClock(), "live", "tts")
-    assert made == [wire.tls_context()]
+    assert made == [tls_context()]

@@ -12,8 +12,9 @@ import pytest
 from shared.clock import SystemClock
 from shared.lessons.grammar import validate
 from shared.llm.base import ChatMessage, ModelRequest, ToolCallRequest
-from shared.llm.demo import EXAMPLES, PREFIX, QUIZ_ANSWER, Turn, respond
+from shared.llm.demo import EXAMPLES, PREFIX, Turn, respond
 from shared.llm.demo_drafts import SAMPLE_NOTE, lesson_xml, plan_json, review_json
+from shared.llm.demo_results import QUIZ_ANSWER
 from shared.llm.offline import OfflineProvider
 from shared.schemas.documents import Lesson
 from shared.tools.base import ToolRegistry

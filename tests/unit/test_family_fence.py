@@ -23,11 +23,12 @@ from shared.families.delivery import Delivered
 from shared.families.messages import direct_id, family_conversation_id, message_of
 from shared.schemas.documents import Author, Conversation, FamilyMember
 from shared.schemas.server import Family
-from shared.tools import family as family_tools_module
 from shared.tools import quoting
 from shared.tools.base import Tool, ToolContext, dump_output
 from shared.tools.descriptions import describe_call, describe_output
 from shared.tools.family import family_tools
+from shared.tools.family import listing as family_listing
+from shared.tools.family import sending as family_sending
 from shared.tools.quoting import screen_result
 
 FENCE = "quote-0123456789ab"
@@ -222,7 +223,8 @@ def test_no_member_chosen_string_reaches_the_model_outside_a_fence(
     family = family_of(family_name, member_names)
     with (
         mock.patch.object(quoting, "new_fence", return_value=FENCE),
-        mock.patch.object(family_tools_module, "new_fence", return_value=FENCE, create=True),
+        mock.patch.object(family_listing, "new_fence", return_value=FENCE),
+        mock.patch.object(family_sending, "new_fence", return_value=FENCE),
     ):
         seen = asyncio.run(model_visible(family, texts, budget, opted_out))
     for text in seen:

@@ -1,7 +1,7 @@
 """The provider HTTP client's conformance suite: what a maintained HTTP/1.1 client passes,
 asked of ours, against real servers of several kinds on loopback.
 
-Every provider call goes through ``shared/llm/wire.py``'s connections, by two doors:
+Every provider call goes through ``shared/llm/wire/``'s connections, by two doors:
 
 * ``chat``: ``WireClient.stream``, the adapters' streamed chat replies;
 * ``sdk``: the ``httpx2`` client the SDKs are given (``transport.http_client``: OpenAI's

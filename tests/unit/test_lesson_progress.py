@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, example, given, settings
 from spark_http.app import ApiApp
 
 from shared.auth.base import StaticTokenVerifier, User
-from shared.lessons import grammar, progress
+from shared.lessons import progress
+from shared.lessons.grammar import parser
 from shared.llm.scripted import ScriptedProvider
 from shared.schemas.documents import Lesson
 from shared.store.memory import InMemoryLessonStore
@@ -40,17 +41,17 @@ def lesson(n: int, blanks: int, answered: int) -> Lesson:
 
 
 class Parses:
-    """Counts every lesson parsed (each parse makes its parser in ``grammar``)."""
+    """Counts every lesson parsed (each parse makes its parser in ``grammar.parser``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        made = grammar.create_parser
+        made = parser.create_parser
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.count += 1
             return made(*args, **kwargs)
 
-        monkeypatch.setattr(grammar, "create_parser", counted)
+        monkeypatch.setattr(parser, "create_parser", counted)
 
 
 async def test_a_progress_request_parses_no_lesson(monkeypatch: pytest.MonkeyPatch) -> None:

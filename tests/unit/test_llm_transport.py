@@ -1,5 +1,5 @@
 """The model SDKs' HTTP client (``shared/llm/transport.py``): httpx2's API over
-``wire.py``'s pools. (What every provider request must do is asked of it, and of the
+``wire``'s pools. (What every provider request must do is asked of it, and of the
 chat requests' client, in tests/unit/test_http_conformance.py.)"""
 
 from __future__ import annotations

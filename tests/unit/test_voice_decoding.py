@@ -16,7 +16,8 @@ import pytest
 
 from shared.attachments import audio
 from shared.attachments import voice as voice_module
-from shared.attachments.audio import NotAudio, Sound, TooLong, decode, probe
+from shared.attachments.audio import NotAudio, Sound, TooLong, probe
+from shared.attachments.audio_worker import decode
 from shared.attachments.voice import VoiceClips
 from shared.config import ConfigurationError, Settings
 from shared.llm.scripted import ScriptedProvider

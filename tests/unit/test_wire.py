@@ -1,4 +1,4 @@
-"""``wire.py``, the chat requests' HTTP/1.1 client, against real servers on loopback."""
+"""``wire``, the chat requests' HTTP/1.1 client, against real servers on loopback."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from shared.llm import wire
 from shared.llm.wire import WireClient, WireStatusError, WireTimeout, WireTransportError
+from shared.llm.wire.proxy import Proxy, proxy_for
 from tests.fakes.keys import key_and_cert, pem_key
 
 Reader, Writer = asyncio.StreamReader, asyncio.StreamWriter
@@ -303,22 +304,20 @@ def test_no_proxy_names_hosts_and_their_domains(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
     monkeypatch.setenv("NO_PROXY", no_proxy)
     monkeypatch.delenv("no_proxy", raising=False)
-    assert (wire.proxy_for("https", host) is None) is bypassed
+    assert (proxy_for("https", host) is None) is bypassed
 
 
 def test_the_proxy_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
-    assert wire.proxy_for("https", "api.openai.com") is None
+    assert proxy_for("https", "api.openai.com") is None
     monkeypatch.setenv("ALL_PROXY", "proxy.internal:3128")
-    assert wire.proxy_for("https", "api.openai.com") == wire.Proxy(
-        "http", "proxy.internal", 3128, None
-    )
+    assert proxy_for("https", "api.openai.com") == Proxy("http", "proxy.internal", 3128, None)
     monkeypatch.setenv("HTTPS_PROXY", "http://u%40x:p%3Aw@upper:8080")
     monkeypatch.setenv("https_proxy", "http://u%40x:p%3Aw@lower:8080")  # lower case first
-    proxy = wire.proxy_for("https", "api.openai.com")
+    proxy = proxy_for("https", "api.openai.com")
     assert proxy is not None and proxy.host == "lower"
     assert proxy.authorization == "Basic " + base64.b64encode(b"u@x:p:w").decode()
     monkeypatch.setenv("no_proxy", "openai.com")
-    assert wire.proxy_for("https", "api.openai.com") is None
+    assert proxy_for("https", "api.openai.com") is None

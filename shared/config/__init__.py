@@ -1,224 +1,51 @@
-"""Configuration, read from the environment in one place and injected everywhere else."""
+"""Configuration, read from the environment in one place and injected everywhere else.
+
+``Settings`` declares every variable (``declaration.setting``); its first fields, where a
+process runs and what it reaches, are ``deployment.Deployment``'s, and the choice of
+providers and models is ``providers``'.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, Literal, TypeVar, cast, get_args
+from dataclasses import dataclass, fields
+from typing import Any
 
+from shared.config.declaration import Setting, read, setting
+from shared.config.deployment import Deployment
+from shared.config.providers import (
+    DEFAULT_AUDIO_MODELS,
+    DEFAULT_TRANSCRIBE_MODEL,
+    PROVIDER_FIELDS,
+    AudioPurpose,
+    Provider,
+    parse_model,
+)
 from shared.errors import ConfigurationError
-from shared.prompts import DEFAULT_DIR
 
-DEFAULT_PROJECT = "demo-spark"
-DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_TRANSCRIBE_MODEL = "gpt-4o-mini-transcribe"
+# The audio choices are imported from here as well as from ``providers`` (by the wiring).
+__all__ = [
+    "DEFAULT_AUDIO_MODELS",
+    "DEFAULT_LESSON_VERSIONS_KEPT",
+    "KEY_VARIABLE",
+    "SETTINGS",
+    "AudioPurpose",
+    "Settings",
+]
+
 # Earlier versions kept of each lesson (SPARK_LESSON_VERSIONS_KEPT); the stores' default.
 DEFAULT_LESSON_VERSIONS_KEPT = 20
 
-Provider = Literal["openai", "anthropic", "google"]
-PROVIDERS: tuple[Provider, ...] = get_args(Provider)
-
-
-# OpenAI's fine-tuned models are named ``ft:<base>:<org>::<id>``: a bare name with colons.
-_FINE_TUNE = "ft"
-
-
-def parse_model(spec: str) -> tuple[Provider, str]:
-    """``SPARK_MODEL`` as (provider, model): ``anthropic:claude-sonnet-4-5`` names its
-    provider; a bare name (``gpt-4o-mini``, or a fine-tune's ``ft:…``) is OpenAI's.
-
-    Raises:
-        ConfigurationError: a prefix that names no provider (``antropic:…``,
-            ``mistral:large``), which would otherwise go to OpenAI as a model's name;
-            or a provider with no model after it.
-    """
-    prefix, colon, model = spec.partition(":")
-    if not colon:
-        return "openai", spec
-    named = prefix.strip().lower()
-    for provider in PROVIDERS:
-        if named == provider:
-            if not model.strip():
-                raise ConfigurationError(f"SPARK_MODEL={spec!r} names no model after the colon")
-            return provider, model.strip()
-    if named == _FINE_TUNE:
-        return "openai", spec
-    valid = ", ".join(f"{p}:" for p in PROVIDERS)
-    raise ConfigurationError(
-        f"SPARK_MODEL={spec!r} names no provider we know ({prefix!r}); write the model as "
-        f"provider:model with one of {valid} (a bare name such as {DEFAULT_MODEL} is "
-        "OpenAI's; a model whose own name has a colon is written openai:name)."
-    )
-
-
-AudioPurpose = Literal["live", "speech"]
-
-DEFAULT_AUDIO_MODELS: dict[AudioPurpose, dict[Provider, str]] = {
-    # Anthropic has no audio: a deployment on it names an OpenAI or Gemini model.
-    "live": {"openai": "gpt-4o-mini-transcribe", "google": "gemini-live-2.5-flash-preview"},
-    "speech": {"openai": "gpt-4o-mini-tts", "google": "gemini-2.5-flash-preview-tts"},
-}
-
-
-@dataclass(frozen=True, slots=True)
-class AudioModel:
-    """Whose model makes live audio or speech, and how its provider is reached."""
-
-    provider: Provider
-    model: str
-    api_key: str | None = field(repr=False)
-    base_url: str | None
-
-
-Kind = Literal["int", "bool", "str", "raw"]
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """How one ``Settings`` field is read from the environment.
-
-    ``names``: the variable, then older names read when it is unset. ``kind``: ``int``
-    (a whole number, at least ``minimum``), ``bool``, ``str`` (stripped; blank is
-    unset) or ``raw`` (any non-empty value, even blank space, as the Google libraries
-    read an emulator's host: it must not be stripped away here). ``shown``: the
-    default as the README states it, when that is not the value itself.
-    """
-
-    names: tuple[str, ...]
-    meaning: str
-    kind: Kind
-    minimum: int | None = None
-    shown: str | None = None
-
-
-T = TypeVar("T")
-
-
-def setting(
-    name: str,
-    default: T,
-    meaning: str,
-    *,
-    minimum: int = 1,
-    raw: bool = False,
-    older: tuple[str, ...] = (),
-    shown: str | None = None,
-    secret: bool = False,
-) -> T:
-    """A ``Settings`` field read from the variable ``name``: its one declaration."""
-    kind: Kind = (
-        "bool"
-        if isinstance(default, bool)
-        else "int"
-        if isinstance(default, int)
-        else "raw"
-        if raw
-        else "str"
-    )
-    declared = Setting((name, *older), meaning, kind, minimum if kind == "int" else None, shown)
-    return field(default=default, repr=not secret, metadata={"setting": declared})
-
-
-def _read(env: Mapping[str, str], setting: Setting, default: Any) -> Any:
-    """The value ``setting`` has in ``env``, or ``default`` when none of its names is set."""
-    for name in setting.names:
-        raw = env.get(name, "")
-        text = raw if setting.kind == "raw" else raw.strip()
-        if not text:
-            continue
-        if setting.kind == "int":
-            return _int(name, text, setting.minimum or 0)
-        if setting.kind == "bool":
-            return _bool(name, text.lower())
-        return text
-    return default
-
-
-def _int(name: str, text: str, minimum: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be a whole number, not {text!r}") from None
-    if value < minimum:
-        raise ConfigurationError(f"{name} must be at least {minimum}, not {value}")
-    return value
-
-
-def _bool(name: str, text: str) -> bool:
-    if text in ("0", "false", "no", "off"):
-        return False
-    if text in ("1", "true", "yes", "on"):
-        return True
-    raise ConfigurationError(f"{name} must be true or false, not {text!r}")
-
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(Deployment):
     """Everything the functions need to know about their environment: each field is
     declared once, with its variable, default, bounds and meaning (``setting``), and
     ``from_env`` reads them all from that declaration.
 
     Each value has a working local default, so ``make dev`` runs with none set.
     """
-
-    project_id: str = setting(
-        "GOOGLE_CLOUD_PROJECT",
-        DEFAULT_PROJECT,
-        "project id (token audience, Firestore project)",
-        older=("GCLOUD_PROJECT",),
-    )
-    firestore_emulator_host: str | None = setting(
-        "FIRESTORE_EMULATOR_HOST", None, "use the Firestore emulator", raw=True
-    )
-    auth_emulator_host: str | None = setting(
-        "FIREBASE_AUTH_EMULATOR_HOST", None, "accept the Auth emulator's unsigned tokens", raw=True
-    )
-    storage_emulator_host: str | None = setting(
-        "STORAGE_EMULATOR_HOST", None, "use the Cloud Storage emulator", raw=True
-    )
-    # Empty means the project's default Firebase bucket, ``{project}.appspot.com`` (the
-    # emulator's too).
-    uploads_bucket: str = setting(
-        "SPARK_UPLOADS_BUCKET",
-        "",
-        "the bucket clients upload attachments into (under ``{uid}/uploads/``)",
-        shown="{project}.appspot.com",
-    )
-    openai_api_key: str | None = setting("OPENAI_API_KEY", None, "the OpenAI key", secret=True)
-    openai_base_url: str | None = setting(
-        "OPENAI_BASE_URL", None, "where the OpenAI(-compatible) provider is reached"
-    )
-    anthropic_api_key: str | None = setting(
-        "ANTHROPIC_API_KEY", None, "the Anthropic key", secret=True
-    )
-    anthropic_base_url: str | None = setting(
-        "ANTHROPIC_BASE_URL", None, "where the Anthropic provider is reached"
-    )
-    gemini_api_key: str | None = setting("GEMINI_API_KEY", None, "the Gemini key", secret=True)
-    gemini_base_url: str | None = setting(
-        "GEMINI_BASE_URL", None, "where the Gemini provider is reached"
-    )
-    # SPARK_MODEL, split by ``from_env``: whose model (``provider``), and its own name.
-    provider: Provider = "openai"
-    model: str = setting(
-        "SPARK_MODEL",
-        DEFAULT_MODEL,
-        "``provider:model``; a bare name is OpenAI's (``parse_model``)",
-    )
-    # Set by Cloud Functions gen2 / Cloud Run; its presence means "production".
-    cloud_service: str | None = setting("K_SERVICE", None, "set by Cloud Run: production")
-    # Set by Cloud Functions and by functions-framework's --target before it imports main.
-    function_target: str | None = setting(
-        "FUNCTION_TARGET", None, "the function this process serves (api or tasks)"
-    )
-    prompts_dir: str = setting(
-        "SPARK_PROMPTS_DIR",
-        "",
-        "where the prompts are read from; empty: the ``prompts/`` packaged with the code",
-        shown="prompts/",
-    )
 
     throttle_ms: int = setting(
         "SPARK_THROTTLE_MS", 500, "minimum time between streaming writes of one message", minimum=0
@@ -305,18 +132,18 @@ class Settings:
         "characters of attached text one model call is shown",
         minimum=0,
     )
-    # One 40 MP image costs 290–520 MB while it is normalised (measured) and an instance
-    # has 512 MiB and a fraction of a CPU, so one at a time: more would add memory, not
-    # speed.
+    # Normalising a large image takes most of an instance's 512 MiB and its fraction of
+    # a CPU (docs/concepts/attachments.md; bench/attachments.py times it), so one at a
+    # time: more would add memory, not speed.
     attachment_decodes_at_once: int = setting(
         "SPARK_ATTACHMENT_DECODES_AT_ONCE",
         1,
         "attachments read and made ready at once per process",
     )
-    # A voice clip is decoded in a child process capped at 3 s of CPU and 128 MiB above
-    # its ~40 MB start (docs/voice.md; measured: at most 23 MiB for any clip of the
-    # hostile corpus): one at a time leaves the api's 512 MiB room to spare, and an
-    # instance's fraction of a CPU would decode two no faster. The others wait, unread.
+    # A voice clip is decoded in a child process with its CPU and memory capped
+    # (docs/voice.md; bench/audio_decode.py measures the hostile corpus against the
+    # caps): one at a time leaves the api's 512 MiB room to spare, and an instance's
+    # fraction of a CPU would decode two no faster. The others wait, unread.
     voice_decodes_at_once: int = setting(
         "SPARK_VOICE_DECODES_AT_ONCE",
         1,
@@ -493,9 +320,9 @@ class Settings:
         """Read the settings from ``env`` (default: ``os.environ``) and check them."""
         env = os.environ if env is None else env
         # SPARK_MODEL first: of several bad variables, it is the one reported.
-        provider, model = parse_model(_read(env, *SETTINGS["model"]))
+        provider, model = parse_model(read(env, *SETTINGS["model"]))
         values = {
-            name: _read(env, s, default)
+            name: read(env, s, default)
             for name, (s, default) in SETTINGS.items()
             if name != "model"
         }
@@ -505,101 +332,6 @@ class Settings:
         settings.transcription  # noqa: B018 (refuses a bad SPARK_TRANSCRIBE_MODEL now)
         settings.check()
         return settings
-
-    @property
-    def in_production(self) -> bool:
-        return self.cloud_service is not None
-
-    @property
-    def prompts(self) -> Path:
-        """The prompts' folder: ``SPARK_PROMPTS_DIR``, or the one packaged with the code."""
-        return Path(self.prompts_dir) if self.prompts_dir else DEFAULT_DIR
-
-    @property
-    def bucket(self) -> str:
-        """The uploads bucket: ``SPARK_UPLOADS_BUCKET``, or the project's default one."""
-        return self.uploads_bucket or f"{self.project_id}.appspot.com"
-
-    @property
-    def provider_key(self) -> str | None:
-        """The chosen provider's API key."""
-        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.provider][0]))
-
-    @property
-    def provider_base_url(self) -> str | None:
-        """Where the chosen provider is reached, when not at its SDK's default."""
-        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.provider][1]))
-
-    def audio_model(self, purpose: AudioPurpose) -> AudioModel | None:
-        """The provider and model of live audio (``live``) or spoken replies (``speech``):
-        ``SPARK_LIVE_MODEL`` / ``SPARK_SPEECH_MODEL``, else SPARK_MODEL's provider's
-        default; ``None`` when that provider has neither a key nor a base URL (offline),
-        or is Anthropic's, which has no audio, and no other is named.
-
-        Raises:
-            ConfigurationError: the variable names no provider we know, or Anthropic.
-        """
-        spec = self.live_model if purpose == "live" else self.speech_model
-        defaults = DEFAULT_AUDIO_MODELS[purpose]
-        if spec:
-            provider, model = parse_model(spec)
-            if provider not in defaults:
-                variable = "SPARK_LIVE_MODEL" if purpose == "live" else "SPARK_SPEECH_MODEL"
-                raise ConfigurationError(
-                    f"{variable}={spec!r}: {provider} has no audio; name an openai: or "
-                    "google: model."
-                )
-        elif self.provider in defaults:
-            provider, model = self.provider, defaults[self.provider]
-        else:
-            return None
-        key_field, url_field = _PROVIDER_FIELDS[provider]
-        key, url = getattr(self, key_field), getattr(self, url_field)
-        if key is None and url is None:
-            return None
-        return AudioModel(provider, model, key, url)
-
-    @property
-    def offline_model(self) -> bool:
-        """The chosen provider has neither a key nor a base URL: use the deterministic
-        offline model (a local server may need no key, so a base URL alone will do)."""
-        return self.provider_key is None and self.provider_base_url is None
-
-    @property
-    def transcription(self) -> tuple[Provider, str]:
-        """Who transcribes voice clips, and with which model: ``SPARK_TRANSCRIBE_MODEL``,
-        else Gemini's chat model on Gemini and ``gpt-4o-mini-transcribe`` otherwise (on
-        Anthropic too, whose models take no audio: it needs the OpenAI key).
-
-        Raises:
-            ConfigurationError: it names no provider we know, or Anthropic.
-        """
-        if not self.transcribe_model:
-            if self.provider == "google":
-                return "google", self.model
-            return "openai", DEFAULT_TRANSCRIBE_MODEL
-        try:
-            provider, model = parse_model(self.transcribe_model)
-        except ConfigurationError as exc:
-            raise ConfigurationError(
-                str(exc).replace("SPARK_MODEL", "SPARK_TRANSCRIBE_MODEL")
-            ) from None
-        if provider == "anthropic":
-            raise ConfigurationError(
-                f"SPARK_TRANSCRIBE_MODEL={self.transcribe_model!r}: Anthropic's models take "
-                "no audio; name an openai: or google: model to transcribe voice clips."
-            )
-        return provider, model
-
-    @property
-    def transcription_key(self) -> str | None:
-        """The transcribing provider's API key."""
-        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.transcription[0]][0]))
-
-    @property
-    def transcription_base_url(self) -> str | None:
-        """Where the transcribing provider is reached, when not at its SDK's default."""
-        return cast(str | None, getattr(self, _PROVIDER_FIELDS[self.transcription[0]][1]))
 
     def check(self) -> None:
         """Refuse configurations that must never run.
@@ -632,13 +364,6 @@ class Settings:
             )
 
 
-_PROVIDER_FIELDS: dict[Provider, tuple[str, str]] = {
-    # (the field of its API key, of its base URL)
-    "openai": ("openai_api_key", "openai_base_url"),
-    "anthropic": ("anthropic_api_key", "anthropic_base_url"),
-    "google": ("gemini_api_key", "gemini_base_url"),
-}
-
 _LOCAL_ONLY: tuple[tuple[str, str, str], ...] = (
     # (field, a note after its variable, what is refused), checked in this order.
     ("auth_emulator_host", "", "refusing to accept unsigned tokens"),
@@ -657,6 +382,6 @@ SETTINGS: dict[str, tuple[Setting, Any]] = {
 """Every field read from the environment, by name: its declaration and its default."""
 
 KEY_VARIABLE: dict[Provider, str] = {
-    p: SETTINGS[key][0].names[0] for p, (key, _) in _PROVIDER_FIELDS.items()
+    p: SETTINGS[key][0].names[0] for p, (key, _) in PROVIDER_FIELDS.items()
 }
 """The variable holding each provider's API key (each SDK's own name for it)."""

@@ -1,0 +1,94 @@
+"""The family routes of the OpenAPI document (DESIGN §8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.schemas.api import (
+    CreateFamilyRequest,
+    FamilyResponse,
+    InviteRequest,
+    InviteResponse,
+    InvitesResponse,
+    JoinRequest,
+    ProgressResponse,
+    RoleRequest,
+)
+from shared.schemas.openapi.parts import operation, path_id
+
+FAMILIES = "/api/spark/families"
+
+
+def family_paths() -> dict[str, Any]:
+    """DESIGN §8, the membership half: errors are 403 ``parent_only``, 404
+    (``no_family``, ``family_not_found`` for a family that is not the caller's: never
+    403, ``member_not_found``, ``invite_not_found``), 409 (``already_in_family``,
+    ``family_full``, ``last_parent``, ``too_many_invites``), 410 (``invite_expired``,
+    ``invite_used_up``, ``invite_revoked``) and 429 with Retry-After."""
+    family = path_id("familyId")
+    member = path_id("userId", r"^[^/]{1,128}$")
+    invite = path_id("inviteId")
+    changed = (200, "The family after the change.", FamilyResponse)
+    return {
+        FAMILIES: {
+            "post": operation(
+                "Create a family; the caller becomes its parent (one family per user).",
+                (201, "Created.", FamilyResponse),
+                CreateFamilyRequest,
+            )
+        },
+        FAMILIES + "/current": {
+            "get": operation(
+                "The caller's family (404 no_family).", (200, "The family.", FamilyResponse)
+            )
+        },
+        FAMILIES + "/join": {
+            "post": operation(
+                "Join the family of an invite link, with the invite's role.",
+                (200, "Joined (or already a member).", FamilyResponse),
+                JoinRequest,
+            )
+        },
+        FAMILIES + "/{familyId}/invites": {
+            "post": operation(
+                "A new invite link (parents only). Its token is shown only in this answer.",
+                (201, "Created.", InviteResponse),
+                InviteRequest,
+                (family,),
+            ),
+            "get": operation(
+                "The family's invites, newest first, without their tokens (parents only).",
+                (200, "The invites.", InvitesResponse),
+                parameters=(family,),
+            ),
+        },
+        FAMILIES + "/{familyId}/invites/{inviteId}": {
+            "delete": operation(
+                "Revoke an invite: its link stops working at once (parents only).",
+                (204, "Revoked.", None),
+                parameters=(family, invite),
+            )
+        },
+        FAMILIES + "/{familyId}/progress": {
+            "get": operation(
+                "Each member's lessons (title, updatedAt, blanks, answered), counted on the "
+                "server (members only; any other family is 404 family_not_found).",
+                (200, "The progress.", ProgressResponse),
+                parameters=(family,),
+            )
+        },
+        FAMILIES + "/{familyId}/members/{userId}": {
+            "patch": operation(
+                "Change a member's role (parents only; 409 last_parent).",
+                changed,
+                RoleRequest,
+                (family, member),
+            ),
+            "delete": operation(
+                "Leave the family (userId is the caller) or remove a member (parents only); "
+                "the last member leaving ends the family.",
+                (204, "Gone from the family.", None),
+                parameters=(family, member),
+            ),
+        },
+    }

@@ -1,0 +1,128 @@
+"""The building blocks of the OpenAPI document's operations: JSON bodies, error
+responses, path parameters and the bearer security every route but the document's own
+has."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.schemas.api import (
+    CONVERSATION_ID_PATTERN,
+    EVENT_ID_PATTERN,
+    FAMILY_ID_PATTERN,
+    LESSON_ID_PATTERN,
+    ErrorBody,
+    ResumeResponse,
+)
+
+PREFIX = "/api/spark/agent"
+LESSONS = "/api/spark/lessons/{lessonId}"
+
+
+def ref(model: type[BaseModel]) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def json_body(model: type[BaseModel]) -> dict[str, Any]:
+    return {"application/json": {"schema": ref(model)}}
+
+
+def error_responses(*statuses: int) -> dict[str, Any]:
+    errors = {
+        str(s): {"description": "An error.", "content": json_body(ErrorBody)} for s in statuses
+    }
+    if "404" in errors:
+        # A path the Functions Framework itself cannot route (a control character in a
+        # path segment) never reaches the api: the framework answers with plain text.
+        errors["404"]["content"] = {
+            **json_body(ErrorBody),
+            "text/plain": {"schema": {"type": "string"}},
+        }
+    return errors
+
+
+SSE = {
+    "text/event-stream": {
+        "schema": {
+            "type": "string",
+            "description": "Server-Sent Events: transcript (a voice message's words, "
+            "before its run), run_start, text, tool_start, tool_end, task_queued, question, "
+            "approval_required, then done or error (DESIGN §4).",
+        }
+    }
+}
+CONVERSATION = {
+    "name": "conversationId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": CONVERSATION_ID_PATTERN},
+}
+LESSON = {
+    "name": "lessonId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": LESSON_ID_PATTERN},
+}
+EVENT_ID = {
+    "type": "string",
+    "pattern": EVENT_ID_PATTERN,
+    "description": "An event id this API sent: {runId}:{parts}:{chars} or {runId}:end.",
+}
+COMMON_ERRORS = (400, 401, 404, 405, 409, 413, 415, 429, 500, 502, 503, 504, 507)
+
+
+def post(summary: str, body: type[BaseModel], ok: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "security": [{"bearer": []}],
+            "requestBody": {"required": True, "content": json_body(body)},
+            "responses": {**ok, **error_responses(*COMMON_ERRORS)},
+        }
+    }
+
+
+def resumed(summary: str, body: type[BaseModel]) -> dict[str, Any]:
+    ok = {
+        "200": {"description": "The agent's follow-up, streamed.", "content": SSE},
+        "202": {"description": "Recorded; see status.", "content": json_body(ResumeResponse)},
+    }
+    operation = post(summary, body, ok)
+    operation["post"]["parameters"] = [CONVERSATION]
+    return operation
+
+
+FAMILY_ERRORS = (400, 401, 403, 404, 405, 409, 410, 413, 415, 429, 500, 503)
+
+
+def path_id(name: str, pattern: str = FAMILY_ID_PATTERN) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": pattern},
+    }
+
+
+def operation(
+    summary: str,
+    ok: tuple[int, str, type[BaseModel] | None],
+    body: type[BaseModel] | None = None,
+    parameters: tuple[dict[str, Any], ...] = (),
+) -> dict[str, Any]:
+    status, description, answer = ok
+    response: dict[str, Any] = {"description": description}
+    if answer is not None:
+        response["content"] = json_body(answer)
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "security": [{"bearer": []}],
+        "responses": {str(status): response, **error_responses(*FAMILY_ERRORS)},
+    }
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": json_body(body)}
+    if parameters:
+        operation["parameters"] = list(parameters)
+    return operation

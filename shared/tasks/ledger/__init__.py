@@ -1,0 +1,88 @@
+"""A user's ledger (``/{userId}/server``), changed by pure functions that run inside
+``TaskLedgerStore.mutate``: ``tasks`` (admission, claims, leases, retries, release),
+``runs`` (runs at once, the daily token budget and its reservations, uploads) and
+``voice`` (live-audio sessions). Every function is imported from here (the scheduler
+reads them as ``ledgers.<name>``).
+"""
+
+from __future__ import annotations
+
+from shared.tasks.ledger.runs import (
+    RUN_RESERVE,
+    SLOT_RETRY_SECONDS,
+    SPENT,
+    UserLimits,
+    admit_run,
+    admit_upload,
+    check_tokens,
+    release_run,
+    reserve,
+    settle,
+    spend,
+    until_midnight,
+    usage_today,
+)
+from shared.tasks.ledger.tasks import (
+    FINISHED,
+    Claim,
+    LedgerPolicy,
+    abandon,
+    cancel,
+    cancel_wanted,
+    cancellable,
+    claim,
+    finish,
+    grant,
+    holds,
+    renew,
+    request_cancel,
+    reschedule,
+    submit,
+    wait,
+)
+from shared.tasks.ledger.voice import (
+    VOICE_KEPT,
+    VoiceLimits,
+    grant_voice,
+    record_voice,
+    redeem_voice,
+    withdraw_voice,
+)
+
+__all__ = [
+    "FINISHED",
+    "RUN_RESERVE",
+    "SLOT_RETRY_SECONDS",
+    "SPENT",
+    "VOICE_KEPT",
+    "Claim",
+    "LedgerPolicy",
+    "UserLimits",
+    "VoiceLimits",
+    "abandon",
+    "admit_run",
+    "admit_upload",
+    "cancel",
+    "cancel_wanted",
+    "cancellable",
+    "check_tokens",
+    "claim",
+    "finish",
+    "grant",
+    "grant_voice",
+    "holds",
+    "record_voice",
+    "redeem_voice",
+    "release_run",
+    "renew",
+    "request_cancel",
+    "reschedule",
+    "reserve",
+    "settle",
+    "spend",
+    "submit",
+    "until_midnight",
+    "usage_today",
+    "wait",
+    "withdraw_voice",
+]
