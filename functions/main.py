@@ -26,7 +26,7 @@ from starlette.responses import Response
 
 from shared.config import Settings
 from shared.observe import setup as observe
-from shared.wiring import build_components, build_task_verifier, build_verifier
+from shared.wiring import build_app_check, build_components, build_task_verifier, build_verifier
 
 
 def _load_lazy_imports() -> None:
@@ -63,7 +63,8 @@ _components, _stores = build_components(settings)
 
 @functools.cache
 def _api() -> ApiApp:
-    return ApiApp(_components.agent, build_verifier(settings), settings)
+    app_check = build_app_check(settings, _stores)
+    return ApiApp(_components.agent, build_verifier(settings), settings, app_check)
 
 
 @functools.cache

@@ -73,6 +73,7 @@ from shared.voice.live import LiveSessions
 from shared.voice.speech import SpokenReplies
 
 if TYPE_CHECKING:
+    from shared.appcheck.guard import AppCheck
     from shared.store.firestore import FirestoreStores
 
 
@@ -406,6 +407,19 @@ def build_verifier(settings: Settings) -> TokenVerifier:
         check_revoked=settings.check_revoked,
         emulated=bool(settings.auth_emulator_host),
     )
+
+
+def build_app_check(settings: Settings, stores: FirestoreStores) -> AppCheck:
+    """App Check as ``SPARK_APP_CHECK`` asks, its spent tokens recorded in Firestore.
+
+    Raises:
+        ConfigurationError: an unknown mode, or one that checks without the project's
+            number: the process refuses to start.
+    """
+    from shared.appcheck.guard import app_check
+    from shared.store.firestore.appcheck import FirestoreSpentTokens
+
+    return app_check(settings, FirestoreSpentTokens(stores.client))
 
 
 def build_task_verifier(settings: Settings) -> TaskCallerVerifier:

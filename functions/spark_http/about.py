@@ -39,7 +39,7 @@ async def model(edge: Edge, request: Request) -> Response:
 
 
 ROUTES = (
-    Routed("/healthz", "GET", health),
+    Routed("/healthz", "GET", health, app_check="none"),
     Routed("/api/spark/agent/openapi.json", "GET", openapi),
     Routed("/api/spark/agent/model", "GET", model),
 )

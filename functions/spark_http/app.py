@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.agent.facade import Agent
+from shared.appcheck.guard import AppCheck
 from shared.auth.base import TokenVerifier
 from shared.config import Settings
 from spark_http import about, conversations, families, files, lessons, voice
@@ -33,9 +34,15 @@ ROUTES = (
 class ApiApp:
     """Serves ``/api/spark/...`` for one process."""
 
-    def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        verifier: TokenVerifier,
+        settings: Settings,
+        app_check: AppCheck | None = None,
+    ) -> None:
         self._agent = agent
-        self._router = Router(ROUTES, Edge(agent, verifier, settings))
+        self._router = Router(ROUTES, Edge(agent, verifier, settings, app_check))
 
     async def __call__(self, request: Request) -> Response:
         return await guarded(self._dispatch, request)

@@ -228,7 +228,7 @@ def _idempotency_key(request: Request) -> str | None:
 
 # The message route first: it is the one most requests name, and matching stops at it.
 ROUTES = (
-    Routed("/api/spark/agent/messages", "POST", post_message),
+    Routed("/api/spark/agent/messages", "POST", post_message, app_check="consume"),
     Routed(f"{CONVERSATION}/stream", "GET", resume),
     Routed(f"{CONVERSATION}/stop", "POST", stop),
     Routed(f"{CONVERSATION}/answers", "POST", answers),

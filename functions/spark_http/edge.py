@@ -4,12 +4,14 @@ the settings; and the shape of a route (a path, a method and its endpoint)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.agent.facade import Agent
+from shared.appcheck.guard import HEADER, AppCheck
+from shared.appcheck.replays import InMemorySpentTokens
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
 from spark_http.requests import Body, bearer_token, read_json, wants_event_stream
@@ -19,10 +21,28 @@ class Edge:
     """The ``Agent`` facade (the one thing an endpoint asks for work), the caller's check
     and the settings, for one process."""
 
-    def __init__(self, agent: Agent, verifier: TokenVerifier, settings: Settings) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        verifier: TokenVerifier,
+        settings: Settings,
+        app_check: AppCheck | None = None,
+    ) -> None:
         self.agent = agent
         self.settings = settings
         self._verifier = verifier
+        self._app_check = app_check or AppCheck("off", None, InMemorySpentTokens())
+
+    async def admit(self, request: Request, check: AppChecked) -> None:
+        """App Check of the request, as its route asks (``SPARK_APP_CHECK``'s mode says
+        whether a refusal refuses or is only counted).
+
+        Raises:
+            AppCheckRefused, AppCheckReplayed: enforced, and the token does not do.
+        """
+        if check != "none":
+            token = request.headers.get(HEADER)
+            await self._app_check.admit(token, costly=check == "consume")
 
     async def caller(self, request: Request) -> User:
         """The signed-in caller.
@@ -41,14 +61,20 @@ class Edge:
 
 Endpoint = Callable[[Edge, Request], Awaitable[Response]]
 
+AppChecked = Literal["none", "check", "consume"]
+"""What App Check asks of a route's callers: nothing (the health check), a valid token,
+or (a call that costs money: a new run, speech, a voice session) a limited-use token,
+spent by the call."""
+
 
 class Routed(NamedTuple):
     """One route: its path (Starlette's template, with ``{name}`` or ``{name:kind}``
-    parameters), its one method, and the function that answers it."""
+    parameters), its one method, the function that answers it, and its App Check."""
 
     path: str
     method: str
     endpoint: Endpoint
+    app_check: AppChecked = "check"
 
 
 def in_background(request: Request) -> bool:

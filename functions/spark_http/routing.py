@@ -8,7 +8,6 @@ the errors are ours (``responses.guarded`` maps them).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable, Iterable
 
 from starlette.convertors import Convertor, register_url_convertor
@@ -81,8 +80,14 @@ def _path_ids(params: dict[str, str]) -> None:
 
 
 def _route(routed: Routed, edge: Edge) -> Route:
-    """``routed`` as Starlette's ``Route``, its endpoint given ``edge``."""
-    route = Route(routed.path, functools.partial(routed.endpoint, edge), methods=[routed.method])
+    """``routed`` as Starlette's ``Route``, its endpoint given ``edge`` and behind the
+    route's App Check."""
+
+    async def endpoint(request: Request) -> Response:
+        await edge.admit(request, routed.app_check)
+        return await routed.endpoint(edge, request)
+
+    route = Route(routed.path, endpoint, methods=[routed.method])
     # Exactly the method the OpenAPI document names: Starlette adds HEAD beside GET.
     route.methods = {routed.method}
     return route

@@ -48,6 +48,6 @@ async def speech(edge: Edge, request: Request) -> Response:
 
 
 ROUTES = (
-    Routed("/api/spark/agent/voice/sessions", "POST", start_voice_session),
-    Routed(f"{CONVERSATION}/speech", "POST", speech),
+    Routed("/api/spark/agent/voice/sessions", "POST", start_voice_session, app_check="consume"),
+    Routed(f"{CONVERSATION}/speech", "POST", speech, app_check="consume"),
 )

@@ -153,3 +153,40 @@ def test_a_mode_that_checks_tokens_needs_the_project_number_and_a_known_name() -
 def test_a_local_key_set_is_refused_in_production() -> None:
     with pytest.raises(ConfigurationError, match="SPARK_APP_CHECK_JWKS_URL"):
         Settings.from_env({"K_SERVICE": "spark-api", "SPARK_APP_CHECK_JWKS_URL": "http://x"})
+
+
+async def test_the_api_asks_app_check_on_every_route_but_health(jwks_url: str) -> None:
+    """At the edge, enforced: the health check needs nothing, a plain call a valid token,
+    a new run a limited-use one that works once; refusals are 401s with their own code,
+    and a refused call reaches nothing behind the door."""
+    from spark_http.app import ApiApp
+
+    from shared.llm.scripted import ScriptedProvider
+    from tests.unit.helpers import ALICE, StaticTokenVerifier, make_service, serving
+
+    harness = make_service(ScriptedProvider([]))  # the reply is left to its task
+    check, _ = door("enforce", jwks_url)
+    api = ApiApp(
+        harness.agent, StaticTokenVerifier({"alice-token": ALICE}), harness.settings, check
+    )
+    signed_in = {"Authorization": "Bearer alice-token"}
+    async with serving(api) as client:
+        assert (await client.get("/healthz")).status_code == 200
+        bare = await client.get("/api/spark/agent/model", headers=signed_in)
+        assert bare.status_code == 401
+        assert bare.json()["error"]["code"] == "app_check_refused"
+        app = {**signed_in, "X-Firebase-AppCheck": token()}
+        assert (await client.get("/api/spark/agent/model", headers=app)).status_code == 200
+        send = {"text": "hello"}
+        refused = await client.post("/api/spark/agent/messages", headers=signed_in, json=send)
+        assert refused.json()["error"]["code"] == "app_check_refused"
+        once = {**signed_in, "X-Firebase-AppCheck": token()}
+        assert (
+            await client.post("/api/spark/agent/messages", headers=once, json=send)
+        ).status_code == 202
+        again = await client.post("/api/spark/agent/messages", headers=once, json=send)
+        assert (again.status_code, again.json()["error"]["code"]) == (401, "app_check_replayed")
+    # One message got through (its reply handed to one task): the refused ones left
+    # nothing behind.
+    replies = [t for t in harness.fakes.queue.take() if t.name.startswith("reply-")]
+    assert len(replies) == 1

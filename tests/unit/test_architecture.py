@@ -218,6 +218,9 @@ EDGE_VALUES = {
     "shared.store.base": {"NO_LESSON", "reserved"},
     "shared.tasks.scheduler": {"NO_TASK"},
     "shared.tasks.handler": {"TaskHandler"},
+    # App Check at the door: its guard (built by the wiring) and its header's name.
+    "shared.appcheck.guard": {"AppCheck", "HEADER"},
+    "shared.appcheck.replays": {"InMemorySpentTokens"},
 }
 # The composition root builds what the edges are given, and starts the process's
 # telemetry before it does.
