@@ -1,102 +1,17 @@
 """The shape of the code: the packages of ``shared/`` and ``functions/`` import one
-another without a cycle, so each can be read, tested and changed from the bottom up.
-
-Every import counts, at the top of a module or inside a function, and those only for type
-checking too: a cycle hidden in a function is still one.
+another without a cycle, so each can be read, tested and changed from the bottom up
+(``tools/layers.py`` reads the graph from the source).
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# ``functions/`` is on the path of its own process (``spark_http.app``, ``main``).
-SOURCES = {"shared": ROOT, "functions": ROOT / "functions"}
-
-
-def _modules() -> dict[str, Path]:
-    """Every module, by the name it is imported as."""
-    found: dict[str, Path] = {}
-    for top, base in SOURCES.items():
-        for path in sorted((ROOT / top).rglob("*.py")):
-            parts = list(path.relative_to(base).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
-
-
-def _package(module: str) -> str:
-    """The node of ``module`` in the graph: ``shared.agent`` for ``shared.agent.loop``,
-    ``shared.config`` for itself, ``spark_http`` for ``spark_http.app``."""
-    parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "shared" else parts[0]
-
-
-def _imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
-    """The modules of ours that ``module`` imports."""
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
-                base = ".".join([*anchor, *([base] if base else [])])
-            # ``from shared.tasks import ledger`` imports the module ``shared.tasks.ledger``.
-            names = [
-                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
-            ]
-        else:
-            continue
-        for name in names:
-            # ``import shared.tasks.ledger`` also imports its packages; the deepest one of
-            # ours is the one that matters.
-            parts = name.split(".")
-            for end in range(len(parts), 0, -1):
-                if ".".join(parts[:end]) in known:
-                    yield ".".join(parts[:end])
-                    break
-
-
-def _graph() -> dict[str, dict[str, set[str]]]:
-    """Package → package it imports → the modules whose imports make that edge."""
-    known = _modules()
-    graph: dict[str, dict[str, set[str]]] = {_package(m): {} for m in known}
-    for module, path in known.items():
-        source = _package(module)
-        for imported in _imports(module, path, known):
-            target = _package(imported)
-            if target != source:
-                graph[source].setdefault(target, set()).add(f"{module} -> {imported}")
-    return graph
-
-
-def _cycle(graph: dict[str, dict[str, set[str]]]) -> list[str] | None:
-    """One cycle of ``graph`` (its packages in order, the first repeated), if any."""
-    state: dict[str, str] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = "open"
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == "open":
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)) is not None:
-                return found
-        path.pop()
-        state[node] = "done"
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)) is not None:
-            return found
-    return None
+from tools.layers import cycle as _cycle
+from tools.layers import graph as _graph
+from tools.layers import modules as _modules
 
 
 def test_the_graph_is_read_from_the_source() -> None:
