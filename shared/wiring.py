@@ -344,7 +344,7 @@ def assemble(
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(
         runs,
-        People(runs, deps, scheduler),
+        People(runs.continuation, deps, scheduler),
         Uploads(files, ids, clock, scheduler),
         Resumes(store, settings.keepalive_seconds, settings.resume_streams_per_user),
         lessons,

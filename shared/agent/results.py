@@ -378,17 +378,29 @@ def supersede_pending(
     return cancel_calls(conversation, waiting, now, why)
 
 
-def with_follow_up(conversation: Conversation, source_id: str, run: ActiveRun) -> Conversation:
+FollowUp = Literal["ours", "exists", "busy", "unwanted"]
+"""What a follow-up's opening found: ``ours``, it is the active run, queued (opened
+now, or by an earlier write and not claimed yet); ``exists``, its message is there
+already; ``busy``, another run holds the conversation (or the follow-up runs already);
+``unwanted``, not every call has its result, or something asked to leave them there
+(``wants_follow_up``)."""
+
+
+def open_follow_up(
+    conversation: Conversation, source_id: str, run: ActiveRun
+) -> tuple[Conversation, FollowUp]:
     """Make ``run`` (the follow-up to ``source_id``'s results) active when every call of
     that message has its result and the conversation is free; otherwise unchanged."""
     source = conversation.message(source_id)
     if source is None or not wants_follow_up(conversation, source):
-        return conversation
+        return conversation, "unwanted"
     if conversation.message(run.assistant_message_id) is not None:
-        return conversation
-    if conversation.active_run is not None:
-        return conversation
-    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at})
+        return conversation, "exists"
+    active = conversation.active_run
+    if active is not None:
+        ours = active.run_id == run.run_id and active.status == "queued"
+        return conversation, "ours" if ours else "busy"
+    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at}), "ours"
 
 
 # -- a task's question to its user ---------------------------------------------------------

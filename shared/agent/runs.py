@@ -457,20 +457,3 @@ def refuse_queued(
     if _queued(conversation, run_id) is None:
         return conversation
     return abandon_run(conversation, run_id, error, now, lease_until)
-
-
-def open_follow_up(conversation: Conversation, run: ActiveRun) -> Conversation:
-    """Make ``run`` (the agent's follow-up to task results) active.
-
-    Close a dead run first (``close_stale_run``), as for ``open_run``.
-
-    Raises:
-        AlreadyAnswered: its message exists already (a redelivery).
-        RunInProgress: another run is active (or this follow-up is still being written
-            by an earlier delivery); try again when it ends.
-    """
-    if conversation.message(run.assistant_message_id) is not None:
-        raise AlreadyAnswered("This follow-up exists already.")
-    if conversation.active_run is not None:
-        raise RunInProgress("Another reply is being written in this conversation.")
-    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at})
