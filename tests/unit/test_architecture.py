@@ -105,3 +105,43 @@ def test_the_provider_rule_sees_a_module_that_breaks_it(tmp_path: Path) -> None:
         "def call(p: ModelProvider) -> object:\n    return p.stream\n"
     )
     assert _names(sneaky) & PROVIDER_NAMES == {"ModelProvider"}
+
+
+# What the tasks package may use of the agent: its face (``Agent``), the deps a run is
+# built on (the store, clock and tools the handler works with), the pure changes a tool
+# result makes to a conversation, and the throttle of a section's writes. Never the
+# runs' machinery (opening, claims, continuation, supervision, slots, the loop).
+TASKS_MAY_IMPORT = {
+    "shared.agent.facade",
+    "shared.agent.deps",
+    "shared.agent.results",
+    "shared.agent.throttle",
+}
+
+
+def test_the_tasks_package_reaches_the_agent_only_through_its_face() -> None:
+    edges = _graph()["shared.tasks"].get("shared.agent", set())
+    imported = {edge.split(" -> ")[1] for edge in edges}
+    assert imported <= TASKS_MAY_IMPORT, sorted(imported - TASKS_MAY_IMPORT)
+
+
+def _calls_of(name: str) -> list[str]:
+    """Where ``shared/`` and ``functions/`` call a function or method named ``name``."""
+    found = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                called = node.func
+                if (isinstance(called, ast.Attribute) and called.attr == name) or (
+                    isinstance(called, ast.Name) and called.id == name
+                ):
+                    found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_a_run_slot_is_freed_in_one_place() -> None:
+    """``RunSlot.release`` is the one caller of the port's ``release_run`` (the ledger's
+    pure change of the same name is the scheduler's, its implementation)."""
+    calls = _calls_of("release_run")
+    assert len(calls) <= 2, calls
+    assert any(c.startswith("shared.agent.slot:") for c in calls), calls
