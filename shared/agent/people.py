@@ -15,12 +15,12 @@ from typing import Literal
 from shared.agent.continuation import Continuation
 from shared.agent.deps import RunDeps
 from shared.agent.loop import Run
+from shared.agent.questions import close_task_question
 from shared.agent.results import (
     CANCELLED_BY_USER,
     PersonKind,
     approve,
     cancel_by_user,
-    close_task_question,
     find_call,
     pending_call,
     record_results,

@@ -17,17 +17,15 @@ from typing import Literal
 
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
+from shared.agent.questions import answer_of, ask_for_task, task_question
 from shared.agent.results import (
     CANCELLED_BY_USER,
-    answer_of,
     answered,
     approved,
-    ask_for_task,
     cancel_by_user,
     find_call,
     mark_running,
     record_results,
-    task_question,
     wants_follow_up,
 )
 from shared.agent.throttle import ThrottledWriter

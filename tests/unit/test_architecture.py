@@ -115,6 +115,7 @@ TASKS_MAY_IMPORT = {
     "shared.agent.facade",
     "shared.agent.deps",
     "shared.agent.results",
+    "shared.agent.questions",
     "shared.agent.throttle",
 }
 
