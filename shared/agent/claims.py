@@ -15,7 +15,7 @@ import contextlib
 from shared.agent.deps import RunDeps
 from shared.agent.draft import run_of
 from shared.agent.loop import Run
-from shared.agent.runs import claim_queued_run, hold_queued, refuse_queued
+from shared.agent.queued import claim_queued_run, hold_queued, refuse_queued
 from shared.agent.watch import Watch
 from shared.errors import AlreadyAnswered, RateLimited, SlotsTaken
 from shared.schemas.documents import Conversation, MessageError

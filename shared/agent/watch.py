@@ -12,7 +12,8 @@ import logging
 from datetime import timedelta
 
 from shared.agent.deps import RunDeps
-from shared.agent.runs import abandon_run, close_stale_run, renew_queued
+from shared.agent.queued import renew_queued
+from shared.agent.runs import abandon_run, close_stale_run
 from shared.agent.slot import RunSlot
 from shared.errors import ConversationTooLarge, SparkError
 from shared.queue.port import RunLedger, RunQueue
