@@ -19,8 +19,10 @@ other frame (the standard library, dependencies, value and helper packages such 
 ``shared.config``, ``shared.telemetry``) is no place: control passes through it.
 
 * Control is *in* a place after a call into it, and after a return to it (the nearest
-  frame below the returning one that is in a place; a coroutine resumed by the event
-  loop has none, and arrives from nowhere).
+  frame below the returning one that is in a place; a coroutine the event loop starts
+  has none, and arrives from nowhere). An ``await`` that waits on the event loop
+  suspends its coroutines and later resumes them: neither moves control between places
+  (nothing is handed back; the work goes on where it stopped), so neither counts.
 * A *stay* is a maximal stretch in which control is in one place: the number of stays
   is one more than the number of times control moves from a place to another.
 * A *return* is a move back, caused by a return event, to a place that was left by a
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dis
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -111,7 +114,7 @@ class Walker:
             self._here = place
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event not in ("call", "return"):
+        if event not in ("call", "return") or _waits(frame, event):
             return
         place = self.place(frame.f_globals.get("__name__", ""))
         if place is None:
@@ -128,6 +131,19 @@ class Walker:
 
     def _rank(self, place: str) -> int:
         return self._layer.get(package(place), 0)
+
+
+_SEND, _YIELD, _RESUME = (dis.opmap[name] for name in ("SEND", "YIELD_VALUE", "RESUME"))
+
+
+def _waits(frame: FrameType, event: str) -> bool:
+    """``event`` is a coroutine suspending in an ``await`` (a ``return`` at the
+    ``YIELD_VALUE`` after a ``SEND``), or being resumed there (a ``call`` at the
+    ``RESUME`` after them), as CPython 3.11 compiles an ``await``."""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    if event == "return":
+        return at >= 2 and code[at] == _YIELD and code[at - 2] == _SEND
+    return at >= 4 and code[at] == _RESUME and code[at - 2] == _YIELD and code[at - 4] == _SEND
 
 
 @contextmanager

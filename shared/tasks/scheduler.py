@@ -22,6 +22,7 @@ from shared.queue.naming import (
     task_id_for,
 )
 from shared.queue.port import Call, Claimed, Ended
+from shared.queue.run_tasks import RunTasks
 from shared.schemas.documents import Conversation, KeyOutput
 from shared.schemas.server import TaskLedger, TaskRecord
 from shared.schemas.tasks import ToolTask
@@ -29,7 +30,6 @@ from shared.store.base import OpeningStore, SectionChange, TaskDocumentStore, Ta
 from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks import ledger as ledgers
 from shared.tasks.budget import TokenBudget
-from shared.tasks.run_tasks import RunTasks
 from shared.tasks.sections import Ending, following
 
 log = logging.getLogger(__name__)

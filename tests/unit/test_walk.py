@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import types
 from collections.abc import Callable
 from typing import Any
@@ -56,6 +57,37 @@ def test_the_walk_counts_stays_returns_and_climbs() -> None:
         "shared.tasks",  # a return
     ]
     assert (walk.stays, walk.returns, walk.climbs) == (11, 5, 2)
+
+
+def test_an_await_that_waits_on_the_event_loop_moves_nothing() -> None:
+    """The agent awaits the store, which waits on the event loop (its coroutines are
+    suspended, then resumed) before it returns: one call and one return all the same."""
+    store = _module(
+        "shared.store.tiny_async",
+        "import asyncio\n\nasync def get():\n    await asyncio.sleep(0)\n    return 1\n",
+    )
+    agent = _module(
+        "shared.agent.tiny_async",
+        "async def step():\n    return await store.get() + await store.get()\n",
+        store=store,
+    )
+    walker = Walker("package", LAYERS)
+
+    async def walked() -> int:
+        with walking(walker):
+            result: int = await agent.step()
+        return result
+
+    assert asyncio.run(walked()) == 2
+    # (the last return, to the test, is no place's)
+    assert walker.walk.path == [
+        "shared.agent",
+        "shared.store",
+        "shared.agent",
+        "shared.store",
+        "shared.agent",
+    ]
+    assert (walker.walk.stays, walker.walk.returns, walker.walk.climbs) == (5, 2, 0)
 
 
 def test_helper_packages_are_no_place() -> None:

@@ -1,6 +1,7 @@
 """The tasks that produce, watch over and follow up runs (``RunQueue``, in
 ``shared/queue/port.py``): each one named so that a redelivery or a second enqueue of the
-same work is one task (``shared/queue/naming.py``). ``TaskScheduler`` is one.
+same work is one task (``naming.py``). ``TaskScheduler`` is one; it lives here, below
+the agent that enqueues them, as it needs nothing of the ledger.
 """
 
 from __future__ import annotations
