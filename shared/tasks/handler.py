@@ -64,7 +64,7 @@ BUSY_RETRIES = 10
 
 @dataclass(frozen=True, slots=True)
 class TaskPolicy:
-    """How task tools are run and retried; ``wiring.task_policy_of`` gives the values."""
+    """How task tools are run and retried; ``policies.task_policy_of`` gives the values."""
 
     max_attempts: int
     # The first retry's delay (doubling with each attempt after it).
