@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from shared.agent.background import Background
-from shared.agent.deps import RunDeps, RunLimits
+from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
-from shared.agent.files import AttachmentBudget
 from shared.agent.people import People
 from shared.agent.resume import Resumes
-from shared.agent.runs import QueueLimits
 from shared.agent.service import RunService
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
@@ -30,9 +28,10 @@ from shared.egress.screen import Screen
 from shared.families.allowance import SendLimits
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
-from shared.families.service import Families, FamilyPolicy
+from shared.families.service import Families
 from shared.ids import IdGenerator, RandomIds
 from shared.observe.setup import process_metrics, process_tracer
+from shared.policies import family_policy_of, limits_of, task_policy_of
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
 from shared.store.base import (
@@ -53,7 +52,7 @@ from shared.store.memory import (
     posts_beside,
     sections_beside,
 )
-from shared.tasks.handler import TaskHandler, TaskPolicy
+from shared.tasks.handler import TaskHandler
 from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import Tool, ToolRegistry
@@ -201,47 +200,6 @@ class Components:
     settings: Settings
 
 
-def limits_of(settings: Settings) -> RunLimits:
-    return RunLimits(
-        max_steps=settings.max_steps,
-        history_messages=settings.history_messages,
-        tool_output_chars=settings.tool_output_chars,
-        throttle_seconds=settings.throttle_ms / 1000,
-        lease_seconds=settings.run_lease_seconds,
-        provider_idle_seconds=settings.provider_idle_seconds,
-        client_tool_timeout_seconds=settings.client_tool_timeout_seconds,
-        live_doc_bytes=settings.live_doc_bytes,
-        task_calls_per_step=settings.task_calls_per_step,
-        history_chars=settings.history_chars,
-        attachments=AttachmentBudget(
-            settings.attachment_images,
-            settings.attachment_image_bytes,
-            settings.attachment_text_chars,
-        ),
-        queue=QueueLimits(settings.queued_messages_per_conversation, settings.queued_message_bytes),
-    )
-
-
-def task_policy_of(settings: Settings) -> TaskPolicy:
-    """How the tasks function runs and retries task tools."""
-    return TaskPolicy(
-        max_attempts=settings.task_max_attempts,
-        retry_base=timedelta(milliseconds=settings.task_retry_base_ms),
-        lease=timedelta(seconds=settings.task_lease_seconds),
-        output_chars=settings.tool_output_chars,
-        busy_wait=timedelta(seconds=settings.run_lease_seconds / 3),
-    )
-
-
-def family_policy_of(settings: Settings) -> FamilyPolicy:
-    return FamilyPolicy(
-        app_url=settings.app_url.rstrip("/"),
-        max_members=settings.family_max_members,
-        invites_per_hour=settings.family_invites_per_hour,
-        joins_per_hour=settings.family_joins_per_hour,
-    )
-
-
 def assemble(
     settings: Settings,
     store: ConversationStore,
@@ -343,7 +301,7 @@ def assemble(
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     agent = Agent(
         runs,
-        People(runs, deps, scheduler),
+        People(runs.continuation, deps, scheduler),
         Uploads(files, ids, clock, scheduler),
         Resumes(store, settings.keepalive_seconds, settings.resume_streams_per_user),
         lessons,

@@ -23,7 +23,7 @@ from shared.tools.base import ToolRegistry
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:
-    """A run's limits; ``Settings`` holds their defaults (``wiring.limits_of``)."""
+    """A run's limits; ``Settings`` holds their defaults (``policies.limits_of``)."""
 
     max_steps: int
     history_messages: int

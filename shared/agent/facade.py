@@ -19,7 +19,7 @@ from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
-from shared.agent.service import Hearing, RunService, Sent, Stopped, WhenBusy
+from shared.agent.service import Hearing, Next, RunService, Sent, Stopped, WhenBusy
 from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import Cursor, Frame
 from shared.attachments.service import Requested
@@ -34,7 +34,7 @@ from shared.families.messages import Target
 from shared.families.preferences import Preferences
 from shared.families.service import Families, ListedInvite, NewInvite
 from shared.llm.demo import EXAMPLES
-from shared.schemas.documents import FamilyRole, Lesson, Message, UserSettings
+from shared.schemas.documents import FamilyRole, Lesson, UserSettings
 from shared.schemas.server import Family
 from shared.store import versions
 from shared.store.base import LessonStore
@@ -294,9 +294,13 @@ class Agent:
         """The watchdog's look at ``run_id`` (``RunService.supervise``)."""
         return await self._runs.supervise(user_id, conversation_id, run_id)
 
-    async def follow_up(self, user_id: str, conversation_id: str, source: Message) -> Run | None:
-        """The agent's follow-up to the results in ``source`` (``RunService.follow_up``)."""
-        return await self._runs.follow_up(user_id, conversation_id, source)
+    async def follow_up(
+        self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
+    ) -> Next:
+        """How the agent goes on after the results in ``source_id``: a run to produce here,
+        or (``attempt``) a task that tries again once the conversation is free
+        (``Continuation.follow_up``)."""
+        return await self._runs.follow_up(user_id, conversation_id, source_id, attempt)
 
     async def expire(
         self, user_id: str, conversation_id: str, call_id: str, seconds: float

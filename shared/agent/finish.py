@@ -16,6 +16,7 @@ from typing import Literal
 from shared.agent.deps import RunDeps
 from shared.agent.events import AgentEvent, DoneEvent, ErrorEvent
 from shared.agent.runs import finish_run
+from shared.agent.slot import RunSlot
 from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Cursor, Emit, Frame, Transcript, shrink
 from shared.errors import (
@@ -78,7 +79,7 @@ class RunEnd:
         """Free the user's run slot and count the tokens this run used."""
         usage = self.transcript.message().usage
         tokens = usage.input_tokens + usage.output_tokens if usage else 0
-        await self.deps.tasks.release_run(self.user_id, self.run_id, tokens)
+        await RunSlot(self.deps.tasks, self.user_id, self.run_id).release(tokens)
 
     def _tasks(
         self, queued: Sequence[ParsedCall], paused: Sequence[ParsedCall]

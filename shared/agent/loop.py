@@ -18,16 +18,12 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator
 
+from shared.agent.calls import StepCalls
 from shared.agent.deps import RunDeps
 from shared.agent.events import (
     AgentEvent,
-    ApprovalRequiredEvent,
-    QuestionEvent,
     RunStartEvent,
-    TaskQueuedEvent,
     TextEvent,
-    ToolEndEvent,
-    ToolStartEvent,
     UsageEvent,
 )
 from shared.agent.files import FileLoader, choose
@@ -36,7 +32,7 @@ from shared.agent.head_start import HeadStart
 from shared.agent.history import build_history, open_document_note
 from shared.agent.runs import INTERRUPTED, put_message
 from shared.agent.throttle import ThrottledWriter
-from shared.agent.transcript import Emit, Frame, Transcript, args_of
+from shared.agent.transcript import Emit, Frame, Transcript
 from shared.errors import (
     INTERNAL_MESSAGE,
     ProviderSilent,
@@ -44,7 +40,6 @@ from shared.errors import (
     RunInterrupted,
     RunStopped,
     SparkError,
-    ToolError,
 )
 from shared.ids import derived
 from shared.llm.base import (
@@ -55,11 +50,8 @@ from shared.llm.base import (
     ToolCallRequest,
     finished,
 )
-from shared.queue.naming import task_id_for
 from shared.schemas.documents import ActiveRun, Conversation, StepState
 from shared.store.limits import CLOSING_RESERVE
-from shared.tools.base import ParsedCall, ToolContext
-from shared.tools.execute import ToolOutcome, execute, refused, unexpected
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +93,8 @@ class Run:
         self._work: asyncio.Task[Ending] | None = None
         self._ended: RunEnded | SparkError | None = None
         self._model_since: float | None = None
-        self._queued: list[ParsedCall] = []
-        self._paused: list[ParsedCall] = []
+        self._calls = StepCalls(deps, user_id, conversation, self._record)
         self._step = 0
-        self._step_tasks = 0
 
     @property
     def conversation_id(self) -> str:
@@ -198,7 +188,7 @@ class Run:
             assert self._ended is not None
             await end.badly(self._ended)
         else:
-            await end.well(outcome, self._queued, self._paused)
+            await end.well(outcome, self._calls.queued, self._calls.paused)
         await end.release()
 
     async def _watch(self, writer: ThrottledWriter) -> None:
@@ -244,12 +234,12 @@ class Run:
                 # Tools were not offered on the last step; a model that still asks is stopped.
                 self._record(TextEvent(STEP_LIMIT_NOTE))
                 return "complete"
-            self._step_tasks = 0
+            self._calls.step_tasks = 0
             for index, call in enumerate(calls):
-                await self._take_call(self._own_id(call, index))
-            if self._paused:
+                await self._calls.take(self._own_id(call, index))
+            if self._calls.paused:
                 return "waiting"  # for the user; any tasks of this step run meanwhile
-            if self._queued:
+            if self._calls.queued:
                 return "queued"
         return "complete"
 
@@ -330,154 +320,3 @@ class Run:
             self._record(UsageEvent(usage.input_tokens, usage.output_tokens, finish.reason, state))
         finished(finish, "This reply")
         return calls
-
-    async def _take_call(self, call: ToolCallRequest) -> None:
-        try:
-            parsed = self.deps.tools.parse(call)
-        except ToolError as exc:
-            # The model hears what was wrong and may correct itself on the next step.
-            self._record(
-                ToolStartEvent(
-                    call.id,
-                    call.name,
-                    args_of(call.arguments),
-                    "Checking a tool call",
-                    args_json=call.arguments,
-                )
-            )
-            self._end_tool(call.id, refused(exc.message))
-            return
-        args_json = parsed.args.model_dump_json()
-        if parsed.tool.check is not None and parsed.tool.execution == "inline":
-            checked = await self._check(parsed, args_json)
-            if checked is None:
-                return
-            parsed, args_json = checked, checked.args.model_dump_json()
-        if parsed.tool.execution in ("question", "client") or parsed.needs_approval:
-            self._pause(parsed, args_json)
-            return
-        if parsed.tool.execution == "task":
-            limit = self.deps.limits.task_calls_per_step
-            if self._step_tasks >= limit:
-                why = (
-                    f"At most {limit} background tasks can start in one step; "
-                    "ask for the rest in the next step."
-                )
-                start = ToolStartEvent(
-                    call.id,
-                    call.name,
-                    args_of(args_json),
-                    "Checking a tool call",
-                    args_json=args_json,
-                )
-                self._record(start)
-                self._end_tool(call.id, refused(why))
-                return
-            self._step_tasks += 1
-            self._queued.append(parsed)
-            task_id = task_id_for(self.conversation_id, call.id)
-            self._record(
-                TaskQueuedEvent(
-                    task_id, call.id, call.name, parsed.display_text, args_json=args_json
-                )
-            )
-            return
-        await self._run_inline(parsed, args_json)
-
-    def _pause(self, parsed: ParsedCall, args_json: str) -> None:
-        """Persist a call that waits for a person, and tell the client what it waits for."""
-        call, tool = parsed.call, parsed.tool
-        self._paused.append(parsed)
-        if tool.execution == "question":
-            questions = parsed.args.model_dump()["questions"]
-            self._record(
-                QuestionEvent(
-                    call.id,
-                    questions,
-                    tool=call.name,
-                    args_json=args_json,
-                    display_text=parsed.display_text,
-                )
-            )
-        elif parsed.needs_approval:
-            self._record(
-                ApprovalRequiredEvent(
-                    call.id,
-                    call.name,
-                    args_of(args_json),
-                    parsed.display_text,
-                    args_json=args_json,
-                    execution=tool.execution,
-                )
-            )
-        else:
-            start = ToolStartEvent(
-                call.id,
-                call.name,
-                args_of(args_json),
-                parsed.display_text,
-                args_json=args_json,
-                execution="client",
-            )
-            self._record(start)
-
-    async def _check(self, parsed: ParsedCall, args_json: str) -> ParsedCall | None:
-        """The call as its tool's check pins it (and whether it needs approval), or
-        ``None`` once the check's refusal is recorded as the call's result."""
-        call = parsed.call
-        context = ToolContext(
-            self.user_id, self.conversation_id, call.id, self.conversation.document_id
-        )
-        try:
-            return await parsed.checked(context)
-        except ToolError as exc:
-            why = exc.message
-        except Exception:
-            log.exception("inline tool %s failed its check", call.name)
-            why = unexpected(call.name)
-        self._record(
-            ToolStartEvent(
-                call.id, call.name, args_of(args_json), parsed.display_text, args_json=args_json
-            )
-        )
-        self._end_tool(call.id, refused(why))
-        return None
-
-    async def _run_inline(self, parsed: ParsedCall, args_json: str) -> None:
-        call = parsed.call
-        self._record(
-            ToolStartEvent(
-                call.id, call.name, args_of(args_json), parsed.display_text, args_json=args_json
-            )
-        )
-        context = ToolContext(
-            self.user_id, self.conversation_id, call.id, self.conversation.document_id
-        )
-        outcome = await execute(parsed, context, self.deps.limits.tool_output_chars)
-        if outcome.failure is not None:
-            log.error("inline tool %s failed", call.name, exc_info=outcome.failure)
-        self._end_tool(call.id, outcome)
-
-    def _end_tool(self, call_id: str, outcome: ToolOutcome) -> None:
-        if not outcome.ok:
-            self._record(
-                ToolEndEvent(
-                    call_id,
-                    "error",
-                    error=outcome.error,
-                    output_json=outcome.output_json,
-                    description=outcome.description,
-                )
-            )
-            return
-        change = outcome.change
-        self._record(
-            ToolEndEvent(
-                call_id,
-                "success",
-                document_id=change.document_id if change else None,
-                version=change.version if change else None,
-                output_json=outcome.output_json,
-                description=outcome.description,
-            )
-        )

@@ -1,6 +1,6 @@
 """People's results (answers, approvals, client tools): each resumes the agent through
 the same path as task results, "a result arrived, continue the agent"
-(``shared/agent/results.py``).
+(``shared/agent/continuation.py``).
 """
 
 from __future__ import annotations
@@ -12,25 +12,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from shared.agent.continuation import Continuation
 from shared.agent.deps import RunDeps
 from shared.agent.loop import Run
+from shared.agent.questions import close_task_question
 from shared.agent.results import (
     CANCELLED_BY_USER,
     PersonKind,
     approve,
     cancel_by_user,
-    close_task_question,
     find_call,
     pending_call,
     record_results,
-    wants_follow_up,
-    with_follow_up,
 )
-from shared.agent.runs import follow_up_run
-from shared.agent.service import RunService
 from shared.errors import AlreadyAnswered, NotFound, SparkError
-from shared.queue.port import TaskPort
-from shared.schemas.documents import ActiveRun, Conversation, ToolCall
+from shared.queue.port import TaskTools
+from shared.schemas.documents import Conversation, ToolCall
 from shared.tools.base import dump_output, error_output
 from shared.tools.people import answers_output
 
@@ -65,8 +62,8 @@ class People:
     agent through the same path as task results: record it, then, once every call of
     the step has its result, open the follow-up, in the same write."""
 
-    def __init__(self, runs: RunService, deps: RunDeps, scheduler: TaskPort) -> None:
-        self._runs = runs
+    def __init__(self, continuation: Continuation, deps: RunDeps, scheduler: TaskTools) -> None:
+        self._continuation = continuation
         self._deps = deps
         self._scheduler = scheduler
 
@@ -270,36 +267,20 @@ class People:
         *,
         background: bool,
     ) -> Resumed:
-        runs, deps = self._runs, self._deps
-        now = deps.clock.now()
-        lease_until = now + runs.lease()
+        """Record a person's result with ``record`` and let the agent go on
+        (``Continuation.go_on``)."""
 
-        def change(conversation: Conversation) -> tuple[Conversation, tuple[str, ActiveRun]]:
+        def change(conversation: Conversation) -> tuple[Conversation, str]:
             if kind is not None:
                 pending_call(conversation, call_id, kind)
             found = find_call(conversation, call_id)
             if found is None:
                 raise NotFound("No tool call with this id in this conversation.")
-            source = found[0]
-            # Queued, then claimed: the follow-up passes admission like every run.
-            run = follow_up_run(source.id, now, lease_until, queued=True, model=None)
-            return with_follow_up(record(conversation, found[1]), source.id, run), (source.id, run)
+            return record(conversation, found[1]), found[0].id
 
-        await runs.close_if_dead(user_id, conversation_id)
-        conversation, (source_id, run) = await deps.store.apply(user_id, conversation_id, change)
-        active = conversation.active_run
-        if active is not None and active.run_id == run.run_id:
-            if background:
-                await runs.hand_to_task(user_id, conversation_id, run)
-                return Resumed(conversation_id, "accepted")
-            await runs.watchdog(user_id, conversation_id, run)
-            # ``None`` when it waits for a slot, or today's tokens are spent: the
-            # conversation shows which.
-            claimed = await runs.claim(user_id, conversation_id, run.run_id)
-            return Resumed(conversation_id, "accepted", claimed)
-        source = conversation.message(source_id)
-        if source is not None and wants_follow_up(conversation, source):
-            # Another run holds the conversation: a task continues once it is free.
-            await self._scheduler.enqueue_follow_up(user_id, conversation_id, source.id)
-            return Resumed(conversation_id, "accepted")
-        return Resumed(conversation_id, "recorded")
+        going = await self._continuation.go_on(
+            user_id, conversation_id, change, background=background
+        )
+        if going.status == "over":
+            return Resumed(conversation_id, "recorded")
+        return Resumed(conversation_id, "accepted", going.run)

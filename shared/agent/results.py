@@ -1,9 +1,7 @@
 """A result arrived: pure changes that record tool results in a conversation, and the
-ids that let the agent continue from them (used inside ``mutate``; may run twice).
-
-Task results come this way today; answers, approvals and client-executed tools will
-too, so every kind of result resumes a run the same way: record it (once), then, when
-every call of the message has its result, open the follow-up (``follow_up_id``).
+ids that let the agent continue from them (used inside ``mutate``; may run twice). Every
+kind of result resumes a run the same way (``continuation.py``): record it (once), then,
+when every call of the message has its result, open the follow-up (``open_follow_up``).
 
 Each change is idempotent: applying it to a conversation that already shows its
 effect changes nothing, which is what makes redelivered tasks harmless.
@@ -31,7 +29,6 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.tools.base import DocumentChange
-from shared.tools.people import QUESTION_TOOL
 
 
 def follow_up_id(message_id: str) -> str:
@@ -113,7 +110,7 @@ def _with_call_status(
     return messages
 
 
-def _with_task_status(
+def with_task_status(
     conversation: Conversation,
     task_ids: Iterable[str],
     status: TaskStatus,
@@ -159,7 +156,7 @@ def mark_running(conversation: Conversation, tool_call_id: str, now: datetime) -
     return conversation.model_copy(
         update={
             "messages": _with_call_status(conversation, {tool_call_id: "running"}, {"queued"}),
-            "tasks": _with_task_status(conversation, [task_id], "running", now),
+            "tasks": with_task_status(conversation, [task_id], "running", now),
             "updated_at": now,
         }
     )
@@ -261,7 +258,7 @@ def record_results(
     return updated.model_copy(
         update={
             "messages": [*updated.messages, message],
-            "tasks": _with_task_status(
+            "tasks": with_task_status(
                 conversation,
                 task_ids,
                 task_status or ("completed" if status == "ok" else "failed"),
@@ -378,87 +375,26 @@ def supersede_pending(
     return cancel_calls(conversation, waiting, now, why)
 
 
-def with_follow_up(conversation: Conversation, source_id: str, run: ActiveRun) -> Conversation:
+FollowUp = Literal["ours", "exists", "busy", "unwanted"]
+"""What a follow-up's opening found: ``ours``, it is the active run, queued (opened
+now, or by an earlier write and not claimed yet); ``exists``, its message is there
+already; ``busy``, another run holds the conversation (or the follow-up runs already);
+``unwanted``, not every call has its result, or something asked to leave them there
+(``wants_follow_up``)."""
+
+
+def open_follow_up(
+    conversation: Conversation, source_id: str, run: ActiveRun
+) -> tuple[Conversation, FollowUp]:
     """Make ``run`` (the follow-up to ``source_id``'s results) active when every call of
     that message has its result and the conversation is free; otherwise unchanged."""
     source = conversation.message(source_id)
     if source is None or not wants_follow_up(conversation, source):
-        return conversation
+        return conversation, "unwanted"
     if conversation.message(run.assistant_message_id) is not None:
-        return conversation
-    if conversation.active_run is not None:
-        return conversation
-    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at})
-
-
-# -- a task's question to its user ---------------------------------------------------------
-
-
-def question_call_id(task_call_id: str) -> str:
-    """The ``ask_user_question`` call a task (of ``task_call_id``) puts to its user."""
-    return derived("call", task_call_id, "question")
-
-
-def task_question(conversation: Conversation, task_call_id: str) -> ToolCall | None:
-    """The question the task of ``task_call_id`` asked, if it asked one."""
-    found = find_call(conversation, question_call_id(task_call_id))
-    return None if found is None else found[1]
-
-
-def answer_of(conversation: Conversation, call_id: str) -> ToolResult | None:
-    for message in conversation.messages:
-        for part in message.content:
-            if part.tool_result is not None and part.tool_result.tool_call_id == call_id:
-                return part.tool_result
-    return None
-
-
-def ask_for_task(
-    conversation: Conversation, task_call_id: str, args_json: str, now: datetime
-) -> Conversation:
-    """The task's question, as an ``ask_user_question`` call in a message of its own
-    (``waiting``, answered through the answers route like any question), and the task
-    shown waiting on the user. Asked once: a second change adds nothing."""
-    if task_question(conversation, task_call_id) is not None:
-        return conversation
-    call = ToolCall(
-        id=question_call_id(task_call_id),
-        name=QUESTION_TOOL,
-        args_json=args_json,
-        display_text="Asking you a question",
-        execution="question",
-        status="pending",
-        for_call=task_call_id,
-    )
-    message = Message(
-        id=derived("msg", task_call_id, "question"),
-        role="assistant",
-        created_at=now,
-        status="waiting",
-        content=[ContentPart(type="tool_call", tool_call=call)],
-    )
-    task_id = task_id_for(conversation.id, task_call_id)
-    return conversation.model_copy(
-        update={
-            "messages": [*conversation.messages, message],
-            "tasks": _with_task_status(conversation, [task_id], "waiting_on_user", now),
-            "updated_at": now,
-            "last_message_at": now,
-        }
-    )
-
-
-def close_task_question(
-    conversation: Conversation, task_call_id: str, now: datetime, why: str
-) -> Conversation:
-    """The task's question, still unanswered, closed with ``why`` (its task ended)."""
-    question = task_question(conversation, task_call_id)
-    if question is None or question.id in answered(conversation):
-        return conversation
-    return record_results(
-        conversation,
-        {question.id: json.dumps({"error": why})},
-        "error",
-        now,
-        call_status="cancelled",
-    )
+        return conversation, "exists"
+    active = conversation.active_run
+    if active is not None:
+        ours = active.run_id == run.run_id and active.status == "queued"
+        return conversation, "ours" if ours else "busy"
+    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at}), "ours"

@@ -31,7 +31,6 @@ from shared.agent.results import (
 )
 from shared.agent.transcript import Transcript, shrink
 from shared.errors import (
-    AlreadyAnswered,
     NoActiveRun,
     RateLimited,
     RunInProgress,
@@ -59,8 +58,9 @@ BUSY = (
 )
 # A full queue frees a place when the live run ends: about one reply's time.
 QUEUE_RETRY_SECONDS = 30
-# Finished entries the ``tasks`` map keeps (the newest), as the ledger keeps 50 finished
-# records: 200 turns of 5 task calls left 1,000 entries, ~150 KB of the live document.
+# Finished entries the ``tasks`` map keeps (the newest), as the ledger keeps its finished
+# records: unbounded, a long conversation's map grew with every task call, taking room
+# in the live document that its messages need.
 KEEP_FINISHED_TASKS = 50
 FINISHED_TASKS = ("completed", "failed", "cancelled")
 
@@ -300,7 +300,7 @@ def with_user_message(conversation: Conversation, message: Message) -> Conversat
     return conversation.model_copy(update=update)
 
 
-def _with_run(conversation: Conversation, run: ActiveRun, update: dict[str, Any]) -> Conversation:
+def with_run(conversation: Conversation, run: ActiveRun, update: dict[str, Any]) -> Conversation:
     """``conversation`` whose active run is ``run`` changed by ``update``."""
     return conversation.model_copy(update={"active_run": run.model_copy(update=update)})
 
@@ -325,7 +325,7 @@ def put_message(
     run = _ours(conversation, run_id)
     if run.status == "stopping":
         raise RunStopped("The reply was stopped.")
-    return _with_run(conversation, run, {"message": message, "lease_expires_at": lease_until})
+    return with_run(conversation, run, {"message": message, "lease_expires_at": lease_until})
 
 
 def finish_run(
@@ -395,82 +395,3 @@ def _stop_tasks(
             tasks[task_id] = state.model_copy(update={"follow_up": False, "updated_at": now})
     conversation = conversation.model_copy(update={"tasks": tasks})
     return cancel_calls(conversation, cancel, now)
-
-
-def renew_queued(conversation: Conversation, now: datetime, lease_until: datetime) -> Conversation:
-    """Give a queued run nobody took a fresh lease, so it can be handed on again (its
-    reply task and watchdog were lost); any other conversation is unchanged."""
-    run = conversation.active_run
-    if run is None or run.status != "queued" or run.lease_expires_at > now:
-        return conversation
-    return _with_run(conversation, run, {"lease_expires_at": lease_until})
-
-
-def claim_queued_run(
-    conversation: Conversation, run_id: str, lease_until: datetime, model: str | None = None
-) -> Conversation:
-    """Mark a queued run (a ``202`` send or a queued message) as produced, once.
-
-    Raises:
-        AlreadyAnswered: the run is not queued any more (another delivery took it,
-            or it was closed).
-    """
-    run = conversation.active_run
-    if run is None or run.run_id != run_id or run.status != "queued":
-        raise AlreadyAnswered("This reply has been taken care of already.")
-    message = (run.message or placeholder(run)).model_copy(update={"model": model})
-    update = {
-        "status": "streaming",
-        "lease_expires_at": lease_until,
-        "message": message,
-        "waiting_for": None,
-    }
-    return _with_run(conversation, run, update)
-
-
-def _queued(conversation: Conversation, run_id: str) -> ActiveRun | None:
-    run = conversation.active_run
-    return run if run is not None and run.run_id == run_id and run.status == "queued" else None
-
-
-def hold_queued(
-    conversation: Conversation, run_id: str, why: str, lease_until: datetime
-) -> Conversation:
-    """Keep a queued run that was refused a slot queued, saying why, with a lease its
-    watchdog tries it again after (any other conversation is unchanged)."""
-    run = _queued(conversation, run_id)
-    if run is None:
-        return conversation
-    return _with_run(conversation, run, {"waiting_for": why, "lease_expires_at": lease_until})
-
-
-def refuse_queued(
-    conversation: Conversation,
-    run_id: str,
-    error: MessageError,
-    now: datetime,
-    lease_until: datetime,
-) -> Conversation:
-    """End a queued run refused admission for good (today's tokens are spent) with
-    ``error``, which its message shows; the next queued message opens, queued. A run
-    that is not queued any more is left alone."""
-    if _queued(conversation, run_id) is None:
-        return conversation
-    return abandon_run(conversation, run_id, error, now, lease_until)
-
-
-def open_follow_up(conversation: Conversation, run: ActiveRun) -> Conversation:
-    """Make ``run`` (the agent's follow-up to task results) active.
-
-    Close a dead run first (``close_stale_run``), as for ``open_run``.
-
-    Raises:
-        AlreadyAnswered: its message exists already (a redelivery).
-        RunInProgress: another run is active (or this follow-up is still being written
-            by an earlier delivery); try again when it ends.
-    """
-    if conversation.message(run.assistant_message_id) is not None:
-        raise AlreadyAnswered("This follow-up exists already.")
-    if conversation.active_run is not None:
-        raise RunInProgress("Another reply is being written in this conversation.")
-    return conversation.model_copy(update={"active_run": run, "updated_at": run.started_at})

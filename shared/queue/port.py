@@ -1,5 +1,7 @@
-"""The one port of the work handed to Cloud Tasks, as the agent and the tasks function
-use it; ``shared.tasks.scheduler.TaskScheduler`` implements it over the user's ledger and
+"""The port of the work handed to Cloud Tasks, split by who uses it: the admission of
+runs against the user's ledger (``RunLedger``), the tasks that produce, watch over and
+follow up runs (``RunQueue``), and task tool calls (``TaskTools``). ``TaskPort`` is all
+three; ``shared.tasks.scheduler.TaskScheduler`` implements it over the user's ledger and
 the queue.
 
 It lives here, below both of its users, so that ``shared.agent`` (runs submit tasks, the
@@ -28,9 +30,9 @@ Claimed = TaskRecord | Literal["busy", "stale"]
 Ended = Literal["completed", "failed", "cancelled"]
 
 
-class TaskPort(Protocol):
-    """Task tool calls within each user's limits, the per-user run and upload limits kept
-    in the user's ledger, and the tasks that produce, watch and follow up runs."""
+class TaskTools(Protocol):
+    """Task tool calls within each user's limits (the agent's runs submit them, the
+    tasks function runs them)."""
 
     # -- task tool calls: submit ─▶ dispatch ─▶ claim ─▶ renew … ─▶ reschedule | finish
 
@@ -150,7 +152,10 @@ class TaskPort(Protocol):
         a check also raises ``TaskCancelled`` once its user cancelled the task)."""
         ...
 
-    # -- runs and uploads within the user's limits
+
+class RunLedger(Protocol):
+    """Runs and uploads within the user's limits, kept in the user's ledger (``RunSlot``
+    takes and frees a run's place through it)."""
 
     async def admit_run(
         self,
@@ -160,7 +165,7 @@ class TaskPort(Protocol):
         wait: bool = False,
         voice_session: str | None = None,
     ) -> None:
-        """Take one of the user's run slots, and check today's tokens (``RunService.admit``
+        """Take one of the user's run slots, and check today's tokens (``RunSlot.take``
         is the one caller); a voice message's ``voice_session`` is redeemed in the same
         write (``VoiceSessionNotFound``, ``VoiceSessionEnded``, ``VoiceSessionUsed``).
 
@@ -213,7 +218,9 @@ class TaskPort(Protocol):
         """
         ...
 
-    # -- the tasks that produce, watch over and follow up runs
+
+class RunQueue(Protocol):
+    """The tasks that produce, watch over and follow up runs."""
 
     async def enqueue_reply(
         self, user_id: str, conversation_id: str, run_id: str, after: str | None = None
@@ -248,3 +255,7 @@ class TaskPort(Protocol):
     ) -> None:
         """Give the client calls a synthetic result if still unanswered after the delay."""
         ...
+
+
+class TaskPort(TaskTools, RunLedger, RunQueue, Protocol):
+    """All of it: what ``TaskScheduler`` implements, and what the wiring hands out."""

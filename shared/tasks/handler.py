@@ -17,22 +17,20 @@ from typing import Literal
 
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
+from shared.agent.questions import answer_of, ask_for_task, task_question
 from shared.agent.results import (
     CANCELLED_BY_USER,
-    answer_of,
     answered,
     approved,
-    ask_for_task,
     cancel_by_user,
     find_call,
     mark_running,
     record_results,
-    task_question,
     wants_follow_up,
 )
 from shared.agent.throttle import ThrottledWriter
 from shared.clock import Clock
-from shared.errors import ConversationTooLarge, RunInProgress, TaskCancelled, ToolError
+from shared.errors import ConversationTooLarge, TaskCancelled, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
 from shared.schemas.documents import Conversation, Message, ToolCall
@@ -40,7 +38,6 @@ from shared.schemas.server import TaskRecord
 from shared.schemas.tasks import (
     AnyTask,
     ExpireTask,
-    FollowUpTask,
     ReplyTask,
     ToolTask,
     WatchdogTask,
@@ -63,14 +60,11 @@ TOO_LARGE = (
 )
 # A follow-up waiting for another run in the conversation is retried this many extra times.
 BUSY_RETRIES = 10
-# A follow-up to people's results waits this many times (backing off to a minute) for the
-# conversation to be free.
-FOLLOW_UP_ATTEMPTS = 30
 
 
 @dataclass(frozen=True, slots=True)
 class TaskPolicy:
-    """How task tools are run and retried; ``wiring.task_policy_of`` gives the values."""
+    """How task tools are run and retried; ``policies.task_policy_of`` gives the values."""
 
     max_attempts: int
     # The first retry's delay (doubling with each attempt after it).
@@ -95,42 +89,22 @@ class TaskHandler:
         self._policy = policy
 
     async def handle(self, task: AnyTask) -> Verdict:
+        if isinstance(task, ToolTask):
+            return await self._tool_task(task)
+        user_id, conversation_id = task.user_id, task.conversation_id
         if isinstance(task, ReplyTask):
-            run = await self._agent.claim(task.user_id, task.conversation_id, task.run_id)
-            if run is not None:
-                await run.execute()
-            return "done"
-        if isinstance(task, WatchdogTask):
-            run = await self._agent.supervise(task.user_id, task.conversation_id, task.run_id)
-            if run is not None:
-                await run.execute()
-            return "done"
-        if isinstance(task, ExpireTask):
+            run = await self._agent.claim(user_id, conversation_id, task.run_id)
+        elif isinstance(task, WatchdogTask):
+            run = await self._agent.supervise(user_id, conversation_id, task.run_id)
+        elif isinstance(task, ExpireTask):
             run = await self._agent.expire(
-                task.user_id, task.conversation_id, task.tool_call_id, task.after_seconds
+                user_id, conversation_id, task.tool_call_id, task.after_seconds
             )
-            if run is not None:
-                await run.execute()
-            return "done"
-        if isinstance(task, FollowUpTask):
-            return await self._follow_up_later(task)
-        return await self._tool_task(task)
-
-    async def _follow_up_later(self, task: FollowUpTask) -> Verdict:
-        conversation = await self._deps.store.get(task.user_id, task.conversation_id)
-        source = None if conversation is None else conversation.message(task.message_id)
-        if conversation is None or source is None or not wants_follow_up(conversation, source):
-            return "done"
-        try:
-            run = await self._agent.follow_up(task.user_id, task.conversation_id, source)
-        except RunInProgress:
-            if task.attempt >= FOLLOW_UP_ATTEMPTS:
-                log.warning("follow-up of %s: the conversation stayed busy", task.message_id)
-                return "done"
-            await self._tasks.enqueue_follow_up(
-                task.user_id, task.conversation_id, task.message_id, task.attempt + 1
+        else:  # a follow-up that waited for the conversation to be free
+            going = await self._agent.follow_up(
+                user_id, conversation_id, task.message_id, task.attempt + 1
             )
-            return "done"
+            run = going.run
         if run is not None:
             await run.execute()
         return "done"
@@ -346,16 +320,15 @@ class TaskHandler:
 
     async def _follow_up(self, task: ToolTask, source: Message) -> bool:
         """Let the agent answer the results; ``False`` if it must wait (retried later)."""
-        try:
-            run = await self._agent.follow_up(task.user_id, task.conversation_id, source)
-        except RunInProgress:
+        going = await self._agent.follow_up(task.user_id, task.conversation_id, source.id, None)
+        if going.status == "busy":
             if task.attempt >= self._policy.max_attempts + BUSY_RETRIES:
                 log.warning("task %s: conversation stayed busy; no follow-up", task.task_id)
                 return True
             await self._retry_later(task, self._policy.busy_wait, None)
             return False
-        if run is not None:
-            await run.execute()
+        if going.run is not None:
+            await going.run.execute()
         return True
 
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:

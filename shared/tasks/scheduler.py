@@ -4,7 +4,6 @@ the replies of queued runs, and the watchdogs that close runs whose producer die
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -12,44 +11,35 @@ from typing import TypeVar
 
 from shared.clock import Clock
 from shared.errors import (
-    IllegalTransition,
     NotFound,
     RateLimited,
     StoreError,
-    TaskCancelled,
     TaskFinished,
 )
-from shared.llm.base import Meter
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.queue.naming import (
     attempt_name,
-    expire_name,
-    follow_up_name,
-    reply_name,
     task_id_for,
-    watchdog_name,
 )
 from shared.queue.port import Call, Claimed, Ended
-from shared.schemas.documents import ActiveRun, Conversation, KeyOutput, TaskDocument
-from shared.schemas.server import Reservation, TaskLedger, TaskRecord
-from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, ToolTask, WatchdogTask
+from shared.queue.run_tasks import RunTasks
+from shared.schemas.documents import Conversation, KeyOutput
+from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.tasks import ToolTask
 from shared.store.base import OpeningStore, SectionChange, TaskDocumentStore, TaskLedgerStore
 from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks import ledger as ledgers
-from shared.tasks.sections import Ending, follow
+from shared.tasks.budget import TokenBudget
+from shared.tasks.sections import Ending, following
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 NO_TASK = "No task with this id."
 
-RESERVATION_LEASE = timedelta(minutes=10)
-"""How long a provider call's reservation lasts unsettled before it is charged whole:
-longer than any kind of call may take (``shared/egress/gate.BOUNDS``)."""
-
 
 @dataclass
-class TaskScheduler:
+class TaskScheduler(RunTasks, TokenBudget):
     """Admits tasks against the per-user limit and enqueues the attempts granted: the
     ``TaskPort`` (``shared/queue/port.py``) of the agent and of the task handler. Every
     change to the ledger is one of ``ledger.py``'s pure functions, applied here."""
@@ -88,7 +78,7 @@ class TaskScheduler:
         ) -> tuple[TaskLedger, R, dict[str, SectionChange]]:
             updated, decided = change(ledger)
             moved = {
-                task_id: _following(record, now, ending, question)
+                task_id: following(record, now, ending, question)
                 for task_id, record in updated.tasks.items()
                 if (before := ledger.tasks.get(task_id)) is None or before.status != record.status
             }
@@ -165,60 +155,6 @@ class TaskScheduler:
                     record.retry_at,
                 )
             )
-
-    async def enqueue_reply(
-        self, user_id: str, conversation_id: str, run_id: str, after: str | None = None
-    ) -> None:
-        """Have a task produce a queued run (a ``202`` send, a queued message, a follow-up;
-        ``after``: one that waited for the slot the run ``after`` freed)."""
-        payload = ReplyTask(user_id=user_id, conversation_id=conversation_id, run_id=run_id)
-        await self.queue.enqueue(QueuedTask(reply_name(run_id, after), payload.to_bytes()))
-
-    async def enqueue_watchdog(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
-        """Have a task check on ``run`` when its lease lapses, plus the grace period."""
-        due = run.lease_expires_at + self.watchdog_grace
-        payload = WatchdogTask(user_id=user_id, conversation_id=conversation_id, run_id=run.run_id)
-        name = watchdog_name(run.run_id, due.timestamp())
-        await self.queue.enqueue(QueuedTask(name, payload.to_bytes(), due))
-
-    async def hand_on(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
-        """Have a task produce the queued ``run``; its watchdog produces it otherwise."""
-        try:
-            await self.enqueue_watchdog(user_id, conversation_id, run)
-            await self.enqueue_reply(user_id, conversation_id, run.run_id)
-        except Exception:
-            log.warning("run %s: not handed on yet", run.run_id, exc_info=True)
-
-    async def expire_client_calls(
-        self, user_id: str, conversation_id: str, call_ids: Sequence[str], delay_seconds: float
-    ) -> None:
-        """Have a task give each client call an error result if it is still unanswered
-        after ``delay_seconds``."""
-        due = self.clock.now() + timedelta(seconds=delay_seconds)
-        for call_id in call_ids:
-            payload = ExpireTask(
-                user_id=user_id,
-                conversation_id=conversation_id,
-                tool_call_id=call_id,
-                after_seconds=round(delay_seconds),
-            )
-            name = expire_name(task_id_for(conversation_id, call_id))
-            await self.queue.enqueue(QueuedTask(name, payload.to_bytes(), due))
-
-    async def enqueue_follow_up(
-        self, user_id: str, conversation_id: str, message_id: str, attempt: int = 0
-    ) -> None:
-        """Have a task continue the agent after ``message_id`` when the conversation is free."""
-        payload = FollowUpTask(
-            user_id=user_id,
-            conversation_id=conversation_id,
-            message_id=message_id,
-            attempt=attempt,
-        )
-        due = self.clock.now() + timedelta(seconds=min(60, 2**attempt)) if attempt else None
-        await self.queue.enqueue(
-            QueuedTask(follow_up_name(message_id, attempt), payload.to_bytes(), due)
-        )
 
     def _admission(
         self,
@@ -338,80 +274,6 @@ class TaskScheduler:
                 # Its watchdog tries it again when its lease lapses.
                 log.warning("run %s: not woken yet", waiting, exc_info=True)
 
-    async def spend(self, user_id: str, tokens: int) -> None:
-        """Count tokens spent outside a run (by task tools) against today's budget.
-
-        Raises:
-            StoreError: they were not counted.
-        """
-        now = self.clock.now()
-        await self._apply(user_id, lambda led: (ledgers.spend(led, now, tokens), None))
-
-    async def check_tokens(self, user_id: str) -> None:
-        """Refuse a model call once today's tokens are spent (on a fresh read).
-
-        Raises:
-            RateLimited: they are spent.
-        """
-        ledgers.check_tokens(await self.ledger.get(user_id), self.clock.now(), self.limits)
-
-    async def reserve(
-        self, user_id: str, tokens: int, kind: str, task_id: str | None = None
-    ) -> str:
-        """Set ``tokens`` aside for one provider call (``ledger.reserve``), for as long as
-        ``RESERVATION_LEASE``; its id. With ``task_id``, in the same write, refuse if its
-        user cancelled that task.
-
-        Raises:
-            RateLimited: today's tokens are spent (nothing is reserved).
-            TaskCancelled: the task's user asked it to stop.
-        """
-        now = self.clock.now()
-        reservation_id = secrets.token_hex(8)
-        held = Reservation(tokens=tokens, until=now + RESERVATION_LEASE, kind=kind)
-
-        def change(ledger: TaskLedger) -> tuple[TaskLedger, None]:
-            if task_id is not None and ledgers.cancel_wanted(ledger, task_id):
-                raise TaskCancelled("Cancelled by the user.")
-            return ledgers.reserve(ledger, reservation_id, held, now, self.limits), None
-
-        await self._apply(user_id, change)
-        return reservation_id
-
-    async def settle(self, user_id: str, reservation_id: str, tokens: int) -> None:
-        """Count what a reserved call used in place of its reservation (idempotent).
-
-        Raises:
-            StoreError: it was not counted (the reservation lapses, charged whole).
-        """
-        now = self.clock.now()
-        await self._apply(
-            user_id, lambda led: (ledgers.settle(led, reservation_id, tokens, now), None)
-        )
-
-    async def check_task(self, user_id: str, task_id: str) -> None:
-        """Before a task tool's next step, on one fresh read of the ledger: stop if its
-        user cancelled it, and refuse a model call once today's tokens are spent.
-
-        Raises:
-            TaskCancelled: its user asked it to stop (``TaskPort.cancel_task``).
-            RateLimited: today's tokens are spent.
-        """
-        ledger = await self.ledger.get(user_id)
-        if ledgers.cancel_wanted(ledger, task_id):
-            raise TaskCancelled("Cancelled by the user.")
-        ledgers.check_tokens(ledger, self.clock.now(), self.limits)
-
-    async def check_cancel(self, user_id: str, task_id: str) -> None:
-        """``TaskPort.check_cancel``: a progress step's look at the ledger."""
-        if ledgers.cancel_wanted(await self.ledger.get(user_id), task_id):
-            raise TaskCancelled("Cancelled by the user.")
-
-    def meter(self, user_id: str, task_id: str | None = None) -> Meter:
-        """What a task tool's model calls are checked and counted with (with ``task_id``,
-        each check also stops the tool once its user cancelled it)."""
-        return LedgerMeter(self, user_id, task_id)
-
     async def claim(self, user_id: str, task_id: str, attempt: int) -> Claimed:
         """Let this delivery of ``attempt`` run it: its record, or why not."""
         now = self.clock.now()
@@ -527,39 +389,3 @@ class TaskScheduler:
         except Exception:
             # Their leases lapse and the next ledger change grants them again.
             log.exception("could not dispatch the next tasks of %s", user_id)
-
-
-def _following(
-    record: TaskRecord, now: datetime, ending: Ending | None, question: str | None
-) -> SectionChange:
-    """The change that brings a section in line with its ledger record (``follow``)."""
-
-    def change(section: TaskDocument | None) -> TaskDocument | None:
-        try:
-            return follow(section, record, now, ending, question)
-        except IllegalTransition:
-            # A bug in a view: the ledger, which decides, is written all the same.
-            log.exception("task %s: its section cannot follow its record", record.task_id)
-            return None
-
-    return change
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerMeter:
-    """Reserves a provider call's tokens in the user's ledger and settles them; with
-    ``task_id``, each reservation also stops the tool once its user cancelled the task."""
-
-    scheduler: TaskScheduler
-    user_id: str
-    task_id: str | None = None
-
-    async def reserve(self, tokens: int, kind: str) -> str:
-        return await self.scheduler.reserve(self.user_id, tokens, kind, self.task_id)
-
-    async def settle(self, reservation: str, tokens: int) -> None:
-        try:
-            await self.scheduler.settle(self.user_id, reservation, tokens)
-        except Exception:
-            # Unsettled, the reservation is charged whole when its lease ends.
-            log.warning("%s: reservation %s not settled", self.user_id, reservation, exc_info=True)

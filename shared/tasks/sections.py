@@ -12,6 +12,7 @@ function may run more than once (on contention) and has no side effects.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +21,9 @@ from typing import Any
 from shared.errors import IllegalTransition
 from shared.schemas.documents import KeyOutput, TaskDocument, TaskStatus, TaskUpdate
 from shared.schemas.server import TaskRecord
+from shared.store.base import SectionChange
+
+log = logging.getLogger(__name__)
 
 TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     "queued": frozenset({"running", "cancelled", "failed"}),
@@ -290,3 +294,19 @@ def _correction(correction: dict[str, Any]) -> str:
     where = f"{correction['where']}: " if correction.get("where") else ""
     fix = f" Try: {correction['suggestion']}" if correction.get("suggestion") else ""
     return f"{where}{correction.get('issue', '')}{fix}"[:MAX_DESCRIPTION]
+
+
+def following(
+    record: TaskRecord, now: datetime, ending: Ending | None, question: str | None
+) -> SectionChange:
+    """The change that brings a section in line with its ledger record (``follow``)."""
+
+    def change(section: TaskDocument | None) -> TaskDocument | None:
+        try:
+            return follow(section, record, now, ending, question)
+        except IllegalTransition:
+            # A bug in a view: the ledger, which decides, is written all the same.
+            log.exception("task %s: its section cannot follow its record", record.task_id)
+            return None
+
+    return change

@@ -54,13 +54,13 @@ from shared.config import Settings
 from shared.errors import SparkError
 from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta, ToolCallRequest
 from shared.llm.scripted import Step
+from shared.policies import limits_of
 from shared.queue.base import QueuedTask
 from shared.schemas.documents import Lesson, Usage
 from shared.schemas.tasks import TASK_PAYLOAD, ToolTask
 from shared.store.firestore import FirestoreStores, connect
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from shared.tools.people import ask_user_question_tool, delete_lesson_tool
-from shared.wiring import limits_of
 from tests.e2e.conftest import PROJECT
 from tools.audit import read_user
 

@@ -1,8 +1,6 @@
 """The shape of the code: the packages of ``shared/`` and ``functions/`` import one
-another without a cycle, so each can be read, tested and changed from the bottom up.
-
-Every import counts, at the top of a module or inside a function, and those only for type
-checking too: a cycle hidden in a function is still one.
+another without a cycle, so each can be read, tested and changed from the bottom up
+(``tools/layers.py`` reads the graph from the source).
 """
 
 from __future__ import annotations
@@ -13,91 +11,10 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-# ``functions/`` is on the path of its own process (``spark_http.app``, ``main``).
-SOURCES = {"shared": ROOT, "functions": ROOT / "functions"}
-
-
-def _modules() -> dict[str, Path]:
-    """Every module, by the name it is imported as."""
-    found: dict[str, Path] = {}
-    for top, base in SOURCES.items():
-        for path in sorted((ROOT / top).rglob("*.py")):
-            parts = list(path.relative_to(base).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
-
-
-def _package(module: str) -> str:
-    """The node of ``module`` in the graph: ``shared.agent`` for ``shared.agent.loop``,
-    ``shared.config`` for itself, ``spark_http`` for ``spark_http.app``."""
-    parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "shared" else parts[0]
-
-
-def _imports(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
-    """The modules of ours that ``module`` imports."""
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".")[: len(module.split(".")) - node.level + is_package]
-                base = ".".join([*anchor, *([base] if base else [])])
-            # ``from shared.tasks import ledger`` imports the module ``shared.tasks.ledger``.
-            names = [
-                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
-            ]
-        else:
-            continue
-        for name in names:
-            # ``import shared.tasks.ledger`` also imports its packages; the deepest one of
-            # ours is the one that matters.
-            parts = name.split(".")
-            for end in range(len(parts), 0, -1):
-                if ".".join(parts[:end]) in known:
-                    yield ".".join(parts[:end])
-                    break
-
-
-def _graph() -> dict[str, dict[str, set[str]]]:
-    """Package → package it imports → the modules whose imports make that edge."""
-    known = _modules()
-    graph: dict[str, dict[str, set[str]]] = {_package(m): {} for m in known}
-    for module, path in known.items():
-        source = _package(module)
-        for imported in _imports(module, path, known):
-            target = _package(imported)
-            if target != source:
-                graph[source].setdefault(target, set()).add(f"{module} -> {imported}")
-    return graph
-
-
-def _cycle(graph: dict[str, dict[str, set[str]]]) -> list[str] | None:
-    """One cycle of ``graph`` (its packages in order, the first repeated), if any."""
-    state: dict[str, str] = {}
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = "open"
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == "open":
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)) is not None:
-                return found
-        path.pop()
-        state[node] = "done"
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)) is not None:
-            return found
-    return None
+from tools.layers import ROOT
+from tools.layers import cycle as _cycle
+from tools.layers import graph as _graph
+from tools.layers import modules as _modules
 
 
 def test_the_graph_is_read_from_the_source() -> None:
@@ -335,3 +252,46 @@ def test_the_edge_rules_see_a_module_that_breaks_them(tmp_path: Path) -> None:
         "sneaky.py:8 takes .families off the facade",
         "sneaky.py:9 takes ._runs off the facade",
     ]
+
+
+# -- the tasks package and the agent ------------------------------------------------------
+
+# What the tasks package may use of the agent: its face (``Agent``), the deps a run is
+# built on (the store, clock and tools the handler works with), the pure changes a tool
+# result makes to a conversation, and the throttle of a section's writes. Never the
+# runs' machinery (opening, claims, continuation, supervision, slots, the loop).
+TASKS_MAY_IMPORT = {
+    "shared.agent.facade",
+    "shared.agent.deps",
+    "shared.agent.results",
+    "shared.agent.questions",
+    "shared.agent.throttle",
+}
+
+
+def test_the_tasks_package_reaches_the_agent_only_through_its_face() -> None:
+    edges = _graph()["shared.tasks"].get("shared.agent", set())
+    imported = {edge.split(" -> ")[1] for edge in edges}
+    assert imported <= TASKS_MAY_IMPORT, sorted(imported - TASKS_MAY_IMPORT)
+
+
+def _calls_of(name: str) -> list[str]:
+    """Where ``shared/`` and ``functions/`` call a function or method named ``name``."""
+    found = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                called = node.func
+                if (isinstance(called, ast.Attribute) and called.attr == name) or (
+                    isinstance(called, ast.Name) and called.id == name
+                ):
+                    found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_a_run_slot_is_freed_in_one_place() -> None:
+    """``RunSlot.release`` is the one caller of the port's ``release_run`` (the ledger's
+    pure change of the same name is the scheduler's, its implementation)."""
+    calls = _calls_of("release_run")
+    assert len(calls) <= 2, calls
+    assert any(c.startswith("shared.agent.slot:") for c in calls), calls

@@ -11,7 +11,7 @@ import pytest
 
 from shared.config import SETTINGS, Settings
 from shared.errors import ConfigurationError
-from shared.wiring import family_policy_of
+from shared.policies import family_policy_of
 from tools.docs import settings_table, shown
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,116 @@
+"""The one path on after a result (``Continuation``): a task's result or its end, a
+person's answer, approval or client tool's result, a client call's time running out.
+Each is recorded, and in the same write the agent's follow-up opens once every call of
+the step has its result and the conversation is free (``open_follow_up``); then it is
+produced here, or handed to a task, or (another run holds the conversation) tried again
+once the conversation is free.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.agent.claims import Claims
+from shared.agent.deps import RunDeps
+from shared.agent.loop import Run
+from shared.agent.results import FollowUp, open_follow_up
+from shared.agent.runs import follow_up_run
+from shared.agent.watch import Watch
+from shared.errors import NotFound
+from shared.queue.port import RunQueue
+from shared.schemas.documents import Conversation
+
+log = logging.getLogger(__name__)
+
+Record = Callable[[Conversation], tuple[Conversation, str]]
+"""A pure change that records a result, and names the message whose calls it answers."""
+
+# A follow-up waiting for the conversation to be free is tried this many times (backing
+# off to a minute) before it is given up.
+FOLLOW_UP_ATTEMPTS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Next:
+    """How the agent goes on: ``run``, produce ``run`` here (``None``: it waits for a
+    slot, or today's tokens are spent: the conversation shows which); ``handed``, a task
+    produces it; ``later``, another run holds the conversation and a task tries again
+    once it is free; ``busy``, the same, for the caller to try again; ``over``, nothing
+    to follow up (a call still waits for its result, or the follow-up exists)."""
+
+    status: Literal["run", "handed", "later", "busy", "over"]
+    run: Run | None = None
+
+
+class Continuation:
+    """The agent's follow-ups to results; one per process."""
+
+    def __init__(self, deps: RunDeps, watch: Watch, claims: Claims, queue: RunQueue) -> None:
+        self._deps = deps
+        self._watch = watch
+        self._claims = claims
+        self._queue = queue
+
+    async def go_on(
+        self,
+        user_id: str,
+        conversation_id: str,
+        record: Record,
+        *,
+        background: bool = False,
+        attempt: int | None = 0,
+    ) -> Next:
+        """Record a result with ``record`` and decide how the agent goes on: its
+        follow-up, queued (it passes admission like every run), is claimed here, or with
+        ``background`` handed to a task. Should another run hold the conversation, a task
+        tries again once it is free (``attempt``: the number of that try, given up past
+        ``FOLLOW_UP_ATTEMPTS``; ``None``: the caller tries again itself).
+
+        Raises:
+            NotFound: no such conversation; or as ``record``.
+        """
+        now = self._deps.clock.now()
+        lease_until = now + self._watch.lease()
+
+        def change(conversation: Conversation) -> tuple[Conversation, tuple[FollowUp, str]]:
+            recorded, source_id = record(conversation)
+            run = follow_up_run(source_id, now, lease_until, queued=True, model=None)
+            opened, found = open_follow_up(recorded, source_id, run)
+            return opened, (found, source_id)
+
+        await self._watch.close_if_dead(user_id, conversation_id)
+        conversation, (found, source_id) = await self._deps.store.apply(
+            user_id, conversation_id, change
+        )
+        if found == "ours":
+            active = conversation.active_run
+            assert active is not None
+            if background:
+                await self._watch.hand_to_task(user_id, conversation_id, active)
+                return Next("handed")
+            await self._watch.watchdog(user_id, conversation_id, active)
+            return Next("run", await self._claims.claim(user_id, conversation_id, active.run_id))
+        if found != "busy":
+            return Next("over")
+        if attempt is None:
+            return Next("busy")
+        if attempt > FOLLOW_UP_ATTEMPTS:
+            log.warning("follow-up of %s: the conversation stayed busy", source_id)
+            return Next("over")
+        await self._queue.enqueue_follow_up(user_id, conversation_id, source_id, attempt)
+        return Next("later")
+
+    async def follow_up(
+        self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
+    ) -> Next:
+        """The agent's follow-up to the results of the calls in ``source_id`` (already
+        recorded); ``attempt`` as in ``go_on``. A conversation gone: ``over``."""
+        try:
+            return await self.go_on(
+                user_id, conversation_id, lambda c: (c, source_id), attempt=attempt
+            )
+        except NotFound:
+            return Next("over")

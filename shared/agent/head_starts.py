@@ -1,0 +1,105 @@
+"""``HeadStarts``: asking the model for a plain message's reply while its admission and
+its message are written, so those commits are off the first token's time
+(bench/stream_overhead.py (a) measures it). ``head_start.py`` holds the stream so begun.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta
+from functools import partial
+
+from shared.agent.deps import RunDeps
+from shared.agent.draft import Draft, new_conversation, run_of
+from shared.agent.head_start import HeadStart
+from shared.agent.runs import open_run
+from shared.queue.port import TaskTools
+from shared.schemas.documents import Usage
+
+log = logging.getLogger(__name__)
+# How long a user refused a reply goes without head starts (``HeadStarts.refused``).
+_REFUSED_FOR = timedelta(seconds=60)
+
+Early = asyncio.Task[HeadStart | None]
+
+
+class HeadStarts:
+    """Head starts of this process's sends, and the users who go without them."""
+
+    def __init__(self, deps: RunDeps, tasks: TaskTools) -> None:
+        self._deps = deps
+        self._tasks = tasks
+        # Users this process saw refused a reply (a limit), and when: their next sends
+        # get no head start for a while, so a user past a limit does not have each
+        # refused send's prompt go to the provider first. A guess, in this process only:
+        # it only ever withholds a head start, never decides a send.
+        self._refused: dict[str, datetime] = {}
+
+    def refused(self, user_id: str) -> None:
+        """``user_id`` was refused a reply for a user limit: no head starts for a while."""
+        self._refused[user_id] = self._deps.clock.now()
+
+    def may_start(self, user_id: str) -> bool:
+        """No head start for a user refused here within ``_REFUSED_FOR``."""
+        now = self._deps.clock.now()
+        self._refused = {u: t for u, t in self._refused.items() if now - t < _REFUSED_FOR}
+        return user_id not in self._refused
+
+    async def start(self, draft: Draft) -> Early:
+        """Ask the model for ``draft``'s reply now. The model's request goes first, the
+        opening's commit after: the task builds the request and starts its pump, which
+        sends it (or waits for a connection), one loop turn each. Left to run behind the
+        opening's own CPU (reading the ledger, encoding the commit), the request would
+        leave later; the commit starts a little later instead, which costs the reply
+        nothing (bench/stream_overhead.py (a), time to first token)."""
+        early = asyncio.create_task(self._head_start(draft))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return early
+
+    async def _head_start(self, draft: Draft) -> HeadStart | None:
+        """The first model request of ``draft``'s run, sent on the conversation its
+        opening should leave (a new one: fully known; an existing one: read now, a guess
+        the run checks against what is committed). ``None``: no good guess."""
+        user_id, message, record = draft.user.uid, draft.message, draft.record
+        try:
+            if draft.new:
+                guess = new_conversation(draft.user, draft.conversation_id, message, record)
+            else:
+                stored = await self._deps.store.get(user_id, draft.conversation_id)
+                if stored is None:
+                    return None
+                queue = self._deps.limits.queue
+                guess = open_run(stored, message, record, draft.when_busy, queue)
+            active = guess.active_run
+            if active is None or active.run_id != record.run_id:
+                return None  # it would wait, queued
+            request = await run_of(self._deps, user_id, guess, record).first_request()
+        except Exception as exc:  # only a head start lost: the run asks once opened
+            log.debug("run %s: no head start (%s)", record.run_id, exc)
+            return None
+        spend = partial(self._spend, user_id)
+        return HeadStart(request, await self._deps.model.chat(user_id, request), spend)
+
+    async def _spend(self, user_id: str, usage: Usage) -> None:
+        """Count what a discarded head start had used (it was no run's): rare, as a
+        request cancelled before its finish reports nothing."""
+        try:
+            meter = self._tasks.meter(user_id)
+            reservation = await meter.reserve(0, "chat")
+            await meter.settle(reservation, usage.input_tokens + usage.output_tokens)
+        except Exception:
+            log.warning("%s: a head start's tokens went uncounted", user_id, exc_info=True)
+
+    @staticmethod
+    async def drop(early: Early | None) -> None:
+        """Cancel a head start whose run will not stream here (refused, failed, queued)."""
+        if early is None:
+            return
+        early.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            head = await early
+            if head is not None:
+                await head.discard()
