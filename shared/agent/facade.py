@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from shared.agent.background import Background
 from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
+from shared.agent.family_verbs import FamilyVerbs
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
@@ -26,23 +27,18 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
-from shared.errors import FamilyNotFound, NoFamily, SparkError, VoiceUnavailable
-from shared.families import progress
-from shared.families.delivery import Delivered, Delivery, StoredFile
-from shared.families.membership import NOT_YOURS
-from shared.families.messages import Target
+from shared.errors import SparkError, VoiceUnavailable
+from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
-from shared.families.service import Families, ListedInvite, NewInvite
-from shared.llm.demo import EXAMPLES
-from shared.schemas.documents import FamilyRole, Lesson, UserSettings
-from shared.schemas.server import Family
+from shared.families.service import Families
+from shared.schemas.documents import Lesson
 from shared.store import versions
 from shared.store.base import LessonStore
 from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
 from shared.voice.speech import Spoken, SpokenReplies
 
 
-class Agent:
+class Agent(FamilyVerbs):
     """What the edges may ask of the agent; one per process."""
 
     def __init__(
@@ -252,38 +248,6 @@ class Agent:
         now = self._clock.now()
         return await versions.restore(self._lessons, user_id, lesson_id, version, now)
 
-    @property
-    def families(self) -> Families:
-        """The family verbs (``Families``): create, invite, join, change roles, leave."""
-        return self._families
-
-    async def family_progress(self, user_id: str, family_id: str) -> list[progress.MemberProgress]:
-        """Each member's lessons, with their blanks and how many are answered, for a
-        member of the family, read from the counts the lesson store keeps
-        (``progress.of_members``: nothing is parsed).
-
-        Raises:
-            FamilyNotFound: it is not the caller's family.
-        """
-        try:
-            family = await self._families.current(user_id)
-        except NoFamily:
-            family = None
-        if family is None or family.id != family_id:
-            raise FamilyNotFound(NOT_YOURS)
-        return await progress.of_members(self._lessons, family.members)
-
-    @property
-    def delivery(self) -> Delivery:
-        """Verbatim messages between family members (``Delivery.deliver``), and the
-        files their messages carry (``Delivery.file``)."""
-        return self._delivery
-
-    @property
-    def preferences(self) -> Preferences:
-        """Users' settings (``Preferences``): the opt-out of AI reading family messages."""
-        return self._preferences
-
     # -- the tasks function --------------------------------------------------------------
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
@@ -313,84 +277,3 @@ class Agent:
     async def drain(self) -> None:
         """Wait for the work still going in the background (runs whose clients left)."""
         await self._background.drain()
-
-    # -- the api function: families, their messages, settings (edges call no part) -----
-
-    def examples(self, *, demo: bool) -> list[str]:
-        """The requests the demo model recognises, for a client to offer (none otherwise)."""
-        return list(EXAMPLES) if demo else []
-
-    async def deliver(
-        self,
-        user_id: str,
-        text: str,
-        target: Target,
-        *,
-        attachments: Sequence[Requested] = (),
-        idempotency_key: str | None = None,
-    ) -> Delivered:
-        """The user's own message to family members, verbatim (``Delivery.deliver``)."""
-        return await self._delivery.deliver(
-            user_id,
-            text,
-            target,
-            attachments=attachments,
-            via="user",
-            idempotency_key=idempotency_key,
-        )
-
-    async def conversation_file(self, user_id: str, conversation_id: str, path: str) -> StoredFile:
-        """A file a message in the user's copy carries (``Delivery.file``)."""
-        return await self._delivery.file(user_id, conversation_id, path)
-
-    async def create_family(self, user: User, name: str, display_name: str | None) -> Family:
-        """A new family, with ``user`` its parent (``Families.create``)."""
-        return await self._families.create(user, name, display_name)
-
-    async def current_family(self, user_id: str) -> Family:
-        """The user's family (``Families.current``)."""
-        return await self._families.current(user_id)
-
-    async def join_family(self, user: User, token: str, display_name: str | None) -> Family:
-        """Join with an invite link's token (``Families.join``)."""
-        return await self._families.join(user, token, display_name)
-
-    async def invite(
-        self,
-        user_id: str,
-        family_id: str,
-        role: FamilyRole,
-        *,
-        max_uses: int,
-        expires_in_hours: int,
-    ) -> NewInvite:
-        """A new invite link (``Families.invite``)."""
-        return await self._families.invite(
-            user_id, family_id, role, max_uses=max_uses, expires_in_hours=expires_in_hours
-        )
-
-    async def invites(self, user_id: str, family_id: str) -> list[ListedInvite]:
-        """The family's invites, newest first (``Families.invites``)."""
-        return await self._families.invites(user_id, family_id)
-
-    async def revoke_invite(self, user_id: str, family_id: str, invite_id: str) -> None:
-        """An invite link stops working (``Families.revoke``)."""
-        await self._families.revoke(user_id, family_id, invite_id)
-
-    async def set_role(
-        self, user_id: str, family_id: str, member_id: str, role: FamilyRole
-    ) -> Family:
-        """A member's new role (``Families.set_role``)."""
-        return await self._families.set_role(user_id, family_id, member_id, role)
-
-    async def remove_member(self, user_id: str, family_id: str, member_id: str) -> None:
-        """A member leaves, or a parent removes them (``Families.remove``)."""
-        await self._families.remove(user_id, family_id, member_id)
-
-    async def update_settings(
-        self, user_id: str, *, ai_reads_family_messages: bool
-    ) -> UserSettings:
-        """The user's settings changed (``Preferences.update``)."""
-        return await self._preferences.update(
-            user_id, ai_reads_family_messages=ai_reads_family_messages
-        )

@@ -181,7 +181,8 @@ def _facade_verbs() -> set[str]:
 
     parts = {p.annotation for p in inspect.signature(Agent.__init__).parameters.values()}
     verbs = set()
-    for name, member in vars(Agent).items():
+    members = {n: m for cls in reversed(Agent.__mro__) for n, m in vars(cls).items()}
+    for name, member in members.items():
         if name.startswith("_"):
             continue
         if isinstance(member, property):
