@@ -90,10 +90,12 @@ class Agent(FamilyVerbs):
         attachments: Sequence[Requested] = (),
         voice_session: str | None = None,
         voice: str | None = None,
+        create: bool = False,
     ) -> Sent:
         """Persist the user's message and open its run (``RunService.send``); with
         ``voice_session``, a voice message of that live-audio session; with ``voice``, a
-        push-to-talk clip, which a streamed message hears in ``stream_hearing``."""
+        push-to-talk clip, which a streamed message hears in ``stream_hearing``; with
+        ``create``, ``conversation_id`` is made should it not exist (a chat's own id)."""
         return await self._runs.send(
             user,
             text,
@@ -105,6 +107,7 @@ class Agent(FamilyVerbs):
             voice_session=voice_session,
             voice=voice,
             listening=not background,
+            create=create,
         )
 
     async def start_voice_session(self, user_id: str) -> VoiceSession:

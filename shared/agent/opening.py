@@ -90,6 +90,7 @@ class Opening:
         voice_session: str | None = None,
         voice: str | None = None,
         listening: bool = False,
+        create: bool = False,
     ) -> Sent:
         """Persist the user's message and open its run (the model is not called yet);
         with ``when_busy="queue"`` a live run makes the message wait its turn instead.
@@ -104,7 +105,9 @@ class Opening:
         with the attachments, then read and transcribed after the admission; its transcript
         is the message's text (``text``, if any, follows it) and the clip a ``file`` part.
         With ``listening`` (SSE) the transcription is left to the ``Sent``'s ``hearing``,
-        so that its client sees each piece as it comes.
+        so that its client sees each piece as it comes. With ``create``, a
+        ``conversation_id`` that names none of the user's conversations is made with it
+        (an AI SDK chat's id is the client's choice).
 
         Raises:
             NotFound: ``conversation_id`` is not one of this user's conversations, or
@@ -115,15 +118,21 @@ class Opening:
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
+        new = conversation_id is None
         if conversation_id is not None:
-            await self._refuse(user.uid, conversation_id, when_busy)
+            try:
+                await self._refuse(user.uid, conversation_id, when_busy)
+            except NotFound:
+                if not create or reserved(conversation_id):
+                    raise
+                new = True
         if document_id is not None and await self._lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
         # Only what needs no download here: a refused send must not read the files.
         checked = await self._attachments.check(user.uid, attachments) if attachments else []
         clip = await self._voice.check(user.uid, voice) if voice is not None else None
         draft = self._draft(
-            user, text, conversation_id, background, when_busy, document_id, voice_session
+            user, text, conversation_id, new, background, when_busy, document_id, voice_session
         )
         if checked or clip:
             return await self._read_then_open(draft, checked, clip, listening)
@@ -139,6 +148,7 @@ class Opening:
         user: User,
         text: str,
         conversation_id: str | None,
+        new: bool,
         background: bool,
         when_busy: WhenBusy,
         document_id: str | None,
@@ -165,7 +175,6 @@ class Opening:
             status="queued" if background else "streaming",
             model=None if background else self._deps.model.label,
         )
-        new = conversation_id is None
         return Draft(
             user,
             conversation_id or self._ids.new("conv"),

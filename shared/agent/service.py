@@ -85,6 +85,7 @@ class RunService:
         voice_session: str | None = None,
         voice: str | None = None,
         listening: bool = False,
+        create: bool = False,
     ) -> Sent:
         """Persist the user's message and open its run (``Opening.send``)."""
         return await self._opening.send(
@@ -98,6 +99,7 @@ class RunService:
             voice_session=voice_session,
             voice=voice,
             listening=listening,
+            create=create,
         )
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
