@@ -37,7 +37,10 @@ from shared.voice import whisper_local  # noqa: E402
 from shared.voice.espeak_voice import EspeakVoice  # noqa: E402
 from tests.voice_samples import PASSAGE, said, word_error_rate  # noqa: E402
 
-FIVE_SECONDS = "Please make me a lesson about the water cycle for my class of nine year olds and their parents."
+FIVE_SECONDS = (
+    "Please make me a lesson about the water cycle for my class of nine year olds and their "
+    "parents."
+)
 
 
 def transcribed(wav: bytes) -> tuple[str, float, float, float]:
@@ -54,7 +57,7 @@ def transcribed(wav: bytes) -> tuple[str, float, float, float]:
             str(whisper_local.THREADS),
         ],
         cwd=ROOT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env=whisper_local.CHILD_ENV,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -81,7 +84,7 @@ def main() -> None:
     if whisper_local.WhisperTranscriber.find() is None or not shutil.which("espeak-ng"):
         raise SystemExit("offline voice is not installed: run make setup")
 
-    long_text = " ".join([PASSAGE] * 10)
+    long_text = " ".join([PASSAGE] * 12)
     clips = {"about 5 s": FIVE_SECONDS, "the passage": PASSAGE, "near 120 s": long_text}
     print(
         f"The local model ({whisper_local.MODEL}, {whisper_local.THREADS} thread) on "
@@ -97,8 +100,7 @@ def main() -> None:
         wall = statistics.median(run[3] for run in runs)
         rate = word_error_rate(text, heard)
         print(
-            f"  {name:<14}{sound.duration_seconds:8.1f}{peak:10.0f}{cpu:8.2f}{wall:8.2f}"
-            f"{rate:7.2f}"
+            f"  {name:<14}{sound.duration_seconds:8.1f}{peak:10.0f}{cpu:8.2f}{wall:8.2f}{rate:7.2f}"
         )
         if name != "near 120 s":
             print(f"    said:  {text}\n    heard: {heard}")

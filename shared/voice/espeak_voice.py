@@ -48,16 +48,20 @@ class EspeakVoice:
         return f"local:espeak-ng:{self._voice}"
 
     async def speak(self, text: str) -> AsyncIterator[bytes]:
-        process = await asyncio.create_subprocess_exec(
-            self._program,
-            "-v",
-            self._voice,
-            "--stdin",
-            "--stdout",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                self._program,
+                "-v",
+                self._voice,
+                "--stdin",
+                "--stdout",
+                env={"LC_ALL": "C.UTF-8"},  # none of the api's secrets
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        except OSError:  # uninstalled since it was found
+            raise ProviderUnavailable(_FAILED) from None
         assert process.stdin is not None and process.stdout is not None
         stdin = process.stdin
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
@@ -42,6 +41,9 @@ CHILD_CPU_SECONDS = 30
 120 s limit takes a fraction of it (``bench/offline_voice.py``)."""
 THREADS = 1
 """CTranslate2's threads: the api serves requests on the other core."""
+CHILD_ENV = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(THREADS), "LC_ALL": "C.UTF-8"}
+"""The child's whole environment: none of the api's secrets, and nothing is ever
+fetched (the model is the package's files)."""
 _FAILED = "The local speech model failed; please try again, or type your message."
 
 
@@ -80,21 +82,23 @@ class WhisperTranscriber:
         Raises:
             ProviderUnavailable: the child failed, or stopped at a limit.
         """
-        process = await asyncio.create_subprocess_exec(
-            str(self._python),
-            "-m",
-            "shared.voice.whisper_worker",
-            str(len(wav)),
-            str(CHILD_MEMORY_BYTES),
-            str(CHILD_CPU_SECONDS),
-            str(THREADS),
-            cwd=self._root,
-            # Nothing is ever fetched: the model is the package's files.
-            env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(THREADS)},
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                str(self._python),
+                "-m",
+                "shared.voice.whisper_worker",
+                str(len(wav)),
+                str(CHILD_MEMORY_BYTES),
+                str(CHILD_CPU_SECONDS),
+                str(THREADS),
+                cwd=self._root,
+                env=CHILD_ENV,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        except OSError:  # the virtualenv was removed since it was found
+            raise ProviderUnavailable(_FAILED) from None
         assert process.stdin is not None and process.stdout is not None
         try:
             process.stdin.write(wav)
