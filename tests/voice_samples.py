@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import shutil
 import subprocess
 import tempfile
@@ -112,3 +113,39 @@ def longer_than(seconds: int, media_type: str = "audio/webm") -> bytes:
 def not_audio() -> bytes:
     """Text that starts like a WAV file (``RIFF…WAVE``) and is nothing of the kind."""
     return b"RIFF\x24\x00\x00\x00WAVE" + b"this is a note, not a recording. " * 40
+
+
+PASSAGE = (
+    "Please make me a lesson about the water cycle for my class. "
+    "Can you check my homework on the causes of the First World War? "
+    "My daughter is learning her times tables this week."
+)
+"""What the offline-voice tests say: requests a teacher, a learner and a parent make,
+about 11 s as espeak-ng speaks them."""
+
+
+def words(text: str) -> list[str]:
+    """``text``'s words as a transcript is judged: lower case, without punctuation."""
+    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower())
+
+
+def word_error_rate(spoken: str, heard: str) -> float:
+    """The words substituted, left out and added to hear ``heard`` for ``spoken``
+    (the least number: an edit distance over words), per word spoken."""
+    said, got = words(spoken), words(heard)
+    previous = list(range(len(got) + 1))
+    for n, word in enumerate(said, 1):
+        row = [n]
+        for m, other in enumerate(got, 1):
+            row.append(min(previous[m] + 1, row[m - 1] + 1, previous[m - 1] + (word != other)))
+        previous = row
+    return previous[-1] / max(len(said), 1)
+
+
+@functools.cache
+def said(text: str, media_type: str = "audio/webm") -> bytes:
+    """``text`` spoken by espeak-ng, as ``media_type``."""
+    if media_type == "audio/wav":
+        return spoken_wav(text)
+    frames, _ = _pcm(spoken_wav(text))
+    return encode(frames, media_type)

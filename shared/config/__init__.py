@@ -254,6 +254,12 @@ class Settings(Deployment):
         "the voice of spoken replies; empty: the provider's default",
         shown="fable",
     )
+    offline_voice: bool = setting(
+        "SPARK_OFFLINE_VOICE",
+        default=True,
+        meaning="with no provider key, transcribe voice clips with the local Whisper model "
+        "and read replies aloud with espeak-ng, where `make setup` installed them",
+    )
 
     # Cloud Tasks (DESIGN §6).
     tasks_per_user: int = setting("SPARK_TASKS_PER_USER", 3, "tasks running at once per user")

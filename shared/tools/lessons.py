@@ -10,7 +10,7 @@ retried task finds what it already made instead of making it twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from xml.sax.saxutils import escape
 
@@ -121,8 +121,14 @@ class Drafter:
         self.system_prompt = system_prompt
         self.plan_prompt = plan_prompt
 
-    async def draft(self, brief: str, context: ToolContext) -> tuple[str, ParsedLesson]:
-        """The body and its parsed lesson.
+    async def draft(
+        self,
+        brief: str,
+        context: ToolContext,
+        report: Callable[[str], Awaitable[None]] | None = None,
+    ) -> tuple[str, ParsedLesson]:
+        """The body and its parsed lesson; ``report`` (a task's progress) is told of
+        each draft and each check.
 
         Raises:
             ToolError: the model's draft and its repair were both invalid, or the user's
@@ -131,10 +137,14 @@ class Drafter:
         """
         messages = [ChatMessage("user", brief)]
         for attempt in range(2):
+            if report is not None:
+                await report("Correcting the draft" if attempt else "Drafting the lesson")
             request = ModelRequest(system=self.system_prompt, messages=messages)
             reply = await self.models.complete(
                 context.user_id, request, "The lesson draft", context.meter
             )
+            if report is not None:
+                await report("Checking the draft")
             body = extract_lesson(reply)
             try:
                 return body, validate(body)
@@ -241,7 +251,8 @@ def create_lesson_tool(
         lesson_id = lesson_id_for(context)
         stored = await lessons.get(context.user_id, lesson_id)
         if stored is None:
-            body, parsed = await drafter.draft(_brief(args), context)
+            body, parsed = await drafter.draft(_brief(args), context, context.progress)
+            await context.progress("Saving the lesson")
             now = clock.now()
             made = new_lesson(context, lesson_id, title_of(parsed, args.topic), body, args, now)
             stored = await lessons.create(

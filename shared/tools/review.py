@@ -220,13 +220,16 @@ def review_work_tool(
                 "Say what the work was for: give a brief (the task or its criteria) or the "
                 "lesson it answers. If you do not know, ask the user."
             )
+        await context.progress("Reading the work")
         work = await _work(files, context.user_id, args.file)
         images = (work.image,) if work.image is not None else ()
         asked = _request(args, work, lesson, context.answer)
         messages = [ChatMessage("user", asked, images=images)]
         for attempt in range(2):
+            await context.progress("Asking again for feedback" if attempt else "Reviewing the work")
             request = ModelRequest(system=system_prompt, messages=messages)
             reply = await models.complete(context.user_id, request, "The review", context.meter)
+            await context.progress("Checking the feedback")
             try:
                 feedback = parse_feedback(reply, args.markOutOf)
                 break

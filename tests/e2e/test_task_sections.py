@@ -37,6 +37,10 @@ from tests.samples import pdf_with_pages
 pytestmark = pytest.mark.emulator
 
 
+LESSON_STEPS = ["Drafting the lesson", "Checking the draft", "Saving the lesson"]
+REVIEW_STEPS = ["Reading the work", "Reviewing the work", "Checking the feedback"]
+
+
 def sections_of(db: firestore.Client, uid: str) -> Any:
     return db.collection(uid).document("client").collection("tasks")
 
@@ -113,6 +117,8 @@ def test_e2e_three_tasks_at_once_and_a_fourth_queued_each_a_section_in_order(
         (lesson,) = section["keyOutputs"]
         assert lesson["kind"] == "lesson" and lesson["documentId"]
         assert section["summary"] == f"Created the lesson “{lesson['text']}”."
+        # Its progress steps, each appended as the tool reported it (issue 37).
+        assert [u["text"] for u in section["updates"]] == LESSON_STEPS
         # The conversation keeps only a small pointer to it.
         doc = (
             db.collection(user.uid)
@@ -329,6 +335,10 @@ def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
     kinds = [o["kind"] for o in section["keyOutputs"]]
     assert kinds == ["strength", "correction"]  # no mark was asked for
     assert listener.seen[task_id][-4:] == ["running", "waiting_on_user", "running", "completed"]
+    # Its progress steps, from the first review (the one that asked). The review with
+    # the answer runs as the same attempt and numbers its steps from 1 again, so the
+    # section takes them for a redelivery's and keeps the first (reported in issue 37).
+    assert [u["text"] for u in section["updates"]][:3] == REVIEW_STEPS
     doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
     assert doc["messages"][-1]["content"] == [
         {"type": "text", "text": "Here is your feedback on task 2."}

@@ -117,8 +117,9 @@ def test_voice_sessions_past_the_daily_allowance_are_429_with_nothing_minted(
 
 @pytest.fixture(scope="module")
 def offline_api(functions: Functions) -> Iterator[ExtraApi]:
-    """An api whose provider has neither key nor base URL: the offline model, no voice."""
-    api = extra_api(functions, OPENAI_API_KEY="", OPENAI_BASE_URL="")
+    """An api whose provider has neither key nor base URL: the offline model, no voice
+    (as where no local voice is installed: test_offline_voice.py has it)."""
+    api = extra_api(functions, OPENAI_API_KEY="", OPENAI_BASE_URL="", SPARK_OFFLINE_VOICE="false")
     try:
         yield api
     finally:

@@ -68,11 +68,19 @@ PROVIDER_NAMES = {
     "OpenAIVoice",
     "GeminiVoice",
     "ScriptedVoice",
+    "WhisperTranscriber",
+    "EspeakVoice",
 }
 # The adapters and their interfaces, the egress, and the one place that builds them all
 # and hands them to the egress.
 MAY_HOLD_PROVIDERS = ("shared.llm", "shared.egress", "shared.wiring")
-VOICE_ADAPTERS = {"shared.voice.openai_voice", "shared.voice.gemini_voice", "shared.voice.scripted"}
+VOICE_ADAPTERS = {
+    "shared.voice.openai_voice",
+    "shared.voice.gemini_voice",
+    "shared.voice.scripted",
+    "shared.voice.whisper_local",
+    "shared.voice.espeak_voice",
+}
 
 
 def _names(path: Path) -> set[str]:

@@ -78,7 +78,8 @@ def test_the_transcriber_follows_the_chat_provider_or_its_own_setting() -> None:
 
 
 def test_without_a_key_or_base_url_there_is_no_transcriber() -> None:
-    assert build_transcriber(Settings.from_env({})) is None
+    # (Offline, the local model transcribes where installed: test_offline_voice.py.)
+    assert build_transcriber(Settings.from_env({"SPARK_OFFLINE_VOICE": "false"})) is None
     # On Anthropic with only Anthropic's key, voice still needs OpenAI's (or Gemini's).
     claude_only = {"SPARK_MODEL": "anthropic:claude-x", "ANTHROPIC_API_KEY": "k"}
     assert build_transcriber(Settings.from_env(claude_only)) is None
