@@ -41,6 +41,10 @@ values = st.recursive(
     max_leaves=20,
 )
 documents = st.dictionaries(names, values, max_size=6)
+# A field of an update is named by a path the library parses with a Python regex whose
+# ``$`` also matches before a final newline: it writes "A\n" as "A". Ours keeps the name
+# as given; the comparison leaves such names out (no field of ours ends in a newline).
+path_names = names.filter(lambda s: not s.endswith("\n"))
 
 
 def library(w: write.Write) -> object:
@@ -57,7 +61,7 @@ def test_a_create_is_the_librarys(data: dict[str, object]) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(
-        st.lists(names, min_size=1, max_size=3).map(tuple), values, min_size=1, max_size=5
+        st.lists(path_names, min_size=1, max_size=3).map(tuple), values, min_size=1, max_size=5
     ),
     st.one_of(st.none(), times),
 )
