@@ -6,7 +6,7 @@ reply (``shared/voice/espeak_voice.py``).
 
 * For a clip of about 5 s, the passage the e2e test speaks (about 11 s) and the passage
   said again and again to just under the 120 s limit: the clip is decoded as the api
-  decodes it (``audio.decode``, WebM Opus in, 16 kHz WAV out), then transcribed by the
+  decodes it (``audio_worker.decode``, WebM Opus in, 16 kHz WAV out), then transcribed by the
   worker (``whisper_worker``) in a process of its own, with the adapter's limits: its
   peak RSS (the model loaded and the clip transcribed), its CPU time and wall time
   (median of ``--repeat``), and the word error rate of what it heard against what
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from shared.attachments import audio  # noqa: E402
+from shared.attachments import audio_worker  # noqa: E402
 from shared.voice import whisper_local  # noqa: E402
 from shared.voice.espeak_voice import EspeakVoice  # noqa: E402
 from tests.voice_samples import PASSAGE, said, word_error_rate  # noqa: E402
@@ -92,7 +92,7 @@ def main() -> None:
     )
     print(f"  {'clip':<14}{'seconds':>8}{'peak MiB':>10}{'CPU s':>8}{'wall s':>8}{'WER':>7}")
     for name, text in clips.items():
-        sound = asyncio.run(audio.decode(said(text), 120))
+        sound = asyncio.run(audio_worker.decode(said(text), 120))
         runs = [transcribed(sound.wav) for _ in range(args.repeat)]
         heard = runs[0][0]
         peak = max(run[1] for run in runs)

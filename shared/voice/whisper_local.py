@@ -10,7 +10,7 @@ package never carries them. Where that virtualenv is missing (a deployment), ``f
 finds nothing, and voice is refused as before.
 
 Each clip is transcribed in a child process (``whisper_worker``) fed the 16 kHz WAV the
-decoder already made of it (``audio.decode``, itself bounded), its address space and CPU
+decoder already made of it (``audio_worker.decode``, itself bounded), its address space and CPU
 time capped once the model is loaded, one clip at a time per process: the egress's
 time bound ends it (closing this generator kills the child). ``bench/offline_voice.py``
 measures what a clip costs, and the word error rate on espeak-ng's voice.

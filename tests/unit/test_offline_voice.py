@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.attachments import audio
+from shared.attachments import audio_worker
 from shared.clock import SystemClock
 from shared.config import Settings
 from shared.errors import ProviderUnavailable
@@ -90,7 +90,7 @@ def test_espeak_failing_is_a_provider_failure(tmp_path: Path) -> None:
 
 def test_the_local_model_hears_espeaks_passage_within_a_small_word_error_rate() -> None:
     transcriber = installed()
-    sound = asyncio.run(audio.decode(said(PASSAGE), 120))
+    sound = asyncio.run(audio_worker.decode(said(PASSAGE), 120))
     clip = Clip(said(PASSAGE), "audio/webm", "clip.webm", sound.duration_seconds, sound.wav)
     events = asyncio.run(heard(transcriber, clip))
     assert isinstance(events[-1], Transcribed)
