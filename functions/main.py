@@ -24,9 +24,10 @@ from spark_http.tasks import TasksApp
 from starlette.requests import Request
 from starlette.responses import Response
 
+from shared.callers import build_app_check, build_task_verifier, build_verifier
 from shared.config import Settings
 from shared.observe import setup as observe
-from shared.wiring import build_app_check, build_components, build_task_verifier, build_verifier
+from shared.wiring import build_components
 
 
 def _load_lazy_imports() -> None:

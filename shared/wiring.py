@@ -17,8 +17,6 @@ from shared.agent.service import RunService
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
 from shared.attachments.voice import VoiceClips
-from shared.auth.base import TokenVerifier
-from shared.auth.tasks import LocalTaskVerifier, RefuseAllTaskCalls, TaskCallerVerifier
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
 from shared.egress.gate import Egress
@@ -72,7 +70,6 @@ from shared.voice.live import LiveSessions
 from shared.voice.speech import SpokenReplies
 
 if TYPE_CHECKING:
-    from shared.appcheck.guard import AppCheck
     from shared.store.firestore import FirestoreStores
 
 
@@ -365,38 +362,3 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         provenance=stores.provenance,
     )
     return components, stores
-
-
-def build_verifier(settings: Settings) -> TokenVerifier:
-    from shared.auth.firebase import FirebaseTokenVerifier
-
-    return FirebaseTokenVerifier(
-        settings.project_id,
-        check_revoked=settings.check_revoked,
-        emulated=bool(settings.auth_emulator_host),
-    )
-
-
-def build_app_check(settings: Settings, stores: FirestoreStores) -> AppCheck:
-    """App Check as ``SPARK_APP_CHECK`` asks, its spent tokens recorded in Firestore.
-
-    Raises:
-        ConfigurationError: an unknown mode, or one that checks without the project's
-            number: the process refuses to start.
-    """
-    from shared.appcheck.guard import app_check
-    from shared.store.firestore.appcheck import FirestoreSpentTokens
-
-    return app_check(settings, FirestoreSpentTokens(stores.client))
-
-
-def build_task_verifier(settings: Settings) -> TaskCallerVerifier:
-    """OIDC in production; the local signature (or nothing at all) elsewhere."""
-    if settings.in_production:
-        from shared.auth.oidc import OidcTaskVerifier
-
-        assert settings.tasks_service_account is not None  # Settings.check insists
-        return OidcTaskVerifier(settings.tasks_url, settings.tasks_service_account)
-    if settings.tasks_local_key:
-        return LocalTaskVerifier(settings.tasks_local_key)
-    return RefuseAllTaskCalls()

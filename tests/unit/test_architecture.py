@@ -149,7 +149,7 @@ EDGE_VALUES = {
 }
 # The composition root builds what the edges are given, and starts the process's
 # telemetry before it does.
-ROOT_MAY_IMPORT = {"main": ("shared.wiring", "shared.observe.setup")}
+ROOT_MAY_IMPORT = {"main": ("shared.wiring", "shared.callers", "shared.observe.setup")}
 # Names that stand for the facade in an edge (``edge.agent``, ``self._agent``, ``agent``).
 FACADE_NAMES = {"agent", "_agent"}
 
