@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from shared.agent.background import Background
+from shared.agent.chat import Chats
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
 from shared.agent.people import People
@@ -306,9 +307,10 @@ def assemble(
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
+    people = People(runs.continuation, deps, scheduler)
     agent = Agent(
         runs,
-        People(runs.continuation, deps, scheduler),
+        people,
         Uploads(files, ids, clock, scheduler),
         Resumes(store, settings.keepalive_seconds, settings.resume_streams_per_user),
         lessons,
@@ -318,6 +320,7 @@ def assemble(
         household,
         delivery,
         preferences,
+        Chats(runs, people, store),
         LiveSessions(
             egress,
             scheduler,

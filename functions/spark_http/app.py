@@ -15,7 +15,7 @@ from shared.agent.facade import Agent
 from shared.appcheck.guard import AppCheck
 from shared.auth.base import TokenVerifier
 from shared.config import Settings
-from spark_http import about, conversations, families, files, lessons, voice
+from spark_http import about, chat, conversations, families, files, lessons, voice
 from spark_http.edge import Edge
 from spark_http.responses import guarded
 from spark_http.routing import Router
@@ -23,6 +23,7 @@ from spark_http.routing import Router
 # Every route of the api, the most requested first (matching stops at the first).
 ROUTES = (
     *conversations.ROUTES,
+    *chat.ROUTES,
     *files.ROUTES,
     *voice.ROUTES,
     *lessons.ROUTES,

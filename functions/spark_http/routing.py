@@ -59,6 +59,7 @@ register_url_convertor("lesson", LessonId())
 # judged by it before anything reads the store (which would fail, a 5xx).
 _NAMES_NOTHING: dict[str, Callable[[], NotFound]] = {
     "conversation_id": lambda: NotFound(NO_CONVERSATION),
+    "chat_id": lambda: NotFound(NO_CONVERSATION),
     "lesson_id": lambda: NotFound(NO_LESSON),
     "task_id": lambda: NotFound(NO_TASK),
     "family_id": lambda: FamilyNotFound(NOT_YOURS),

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from shared.agent.background import Background
+from shared.agent.chat import Chats
 from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.family_verbs import FamilyVerbs
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
 from shared.agent.service import Hearing, Next, RunService, Sent, Stopped, WhenBusy
-from shared.agent.sse import EventChannel, sse_stream
+from shared.agent.sse import SSE, EventChannel, Framing, sse_stream
 from shared.agent.transcript import Cursor, Frame
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
@@ -32,6 +33,7 @@ from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.schemas.documents import Lesson
+from shared.schemas.uichat import ChatRequest
 from shared.store import versions
 from shared.store.base import LessonStore
 from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
@@ -54,6 +56,7 @@ class Agent(FamilyVerbs):
         families: Families,
         delivery: Delivery,
         preferences: Preferences,
+        chats: Chats,
         live: LiveSessions | None = None,
         speech: SpokenReplies | None = None,
     ) -> None:
@@ -68,6 +71,7 @@ class Agent(FamilyVerbs):
         self._families = families
         self._delivery = delivery
         self._preferences = preferences
+        self._chats = chats
         self._live = live
         self._speech = speech
 
@@ -130,13 +134,14 @@ class Agent(FamilyVerbs):
             raise VoiceUnavailable(OFFLINE)
         return await self._speech.speak(user_id, conversation_id, message_id)
 
-    def stream(self, run: Run) -> AsyncIterator[bytes]:
-        """The SSE body of ``run``, produced here. The run goes on should its client
-        leave (its reply is still saved); ``drain`` waits for it."""
+    def stream(self, run: Run, framing: Framing = SSE) -> AsyncIterator[bytes]:
+        """The SSE body of ``run``, produced here (``framing``: our events, or the AI
+        SDK's UI message stream). The run goes on should its client leave (its reply is
+        still saved); ``drain`` waits for it."""
         channel = EventChannel()
         task = self._background.spawn(run.execute(channel.emit), name=f"run-{run.run_id}")
         task.add_done_callback(lambda _: channel.end())
-        return sse_stream(channel, self._keepalive)
+        return sse_stream(channel, self._keepalive, framing)
 
     def stream_hearing(self, hearing: Hearing) -> AsyncIterator[bytes]:
         """The SSE body of a voice message: its transcript as it is heard (``transcript``
@@ -166,12 +171,26 @@ class Agent(FamilyVerbs):
         task.add_done_callback(lambda _: channel.end())
         return sse_stream(channel, self._keepalive)
 
+    async def chat(self, user: User, request: ChatRequest) -> AsyncIterator[bytes]:
+        """An AI SDK chat's turn (a message, or people's answers), its reply as the UI
+        message stream (``Chats.turn``)."""
+        return await self._chats.turn(user, request, self.stream)
+
     async def resume(
-        self, user_id: str, conversation_id: str, last_event_id: str | None
+        self,
+        user_id: str,
+        conversation_id: str,
+        last_event_id: str | None,
+        framing: Framing = SSE,
+        *,
+        live_only: bool = False,
     ) -> AsyncIterator[bytes] | None:
-        """What the client missed of the active (or last) run, then the rest of it;
-        ``None`` when there is nothing to send (``Resumes.start``)."""
-        return await self._resumes.start(user_id, conversation_id, last_event_id)
+        """What the client missed of the active (or last; ``live_only``: only an active)
+        run, then the rest of it; ``None`` when there is nothing to send
+        (``Resumes.start``)."""
+        return await self._resumes.start(
+            user_id, conversation_id, last_event_id, framing, live_only=live_only
+        )
 
     async def stop(self, user_id: str, conversation_id: str) -> Stopped:
         """Stop the conversation's active run wherever it runs (``RunService.stop``)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from shared.agent.events import ErrorEvent
 from shared.agent.replay import replay
-from shared.agent.sse import EventChannel, sse_stream
+from shared.agent.sse import SSE, EventChannel, Framing, sse_stream
 from shared.agent.transcript import END, Cursor, Frame
 from shared.errors import NotFound, RateLimited, RequestError, StoreError
 from shared.schemas.documents import Message
@@ -117,6 +117,7 @@ async def resume_stream(
     after: Cursor | None,
     keepalive: float,
     ended: Callable[[], None] | None = None,
+    framing: Framing = SSE,
 ) -> AsyncIterator[bytes]:
     """The SSE body of a resume: the missed events, then the run's new ones as the
     document changes, ending with ``done`` or ``error``. A client that goes away stops
@@ -128,7 +129,7 @@ async def resume_stream(
     )
     follower.add_done_callback(lambda _: channel.end())
     try:
-        async for chunk in sse_stream(channel, keepalive):
+        async for chunk in sse_stream(channel, keepalive, framing):
             yield chunk
     finally:
         follower.cancel()
@@ -167,11 +168,18 @@ class Resumes:
             )
 
     async def start(
-        self, user_id: str, conversation_id: str, last_event_id: str | None
+        self,
+        user_id: str,
+        conversation_id: str,
+        last_event_id: str | None,
+        framing: Framing = SSE,
+        *,
+        live_only: bool = False,
     ) -> AsyncIterator[bytes] | None:
         """The body of a resume of the conversation's active (or last) run from
         ``last_event_id``, or ``None`` when there is nothing to send: nothing ran, the
-        client saw the end, or the run ended with nothing the client missed.
+        client saw the end, or the run ended with nothing the client missed; with
+        ``live_only`` (the AI SDK's resume), also when no run is active.
 
         Raises:
             RateLimited: as ``check`` (judged before any work).
@@ -190,14 +198,21 @@ class Resumes:
             return None  # nothing ran, or the client saw the end
         active = conversation.active_run
         live = active is not None and active.run_id == run_id
+        if live_only and not live:
+            return None
         if not live and not pending(conversation, run_id, after):
             if after is not None and locate(conversation, run_id) is None:
                 raise RequestError("Last-Event-ID names a run this conversation does not have.")
             return None
-        return self.open(user_id, conversation_id, run_id, after)
+        return self.open(user_id, conversation_id, run_id, after, framing)
 
     def open(
-        self, user_id: str, conversation_id: str, run_id: str, after: Cursor | None
+        self,
+        user_id: str,
+        conversation_id: str,
+        run_id: str,
+        after: Cursor | None,
+        framing: Framing = SSE,
     ) -> AsyncIterator[bytes]:
         """The body of a new resume stream, counted against ``user_id`` until it ends.
 
@@ -217,7 +232,7 @@ class Resumes:
                     self._open[user_id] = left
 
         body = resume_stream(
-            self._store, user_id, conversation_id, run_id, after, self._keepalive, release
+            self._store, user_id, conversation_id, run_id, after, self._keepalive, release, framing
         )
         # A response dropped before its body started never runs the body's ``finally``.
         weakref.finalize(body, release)

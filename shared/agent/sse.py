@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from shared.agent.events import TERMINAL, UNSENT, AgentEvent, ErrorEvent, TextEvent
@@ -57,6 +57,19 @@ def encode(frame: Frame) -> bytes:
     else:
         payload = json.dumps(event_data(event), ensure_ascii=False)
     return f"id: {frame.id}\nevent: {event.type}\ndata: {payload}\n\n".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How a stream's frames are written: an encoder made afresh for each stream (one
+    may remember what it wrote: ``uistream``'s does), and what ends the stream."""
+
+    encoder: Callable[[], Callable[[Frame], bytes]]
+    trailer: bytes = b""
+
+
+SSE = Framing(lambda: encode)
+"""Our own events (DESIGN §4)."""
 
 
 class EventChannel:
@@ -112,9 +125,13 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-async def sse_stream(channel: EventChannel, keepalive: float) -> AsyncIterator[bytes]:
-    """The SSE body: the channel's frames, ``: keep-alive`` after ``keepalive`` seconds
-    of silence, ending after the terminal event."""
+async def sse_stream(
+    channel: EventChannel, keepalive: float, framing: Framing = SSE
+) -> AsyncIterator[bytes]:
+    """The SSE body: the channel's frames as ``framing`` writes them, ``: keep-alive``
+    (a comment every reader skips) after ``keepalive`` seconds of silence, ending after
+    the terminal event."""
+    encoded = framing.encoder()
     while True:
         batch = await channel.next_batch(keepalive)
         if not batch:
@@ -122,8 +139,8 @@ async def sse_stream(channel: EventChannel, keepalive: float) -> AsyncIterator[b
             continue
         chunks = []
         for frame in batch:
-            chunks.append(encode(frame))
+            chunks.append(encoded(frame))
             if isinstance(frame.event, TERMINAL):
-                yield b"".join(chunks)
+                yield b"".join(chunks) + framing.trailer
                 return
         yield b"".join(chunks)

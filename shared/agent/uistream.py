@@ -14,7 +14,7 @@ chunk it reads, and an unknown field or type fails the client's stream.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from shared.agent.events import (
@@ -30,7 +30,7 @@ from shared.agent.events import (
     ToolStartEvent,
     TranscriptEvent,
 )
-from shared.agent.sse import KEEPALIVE, EventChannel
+from shared.agent.sse import Framing
 from shared.agent.transcript import Cursor, Frame, args_of
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
@@ -171,17 +171,5 @@ def encoder() -> Callable[[Frame], bytes]:
     return encoded
 
 
-async def ui_stream(channel: EventChannel, keepalive: float) -> AsyncIterator[bytes]:
-    """The body of a live reply in the protocol, ending ``data: [DONE]``; a comment line
-    (which the transport skips) keeps an idle connection open."""
-    encoded = encoder()
-    while True:
-        batch = await channel.next_batch(keepalive)
-        if not batch:
-            yield KEEPALIVE
-            continue
-        body = b"".join(encoded(frame) for frame in batch)
-        if isinstance(batch[-1].event, DoneEvent | ErrorEvent):
-            yield body + DONE
-            return
-        yield body
+UI = Framing(encoder, DONE)
+"""The AI SDK's UI message stream, for ``sse.sse_stream``."""

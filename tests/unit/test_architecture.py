@@ -146,6 +146,8 @@ EDGE_VALUES = {
     # App Check at the door: its guard (built by the wiring) and its header's name.
     "shared.appcheck.guard": {"AppCheck", "HEADER"},
     "shared.appcheck.replays": {"InMemorySpentTokens"},
+    # The AI SDK's framing of a stream, and the header that names it.
+    "shared.agent.uistream": {"HEADERS", "UI"},
 }
 # The composition root builds what the edges are given, and starts the process's
 # telemetry before it does.

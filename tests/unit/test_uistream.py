@@ -17,9 +17,9 @@ from shared.agent.events import (
     ToolEndEvent,
     ToolStartEvent,
 )
-from shared.agent.sse import EventChannel
+from shared.agent.sse import EventChannel, sse_stream
 from shared.agent.transcript import Cursor, Frame
-from shared.agent.uistream import DONE, UiChunks, encode, ui_stream
+from shared.agent.uistream import DONE, UI, UiChunks, encode
 
 RUN = "run_1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +138,7 @@ async def test_a_live_reply_ends_with_done() -> None:
     channel = EventChannel()
     for f in reply():
         channel.emit(f)
-    body = b"".join([part async for part in ui_stream(channel, keepalive=1)])
+    body = b"".join([part async for part in sse_stream(channel, 1, UI)])
     assert body.endswith(b'"finishReason": "tool-calls"}\n\n' + DONE)
     assert body.count(b"data: ") == len(chunks_of(reply())) + 1
 
@@ -147,7 +147,7 @@ async def body_of(frames: list[Frame]) -> bytes:
     channel = EventChannel()
     for f in frames:
         channel.emit(f)
-    return b"".join([part async for part in ui_stream(channel, keepalive=1)])
+    return b"".join([part async for part in sse_stream(channel, 1, UI)])
 
 
 def test_the_ai_sdk_reads_every_chunk_and_shows_the_reply() -> None:

@@ -41,7 +41,9 @@ from shared.schemas.api import (
     VoiceSessionResponse,
 )
 from shared.schemas.openapi.agent import agent_paths
+from shared.schemas.openapi.chat import chat_paths
 from shared.schemas.openapi.families import family_paths
+from shared.schemas.uichat import ChatRequest
 
 OPENAPI_PATH = Path(__file__).resolve().parents[3] / "schemas" / "openapi.json"
 
@@ -73,6 +75,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     VoiceSessionResponse,
     SpeechRequest,
     ModelResponse,
+    ChatRequest,
     ErrorBody,
 )
 
@@ -93,7 +96,7 @@ def openapi() -> dict[str, Any]:
             '{"error": {"code", "message", "requestId", "details"?}}: the message in plain '
             "words, and for a body that did not validate (400) each problem in details.",
         },
-        "paths": {**agent_paths(), **family_paths()},
+        "paths": {**agent_paths(), **chat_paths(), **family_paths()},
         "components": {
             "schemas": schemas,
             "securitySchemes": {

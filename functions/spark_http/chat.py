@@ -1,0 +1,48 @@
+"""The AI SDK's chat routes, for front ends built on its ``useChat`` and
+``DefaultChatTransport``: a turn posted as the transport posts it, its reply as the UI
+message stream, and that stream resumed from any instance (``GET .../chat/{id}/stream``,
+the transport's ``resume``). A stop is our own route's, for every listener."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from shared.agent.uistream import HEADERS, UI
+from shared.schemas.uichat import ChatRequest
+from spark_http.edge import Edge, Routed
+from spark_http.responses import sse_response
+
+CHAT = "/api/spark/agent/chat"
+
+
+def _ui_response(body: AsyncIterator[bytes]) -> Response:
+    response = sse_response(body)
+    response.headers.update(HEADERS)
+    return response
+
+
+async def chat(edge: Edge, request: Request) -> Response:
+    """``POST /api/spark/agent/chat``: a user's message, or answers to the calls that
+    wait (approvals, client tools' outputs), and the reply that follows."""
+    user, body = await edge.read(request, ChatRequest)
+    return _ui_response(await edge.agent.chat(user, body))
+
+
+async def resume(edge: Edge, request: Request) -> Response:
+    """``GET /api/spark/agent/chat/{id}/stream``: the reply being written, from its
+    start, then live; 204 when none is."""
+    user = await edge.caller(request)
+    conversation_id = request.path_params["chat_id"]
+    body = await edge.agent.resume(user.uid, conversation_id, None, UI, live_only=True)
+    if body is None:
+        return Response(status_code=204)
+    return _ui_response(body)
+
+
+ROUTES = (
+    Routed(CHAT, "POST", chat, app_check="consume"),
+    Routed(f"{CHAT}/{{chat_id:conversation}}/stream", "GET", resume),
+)

@@ -1,0 +1,175 @@
+"""A turn of an AI SDK chat (``POST /api/spark/agent/chat``): what the transport's body
+asks (``schemas/uichat.turn``), checked against the conversation as stored, done by the
+same parts as our own routes (``RunService.send``, ``People``), and answered as the UI
+message stream (``uistream``).
+
+The stored conversation is the truth: a user's message is taken as a new message; an
+approval or a client tool's output is taken only for a call that waits for one now,
+in a fresh read of the document. A part that answers a call already answered is the
+client's history, and ignored; a part naming a call the conversation does not have is
+refused (404), as our own routes refuse it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from shared.agent.loop import Run
+from shared.agent.people import People, Resumed
+from shared.agent.results import PersonKind, answered, find_call
+from shared.agent.service import RunService
+from shared.agent.sse import Framing
+from shared.agent.uistream import DONE, UI, Chunk, encode
+from shared.auth.base import User
+from shared.errors import NotFound, RequestError
+from shared.families.messages import is_shared
+from shared.schemas.api import AnswersRequest
+from shared.schemas.documents import Conversation
+from shared.schemas.uichat import ChatRequest, ChatTurn, UnreadablePart, turn
+from shared.store.base import ConversationStore
+
+NOTHING_WAITS = (
+    "Nothing in this message answers a call that waits: its approvals and tool outputs "
+    "were answered already. Send a new message instead."
+)
+FAMILY_CHAT = (
+    "A chat is with Spark AI Agent: this id names a conversation between family members, "
+    "whose messages are sent with POST /api/spark/agent/messages."
+)
+REGENERATE = (
+    "A reply, once written, is kept: regenerating one is not supported. Send a new message instead."
+)
+
+Stream = Callable[[Run, Framing], AsyncIterator[bytes]]
+
+
+def waiting_for(conversation: Conversation) -> dict[str, PersonKind]:
+    """The calls of the conversation that wait for a person now, by what they wait for."""
+    done = answered(conversation)
+    waiting: dict[str, PersonKind] = {}
+    for message in conversation.messages:
+        for part in message.content:
+            call = part.tool_call
+            if call is None or call.id in done:
+                continue
+            if call.approval:
+                if call.status == "awaiting_approval":
+                    waiting[call.id] = "approval"
+            elif call.execution == "question":
+                waiting[call.id] = "question"
+            elif call.execution == "client":
+                waiting[call.id] = "client"
+    return waiting
+
+
+async def _said(note: Chunk, finish: str) -> AsyncIterator[bytes]:
+    """A stream of one note: a message started, the note, and its end."""
+    chunks: list[Chunk] = [{"type": "start"}, note, {"type": "finish", "finishReason": finish}]
+    yield b"".join(encode(c) for c in chunks) + DONE
+
+
+def _accepted(resumed: Resumed) -> AsyncIterator[bytes]:
+    """A short stream for a turn the agent goes on from elsewhere: an approved call runs
+    on a task, or other calls of the step still wait. Its reply arrives through
+    Firestore, or by resuming the chat's stream."""
+    return _said({"type": "data-accepted", "data": {"status": resumed.status}}, "tool-calls")
+
+
+class Chats:
+    """The AI SDK's chat turns, on the parts our own routes use."""
+
+    def __init__(self, runs: RunService, people: People, store: ConversationStore) -> None:
+        self._runs = runs
+        self._people = people
+        self._store = store
+
+    async def turn(self, user: User, request: ChatRequest, stream: Stream) -> AsyncIterator[bytes]:
+        """The reply to one chat request, as the UI message stream.
+
+        Raises:
+            RequestError: a regenerate, a part the server cannot take, or nothing that
+                waits answered.
+            NotFound, RunInProgress, RateLimited, AlreadyAnswered: as our own routes.
+        """
+        if request.trigger != "submit-message":
+            raise RequestError(REGENERATE)
+        if is_shared(request.id):
+            raise RequestError(FAMILY_CHAT)
+        try:
+            asked = turn(request)
+        except UnreadablePart as exc:
+            raise RequestError(str(exc)) from None
+        if asked.text is not None:
+            sent = await self._runs.send(
+                user,
+                asked.text,
+                request.id,
+                when_busy=request.when_busy,
+                document_id=request.document_id,
+                listening=True,
+                create=True,
+            )
+            if sent.run is None:  # it waits its turn behind a live run
+                queued: Chunk = {"type": "data-queued", "data": {"messageId": sent.user_message_id}}
+                return _said(queued, "other")
+            return stream(sent.run, UI)
+        resumed = await self._answer(user.uid, request.id, asked)
+        if resumed.run is not None:
+            return stream(resumed.run, UI)
+        return _accepted(resumed)
+
+    async def _answer(self, user_id: str, conversation_id: str, asked: ChatTurn) -> Resumed:
+        """Each approval and output in ``asked`` for a call that waits, as our own routes
+        take them (``People``); the last one's outcome says how the agent goes on."""
+        conversation = await self._store.get(user_id, conversation_id)
+        if conversation is None:
+            raise NotFound("No conversation with this id.")
+        waiting = waiting_for(conversation)
+        resumed: Resumed | None = None
+        for approval in asked.approvals:
+            if self._known(conversation, approval.tool_call_id, waiting):
+                resumed = await self._people.decide(
+                    user_id,
+                    conversation_id,
+                    approval.tool_call_id,
+                    approved=approval.approved,
+                    reason=approval.reason,
+                    background=False,
+                )
+        for output in asked.outputs:
+            call_id = output.tool_call_id
+            if not self._known(conversation, call_id, waiting):
+                continue
+            if waiting[call_id] == "question":
+                answers = AnswersRequest.model_validate(
+                    {"toolCallId": call_id, "answers": output.output}
+                ).answers
+                resumed = await self._people.answer(
+                    user_id, conversation_id, call_id, dict(answers), background=False
+                )
+            else:
+                resumed = await self._people.submit_result(
+                    user_id,
+                    conversation_id,
+                    call_id,
+                    output.output,
+                    ok=output.status == "ok",
+                    background=False,
+                )
+        if resumed is None:
+            raise RequestError(NOTHING_WAITS)
+        return resumed
+
+    @staticmethod
+    def _known(conversation: Conversation, call_id: str, waiting: dict[str, PersonKind]) -> bool:
+        """Whether ``call_id`` waits now (``False``: answered already, the client's
+        history).
+
+        Raises:
+            NotFound: the conversation has no such call.
+        """
+        if call_id in waiting:
+            return True
+        if find_call(conversation, call_id) is None:
+            raise NotFound("No tool call with this id in this conversation.")
+        return False
