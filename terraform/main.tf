@@ -38,6 +38,7 @@ locals {
       SPARK_SPEECH_MODEL          = var.speech_model
       SPARK_SPEECH_VOICE          = var.speech_voice
       SPARK_TELEMETRY             = "gcp"
+      SPARK_OFFLINE_VOICE         = "false" # the local speech model is a make dev tool, never deployed
       SPARK_APP_CHECK             = var.app_check
       SPARK_PROJECT_NUMBER        = data.google_project.this.number
     },

@@ -358,8 +358,8 @@ def id_routes(ids: dict[str, str]) -> list[tuple[str, str, dict[str, Any]]]:
     routes are the api's own list, so a new one is tried too (and a new kind of id fails
     here until it is given a real one)."""
     routes: list[tuple[str, str, dict[str, Any]]] = []
-    for template, method, endpoint in ROUTES:
-        name = endpoint.__name__
+    for route in ROUTES:
+        template, method, name = route.path, route.method, route.endpoint.__name__
         for param in _PARAM.findall(template):
             path = _PARAM.sub(lambda m, p=param: RESERVED if m[1] == p else ids[m[1]], template)
             routes.append((method, path + QUERIES.get(name, ""), BODIES.get(name, {})))
