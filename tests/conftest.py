@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -10,6 +11,17 @@ from typing import Any
 import pytest
 
 from shared.llm.scripted import ScriptedProvider
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``make test`` the suite runs in two worker processes (pytest-xdist), each
+    with its own functions and fakes on the one set of emulators: each keeps its
+    processes' logs in a folder of its own."""
+    worker, logs = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("SPARK_STACK_LOGS")
+    if worker and logs:
+        own = os.path.join(logs, worker)
+        os.makedirs(own, exist_ok=True)
+        os.environ["SPARK_STACK_LOGS"] = own
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
