@@ -23,6 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.makedirs(own, exist_ok=True)
         os.environ["SPARK_STACK_LOGS"] = own
 
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 
