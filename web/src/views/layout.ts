@@ -17,5 +17,9 @@ function show(pane: Pane): void {
 export function wirePanes(): void {
   for (const name of PANES) $(`show-${name}`).addEventListener("click", () => show(name));
   window.addEventListener("hashchange", () => show("chat"));
+  // The open conversation's own link changes no address: the chat is shown all the same.
+  $("conversation-list").parentElement?.addEventListener("click", (event) => {
+    if (event.target instanceof Element && event.target.closest("a")) show("chat");
+  });
   show("chat");
 }
