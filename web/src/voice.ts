@@ -14,7 +14,7 @@ import { state } from "./store";
 import type { Schemas } from "./types";
 
 // The recording under way, if any, and the audio already fetched for each reply.
-const recording = { recorder: null as MediaRecorder | null, chunks: [] as Blob[], sending: false };
+const recording = { recorder: null as MediaRecorder | null, chunks: [] as Blob[], sending: false, heardIn: "" };
 const spoken = new Map<string, string>();
 
 // Opus in WebM is what Chromium and Firefox record; Safari records MP4 (AAC).
@@ -130,11 +130,14 @@ async function follow(response: Response): Promise<void> {
   }
 }
 
-/** Talk is offered in conversations with the agent only (members get text). */
+/** Talk is offered in conversations with the agent only (members get text). What was
+ * heard stays until another conversation is opened. */
 export function renderTalk(): void {
   const hide = shared();
   talkButton().hidden = hide;
-  if (hide) heard("");
+  const open = state().conversationId ?? "";
+  if (hide || (!recording.sending && recording.heardIn !== open)) heard("");
+  if (recording.sending) recording.heardIn = open;
 }
 
 /** A "Read aloud" button on each finished reply of Spark AI Agent's. The articles are
