@@ -149,3 +149,15 @@ def said(text: str, media_type: str = "audio/webm") -> bytes:
         return spoken_wav(text)
     frames, _ = _pcm(spoken_wav(text))
     return encode(frames, media_type)
+
+
+@functools.cache
+def padded_wav(text: str, before: float, after: float) -> tuple[bytes, float]:
+    """``text`` spoken by espeak-ng as a WAV, with ``before`` and ``after`` seconds of
+    silence around it (a browser's fake microphone plays its file in a loop: the silence
+    keeps a recording from catching the words' start again), and how long the words last."""
+    frames, rate = _pcm(spoken_wav(text))
+    spoken_seconds = sum(f.samples for f in frames) / rate
+    return encode([_tone(before, 0.0, rate), *frames, _tone(after, 0.0, rate)], "audio/wav"), (
+        spoken_seconds
+    )

@@ -114,6 +114,8 @@ class Upstreams:
                 "script-src 'self'",
                 "style-src 'self'",
                 "img-src 'self' blob: data:",
+                # A reply read aloud plays from an object URL (web/src/voice.ts).
+                "media-src 'self' blob:",
                 f"connect-src 'self' {emulators}",
                 "base-uri 'none'",
                 "form-action 'none'",

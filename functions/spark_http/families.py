@@ -17,6 +17,7 @@ from shared.schemas.api import (
     JoinRequest,
     LessonProgressInfo,
     MemberProgressInfo,
+    NameRequest,
     ProgressResponse,
     RoleRequest,
     SettingsInfo,
@@ -96,6 +97,16 @@ async def set_role(edge: Edge, request: Request) -> Response:
     return _family(family)
 
 
+async def rename_member(edge: Edge, request: Request) -> Response:
+    """``PUT .../families/{id}/members/{uid}/name``: the caller's own new name."""
+    user, body = await edge.read(request, NameRequest)
+    params = request.path_params
+    family = await edge.agent.rename_member(
+        user.uid, params["family_id"], params["member_id"], body.display_name
+    )
+    return _family(family)
+
+
 async def remove_member(edge: Edge, request: Request) -> Response:
     """``DELETE .../families/{id}/members/{uid}``: leave (oneself) or remove (parents)."""
     user = await edge.caller(request)
@@ -158,6 +169,7 @@ ROUTES = (
     Routed(f"{FAMILY}/invites/{{invite_id}}", "DELETE", revoke_invite),
     Routed(f"{FAMILY}/members/{{member_id}}", "PATCH", set_role),
     Routed(f"{FAMILY}/members/{{member_id}}", "DELETE", remove_member),
+    Routed(f"{FAMILY}/members/{{member_id}}/name", "PUT", rename_member),
     Routed(f"{FAMILY}/progress", "GET", family_progress),
     Routed("/api/spark/me/settings", "PATCH", update_settings),
 )

@@ -128,6 +128,12 @@ class FamilyVerbs:
         """A member's new role (``Families.set_role``)."""
         return await self._families.set_role(user_id, family_id, member_id, role)
 
+    async def rename_member(
+        self, user_id: str, family_id: str, member_id: str, display_name: str
+    ) -> Family:
+        """A member's new name in the family, chosen by themself (``Families.rename``)."""
+        return await self._families.rename(user_id, family_id, member_id, display_name)
+
     async def remove_member(self, user_id: str, family_id: str, member_id: str) -> None:
         """A member leaves, or a parent removes them (``Families.remove``)."""
         await self._families.remove(user_id, family_id, member_id)

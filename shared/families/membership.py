@@ -14,10 +14,11 @@ A user's way through a family::
 
 The rules: one family per user (``already_in_family``); at most ``max_members``
 (``family_full``); parents invite, revoke, change roles and remove others, dependents
-do none of these (``parent_only``); a family with members always has a parent: its
-last parent can be neither demoted nor removed, nor leave while others remain
-(``last_parent``); the last member to leave takes the family and its invites with them.
-A family that is not the caller's is ``family_not_found`` (404), never 403.
+do none of these (``parent_only``); each member renames only themself; a family with
+members always has a parent: its last parent can be neither demoted nor removed, nor
+leave while others remain (``last_parent``); the last member to leave takes the family
+and its invites with them. A family that is not the caller's is ``family_not_found``
+(404), never 403.
 
 An invite is ``active`` until it is revoked, used ``max_uses`` times or past its
 ``expires_at``, whichever comes first; a join redeems one use, in the same transaction
@@ -37,6 +38,7 @@ from shared.errors import (
     AlreadyInFamily,
     FamilyFull,
     FamilyNotFound,
+    Forbidden,
     InviteExpired,
     InviteGone,
     InviteNotFound,
@@ -266,6 +268,29 @@ def set_role(
         )
     members = [
         m.model_copy(update={"role": role}) if m.user_id == target else m for m in family.members
+    ]
+    changed = family.model_copy(update={"members": members, "updated_at": now})
+    return replace(household, family=changed), changed
+
+
+def rename(
+    household: Household, *, caller: str, target: str, display_name: str, now: datetime
+) -> tuple[Household, Family]:
+    """``target`` (the caller themself) is called ``display_name`` in the family from now
+    on; what they wrote before keeps the name it was written under.
+
+    Raises:
+        FamilyNotFound: it is not the caller's family.
+        Forbidden: ``target`` is someone else: each member chooses their own name.
+    """
+    family, me = member_of(household.family, caller)
+    if target != caller:
+        raise Forbidden("You can change only your own name in the family.")
+    if me.display_name == display_name:
+        return household, family
+    members = [
+        m.model_copy(update={"display_name": display_name}) if m.user_id == caller else m
+        for m in family.members
     ]
     changed = family.model_copy(update={"members": members, "updated_at": now})
     return replace(household, family=changed), changed

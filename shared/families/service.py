@@ -254,6 +254,24 @@ class Families:
         _, family = await self._store.apply(Reads(family_id=_family_id(family_id)), change)
         return family
 
+    async def rename(
+        self, user_id: str, family_id: str, member_id: str, display_name: str
+    ) -> Family:
+        """The caller is called ``display_name`` in their family from now on.
+
+        Raises:
+            FamilyNotFound, Forbidden: as ``membership.rename``.
+        """
+        change = partial(
+            membership.rename,
+            caller=user_id,
+            target=member_id,
+            display_name=clean_name(display_name) or NO_NAME,
+            now=self._clock.now(),
+        )
+        _, family = await self._store.apply(Reads(family_id=_family_id(family_id)), change)
+        return family
+
     async def remove(self, user_id: str, family_id: str, member_id: str) -> Family | None:
         """Member ``member_id`` leaves (themself, or removed by a parent); the family as it
         is left, ``None`` once its last member has gone.

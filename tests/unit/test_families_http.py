@@ -80,6 +80,34 @@ async def test_http_create_invite_join_change_role_and_leave(client: httpx.Async
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "no_family"
 
 
+async def test_http_a_member_renames_themself_and_no_one_else(client: httpx.AsyncClient) -> None:
+    created = await client.post(FAMILIES, headers=auth("mum"), json={"name": "The Smiths"})
+    family_id = created.json()["family"]["id"]
+    made = await client.post(
+        f"{FAMILIES}/{family_id}/invites", headers=auth("mum"), json={"role": "dependent"}
+    )
+    token = made.json()["token"]
+    await client.post(f"{FAMILIES}/join", headers=auth("sam"), json={"token": token})
+    name = f"{FAMILIES}/{family_id}/members/sam/name"
+    renamed = await client.put(name, headers=auth("sam"), json={"displayName": "  Sammy  "})
+    assert renamed.status_code == 200, renamed.text
+    members = renamed.json()["family"]["members"]
+    assert [(m["userId"], m["displayName"]) for m in members] == [("mum", "Mum"), ("sam", "Sammy")]
+    current = await client.get(f"{FAMILIES}/current", headers=auth("mum"))
+    assert current.json() == renamed.json()
+    # A parent cannot rename anyone else; nor can a blank name be chosen.
+    theirs = await client.put(name, headers=auth("mum"), json={"displayName": "Bob"})
+    assert theirs.status_code == 403 and theirs.json()["error"]["code"] == "forbidden"
+    blank = await client.put(name, headers=auth("sam"), json={"displayName": "   "})
+    assert blank.status_code == 400
+    stranger = await client.put(
+        f"{FAMILIES}/{family_id}/members/eve/name", headers=auth("eve"), json={"displayName": "E"}
+    )
+    assert stranger.status_code == 404 and stranger.json()["error"]["code"] == "family_not_found"
+    after = await client.get(f"{FAMILIES}/current", headers=auth("sam"))
+    assert after.json()["family"]["members"][1]["displayName"] == "Sammy"
+
+
 async def test_http_refusals_are_json_with_their_codes(client: httpx.AsyncClient) -> None:
     family = (await client.post(FAMILIES, headers=auth("mum"), json={"name": "A"})).json()["family"]
     invites = f"{FAMILIES}/{family['id']}/invites"

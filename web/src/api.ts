@@ -6,7 +6,7 @@
 import type { paths } from "../generated/openapi";
 import type { Schemas } from "./types";
 
-type Method = "get" | "post" | "patch" | "delete";
+type Method = "get" | "post" | "put" | "patch" | "delete";
 type Route = keyof paths;
 type Operation<R extends Route, M extends Method> = NonNullable<paths[R][M]>;
 type Json<T> = T extends { content: { "application/json": infer B } } ? B : never;
@@ -91,7 +91,47 @@ export function makeApi(getToken: () => Promise<string>) {
       call("delete", "/api/spark/families/{familyId}/members/{userId}", { familyId, userId }, undefined),
     settings: (aiReadsFamilyMessages: boolean) =>
       call("patch", "/api/spark/me/settings", {}, { aiReadsFamilyMessages }),
+    // The family panel's parents: a member's role, the invites, and revoking one.
+    setRole: (familyId: string, userId: string, role: Schemas["RoleRequest"]["role"]) =>
+      call("patch", "/api/spark/families/{familyId}/members/{userId}", { familyId, userId }, { role }),
+    invites: (familyId: string) => call("get", "/api/spark/families/{familyId}/invites", { familyId }, undefined),
+    revokeInvite: (familyId: string, inviteId: string) =>
+      call("delete", "/api/spark/families/{familyId}/invites/{inviteId}", { familyId, inviteId }, undefined),
+    // The name the family sees, one's own only.
+    rename: (familyId: string, userId: string, displayName: string) =>
+      call("put", "/api/spark/families/{familyId}/members/{userId}/name", { familyId, userId }, { displayName }),
+    // A voice message: the answer is the SSE stream (voice.ts reads its transcript events).
+    sendStreaming: async (body: Schemas["SendMessageRequest"], signal?: AbortSignal): Promise<Response> => {
+      const token = await getToken();
+      const response = await fetch("/api/spark/agent/messages", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", Accept: "text/event-stream" },
+        body: JSON.stringify(body),
+        signal,
+      });
+      if (!response.ok) throw await refusal(response);
+      return response;
+    },
+    // A reply of Spark AI Agent's read aloud: its audio (MP3 from a provider, WAV offline).
+    speech: async (id: string, messageId: string): Promise<Blob> => {
+      const token = await getToken();
+      const body: Schemas["SpeechRequest"] = { messageId };
+      const response = await fetch(url("/api/spark/agent/conversations/{conversationId}/speech", conversation(id)), {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      if (!response.ok) throw await refusal(response);
+      return response.blob();
+    },
   };
 }
 
 export type Api = ReturnType<typeof makeApi>;
+
+/** The api's error answer as an ApiError. */
+async function refusal(response: Response): Promise<ApiError> {
+  const data = (await response.json().catch(() => ({}))) as Partial<Schemas["ErrorBody"]>;
+  const error = data.error;
+  return new ApiError(response.status, error?.code || "error", error?.message || `HTTP ${response.status}`);
+}

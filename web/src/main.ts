@@ -5,7 +5,7 @@
 //
 // Its parts: store.ts (the state, in one place), listeners.ts (Firestore → the state),
 // router.ts (the address → the open conversation), views/ (the state → the page),
-// composer.ts and actions.ts (the user → the api), and this file, which connects them.
+// composer.ts, voice.ts and actions.ts (the user → the api), and this file, which connects them.
 import { initializeApp } from "firebase/app";
 import {
   connectAuthEmulator,
@@ -28,6 +28,8 @@ import type { Config } from "./types";
 import { makeFamilyPanel } from "./views/family";
 import { renderMessages } from "./views/messages";
 import { renderApprovals, renderHeading, renderList, renderRun } from "./views/panels";
+import { wirePanes } from "./views/layout";
+import { renderReadAloud, renderTalk, talk } from "./voice";
 
 async function boot(): Promise<void> {
   const config = (await (await fetch("/config.json")).json()) as Config;
@@ -79,6 +81,8 @@ function render(): void {
   renderRun();
   renderApprovals();
   renderAttached();
+  renderTalk();
+  renderReadAloud();
 }
 
 async function signIn(event: Event): Promise<void> {
@@ -121,6 +125,8 @@ function wire(): void {
   $("earlier").addEventListener("click", loadEarlier);
   $("attach").addEventListener("change", attach);
   window.addEventListener("hashchange", route);
+  $("talk").addEventListener("click", talk);
+  wirePanes();
 }
 
 boot();

@@ -34,6 +34,7 @@ from shared.schemas.api.families import (
     LessonProgressInfo,
     MemberInfo,
     MemberProgressInfo,
+    NameRequest,
     ProgressResponse,
     RoleRequest,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "MemberInfo",
     "MemberProgressInfo",
     "ModelResponse",
+    "NameRequest",
     "Problem",
     "ProgressResponse",
     "RestoreRequest",

@@ -83,6 +83,19 @@ class RoleRequest(Inbound):
     role: FamilyRole
 
 
+class NameRequest(Inbound):
+    """``PUT /api/spark/families/{familyId}/members/{userId}/name`` (oneself only)."""
+
+    display_name: StrictStr = Field(
+        alias="displayName",
+        min_length=1,
+        max_length=80,
+        description="The name the other members will see from now on.",
+    )
+
+    _names = field_validator("display_name")(_visible)
+
+
 class MemberInfo(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 

@@ -11,6 +11,7 @@ from shared.schemas.api import (
     InviteResponse,
     InvitesResponse,
     JoinRequest,
+    NameRequest,
     ProgressResponse,
     RoleRequest,
 )
@@ -67,6 +68,14 @@ def family_paths() -> dict[str, Any]:
                 "Revoke an invite: its link stops working at once (parents only).",
                 (204, "Revoked.", None),
                 parameters=(family, invite),
+            )
+        },
+        FAMILIES + "/{familyId}/members/{userId}/name": {
+            "put": operation(
+                "Change the name the other members see: one's own only (403 otherwise).",
+                changed,
+                NameRequest,
+                (family, member),
             )
         },
         FAMILIES + "/{familyId}/progress": {

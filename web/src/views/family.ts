@@ -1,13 +1,18 @@
 // The family panel (DESIGN §8, §12), rendered only from the signed-in user's own
 // documents: the mirror /{uid}/client/family/current (name, their role, the members)
 // and /{uid}/client/settings/current (the opt-out). The api is called only to act:
-// create a family, make an invite link, join with one (`/join?token=…`), remove a
-// member, leave, and change the setting. The panel keeps its own state (the mirror, the
+// create a family, make an invite link, join with one (`/join?token=…`), change a
+// member's role, revoke an invite, change one's own name, remove a member, leave, and
+// change the setting. A parent's list of invites is the one thing no mirror holds: it
+// is read from the api when the panel first shows the family, and after each change
+// to the invites. The panel keeps its own state (the mirror, the
 // settings, a join token, whether an action is under way); the rest of the page reads
 // the mirror through `family`.
 import { $, el } from "../dom";
 import type { Api } from "../api";
 import type { Conversation, FamilyMember, FamilyMirror, Schemas, UserSettings } from "../types";
+
+type InviteInfo = Schemas["InviteInfo"];
 
 /** How a shared conversation is titled: a `direct` one by the other member, a
  * `family` one by the family's name; `null` for an agent conversation. `names`
@@ -57,6 +62,9 @@ interface PanelState {
   token: string | null;
   busy: boolean;
   known: boolean;
+  /** The parent's invites, and the family they were read for. */
+  invites: readonly InviteInfo[];
+  invitesOf: string;
 }
 
 /** The panel's behaviour. */
@@ -66,7 +74,7 @@ export function makeFamilyPanel(deps: FamilyDeps) {
   // the user is in a family, so the panel offers neither a new family nor the join: made
   // at once after sign-in, a family could be written while the listener was still being
   // set up, and that listener never heard of it (the web test's one flake, twice).
-  const panel: PanelState = { family: null, settings: null, token: null, busy: false, known: false };
+  const panel: PanelState = { family: null, settings: null, token: null, busy: false, known: false, invites: [], invitesOf: "" };
 
   function status(text: string): void {
     $("family-status").textContent = text;
@@ -101,6 +109,12 @@ export function makeFamilyPanel(deps: FamilyDeps) {
       write.addEventListener("click", () => deps.open(`#/to/${member.userId}`));
       item.append(write);
       if (family.myRole === "parent") {
+        const role = member.role === "parent" ? "dependent" : "parent";
+        const change = el("button", { type: "button", className: "quiet", text: `Make ${member.displayName} a ${role}` });
+        change.addEventListener("click", () => {
+          act(() => api.setRole(family.familyId, member.userId, role), `${member.displayName} is now a ${role}.`);
+        });
+        item.append(change);
         const remove = el("button", { type: "button", className: "danger", text: `Remove ${member.displayName}` });
         remove.addEventListener("click", () => {
           if (!window.confirm(`Remove ${member.displayName} from ${family.name}?`)) return;
@@ -136,6 +150,63 @@ export function makeFamilyPanel(deps: FamilyDeps) {
     }
     $("invite-form").hidden = family.myRole !== "parent";
     $("family-chat").hidden = (family.members || []).length < 2;
+    const me = (family.members || []).find((m) => m.userId === uid);
+    const name = $<HTMLInputElement>("rename-name");
+    if (me && name.dataset.version !== version) {
+      name.dataset.version = version;
+      name.value = me.displayName;
+    }
+    $("invites").hidden = family.myRole !== "parent";
+    if (family.myRole === "parent" && panel.invitesOf !== family.familyId) {
+      panel.invitesOf = family.familyId;
+      loadInvites(family.familyId);
+    }
+  }
+
+  async function loadInvites(familyId: string): Promise<void> {
+    try {
+      panel.invites = (await api.invites(familyId)).invites;
+    } catch (error) {
+      panel.invites = [];
+      status((error as Error).message);
+    }
+    renderInvites();
+  }
+
+  // Newest first, as the api lists them; only an active one can be revoked.
+  function renderInvites(): void {
+    const family = panel.family;
+    const shown = family && family.familyId === panel.invitesOf ? panel.invites : [];
+    const when = (iso: string) => new Date(iso).toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "short" });
+    const items = shown.map((invite, n) => {
+      const uses = `used ${invite.uses} of ${invite.maxUses}`;
+      const state = invite.status === "active" ? `until ${when(invite.expiresAt)}` : invite.status.replace("_", " ");
+      const item = el("li", { className: "invite-item" }, el("span", { text: `As a ${invite.role}, ${uses}, ${state}` }));
+      if (invite.status === "active" && family) {
+        const revoke = el("button", { type: "button", className: "danger", text: "Revoke", "aria-label": `Revoke invite ${n + 1} (as a ${invite.role})` });
+        revoke.addEventListener("click", async () => {
+          if (await act(() => api.revokeInvite(family.familyId, invite.id), "The invite link no longer works.")) {
+            await loadInvites(family.familyId);
+          }
+        });
+        item.append(revoke);
+      }
+      return item;
+    });
+    $("invite-list").replaceChildren(...(items.length ? items : [el("li", { text: "No invites yet." })]));
+  }
+
+  async function rename(event: Event): Promise<void> {
+    event.preventDefault();
+    const family = panel.family;
+    const name = $<HTMLInputElement>("rename-name").value.trim();
+    if (!family) return;
+    if (!name) {
+      status("Choose a name the family will see.");
+      $("rename-name").focus();
+      return;
+    }
+    await act(() => api.rename(family.familyId, deps.uid(), name), `The family now sees you as ${name}.`);
   }
 
   async function create(event: Event): Promise<void> {
@@ -160,6 +231,7 @@ export function makeFamilyPanel(deps: FamilyDeps) {
       const link = $<HTMLInputElement>("invite-link");
       link.value = made.link;
       $("invite-made").hidden = false;
+      loadInvites(family.familyId);
       const hours = Math.round((Date.parse(made.invite.expiresAt) - Date.now()) / 3_600_000);
       const uses = made.invite.maxUses === 1 ? "once" : `${made.invite.maxUses} times`;
       $("invite-note").textContent = `It lets someone join as a ${role}; it works ${uses}, for ${hours} hours. Only this page shows it: copy it now.`;
@@ -201,6 +273,7 @@ export function makeFamilyPanel(deps: FamilyDeps) {
 
   $("family-create").addEventListener("submit", create);
   $("invite-form").addEventListener("submit", invite);
+  $("rename").addEventListener("submit", rename);
   $("join").addEventListener("submit", join);
   $("join-cancel").addEventListener("click", () => { forgetToken(); status(""); });
   $("leave").addEventListener("click", leave);
@@ -218,6 +291,8 @@ export function makeFamilyPanel(deps: FamilyDeps) {
     reset() {
       panel.family = panel.settings = null;
       panel.known = false;
+      panel.invites = [];
+      panel.invitesOf = "";
       $("invite-made").hidden = true;
       $<HTMLInputElement>("invite-link").value = "";
       status("");
