@@ -123,24 +123,19 @@ def test_usechat_a_reply_streams_onto_the_page_as_firestore_keeps_it(
     assert replies(page).first.get_attribute("data-message-id") == stored["id"]
 
 
-def test_usechat_an_approval_card_denied_and_the_agent_goes_on(
-    functions: Functions,
-    web: str,
-    context: BrowserContext,
-    alice: StackUser,
-    db: firestore.Client,
-    fake_openai: FakeOpenAI,
-) -> None:
-    fake_openai.script(
-        "usechat: delete it",
+def denied(context: BrowserContext, web: str, user: StackUser, fake: FakeOpenAI, said: str) -> Page:
+    """The page after ``user`` asked for a lesson to be deleted, saw the approval card
+    and denied it there, and the agent's next words arrived."""
+    fake.script(
+        said,
         Script(
             chunks=["Let me delete that lesson."],
             tool_calls=[("delete_lesson", '{"lessonId": "lesson_usechat"}')],
             then=Script(chunks=["Kept it, as you asked."]),
         ),
     )
-    page = open_chat(context, web, alice)
-    send(page, "usechat: delete it")
+    page = open_chat(context, web, user)
+    send(page, said)
     card = page.get_by_role("group", name="Tool delete_lesson")
     expect(card).to_have_attribute("data-state", "approval-requested")
     expect(card).to_contain_text("lesson_usechat")
@@ -149,10 +144,41 @@ def test_usechat_an_approval_card_denied_and_the_agent_goes_on(
     card.get_by_role("button", name="Deny").click()
     # sendAutomaticallyWhen posts the denial; the agent's next words stream in.
     expect(page.get_by_text("Kept it, as you asked.")).to_be_visible()
-    expect(card.get_by_role("button", name="Approve")).to_have_count(0)
     expect(page.get_by_role("status")).to_have_text("ready")
+    shot(page, "ai-sdk-usechat-denied")
+    return page
+
+
+def test_usechat_an_approval_card_denied_and_the_agent_goes_on(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    alice: StackUser,
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    page = denied(context, web, alice, fake_openai, "usechat: delete it")
+    expect(page.get_by_role("button", name="Approve")).to_have_count(0)
+    expect(page.get_by_role("group", name="Tool delete_lesson").last).to_contain_text("Denied.")
     stored = stored_reply(db, alice.uid, chat_id(page))
     assert stored_text(stored) == "Kept it, as you asked."
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the reply after a denial starts (`start`) with a new message id, so useChat "
+    "adds a second message that repeats the first's parts instead of going on in it",
+)
+def test_usechat_the_words_after_a_denial_go_on_in_the_reply_that_asked(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    alice: StackUser,
+    fake_openai: FakeOpenAI,
+) -> None:
+    page = denied(context, web, alice, fake_openai, "usechat: delete it, once")
+    expect(page.get_by_text("Let me delete that lesson.")).to_have_count(1, timeout=1000)
+    expect(replies(page)).to_have_count(1, timeout=1000)
 
 
 def test_usechat_a_reload_mid_reply_resumes_it_without_repeating_a_word(
