@@ -123,14 +123,16 @@ def test_usechat_a_reply_streams_onto_the_page_as_firestore_keeps_it(
     assert replies(page).first.get_attribute("data-message-id") == stored["id"]
 
 
-def denied(context: BrowserContext, web: str, user: StackUser, fake: FakeOpenAI, said: str) -> Page:
+def denied(
+    context: BrowserContext, web: str, user: StackUser, fake: FakeOpenAI, said: str, name: str
+) -> Page:
     """The page after ``user`` asked for a lesson to be deleted, saw the approval card
-    and denied it there, and the agent's next words arrived."""
+    and denied it there, and the agent's next words arrived (screenshots ``name``-…)."""
     fake.script(
         said,
         Script(
             chunks=["Let me delete that lesson."],
-            tool_calls=[("delete_lesson", '{"lessonId": "lesson_usechat"}')],
+            tool_calls=[("delete_lesson", '{"lessonId": "lesson_fractions"}')],
             then=Script(chunks=["Kept it, as you asked."]),
         ),
     )
@@ -138,14 +140,14 @@ def denied(context: BrowserContext, web: str, user: StackUser, fake: FakeOpenAI,
     send(page, said)
     card = page.get_by_role("group", name="Tool delete_lesson")
     expect(card).to_have_attribute("data-state", "approval-requested")
-    expect(card).to_contain_text("lesson_usechat")
+    expect(card).to_contain_text("lesson_fractions")
     expect(page.get_by_role("status")).to_have_text("ready")
-    shot(page, "ai-sdk-usechat")
+    shot(page, f"{name}-asked")
     card.get_by_role("button", name="Deny").click()
     # sendAutomaticallyWhen posts the denial; the agent's next words stream in.
     expect(page.get_by_text("Kept it, as you asked.")).to_be_visible()
     expect(page.get_by_role("status")).to_have_text("ready")
-    shot(page, "ai-sdk-usechat-denied")
+    shot(page, f"{name}-denied")
     return page
 
 
@@ -157,7 +159,9 @@ def test_usechat_an_approval_card_denied_and_the_agent_goes_on(
     db: firestore.Client,
     fake_openai: FakeOpenAI,
 ) -> None:
-    page = denied(context, web, alice, fake_openai, "usechat: delete it")
+    page = denied(
+        context, web, alice, fake_openai, "Please delete my fractions lesson.", "ai-sdk-usechat"
+    )
     expect(page.get_by_role("button", name="Approve")).to_have_count(0)
     expect(page.get_by_role("group", name="Tool delete_lesson").last).to_contain_text("Denied.")
     stored = stored_reply(db, alice.uid, chat_id(page))
@@ -176,7 +180,9 @@ def test_usechat_the_words_after_a_denial_go_on_in_the_reply_that_asked(
     alice: StackUser,
     fake_openai: FakeOpenAI,
 ) -> None:
-    page = denied(context, web, alice, fake_openai, "usechat: delete it, once")
+    page = denied(
+        context, web, alice, fake_openai, "Delete the fractions lesson.", "ai-sdk-usechat-again"
+    )
     expect(page.get_by_text("Let me delete that lesson.")).to_have_count(1, timeout=1000)
     expect(replies(page)).to_have_count(1, timeout=1000)
 
