@@ -3,6 +3,7 @@
     python -m tools.web build                    # bundle web/src into web/dist (esbuild)
     python -m tools.web check                    # type-check web/src (tsc, tools/webtypes.py)
     python -m tools.web serve --port 5173 --api http://127.0.0.1:8080
+    python -m tools.web serve --site DIR ...     # another page (index.html, app.js, app.css)
 
 The page (``web/``) renders a conversation only from Firestore listeners and calls the
 api only to act. This server gives it, on one origin, what a hosting front end gives a
@@ -19,6 +20,10 @@ deployed client:
 * ``/files/{path}``: the bytes of one of the caller's own files (the ID token must name
   the uid the path starts with), checked with the Auth emulator. A deployment reads them
   through Firebase Storage's own rules instead; nothing like it runs in production.
+
+The same server serves another built page in the client's place (``--site``): the AI
+SDK's ``useChat`` test page (``tests/ai_sdk/page/``), whose transport calls ``/api/…`` on
+its own origin as a deployed front end would.
 
 Nothing is fetched from a CDN: the Firebase JS SDK, marked and DOMPurify come from
 ``package-lock.json`` and are bundled here.
@@ -62,27 +67,52 @@ def build() -> Path:
     ``web/src/main.ts`` (and the npm packages it imports) into ``web/dist/app.js`` and
     copy the stylesheet; returns the folder. esbuild only strips the types: ``check``
     checks them."""
-    if not ESBUILD.exists():
-        sys.exit("esbuild is not installed; run `make setup` (npm ci) first.")
     webtypes.generate(SOURCE)
     DIST.mkdir(parents=True, exist_ok=True)
+    bundle(SOURCE / "src" / "main.ts", DIST / "app.js")
+    (DIST / "app.css").write_bytes((SOURCE / "app.css").read_bytes())
+    return DIST
+
+
+def bundle(entry: Path, outfile: Path, *options: str) -> None:
+    """``entry`` and the npm packages it imports, bundled by esbuild into ``outfile``
+    (one ES module, minified, with its source map); ``options`` are esbuild's own."""
+    if not ESBUILD.exists():
+        sys.exit("esbuild is not installed; run `make setup` (npm ci) first.")
     subprocess.run(
         [
             str(ESBUILD),
-            str(SOURCE / "src" / "main.ts"),
+            str(entry),
             "--bundle",
             "--format=esm",
             "--target=es2020",
             "--minify",
             "--sourcemap",
             "--legal-comments=none",
-            f"--outfile={DIST / 'app.js'}",
+            *options,
+            f"--outfile={outfile}",
         ],
         check=True,
         cwd=ROOT,
     )
-    (DIST / "app.css").write_bytes((SOURCE / "app.css").read_bytes())
-    return DIST
+
+
+@dataclass(frozen=True)
+class Site:
+    """What is served at ``/``: a page, and the folder its assets (``app.js``, its
+    source map, ``app.css``) come from."""
+
+    index: Path
+    assets: Path
+
+    @classmethod
+    def built(cls, folder: Path) -> Site:
+        """A page built into one folder, ``index.html`` beside its assets."""
+        return cls(folder / "index.html", folder)
+
+
+CLIENT = Site(SOURCE / "index.html", DIST)
+"""The reference web client."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +154,7 @@ class Upstreams:
         )
 
 
-def app(upstreams: Upstreams) -> Starlette:
+def app(upstreams: Upstreams, site: Site = CLIENT) -> Starlette:
     client = httpx.AsyncClient(timeout=httpx.Timeout(30, read=None))
     headers = {
         "Content-Security-Policy": upstreams.policy(),
@@ -134,13 +164,13 @@ def app(upstreams: Upstreams) -> Starlette:
     }
 
     async def page(request: Request) -> Response:
-        return FileResponse(SOURCE / "index.html", headers=headers)
+        return FileResponse(site.index, headers=headers)
 
     async def asset(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in {"app.js", "app.js.map", "app.css"}:
             return JSONResponse({"error": {"code": "not_found", "message": "No such file."}}, 404)
-        path = DIST / name
+        path = site.assets / name
         if not path.exists():
             message = "The web client is not built: run `python -m tools.web build`."
             return JSONResponse({"error": {"code": "not_built", "message": message}}, 503)
@@ -239,8 +269,9 @@ async def _uid(client: httpx.AsyncClient, auth_host: str, authorization: str) ->
     return str(users[0]["localId"]) if users else None
 
 
-def serve(port: int, api: str) -> None:
-    uvicorn.run(app(Upstreams.from_env(api)), host="127.0.0.1", port=port, log_level="info")
+def serve(port: int, api: str, site: Site = CLIENT) -> None:
+    served = app(Upstreams.from_env(api), site)
+    uvicorn.run(served, host="127.0.0.1", port=port, log_level="info")
 
 
 def main() -> None:
@@ -248,6 +279,9 @@ def main() -> None:
     parser.add_argument("mode", choices=["build", "check", "serve"])
     parser.add_argument("--port", type=int, default=5173)
     parser.add_argument("--api", default="http://127.0.0.1:8080")
+    parser.add_argument(
+        "--site", type=Path, help="serve the page built in this folder instead of the client"
+    )
     args = parser.parse_args()
     if args.mode == "build":
         print(json.dumps({"built": str(build())}))
@@ -256,7 +290,7 @@ def main() -> None:
         sys.stdout.write(checked.stdout + checked.stderr)
         sys.exit(checked.returncode)
     else:
-        serve(args.port, args.api)
+        serve(args.port, args.api, Site.built(args.site) if args.site else CLIENT)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ with what Firestore holds. Screenshots of each step go to ``.stack/screenshots/`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -51,10 +52,18 @@ expect.set_options(timeout=TIMEOUT_MS)
 def web(functions: Functions) -> Iterator[str]:
     """The web client, freshly built, served against the stack's api (as make dev does)."""
     build()
+    with served(functions) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def served(functions: Functions, *options: str) -> Iterator[str]:
+    """``tools/web.py`` serving against the stack's api (``options``: its own, such as
+    ``--site``), at the address given."""
     port = free_port()
     logs = Path(os.environ.get("SPARK_STACK_LOGS") or ROOT / ".stack")
     stack = Stack(logs)
-    command = [sys.executable, "-m", "tools.web", "serve", f"--port={port}"]
+    command = [sys.executable, "-m", "tools.web", "serve", f"--port={port}", *options]
     stack.spawn("web", [*command, f"--api={functions.api}"])
     try:
         stack.wait_ready("web", f"http://127.0.0.1:{port}/config.json", timeout=30)
