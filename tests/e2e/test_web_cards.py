@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,8 +20,17 @@ import pytest
 from google.cloud import firestore
 from playwright.sync_api import BrowserContext, Locator, Page, expect
 
+from shared.store.cloudstorage import CloudStorageFileStore
 from tests.e2e import test_web
-from tests.e2e.conftest import Functions, StackUser, conversation_doc, new_user, wait_for
+from tests.e2e.conftest import (
+    Functions,
+    StackUser,
+    conversation_doc,
+    new_user,
+    upload,
+    wait_for,
+)
+from tests.e2e.test_review import FEEDBACK
 from tests.e2e.test_tasks import script_lesson
 from tests.e2e.test_web import (
     SHOTS,
@@ -32,6 +42,7 @@ from tests.e2e.test_web import (
     sign_in,
 )
 from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.samples import pdf_with_pages
 from tools.web import ROOT
 
 pytestmark = pytest.mark.emulator
@@ -104,7 +115,8 @@ def family_with_mum(api: str, user: StackUser, mum: StackUser) -> None:
 
 
 def task_doc(db: firestore.Client, uid: str, conv: str) -> dict[str, Any] | None:
-    found = db.collection(f"{uid}/client/tasks").where("conversationId", "==", conv).get()
+    sections = db.collection(f"{uid}/client/tasks")
+    found = sections.where(filter=firestore.FieldFilter("conversationId", "==", conv)).get()
     return found[0].to_dict() if found else None
 
 
@@ -255,14 +267,85 @@ def test_cards_a_running_task_is_cancelled_from_the_page(
     conv = conversation_id(page)
     section = page.get_by_role("region", name="Task: Creating lesson")
     expect(section.get_by_role("list", name="Progress")).to_contain_text("Drafting the lesson")
+    element_shot(section, "cards-task-running")
     section.get_by_role("button", name="Cancel").click()
     wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled", 30)
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("Cancelled, as you asked.")
+    # Its call has its result: the step is folded into "Done (1 step)", to be opened.
+    first = articles(page, "Spark AI Agent").first
+    first.get_by_role("button", name="Done (1 step)").click()
     expect(section).to_contain_text("cancelled")
     expect(section.get_by_role("button", name="Cancel")).to_have_count(0)
-    element_shot(section, "cards-task-cancelled")
-    expect(articles(page, "Spark AI Agent").last).to_contain_text("Cancelled, as you asked.")
+    element_shot(first, "cards-task-cancelled")
     # It stopped at the step after the draft: no lesson was saved.
     assert db.collection(f"{user.uid}/client/lessons").get() == []
+
+
+def test_cards_a_waiting_task_shows_its_question_and_goes_on_once_answered(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+    bucket: CloudStorageFileStore,
+) -> None:
+    """A review that must ask which task the work answers: its section says the question
+    while it waits, the page's question cards answer it, and the same section goes on to
+    its summary and key outputs. The work is sent through the api (its attachment made
+    as a client's upload), and the page opens the conversation."""
+    user = new_user(emulators[1])
+    ask = "cards: review my homework sheet"
+    path = f"{user.uid}/uploads/sheet.pdf"
+    sheet = pdf_with_pages("Task 1: leaves", "Task 2: roots")
+    # In a thread of its own: Playwright's sync API keeps an event loop in this one.
+    with ThreadPoolExecutor(1) as pool:
+        pdf = pool.submit(upload, bucket, path, sheet, "application/pdf").result()
+    fake_openai.script(
+        ask,
+        Script(
+            chunks=["I will review it."],
+            tool_calls=[("review_work", json.dumps({"file": path, "brief": "The sheet."}))],
+            then=Script(chunks=["Here is your feedback on task 2."]),
+        ),
+    )
+    question = {"question": "Which task does this answer?", "options": ["Task 1", "Task 2"]}
+    fake_openai.script(
+        "Review this piece of work.", Script(chunks=[json.dumps({"question": question})])
+    )
+    sent = httpx.post(
+        f"{functions.api}/api/spark/agent/messages",
+        headers={"Authorization": f"Bearer {user.token}"},
+        json={"text": ask, "attachments": [pdf]},
+        timeout=30,
+    )
+    assert sent.status_code == 202, sent.text
+    conv = sent.json()["conversationId"]
+    page = context.new_page()
+    sign_in(page, web, user, path=f"/#/c/{conv}")
+    section = page.get_by_role("region", name="Task: Reviewing sheet.pdf")
+    expect(section).to_contain_text("waiting for your answer")
+    expect(section).to_contain_text("Waiting for your answer: Which task does this answer?")
+    expect(section.get_by_role("button", name="Cancel")).to_be_visible()
+    element_shot(section, "cards-task-waiting")
+    found = audit(page)
+
+    fake_openai.script("Review this piece of work.", Script(chunks=[json.dumps(FEEDBACK)]))
+    page.get_by_role("button", name="Task 2").click()
+    page.get_by_role("button", name="Continue").click()
+    expect(articles(page, "Spark AI Agent").last).to_contain_text(
+        "Here is your feedback on task 2."
+    )
+    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    first = articles(page, "Spark AI Agent").first
+    first.get_by_role("button", name="Done (1 step)").click()
+    expect(section).to_contain_text("completed")
+    expect(section).to_contain_text(str(FEEDBACK["summary"]))
+    expect(section).to_contain_text("Strength: You explain that leaves take in light.")
+    expect(section).not_to_contain_text("Waiting for your answer")
+    found += audit(page)
+    assert found == [], json.dumps(found, indent=1)
+    assert (task_doc(db, user.uid, conv) or {})["status"] == "completed"
 
 
 def test_cards_an_earlier_lesson_version_is_restored_from_the_lesson_panel(

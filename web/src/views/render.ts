@@ -82,6 +82,15 @@ const TASK_STATUS: Record<TaskDocument["status"], string> = {
   failed: "failed",
   cancelled: "cancelled",
 };
+// What a key output is, in words (the kinds shared/schemas/documents/tasks.py names).
+const OUTPUT_KINDS: Record<string, string> = {
+  lesson: "Lesson",
+  planned_lesson: "Planned lesson",
+  strength: "Strength",
+  correction: "Correction",
+  mark: "Mark",
+  try: "What to try",
+};
 // Statuses a task can still be cancelled in (the api ends a waiting one at once too).
 const CANCELLABLE = new Set<TaskDocument["status"]>(["queued", "running", "waiting_on_user"]);
 
@@ -101,7 +110,8 @@ export function taskSection(task: TaskDocument, onCancel?: (task: TaskDocument) 
   }
   if (task.summary) section.append(el("div", { className: "summary" }, markdown(task.summary)));
   for (const output of task.keyOutputs || []) {
-    section.append(el("p", { className: "output" }, el("span", { className: "kind", text: `${output.kind}: ` }), document.createTextNode(output.text)));
+    const kind = OUTPUT_KINDS[output.kind] ?? output.kind;
+    section.append(el("p", { className: "output" }, el("span", { className: "kind", text: `${kind}: ` }), document.createTextNode(output.text)));
   }
   if (onCancel && CANCELLABLE.has(task.status)) {
     const cancel = el("button", { type: "button", className: "quiet cancel", text: "Cancel" });
