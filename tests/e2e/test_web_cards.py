@@ -160,6 +160,7 @@ def test_cards_an_approval_reads_in_words_its_arguments_behind_details(
     expect(arguments).to_contain_text(lesson_id)
     expect(delete).to_contain_text("Tool: delete_lesson")
     element_shot(panel, "cards-approval-in-words")
+    shot(page, "cards-approval-page")
     found = audit(page)
     assert found == [], json.dumps(found, indent=1)
 
