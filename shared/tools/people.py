@@ -9,6 +9,7 @@ resume the run the way task results do (``shared/agent/results.py``).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,6 +20,8 @@ from shared.errors import NotFound, RequestError, ToolError, VersionConflict
 from shared.store import versions
 from shared.store.base import LessonStore, changed
 from shared.tools.base import Ask, Checked, DocumentChange, Tool, ToolContext, ToolOutput
+
+log = logging.getLogger(__name__)
 
 QUESTION_TOOL = "ask_user_question"
 
@@ -180,6 +183,18 @@ class DeleteLessonArgs(BaseModel):
 
 
 def delete_lesson_tool(lessons: LessonStore) -> Tool[DeleteLessonArgs]:
+    async def check(args: DeleteLessonArgs, context: ToolContext) -> Checked[DeleteLessonArgs]:
+        # The owner's card names the lesson by its title. One not found (or not read:
+        # words must never refuse the call they describe) still asks, in the generic
+        # words, and fails when it runs, as before.
+        try:
+            lesson = await lessons.get(context.user_id, args.lessonId)
+        except Exception:
+            log.warning("delete_lesson: the title of %s was not read", args.lessonId)
+            lesson = None
+        shown = None if lesson is None else f"Delete the lesson “{lesson.title}”"
+        return Checked(args, display_text=shown)
+
     async def run(args: DeleteLessonArgs, context: ToolContext) -> dict[str, object]:
         lesson = await lessons.get(context.user_id, args.lessonId)
         if lesson is None:
@@ -199,6 +214,7 @@ def delete_lesson_tool(lessons: LessonStore) -> Tool[DeleteLessonArgs]:
         run=run,
         execution="inline",
         requires_approval=True,
+        check=check,
     )
 
 

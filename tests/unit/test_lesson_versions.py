@@ -355,6 +355,31 @@ async def test_an_approved_restore_is_not_applied_over_a_newer_change() -> None:
     assert result.status == "error" and "changed since version 2" in result.output_json
 
 
+@pytest.mark.leaves_steps("the run waits for approval; the reply after it never comes")
+async def test_a_delete_asks_in_words_naming_the_lesson_by_its_title() -> None:
+    # Before, the owner's card said "Deleting a lesson", the lesson only as its id in the
+    # arguments; one not found keeps those words (it fails when it runs, as before).
+    provider = ScriptedProvider(
+        [calls(("delete_lesson", {"lessonId": "les_1"}), ("delete_lesson", {"lessonId": "gone"}))]
+    )
+    service = await harness(provider)
+    conversation_id, frames = await send(service, "delete it")
+    asked = [f.event for f in frames if isinstance(f.event, ApprovalRequiredEvent)]
+    assert [a.display_text for a in asked] == ["Delete the lesson “Tides”", "Deleting a lesson"]
+    stored_calls = [
+        p.tool_call
+        for m in (await conversation(service, conversation_id)).messages
+        for p in m.content
+        if p.tool_call is not None
+    ]
+    assert [c.display_text for c in stored_calls] == [
+        "Delete the lesson “Tides”",
+        "Deleting a lesson",
+    ]
+    assert [c.status for c in stored_calls] == ["awaiting_approval"] * 2
+    assert await stored(service) == lesson()  # nothing yet
+
+
 async def test_a_deleted_lesson_is_kept_and_can_be_restored() -> None:
     provider = ScriptedProvider([calls(("delete_lesson", {"lessonId": "les_1"})), Step.reply("")])
     service = await harness(provider)

@@ -1,15 +1,17 @@
 // Acting on the open conversation through the api: stop it, answer a question, decide
-// an approval, and carry out the client tools the page runs itself. What happens next
-// is shown when Firestore says so; the composer's status line says what went wrong.
+// an approval, carry out the client tools the page runs itself, and cancel a task. What
+// happens next is shown when Firestore says so; the composer's status line says what
+// went wrong.
 import { ApiError } from "./api";
 import { results } from "./conversation";
 import { $ } from "./dom";
 import { session } from "./session";
 import { setQuestion, state } from "./store";
-import type { QuestionState, Schemas, ToolCall } from "./types";
+import type { QuestionState, Schemas, TaskDocument, ToolCall } from "./types";
 
-// The client tool calls this page has answered and the approvals it has sent: once each.
-const done = { posted: new Set<string>(), deciding: new Set<string>() };
+// The client tool calls this page has answered, the approvals it has sent and the tasks
+// it has asked to cancel: once each.
+const done = { posted: new Set<string>(), deciding: new Set<string>(), cancelling: new Set<string>() };
 
 /** Shows `text` in the composer's status line. */
 export function say(text: string): void {
@@ -82,4 +84,18 @@ function clientTool(call: ToolCall): [unknown, "ok" | "error"] {
   const selection = editor.value.slice(editor.selectionStart, editor.selectionEnd);
   const { conversation } = state();
   return [{ documentId: (conversation && conversation.documentId) || null, selection }, "ok"];
+}
+
+/** Cancels `task`: at once if it had not started or waits for an answer, else at its
+ * tool's next step. Its section says "cancelled" when Firestore does. */
+export async function cancelTask(task: TaskDocument): Promise<void> {
+  if (done.cancelling.has(task.id)) return;
+  done.cancelling.add(task.id);
+  try {
+    const answered = await session().api.cancelTask(task.id);
+    say(answered.status === "cancelled" ? `Cancelled: ${task.title}.` : `Cancelling: ${task.title}…`);
+  } catch (error) {
+    done.cancelling.delete(task.id);
+    say((error as Error).message);
+  }
 }

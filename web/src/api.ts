@@ -1,5 +1,6 @@
 // The api, called only to act: send, stop, answer, approve, upload, client tool results,
-// and the family's actions (create, invite, join, remove, leave, settings). Nothing it
+// the family's actions (create, invite, join, remove, leave, settings), cancelling a
+// task, and a lesson's versions and restoring one. Nothing it
 // answers is rendered as the truth; the page shows what Firestore says. Each call names
 // its route as schemas/openapi.json does, and its body and answer are that route's
 // (generated into web/generated/openapi.d.ts): a route or field the api lacks fails tsc.
@@ -124,6 +125,12 @@ export function makeApi(getToken: () => Promise<string>) {
       if (!response.ok) throw await refusal(response);
       return response.blob();
     },
+    // A task of the caller's: cancelled at once, or at its running tool's next step.
+    cancelTask: (taskId: string) => call("post", "/api/spark/agent/tasks/{taskId}/cancel", { taskId }, undefined),
+    // A lesson's kept earlier versions, newest first, and bringing one back.
+    lessonVersions: (lessonId: string) => call("get", "/api/spark/lessons/{lessonId}/versions", { lessonId }, undefined),
+    restoreLesson: (lessonId: string, version: number) =>
+      call("post", "/api/spark/lessons/{lessonId}/restore", { lessonId }, { version }),
   };
 }
 

@@ -6,7 +6,7 @@
 // carry) and task sections (whose documents carry updatedAt), and in the page, whether
 // its steps are open and where the user is in its question cards. Those, and nothing
 // else, make its revision; the articles are matched by message id.
-import { answer } from "../actions";
+import { answer, cancelTask } from "../actions";
 import { messageOf, results, shown } from "../conversation";
 import { $ } from "../dom";
 import { loadFile } from "../files";
@@ -70,6 +70,7 @@ function context(queued: boolean, found: ReadonlyMap<string, ToolResult>): Artic
       focusIn(messageOf(call.id), "section.question button");
     },
     onAnswer: (call, q) => answer(call, q),
+    onCancel: (task) => cancelTask(task),
     loadFile,
   };
 }

@@ -99,6 +99,24 @@ export function renderRun(): void {
   }
 }
 
+/** One approval card: the action and its object in the server's words (the call's
+ * `displayText`: "Delete the lesson “Tides”", "Send to Mum: “…”"), the tool and its raw
+ * arguments behind "Details" for those who want them, then Approve and Deny. */
+function approvalCard(call: ToolCall): HTMLLIElement {
+  const headId = `approval-${call.id}`;
+  const ask = el("p", { className: "ask", id: headId }, el("strong", { text: call.displayText || call.name }));
+  const args = el("pre", { "aria-label": "Arguments" });
+  try {
+    args.textContent = JSON.stringify(JSON.parse(call.argsJson), null, 2);
+  } catch {
+    args.textContent = call.argsJson;
+  }
+  const details = el("details", {}, el("summary", { text: "Details" }), el("p", { text: `Tool: ${call.name}` }), args);
+  const card = el("li", { className: "approval", "aria-labelledby": headId }, ask, details);
+  card.append(button("Approve", () => decide(call, true)), button("Deny", () => decide(call, false)));
+  return card;
+}
+
 export function renderApprovals(): void {
   const { conversation: conv } = state();
   const waiting: ToolCall[] = [];
@@ -112,16 +130,5 @@ export function renderApprovals(): void {
   const ids = waiting.map((c) => c.id).join(",");
   if (list.dataset.ids === ids) return;
   list.dataset.ids = ids;
-  list.replaceChildren(
-    ...waiting.map((call) => {
-      const title = el("p", {}, el("strong", { text: call.displayText || call.name }), ` (${call.name})`);
-      const args = el("pre", { "aria-label": "Arguments" });
-      try {
-        args.textContent = JSON.stringify(JSON.parse(call.argsJson), null, 2);
-      } catch {
-        args.textContent = call.argsJson;
-      }
-      return el("li", { className: "approval" }, title, args, button("Approve", () => decide(call, true)), button("Deny", () => decide(call, false)));
-    }),
-  );
+  list.replaceChildren(...waiting.map(approvalCard));
 }

@@ -24,6 +24,7 @@ export interface ArticleContext {
   onPick: (call: ToolCall, q: QuestionState, question: Question, label: string) => void;
   onNext: (call: ToolCall, q: QuestionState) => void;
   onAnswer: (call: ToolCall, q: QuestionState) => void;
+  onCancel: (task: TaskDocument) => void;
   loadFile: (path: string) => Promise<string | null>;
 }
 
@@ -61,28 +62,64 @@ function stepState(call: ToolCall, result: ToolResult | undefined): Step {
   return RUNNING.has(call.status) ? "running" : "ok";
 }
 
-function stepItem(call: ToolCall, result: ToolResult | undefined, task: TaskDocument | undefined): HTMLLIElement {
+function stepItem(call: ToolCall, result: ToolResult | undefined, task: TaskDocument | undefined, onCancel: (task: TaskDocument) => void): HTMLLIElement {
   const state = stepState(call, result);
   const icon =
     state === "running"
       ? el("span", { className: "spinner", role: "img", "aria-label": "in progress" })
       : el("span", { className: `mark ${state}`, role: "img", "aria-label": state === "ok" ? "done" : "failed", text: state === "ok" ? "✓" : "✗" });
   const item = el("li", { className: `step ${state}` }, icon, el("span", { text: ` ${call.displayText || call.name}` }));
-  if (task) item.append(taskSection(task));
+  if (task) item.append(taskSection(task, onCancel));
   return item;
 }
 
-/** A task's section (/{uid}/client/tasks/{taskId}) inside its step. */
-export function taskSection(task: TaskDocument): HTMLElement {
-  const section = el("section", { className: `task ${task.status}`, "aria-label": `Task: ${task.title}` });
-  section.append(el("p", { className: "task-head" }, el("strong", { text: task.title }), el("span", { className: "badge", text: `: ${task.status.replaceAll("_", " ")}` })));
-  const updates = (task.updates || []).slice(-5);
+// A task's status as its section says it.
+const TASK_STATUS: Record<TaskDocument["status"], string> = {
+  queued: "queued",
+  running: "running",
+  waiting_on_user: "waiting for your answer",
+  completed: "completed",
+  failed: "failed",
+  cancelled: "cancelled",
+};
+// What a key output is, in words (the kinds shared/schemas/documents/tasks.py names).
+const OUTPUT_KINDS: Record<string, string> = {
+  lesson: "Lesson",
+  planned_lesson: "Planned lesson",
+  strength: "Strength",
+  correction: "Correction",
+  mark: "Mark",
+  try: "What to try",
+};
+// Statuses a task can still be cancelled in (the api ends a waiting one at once too).
+const CANCELLABLE = new Set<TaskDocument["status"]>(["queued", "running", "waiting_on_user"]);
+
+/** A task's section (/{uid}/client/tasks/{taskId}) inside its step: its status, its
+ * progress steps in order (the server folds the oldest past forty into one line), the
+ * question it waits on, its summary and key outputs, and Cancel while it can be. */
+export function taskSection(task: TaskDocument, onCancel?: (task: TaskDocument) => void): HTMLElement {
+  const section = el("section", { className: `task ${task.status}`, "aria-label": `Task: ${task.title}`, "data-task-id": task.id });
+  section.append(el("p", { className: "task-head" }, el("strong", { text: task.title }), el("span", { className: "badge", text: `: ${TASK_STATUS[task.status] ?? task.status}` })));
+  const updates = task.updates || [];
   if (updates.length) {
-    section.append(el("ul", { className: "updates" }, ...updates.map((u) => el("li", { text: u.folded ? `… ${u.folded} earlier steps` : u.text }))));
+    const steps = updates.map((u) => el("li", { text: u.folded ? `… ${u.folded} earlier steps` : u.text }));
+    section.append(el("ol", { className: "updates", "aria-label": "Progress" }, ...steps));
+  }
+  if (task.status === "waiting_on_user" && task.question) {
+    section.append(el("p", { className: "task-question" }, el("strong", { text: "Waiting for your answer: " }), document.createTextNode(task.question)));
   }
   if (task.summary) section.append(el("div", { className: "summary" }, markdown(task.summary)));
   for (const output of task.keyOutputs || []) {
-    section.append(el("p", { className: "output" }, el("span", { className: "kind", text: `${output.kind}: ` }), document.createTextNode(output.text)));
+    const kind = OUTPUT_KINDS[output.kind] ?? output.kind;
+    section.append(el("p", { className: "output" }, el("span", { className: "kind", text: `${kind}: ` }), document.createTextNode(output.text)));
+  }
+  if (onCancel && CANCELLABLE.has(task.status)) {
+    const cancel = el("button", { type: "button", className: "quiet cancel", text: "Cancel" });
+    cancel.addEventListener("click", () => {
+      cancel.disabled = true;
+      onCancel(task);
+    });
+    section.append(cancel);
   }
   return section;
 }
@@ -170,7 +207,7 @@ export function renderMessage(message: Message, context: ArticleContext): HTMLEl
     // Folded once the message has ended and none of its steps is still under way (a
     // "waiting" message whose calls all have their results included).
     const folded = ENDED.has(message.status) && !running;
-    const list = el("ul", { className: "steps", id: `steps-${message.id}` }, ...steps.map((c) => stepItem(c, context.results.get(c.id), context.tasks.get(c.id))));
+    const list = el("ul", { className: "steps", id: `steps-${message.id}` }, ...steps.map((c) => stepItem(c, context.results.get(c.id), context.tasks.get(c.id), context.onCancel)));
     if (folded) {
       const open = context.expanded.has(message.id);
       const label = `Done (${steps.length} step${steps.length === 1 ? "" : "s"})`;
