@@ -132,11 +132,14 @@ class Telemetry:
         return self
 
     def shutdown(self) -> None:
-        """Export what is pending and stop (an instance being shut down)."""
-        if self.tracer_provider is not None:
-            self.tracer_provider.shutdown()
-        if self.meter_provider is not None:
-            self.meter_provider.shutdown()
+        """Export what is pending and stop (an instance being shut down); once only,
+        however often it is called."""
+        tracers, meters = self.tracer_provider, self.meter_provider
+        self.tracer_provider = self.meter_provider = None
+        if tracers is not None:
+            tracers.shutdown()
+        if meters is not None:
+            meters.shutdown()
 
 
 def _resource(settings: Settings) -> Resource:
@@ -173,13 +176,14 @@ def build(
     resource = _resource(settings)
     tracers = None
     if processor is not None:
-        tracers = TracerProvider(resource=resource)
+        # Shut down by ``Telemetry.shutdown`` (the entry point's, at exit), not twice.
+        tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
         tracers.add_span_processor(processor)
     meters = None
     if reader is not None:
         from opentelemetry.sdk.metrics import MeterProvider
 
-        meters = MeterProvider(resource=resource, metric_readers=[reader])
+        meters = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
     return Telemetry(tracers, meters, Metrics(meters) if meters else Metrics())
 
 

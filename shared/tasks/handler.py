@@ -42,7 +42,7 @@ from shared.schemas.tasks import (
 )
 from shared.store.base import SectionChange
 from shared.store.limits import CLOSING_RESERVE
-from shared.tasks import sections
+from shared.tasks import deliveries, sections
 from shared.tasks.steps import Steps
 from shared.tools.base import Ask, ToolContext, error_output
 from shared.tools.execute import ToolOutcome, execute, refused, safe_reason
@@ -88,6 +88,14 @@ class TaskHandler:
         self._policy = policy
 
     async def handle(self, task: AnyTask) -> Verdict:
+        """Serve one delivery of ``task`` (a span, and its metrics: ``deliveries.py``)."""
+        with deliveries.delivered(task):
+            verdict = await self._handle(task)
+            if verdict == "busy":
+                deliveries.mark("busy")
+            return verdict
+
+    async def _handle(self, task: AnyTask) -> Verdict:
         if isinstance(task, ToolTask):
             return await self._tool_task(task)
         user_id, conversation_id = task.user_id, task.conversation_id
@@ -262,6 +270,7 @@ class TaskHandler:
         """Run the tool: its outcome, or ``None`` if it will be retried instead."""
         deps, policy = self._deps, self._policy
         if task.attempt > policy.max_attempts:
+            deliveries.mark("dead_letter")
             outcome = refused(_gave_up(call, policy.max_attempts, "it stopped responding"))
         else:
             context = ToolContext(
@@ -285,6 +294,7 @@ class TaskHandler:
                     delay = policy.retry_base * 2 ** (task.attempt - 1)
                     await self._retry_later(task, delay, safe_reason(failure))
                     return None
+                deliveries.mark("dead_letter")
                 outcome = refused(_gave_up(call, task.attempt, safe_reason(failure)))
         return outcome
 
@@ -331,6 +341,7 @@ class TaskHandler:
         return True
 
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:
+        deliveries.mark("retry")
         await self._tasks.reschedule(task.user_id, task.task_id, task.attempt, delay, error)
 
     async def _finish(
