@@ -1,0 +1,177 @@
+"""What tracing costs the api: the same streams through an api process with tracing on
+and one with it off, side by side in one run.
+
+Run with ``make bench`` (it starts the emulators). Two api processes (one uvicorn worker
+each) on the same emulators and the same lean model server (``fake_provider.py``): one
+with ``SPARK_TELEMETRY=off``, one with ``SPARK_TELEMETRY=otlp`` exporting every span, as
+``make dev`` does, over OTLP/HTTP to a receiver in this process that reads and drops
+them (so the exporter's own work, encoding and sending its batches, is counted). Prints:
+
+(a) time to first token, p50, on against off, the two sides' requests interleaved
+    (target: added <= 0.2 ms);
+(b) the api's CPU per stream-second under concurrent paced streams, the rounds'
+    median, on against off (target: <= 5 % more).
+
+A reduced ``stream_overhead.py``: the same client, streams and CPU reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
+
+from bench.stream_overhead import TEXT_MARK, Target, concurrent, verdict  # noqa: E402
+from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
+
+CPU_TARGET = 0.05  # at most 5 % more api CPU per stream-second with tracing on
+TTFT_TARGET = 0.0002  # s added to the first token p50 with tracing on
+
+
+class Sink:
+    """An OTLP/HTTP receiver that reads every export and drops it (counting bytes)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                sink.bytes += len(self.rfile.read(int(self.headers["Content-Length"])))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+
+
+async def ttft(off: Target, on: Target, samples: int) -> None:
+    print(f"(a) time to first token, p50 of {samples}, the sides interleaved:")
+    for model_ttft in (0, 50):
+        times: dict[str, list[float]] = {off.name: [], on.name: []}
+        for n in range(samples):
+            for side in (off, on) if n % 2 else (on, off):
+                times[side.name].append((await side.run(1, 0, model_ttft))[0])
+        p50_off, p50_on = (statistics.median(times[s.name]) for s in (off, on))
+        added = p50_on - p50_off
+        print(
+            f"    model TTFT {model_ttft:2d} ms: tracing off {p50_off * 1e3:7.2f} ms "
+            f"| on {p50_on * 1e3:7.2f} ms | added {added * 1e3:6.3f} ms "
+            f"(target <= {TTFT_TARGET * 1e3:.1f} ms: {verdict(added <= TTFT_TARGET)})"
+        )
+
+
+async def cpu(
+    off: Target, on: Target, pids: dict[str, int], streams: int, rate: int, rounds: int
+) -> None:
+    tokens = rate * 3
+    stream_seconds = streams * tokens / rate
+    print(
+        f"(b) api CPU per stream-second, {streams} concurrent streams at {rate} tokens/s "
+        f"({tokens} tokens each), median of {rounds} rounds:"
+    )
+    costs: dict[str, list[float]] = {off.name: [], on.name: []}
+    for n in range(rounds):
+        for side in (off, on) if n % 2 == 0 else (on, off):
+            before = cpu_seconds(pids[side.name])
+            _, failed = await concurrent(side, streams, tokens, rate)
+            await asyncio.sleep(0.5)  # each run's release, after its last byte
+            costs[side.name].append((cpu_seconds(pids[side.name]) - before) / stream_seconds)
+            if failed:
+                print(f"    {side.name}: {failed}/{streams} streams failed")
+    cost_off, cost_on = (statistics.median(costs[s.name]) for s in (off, on))
+    more = cost_on / cost_off - 1
+    met = verdict(more <= CPU_TARGET)
+    print(
+        f"    tracing off {cost_off * 1e6:6.0f} us | on {cost_on * 1e6:6.0f} us "
+        f"| {more * 100:+5.1f} % (target <= {CPU_TARGET * 100:.0f} %: {met})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--samples", type=int, default=60)
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        raise SystemExit("run through `make bench` (it starts the emulators)")
+    logs = Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="bench-"))
+    sink = Sink()
+    provider_port = free_port()
+    env = {
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
+        "OPENAI_API_KEY": "bench",
+        "SPARK_MODEL": "bench",
+        "SPARK_DAILY_TOKENS_PER_USER": "1000000000",
+    }
+    traced = {
+        "SPARK_TELEMETRY": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}",
+    }
+    stacks = {"off": Stack(logs / "tracing-off"), "on": Stack(logs / "tracing-on")}
+    fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
+    try:
+        stacks["off"].spawn("bench-provider", fake)
+        targets: dict[str, Target] = {}
+        pids: dict[str, int] = {}
+        auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
+        tokens = [
+            sign_up(auth_host, f"bench-{n}@example.com", "bench-pass").token
+            for n in range(args.streams)
+        ]
+        headers = [f"Accept: text/event-stream\r\nAuthorization: Bearer {t}\r\n" for t in tokens]
+        for side, stack in stacks.items():
+            port = free_port()
+            start_functions(
+                stack, port, free_port(), {**env, **(traced if side == "on" else {})}, instances=1
+            )
+            name = f"tracing {side}"
+            targets[name] = Target(name, port, "/api/spark/agent/messages", headers, TEXT_MARK)
+            pids[name] = dict(stack.processes)["api"].pid
+        off, on = targets["tracing off"], targets["tracing on"]
+        print(
+            f"tracing: {os.cpu_count()} cores, two api processes (one uvicorn worker each), "
+            "tracing off and on (OTLP/HTTP to a receiver that drops the spans), "
+            "Firestore + Auth + Cloud Tasks emulators on this machine"
+        )
+        started = time.perf_counter()
+        asyncio.run(ttft(off, on, args.samples))
+        asyncio.run(cpu(off, on, pids, args.streams, args.rate, args.rounds))
+        print(
+            f"    ({sink.bytes / 1024:.0f} KiB of spans exported in "
+            f"{time.perf_counter() - started:.0f} s)"
+        )
+    finally:
+        for stack in stacks.values():
+            stack.stop()
+        sink.close()
+
+
+if __name__ == "__main__":
+    from bench.results import recorded
+
+    with recorded("tracing"):
+        main()
