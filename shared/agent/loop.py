@@ -143,7 +143,7 @@ class Run:
         """
         with tracing.run(self.conversation_id, self.run_id) as span:
             await self._produce(emit)
-            if self._end is not None:
+            if self._end is not None and span.is_recording():
                 tracing.run_ended(span, self._end.ending, self.transcript.message().usage)
 
     async def _produce(self, emit: Emit) -> None:

@@ -19,6 +19,7 @@ Every span exporter sits behind the content guard (``content.py``) unless
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, get_args
@@ -113,10 +114,11 @@ class Telemetry:
     readings: InMemoryMetricReader | None = None  # in_memory() only
     _installed: bool = field(default=False, repr=False)
 
-    @property
+    @functools.cached_property
     def tracer(self) -> Tracer | None:
-        """The tracer the egress takes, or ``None`` when nothing is traced (it then
-        wraps no stream at all)."""
+        """The tracer the egress and our spans take, or ``None`` when nothing is traced
+        (the egress then wraps no stream at all). Made once: the SDK makes a new one,
+        at some cost, on each ``get_tracer``."""
         if self.tracer_provider is None:
             return None
         return self.tracer_provider.get_tracer(SCOPE)
