@@ -7,10 +7,11 @@ with ``SPARK_TELEMETRY=off``, one with ``SPARK_TELEMETRY=otlp`` exporting every 
 ``make dev`` does, over OTLP/HTTP to a receiver in this process that reads and drops
 them (so the exporter's own work, encoding and sending its batches, is counted). Prints:
 
-(a) time to first token, p50, on against off, the two sides' requests interleaved
-    (target: added <= 0.2 ms);
+(a) time to first token, p50, on against off, the two sides' requests in pairs,
+    added the median of the pairs' differences (target: added <= 0.2 ms);
 (b) the api's CPU per stream-second under concurrent paced streams, the rounds'
-    median, on against off (target: <= 5 % more).
+    median, on against off (target: <= 5 % more), with the spans made per
+    stream-second, by name, and what each costs.
 
 A reduced ``stream_overhead.py``: the same client, streams and CPU reading.
 """
@@ -25,12 +26,17 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
 
 from bench.stream_overhead import TEXT_MARK, Target, concurrent, verdict  # noqa: E402
 from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
@@ -40,15 +46,22 @@ TTFT_TARGET = 0.0002  # s added to the first token p50 with tracing on
 
 
 class Sink:
-    """An OTLP/HTTP receiver that reads every export and drops it (counting bytes)."""
+    """An OTLP/HTTP receiver that reads every export and drops it, counting its bytes
+    and its spans by name."""
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.names: Counter[str] = Counter()
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                sink.bytes += len(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                sink.bytes += len(body)
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        sink.names.update(s.name for s in scope.spans)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -64,24 +77,40 @@ class Sink:
         self._server.shutdown()
 
 
-async def ttft(off: Target, on: Target, samples: int) -> None:
-    print(f"(a) time to first token, p50 of {samples}, the sides interleaved:")
+def _turns(sides: list[Target], n: int) -> list[Target]:
+    """``sides`` in the ``n``th order of a rotation: none is always first."""
+    k = n % len(sides)
+    return sides[k:] + sides[:k]
+
+
+def _added(base: list[float], side: list[float]) -> float:
+    """The median of each round's difference of ``side`` from ``base``."""
+    return statistics.median(b - a for a, b in zip(base, side, strict=True))
+
+
+async def ttft(off: Target, control: Target, on: Target, samples: int) -> None:
+    print(
+        f"(a) time to first token, p50 of {samples} rounds (one request to each process, "
+        "in rotating order); added: the median of each round's difference from off:"
+    )
+    sides = [off, control, on]
     for model_ttft in (0, 50):
-        times: dict[str, list[float]] = {off.name: [], on.name: []}
+        times: dict[str, list[float]] = {s.name: [] for s in sides}
         for n in range(samples):
-            for side in (off, on) if n % 2 else (on, off):
+            for side in _turns(sides, n):
                 times[side.name].append((await side.run(1, 0, model_ttft))[0])
         p50_off, p50_on = (statistics.median(times[s.name]) for s in (off, on))
-        added = p50_on - p50_off
+        added = _added(times[off.name], times[on.name])
         print(
             f"    model TTFT {model_ttft:2d} ms: tracing off {p50_off * 1e3:7.2f} ms "
             f"| on {p50_on * 1e3:7.2f} ms | added {added * 1e3:6.3f} ms "
-            f"(target <= {TTFT_TARGET * 1e3:.1f} ms: {verdict(added <= TTFT_TARGET)})"
+            f"(target <= {TTFT_TARGET * 1e3:.1f} ms: {verdict(added <= TTFT_TARGET)}) "
+            f"| control, off again: {_added(times[off.name], times[control.name]) * 1e3:6.3f} ms"
         )
 
 
 async def cpu(
-    off: Target, on: Target, pids: dict[str, int], streams: int, rate: int, rounds: int
+    sides: list[Target], pids: dict[str, int], streams: int, rate: int, rounds: int, sink: Sink
 ) -> None:
     tokens = rate * 3
     stream_seconds = streams * tokens / rate
@@ -89,29 +118,38 @@ async def cpu(
         f"(b) api CPU per stream-second, {streams} concurrent streams at {rate} tokens/s "
         f"({tokens} tokens each), median of {rounds} rounds:"
     )
-    costs: dict[str, list[float]] = {off.name: [], on.name: []}
+    costs: dict[str, list[float]] = {s.name: [] for s in sides}
+    await asyncio.sleep(1)  # (a)'s last spans exported
+    sink.names.clear()
     for n in range(rounds):
-        for side in (off, on) if n % 2 == 0 else (on, off):
+        for side in _turns(sides, n):
             before = cpu_seconds(pids[side.name])
             _, failed = await concurrent(side, streams, tokens, rate)
             await asyncio.sleep(0.5)  # each run's release, after its last byte
             costs[side.name].append((cpu_seconds(pids[side.name]) - before) / stream_seconds)
             if failed:
                 print(f"    {side.name}: {failed}/{streams} streams failed")
-    cost_off, cost_on = (statistics.median(costs[s.name]) for s in (off, on))
+    cost_off, cost_control, cost_on = (statistics.median(costs[s.name]) for s in sides)
     more = cost_on / cost_off - 1
     met = verdict(more <= CPU_TARGET)
     print(
         f"    tracing off {cost_off * 1e6:6.0f} us | on {cost_on * 1e6:6.0f} us "
-        f"| {more * 100:+5.1f} % (target <= {CPU_TARGET * 100:.0f} %: {met})"
+        f"| {more * 100:+5.1f} % (target <= {CPU_TARGET * 100:.0f} %: {met}) "
+        f"| control, off again: {(cost_control / cost_off - 1) * 100:+5.1f} %"
     )
+    await asyncio.sleep(1)  # the last batch exported
+    seconds = stream_seconds * rounds
+    spans = sink.names.total() / seconds
+    made = ", ".join(f"{name} {n / seconds:.1f}" for name, n in sink.names.most_common(6))
+    print(f"    spans per stream-second {spans:.1f}: {made}")
+    print(f"    -> each span costs the api {(cost_on - cost_off) / spans * 1e6:.0f} us of CPU")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--samples", type=int, default=60)
+    parser.add_argument("--samples", type=int, default=150)
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--rate", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
@@ -131,7 +169,9 @@ def main() -> None:
         "SPARK_TELEMETRY": "otlp",
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}",
     }
-    stacks = {"off": Stack(logs / "tracing-off"), "on": Stack(logs / "tracing-on")}
+    stacks = {side: Stack(logs / f"tracing-{side}") for side in ("off", "control", "on")}
+    for stack in stacks.values():
+        stack.log_dir.mkdir(parents=True, exist_ok=True)
     fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
     try:
         stacks["off"].spawn("bench-provider", fake)
@@ -151,15 +191,16 @@ def main() -> None:
             name = f"tracing {side}"
             targets[name] = Target(name, port, "/api/spark/agent/messages", headers, TEXT_MARK)
             pids[name] = dict(stack.processes)["api"].pid
-        off, on = targets["tracing off"], targets["tracing on"]
+        sides = [targets[f"tracing {side}"] for side in ("off", "control", "on")]
         print(
-            f"tracing: {os.cpu_count()} cores, two api processes (one uvicorn worker each), "
-            "tracing off and on (OTLP/HTTP to a receiver that drops the spans), "
+            f"tracing: {os.cpu_count()} cores, three api processes (one uvicorn worker each): "
+            "tracing off, off again (the control: what two untraced processes differ by, "
+            "measured the same way) and on (OTLP/HTTP to a receiver that drops the spans), "
             "Firestore + Auth + Cloud Tasks emulators on this machine"
         )
         started = time.perf_counter()
-        asyncio.run(ttft(off, on, args.samples))
-        asyncio.run(cpu(off, on, pids, args.streams, args.rate, args.rounds))
+        asyncio.run(ttft(sides[0], sides[1], sides[2], args.samples))
+        asyncio.run(cpu(sides, pids, args.streams, args.rate, args.rounds, sink))
         print(
             f"    ({sink.bytes / 1024:.0f} KiB of spans exported in "
             f"{time.perf_counter() - started:.0f} s)"
