@@ -164,6 +164,7 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) bench/provider_overhead.py
 	$(PY) bench/http_client.py
 	$(PY) -m tools.stack run -- $(PY) bench/stream_overhead.py
+	$(PY) -m tools.stack run -- $(PY) bench/tracing.py
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
 	$(PY) -m tools.stack run -- $(PY) bench/rollover.py
 	$(PY) bench/conversation_cost.py

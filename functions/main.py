@@ -6,6 +6,7 @@ unsafely (for example the Auth emulator in production) refuses to start.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
 
@@ -58,7 +59,10 @@ def _load_lazy_imports() -> None:
 
 settings = Settings.from_env()
 logs.configure(settings.project_id)
-observe.start(settings)  # before the components: the egress takes its tracer and metrics
+telemetry = observe.start(settings)  # before the components: the egress takes its tracer
+# The spans and metrics still in the exporters' batches leave as the process stops (an
+# instance shut down: uvicorn's and gunicorn's workers exit normally on SIGTERM).
+atexit.register(telemetry.shutdown)
 _components, _stores = build_components(settings)
 
 

@@ -17,9 +17,12 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
+from opentelemetry.trace import INVALID_SPAN, Span
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
+
+from shared.observe import tracing
 
 _IDS = ("conversationId", "runId", "requestId", "userId", "taskId", "httpRequest")
 
@@ -76,31 +79,46 @@ class LoggedStream(StreamingResponse):
                 self.ended()
 
 
-def access(request: Request, response: Response, request_id: str, started: float) -> Response:
+def access(
+    request: Request,
+    response: Response,
+    request_id: str,
+    started: float,
+    span: Span = INVALID_SPAN,
+) -> Response:
     """Log ``request`` once it ends: now, or for a stream when its last byte is sent (or
-    its client leaves), with the time it took from ``started`` (``time.monotonic``)."""
+    its client leaves), with the time it took from ``started`` (``time.monotonic``); its
+    ``span`` ends then too."""
     if isinstance(response, LoggedStream):
-        response.ended = functools.partial(_log, request, response.status_code, request_id, started)
+        response.ended = functools.partial(
+            _log, request, response.status_code, request_id, started, span
+        )
     elif isinstance(response, StreamingResponse):
         response.body_iterator = _logged(
-            response.body_iterator, request, response, request_id, started
+            response.body_iterator, request, response, request_id, started, span
         )
     else:
-        _log(request, response.status_code, request_id, started)
+        _log(request, response.status_code, request_id, started, span)
     return response
 
 
 async def _logged(
-    body: AsyncIterable[Any], request: Request, response: Response, request_id: str, started: float
+    body: AsyncIterable[Any],
+    request: Request,
+    response: Response,
+    request_id: str,
+    started: float,
+    span: Span,
 ) -> AsyncIterator[Any]:
     try:
         async for chunk in body:
             yield chunk
     finally:
-        _log(request, response.status_code, request_id, started)
+        _log(request, response.status_code, request_id, started, span)
 
 
-def _log(request: Request, status: int, request_id: str, started: float) -> None:
+def _log(request: Request, status: int, request_id: str, started: float, span: Span) -> None:
+    tracing.answered(span, status)
     seconds = time.monotonic() - started
     path = request.url.path  # never the query: it may carry what a client should not send
     access_log.info(

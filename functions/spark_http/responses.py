@@ -7,6 +7,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from opentelemetry.context import Context
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -17,6 +18,8 @@ from shared.errors import (
     RateLimited,
     SparkError,
 )
+from shared.observe import setup as observe
+from shared.observe import tracing
 from shared.schemas.api import ErrorBody, ErrorDetail, Problem
 from spark_http.logs import LoggedStream, access
 
@@ -64,21 +67,27 @@ def sse_response(body: AsyncIterator[bytes]) -> StreamingResponse:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-async def guarded(handler: Handler, request: Request) -> Response:
+async def guarded(handler: Handler, request: Request, parent: Context | None = None) -> Response:
     """``handler``'s response, or the JSON error for what it raised (the one edge wrapper
     of both functions: nothing unforeseen leaks its details to a caller), logged as it
-    ends (``logs.access``)."""
+    ends (``logs.access``), under a span that ends with it (a child of ``parent``: the
+    trace a task carries, ``tasks.py``). Every refusal by a user's limit that reaches a
+    caller passes here, so it is counted here (``metrics.limit_refused``)."""
     started, rid = time.monotonic(), request_id(request)
-    try:
-        response = await handler(request)
-    except SparkError as exc:
-        response = error_response(exc, rid)
-    except Exception:
-        log.exception(
-            "unhandled error on %s %s",
-            request.method,
-            request.url.path,
-            extra={"requestId": rid, "trace": rid},
-        )
-        response = error_response(SparkError(INTERNAL_MESSAGE), rid)
-    return access(request, response, rid, started)
+    span = tracing.request(request.method, request.url.path, parent)
+    with tracing.current(span):
+        try:
+            response = await handler(request)
+        except SparkError as exc:
+            if isinstance(exc, RateLimited) and (metrics := observe.process_metrics()):
+                metrics.limit_refused(exc.limit)
+            response = error_response(exc, rid)
+        except Exception:
+            log.exception(
+                "unhandled error on %s %s",
+                request.method,
+                request.url.path,
+                extra={"requestId": rid, "trace": rid},
+            )
+            response = error_response(SparkError(INTERNAL_MESSAGE), rid)
+    return access(request, response, rid, started, span)

@@ -24,6 +24,7 @@ from shared.errors import (
 )
 from shared.families.membership import NO_INVITE, NO_MEMBER, NOT_YOURS
 from shared.families.messages import NO_CONVERSATION
+from shared.observe import tracing
 from shared.store.base import NO_LESSON, reserved
 from shared.tasks.scheduler import NO_TASK
 from spark_http.edge import Edge, Routed
@@ -115,6 +116,7 @@ class Router:
             match, child = route.matches(scope)
             if match is Match.FULL:
                 _path_ids(child["path_params"])
+                tracing.routed(request.method, route.path)
                 endpoint: Bound = route.endpoint
                 return endpoint, Request({**scope, **child}, request.receive)
             if match is Match.PARTIAL:

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from shared.auth.tasks import TaskCallerVerifier
 from shared.errors import MethodNotAllowed, RequestError
+from shared.observe import propagation, tracing
 from shared.schemas.tasks import TASK_PAYLOAD, AnyTask
 from shared.tasks.handler import TaskHandler
 from spark_http.requests import read_bounded
@@ -33,7 +34,9 @@ class TasksApp:
         self._verifier = verifier
 
     async def __call__(self, request: Request) -> Response:
-        return await guarded(self._serve, request)
+        # The delivery continues the trace its task carries (the run that enqueued it).
+        parent = propagation.extract(request.headers) if tracing.tracing() else None
+        return await guarded(self._serve, request, parent)
 
     async def _serve(self, request: Request) -> Response:
         if request.url.path.rstrip("/") == "/healthz" and request.method == "GET":

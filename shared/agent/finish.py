@@ -15,17 +15,20 @@ from typing import Literal
 
 from shared.agent.deps import RunDeps
 from shared.agent.events import AgentEvent, DoneEvent, ErrorEvent
-from shared.agent.runs import finish_run
+from shared.agent.runs import INTERRUPTED, finish_run
 from shared.agent.slot import RunSlot
 from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Cursor, Emit, Frame, Transcript, shrink
 from shared.errors import (
     ConversationTooLarge,
+    RateLimited,
     RunEnded,
     RunInterrupted,
     RunStopped,
     SparkError,
 )
+from shared.observe import setup as observe
+from shared.observe.metrics import Ending as RunEnding
 from shared.queue.naming import task_id_for
 from shared.schemas.documents import ActiveRun, Conversation, TaskState
 from shared.schemas.server import TaskRecord
@@ -74,11 +77,17 @@ class RunEnd:
         self._writer = writer
         self._emit = emit
         self._record = record
+        # How the run ended, for its metrics and span (``badly`` says otherwise).
+        self.ending: RunEnding = "completed"
+        self._began = deps.clock.monotonic()
 
     async def release(self) -> None:
-        """Free the user's run slot and count the tokens this run used."""
+        """Free the user's run slot and count the tokens this run used; the run is
+        counted by how it ended (every run's end passes here once)."""
         usage = self.transcript.message().usage
         tokens = usage.input_tokens + usage.output_tokens if usage else 0
+        if (metrics := observe.process_metrics()) is not None:
+            metrics.run_ended(self.ending, self.deps.clock.monotonic() - self._began)
         await RunSlot(self.deps.tasks, self.user_id, self.run_id).release(tokens)
 
     def _tasks(
@@ -207,6 +216,7 @@ class RunEnd:
 
     async def badly(self, reason: RunEnded | SparkError, code: str | None = None) -> None:
         """End the run as stopped or failed, keeping what was streamed."""
+        self.ending = _ending(reason, code)
         if isinstance(reason, RunInterrupted):
             # Someone else closed the run; there is nothing of ours left to save.
             await self._writer.abandon()
@@ -234,3 +244,12 @@ class RunEnd:
         log.warning("run %s: final write failed: %r", self.run_id, exc)
         code = exc.code if isinstance(exc, SparkError) else "internal"
         self._emit(Frame(Cursor.end_id(self.run_id), ErrorEvent(UNSAVED, code)))
+
+
+def _ending(reason: RunEnded | SparkError, code: str | None) -> RunEnding:
+    """How a run that ended badly for ``reason`` is counted."""
+    if isinstance(reason, RunInterrupted) or code == INTERRUPTED.code:
+        return "interrupted"  # closed elsewhere, or its process shut down
+    if isinstance(reason, RunStopped):
+        return "stopped"
+    return "rate_limited" if isinstance(reason, RateLimited) else "failed"

@@ -50,6 +50,7 @@ from shared.llm.base import (
     ToolCallRequest,
     finished,
 )
+from shared.observe import tracing
 from shared.schemas.documents import ActiveRun, Conversation, StepState
 from shared.store.limits import CLOSING_RESERVE
 
@@ -137,8 +138,15 @@ class Run:
         Frames go to ``emit`` as they happen. However the run ends (done, stopped,
         failed), its ``RunEnd`` (``finish.py``) saves the message with what was
         streamed, every tool call in it has a result, and the last frame is ``done`` or
-        ``error``.
+        ``error``. The run is one span (its model calls, tool calls, writes and
+        enqueued tasks are its children), wherever it is produced.
         """
+        with tracing.run(self.conversation_id, self.run_id) as span:
+            await self._produce(emit)
+            if self._end is not None and span.is_recording():
+                tracing.run_ended(span, self._end.ending, self.transcript.message().usage)
+
+    async def _produce(self, emit: Emit) -> None:
         self._emit = emit
         limits = self.deps.limits
         self._record(

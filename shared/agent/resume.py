@@ -165,6 +165,7 @@ class Resumes:
                 f"You are already following {self._per_user} replies at once; close one, "
                 f"then try again (one you left closes within {self._keepalive} seconds).",
                 self._keepalive,
+                limit="resume_streams",
             )
 
     async def start(

@@ -242,6 +242,7 @@ def check_queue(queue: list[Message], message: Message, limits: QueueLimits) -> 
             f"{len(queue)} messages are already waiting for Spark AI Agent in this "
             "conversation; wait for a reply, then send this one.",
             QUEUE_RETRY_SECONDS,
+            limit="queued_messages",
         )
     taken = sum(stored_size(m.to_firestore()) for m in (*queue, message))
     if taken > limits.bytes:
@@ -250,6 +251,7 @@ def check_queue(queue: list[Message], message: Message, limits: QueueLimits) -> 
             f"{limits.bytes // 1024} KB together, and this one would not fit; wait for a "
             "reply, then send it.",
             QUEUE_RETRY_SECONDS,
+            limit="queued_bytes",
         )
 
 

@@ -109,19 +109,32 @@ class VersionConflict(RequestError):
 
 
 class RateLimited(RequestError):
-    """A per-user limit was reached; ``retry_after`` says when to try again (seconds)."""
+    """A per-user limit was reached; ``retry_after`` says when to try again (seconds);
+    ``limit`` names which (``daily_tokens``: what ``spark.limits.refused`` counts by)."""
 
     status = 429
     code = "rate_limited"
+    limit = "other"
 
-    def __init__(self, message: str, retry_after: int, detail: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        retry_after: int,
+        detail: str | None = None,
+        *,
+        limit: str | None = None,
+    ) -> None:
         super().__init__(message, detail)
         self.retry_after = max(1, retry_after)
+        if limit is not None:
+            self.limit = limit
 
 
 class SlotsTaken(RateLimited):
     """As many of the user's runs are going as allowed at once. A new message is refused;
     a run that is queued already waits for a slot instead (it is no error of theirs)."""
+
+    limit = "runs_at_once"
 
 
 class PayloadTooLarge(RequestError):

@@ -94,7 +94,7 @@ def admit(sent: SentMessages, size: int, now: datetime, limits: SendLimits) -> S
     if waits:
         longest = max(w for w, _ in waits)
         said = " ".join(text for _, text in waits)
-        raise RateLimited(f"{said} Try again in {_in(longest)}.", longest)
+        raise RateLimited(f"{said} Try again in {_in(longest)}.", longest, limit="family_messages")
     start = now.replace(second=0, microsecond=0)
     if minutes and minutes[-1].start == start:
         last = minutes[-1]

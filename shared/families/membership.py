@@ -352,6 +352,7 @@ def within_hour(times: Sequence[datetime], now: datetime, limit: int, did: str) 
         f"You have {did} in the last hour, the most allowed. "
         f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
         wait,
+        limit="family_changes",
     )
 
 

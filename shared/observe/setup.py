@@ -19,6 +19,7 @@ Every span exporter sits behind the content guard (``content.py``) unless
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, get_args
@@ -113,10 +114,11 @@ class Telemetry:
     readings: InMemoryMetricReader | None = None  # in_memory() only
     _installed: bool = field(default=False, repr=False)
 
-    @property
+    @functools.cached_property
     def tracer(self) -> Tracer | None:
-        """The tracer the egress takes, or ``None`` when nothing is traced (it then
-        wraps no stream at all)."""
+        """The tracer the egress and our spans take, or ``None`` when nothing is traced
+        (the egress then wraps no stream at all). Made once: the SDK makes a new one,
+        at some cost, on each ``get_tracer``."""
         if self.tracer_provider is None:
             return None
         return self.tracer_provider.get_tracer(SCOPE)
@@ -132,11 +134,14 @@ class Telemetry:
         return self
 
     def shutdown(self) -> None:
-        """Export what is pending and stop (an instance being shut down)."""
-        if self.tracer_provider is not None:
-            self.tracer_provider.shutdown()
-        if self.meter_provider is not None:
-            self.meter_provider.shutdown()
+        """Export what is pending and stop (an instance being shut down); once only,
+        however often it is called."""
+        tracers, meters = self.tracer_provider, self.meter_provider
+        self.tracer_provider = self.meter_provider = None
+        if tracers is not None:
+            tracers.shutdown()
+        if meters is not None:
+            meters.shutdown()
 
 
 def _resource(settings: Settings) -> Resource:
@@ -173,13 +178,14 @@ def build(
     resource = _resource(settings)
     tracers = None
     if processor is not None:
-        tracers = TracerProvider(resource=resource)
+        # Shut down by ``Telemetry.shutdown`` (the entry point's, at exit), not twice.
+        tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
         tracers.add_span_processor(processor)
     meters = None
     if reader is not None:
         from opentelemetry.sdk.metrics import MeterProvider
 
-        meters = MeterProvider(resource=resource, metric_readers=[reader])
+        meters = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
     return Telemetry(tracers, meters, Metrics(meters) if meters else Metrics())
 
 

@@ -4,6 +4,10 @@ Tasks are HTTP tasks to the ``tasks`` function with an OIDC token for our servic
 account, which the function verifies in production. On the local emulator (which
 sends no OIDC token) each body is also signed with the local key, so the function
 can refuse calls that did not come through our queue.
+
+Each task carries the trace of the span that enqueued it, as a W3C ``traceparent``
+header of its request (Cloud Tasks and the emulator both send a task's headers), so its
+delivery is a child of the run that asked for it (``shared/observe/propagation.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from google.api_core import gapic_v1
 from google.cloud import tasks_v2
 
 from shared.errors import QueueUnavailable
+from shared.observe import propagation, tracing
 from shared.queue.base import SIGNATURE_HEADER, QueuedTask, sign
 
 UNAVAILABLE = "Spark AI Agent could not schedule background work right now; please try again."
@@ -48,6 +53,7 @@ class CloudTasksQueue:
             gapic_v1.routing_header.to_grpc_metadata((("parent", queue_path),)),  # type: ignore[no-untyped-call]
         )
         self._queue_path = queue_path
+        self._queue = queue_path.rsplit("/", 1)[-1]
         self._handler_url = handler_url
         self._service_account = service_account
         self._local_key = local_key
@@ -87,7 +93,7 @@ class CloudTasksQueue:
 
     def _request(self, task: QueuedTask) -> Any:
         """The raw ``Task`` message that calls the handler with ``task``."""
-        headers = {"Content-Type": "application/json"}
+        headers = propagation.inject({"Content-Type": "application/json"})
         if self._local_key:
             due = task.schedule_at.timestamp() if task.schedule_at else time.time()
             headers[SIGNATURE_HEADER] = sign(self._local_key, task.body, task.name, int(due))
@@ -116,6 +122,10 @@ class CloudTasksQueue:
         return self._create
 
     async def enqueue(self, task: QueuedTask) -> None:
+        with tracing.enqueue(self._queue, task.name):
+            await self._create_task(task)
+
+    async def _create_task(self, task: QueuedTask) -> None:
         request = _CreateTaskRequest(parent=self._queue_path, task=self._request(task))
         try:
             try:

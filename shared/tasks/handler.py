@@ -28,8 +28,6 @@ from shared.agent.results import (
     record_results,
     wants_follow_up,
 )
-from shared.agent.throttle import ThrottledWriter
-from shared.clock import Clock
 from shared.errors import ConversationTooLarge, TaskCancelled, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
@@ -44,7 +42,8 @@ from shared.schemas.tasks import (
 )
 from shared.store.base import SectionChange
 from shared.store.limits import CLOSING_RESERVE
-from shared.tasks import sections
+from shared.tasks import deliveries, sections
+from shared.tasks.steps import Steps
 from shared.tools.base import Ask, ToolContext, error_output
 from shared.tools.execute import ToolOutcome, execute, refused, safe_reason
 from shared.tools.people import answer_text, question_args, question_text
@@ -89,6 +88,14 @@ class TaskHandler:
         self._policy = policy
 
     async def handle(self, task: AnyTask) -> Verdict:
+        """Serve one delivery of ``task`` (a span, and its metrics: ``deliveries.py``)."""
+        with deliveries.delivered(task):
+            verdict = await self._handle(task)
+            if verdict == "busy":
+                deliveries.mark("busy")
+            return verdict
+
+    async def _handle(self, task: AnyTask) -> Verdict:
         if isinstance(task, ToolTask):
             return await self._tool_task(task)
         user_id, conversation_id = task.user_id, task.conversation_id
@@ -263,6 +270,7 @@ class TaskHandler:
         """Run the tool: its outcome, or ``None`` if it will be retried instead."""
         deps, policy = self._deps, self._policy
         if task.attempt > policy.max_attempts:
+            deliveries.mark("dead_letter")
             outcome = refused(_gave_up(call, policy.max_attempts, "it stopped responding"))
         else:
             context = ToolContext(
@@ -286,6 +294,7 @@ class TaskHandler:
                     delay = policy.retry_base * 2 ** (task.attempt - 1)
                     await self._retry_later(task, delay, safe_reason(failure))
                     return None
+                deliveries.mark("dead_letter")
                 outcome = refused(_gave_up(call, task.attempt, safe_reason(failure)))
         return outcome
 
@@ -332,6 +341,7 @@ class TaskHandler:
         return True
 
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:
+        deliveries.mark("retry")
         await self._tasks.reschedule(task.user_id, task.task_id, task.attempt, delay, error)
 
     async def _finish(
@@ -345,50 +355,6 @@ class TaskHandler:
         await self._tasks.finish(
             task.user_id, task.task_id, task.attempt, status, error, summary, outputs
         )
-
-
-class Steps:
-    """A task's progress steps, appended to its section at most once per
-    ``TaskPolicy.progress_every`` (each write carries every step reported since the last)."""
-
-    def __init__(self, tasks: TaskPort, task: ToolTask, clock: Clock, every: timedelta) -> None:
-        self._tasks, self._task, self._clock = tasks, task, clock
-        self._pending: list[sections.Step] = []
-        self._count = 0
-        self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
-
-    async def report(self, text: str) -> None:
-        """A step: first a look at the ledger (the task stops here if its user cancelled
-        it; one small read per step), then the step, appended with the next write."""
-        try:
-            await self._tasks.check_cancel(self._task.user_id, self._task.task_id)
-        except TaskCancelled:
-            raise
-        except Exception:
-            # Only the look failed: the tool goes on (its next model call looks again).
-            log.warning("task %s: could not look for a cancel", self._task.task_id, exc_info=True)
-        self._count += 1
-        self._pending.append(sections.Step(self._task.attempt, self._count, text))
-        self._writer.touch()
-
-    async def _write(self) -> None:
-        steps, self._pending = self._pending, []
-        now = self._clock.now()
-        try:
-            await self._tasks.show(
-                self._task.user_id,
-                self._task.task_id,
-                lambda s: None if s is None else sections.with_steps(s, steps, now),
-            )
-        except Exception:
-            self._pending = steps + self._pending  # the next write carries them
-            raise
-
-    async def close(self) -> None:
-        try:
-            await self._writer.finish(self._write)
-        except Exception:
-            log.warning("task %s: progress steps were lost", self._task.task_id, exc_info=True)
 
 
 def _gave_up(call: ToolCall, attempts: int, reason: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.errors import SparkError, TaskCancelled, ToolError
+from shared.observe import tracing
 from shared.tools.base import (
     Ask,
     DocumentChange,
@@ -67,7 +68,15 @@ def safe_reason(exc: Exception) -> str:
 async def execute(call: ParsedCall, context: ToolContext, output_chars: int) -> ToolOutcome:
     """Run ``call`` and keep at most ``output_chars`` characters of its result; never
     raises (except on cancellation: asyncio's, or ``TaskCancelled`` when a task's user
-    cancelled it)."""
+    cancelled it). Each call is a span (its model calls are its children)."""
+    with tracing.tool(call.tool.name, call.call.id, call.tool.execution) as span:
+        outcome = await _execute(call, context, output_chars)
+        if not outcome.ok:
+            tracing.tool_failed(span, outcome.failure)
+        return outcome
+
+
+async def _execute(call: ParsedCall, context: ToolContext, output_chars: int) -> ToolOutcome:
     try:
         result = await call.run(context)
         output = dump_output(result.value, output_chars)

@@ -130,6 +130,8 @@ EDGE_MAY_IMPORT = (
     "shared.config",
     "shared.auth",
     "shared.prose",
+    # Spans and metrics of requests (no part of the agent: the process's telemetry).
+    "shared.observe",
 )
 # From a part's own module, an edge may import only these names: values the facade's
 # verbs take or return, the messages an id that names nothing answers with (``routing``

@@ -30,6 +30,8 @@ an attempt does not land: it is to be judged again, or the store failed.
 
 This loop runs on every send and every streaming write: it adds one coroutine and,
 per change, one call (``bench/stream_overhead.py`` (a) and (c) measure both paths).
+Each change is one span of its own, however many attempts it took (``bench/tracing.py``
+measures what tracing costs a stream).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import TypeVar
 from google.api_core import exceptions as gexc
 
 from shared.errors import StoreError
+from shared.observe import tracing
 from shared.store.firestore.common import MAX_ATTEMPTS, back_off, unavailable
 
 T = TypeVar("T")
@@ -107,19 +110,21 @@ async def compare_and_set(
         StoreError: the store failed, or every attempt lost (``too_fast``).
         Exception: what ``attempt`` raised, other than ``Again`` and a lost race.
     """
-    for tries in range(MAX_ATTEMPTS):
-        if tries > 1:
-            await back_off(tries)
-        try:
-            with unavailable(tried):
-                try:
-                    return await attempt(tries > 0)
-                except _AGAIN:
-                    pass  # someone else wrote, or a remembered copy misled: judge again
-        except StoreError:
+    with tracing.commit(tried) as span:
+        for tries in range(MAX_ATTEMPTS):
+            if tries > 1:
+                await back_off(tries)
+            span.set_attribute(tracing.STORE_ATTEMPTS, tries + 1)
+            try:
+                with unavailable(tried):
+                    try:
+                        return await attempt(tries > 0)
+                    except _AGAIN:
+                        pass  # someone else wrote, or a remembered copy misled: judge again
+            except StoreError:
+                if forget is not None:
+                    forget()
+                raise
             if forget is not None:
                 forget()
-            raise
-        if forget is not None:
-            forget()
-    raise StoreError(too_fast)
+        raise StoreError(too_fast)

@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 
 from google.api_core import exceptions as gexc
 from google.cloud.firestore import DELETE_FIELD, AsyncClient, AsyncTransaction
+from opentelemetry.trace import Span
 
 from shared.errors import StoreError
+from shared.observe import tracing
 from shared.store import failures
 
 T = TypeVar("T")
@@ -45,8 +47,20 @@ async def in_transaction(
     """``attempt`` (an ``async_transactional`` read-decide-write) in a transaction of
     one try, tried again after a random wait when its reads or its commit are aborted;
     ``StoreError(too_fast)`` after ``MAX_ATTEMPTS``. The family and delivery stores'
-    transactions (several users' documents) run here."""
+    transactions (several users' documents) run here, each one span."""
+    with tracing.commit("Firestore transaction") as span:
+        return await _in_transaction(client, attempt, span, read_only, too_fast)
+
+
+async def _in_transaction(
+    client: AsyncClient,
+    attempt: Callable[[AsyncTransaction], Awaitable[T]],
+    span: Span,
+    read_only: bool,
+    too_fast: str,
+) -> T:
     for tried in range(MAX_ATTEMPTS):
+        span.set_attribute(tracing.STORE_ATTEMPTS, tried + 1)
         if tried > 0:
             # Never at once by the client library (``max_attempts=1``): on the emulator,
             # transactions that read one document and then write it wait for its lock

@@ -66,7 +66,7 @@ def check_tokens(ledger: TaskLedger, now: datetime, limits: UserLimits) -> None:
     """
     reserved = sum(r.tokens for r in ledger.reservations.values())
     if usage_today(ledger, now).tokens + reserved >= limits.daily_tokens:
-        raise RateLimited(SPENT, until_midnight(now))
+        raise RateLimited(SPENT, until_midnight(now), limit="daily_tokens")
 
 
 def _lapsed_charged(ledger: TaskLedger, now: datetime) -> TaskLedger:
@@ -236,6 +236,7 @@ def admit_upload(ledger: TaskLedger, now: datetime, limits: UserLimits) -> TaskL
             f"You have uploaded today's allowance of {limits.daily_uploads} files; it "
             "renews at midnight (UTC).",
             until_midnight(now),
+            limit="daily_uploads",
         )
     counted = today.model_copy(update={"uploads": today.uploads + 1})
     return ledger.model_copy(update={"usage": counted})

@@ -128,6 +128,7 @@ def submit(
             f"allowed at once ({policy.max_waiting}); wait for some to finish, then ask "
             "again.",
             _soonest_lease_end(ledger, now, policy),
+            limit="tasks_at_once",
         )
     anew = ("waiting_on_user",) if answered else ("cancelled", "waiting_on_user")
     if again and existing is not None and existing.status in anew:

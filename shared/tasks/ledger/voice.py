@@ -54,6 +54,7 @@ def grant_voice(
             "conversations; it renews at midnight (UTC). You can still type, or use "
             "push-to-talk.",
             until_midnight(now),
+            limit="voice_sessions",
         )
     kept = {k: g for k, g in ledger.voice.items() if g.ends_at + VOICE_KEPT > now}
     kept[session_id] = VoiceGrant(

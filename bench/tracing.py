@@ -1,0 +1,221 @@
+"""What tracing costs the api: the same streams through an api process with tracing on
+and one with it off, side by side in one run.
+
+Run with ``make bench`` (it starts the emulators). Two api processes (one uvicorn worker
+each) on the same emulators and the same lean model server (``fake_provider.py``): one
+with ``SPARK_TELEMETRY=off``, one with ``SPARK_TELEMETRY=otlp`` exporting every span, as
+``make dev`` does, over OTLP/HTTP to a receiver in this process that reads and drops
+them (so the exporter's own work, encoding and sending its batches, is counted). Prints:
+
+(a) time to first token, p50, on against off, the two sides' requests in pairs,
+    added the median of the pairs' differences (target: added <= 0.2 ms);
+(b) the api's CPU per stream-second under concurrent paced streams, the rounds'
+    median, on against off (target: <= 5 % more), with the spans made per
+    stream-second, by name, and what each costs.
+
+A reduced ``stream_overhead.py``: the same client, streams and CPU reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: E402
+    ExportTraceServiceRequest,
+)
+
+from bench.stream_overhead import TEXT_MARK, Target, concurrent, verdict  # noqa: E402
+from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
+
+CPU_TARGET = 0.05  # at most 5 % more api CPU per stream-second with tracing on
+TTFT_TARGET = 0.0002  # s added to the first token p50 with tracing on
+
+
+class Sink:
+    """An OTLP/HTTP receiver that reads every export and drops it, counting its bytes
+    and the api's spans by name."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.names: Counter[str] = Counter()
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                sink.bytes += len(body)
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource in request.resource_spans:
+                    service = {a.key: a.value.string_value for a in resource.resource.attributes}
+                    if service.get("service.name") != "spark-api":
+                        continue  # the tasks function's (its watchdogs'): not the api's CPU
+                    for scope in resource.scope_spans:
+                        sink.names.update(s.name for s in scope.spans)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+
+
+def _turns(sides: list[Target], n: int) -> list[Target]:
+    """``sides`` in the ``n``th order of a rotation: none is always first."""
+    k = n % len(sides)
+    return sides[k:] + sides[:k]
+
+
+def _added(base: list[float], side: list[float]) -> float:
+    """The median of each round's difference of ``side`` from ``base``."""
+    return statistics.median(b - a for a, b in zip(base, side, strict=True))
+
+
+async def ttft(off: Target, control: Target, on: Target, samples: int) -> None:
+    print(
+        f"(a) time to first token, p50 of {samples} rounds (one request to each process, "
+        "in rotating order); added: the median of each round's difference from off:"
+    )
+    sides = [off, control, on]
+    for model_ttft in (0, 50):
+        times: dict[str, list[float]] = {s.name: [] for s in sides}
+        for n in range(samples):
+            for side in _turns(sides, n):
+                times[side.name].append((await side.run(1, 0, model_ttft))[0])
+        p50_off, p50_on = (statistics.median(times[s.name]) for s in (off, on))
+        added = _added(times[off.name], times[on.name])
+        print(
+            f"    model TTFT {model_ttft:2d} ms: tracing off {p50_off * 1e3:7.2f} ms "
+            f"| on {p50_on * 1e3:7.2f} ms | added {added * 1e3:6.3f} ms "
+            f"(target <= {TTFT_TARGET * 1e3:.1f} ms: {verdict(added <= TTFT_TARGET)}) "
+            f"| control, off again: {_added(times[off.name], times[control.name]) * 1e3:6.3f} ms"
+        )
+
+
+async def cpu(
+    sides: list[Target], pids: dict[str, int], streams: int, rate: int, rounds: int, sink: Sink
+) -> None:
+    tokens = rate * 3
+    stream_seconds = streams * tokens / rate
+    print(
+        f"(b) api CPU per stream-second, {streams} concurrent streams at {rate} tokens/s "
+        f"({tokens} tokens each), median of {rounds} rounds:"
+    )
+    costs: dict[str, list[float]] = {s.name: [] for s in sides}
+    await asyncio.sleep(1)  # (a)'s last spans exported
+    sink.names.clear()
+    for n in range(rounds):
+        for side in _turns(sides, n):
+            before = cpu_seconds(pids[side.name])
+            _, failed = await concurrent(side, streams, tokens, rate)
+            await asyncio.sleep(0.5)  # each run's release, after its last byte
+            costs[side.name].append((cpu_seconds(pids[side.name]) - before) / stream_seconds)
+            if failed:
+                print(f"    {side.name}: {failed}/{streams} streams failed")
+    cost_off, cost_control, cost_on = (statistics.median(costs[s.name]) for s in sides)
+    more = cost_on / cost_off - 1
+    met = verdict(more <= CPU_TARGET)
+    print(
+        f"    tracing off {cost_off * 1e6:6.0f} us | on {cost_on * 1e6:6.0f} us "
+        f"| {more * 100:+5.1f} % (target <= {CPU_TARGET * 100:.0f} %: {met}) "
+        f"| control, off again: {(cost_control / cost_off - 1) * 100:+5.1f} %"
+    )
+    await asyncio.sleep(1)  # the last batch exported
+    seconds = stream_seconds * rounds
+    spans = sink.names.total() / seconds
+    made = ", ".join(f"{name} {n / seconds:.1f}" for name, n in sink.names.most_common(6))
+    print(f"    spans per stream-second {spans:.1f}: {made}")
+    print(f"    -> each span costs the api {(cost_on - cost_off) / spans * 1e6:.0f} us of CPU")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--samples", type=int, default=150)
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--rate", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
+        raise SystemExit("run through `make bench` (it starts the emulators)")
+    logs = Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="bench-"))
+    sink = Sink()
+    provider_port = free_port()
+    env = {
+        "OPENAI_BASE_URL": f"http://127.0.0.1:{provider_port}/v1",
+        "OPENAI_API_KEY": "bench",
+        "SPARK_MODEL": "bench",
+        "SPARK_DAILY_TOKENS_PER_USER": "1000000000",
+    }
+    traced = {
+        "SPARK_TELEMETRY": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}",
+    }
+    stacks = {side: Stack(logs / f"tracing-{side}") for side in ("off", "control", "on")}
+    for stack in stacks.values():
+        stack.log_dir.mkdir(parents=True, exist_ok=True)
+    fake = [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"]
+    try:
+        stacks["off"].spawn("bench-provider", fake)
+        targets: dict[str, Target] = {}
+        pids: dict[str, int] = {}
+        auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
+        tokens = [
+            sign_up(auth_host, f"bench-{n}@example.com", "bench-pass").token
+            for n in range(args.streams)
+        ]
+        headers = [f"Accept: text/event-stream\r\nAuthorization: Bearer {t}\r\n" for t in tokens]
+        for side, stack in stacks.items():
+            port = free_port()
+            start_functions(
+                stack, port, free_port(), {**env, **(traced if side == "on" else {})}, instances=1
+            )
+            name = f"tracing {side}"
+            targets[name] = Target(name, port, "/api/spark/agent/messages", headers, TEXT_MARK)
+            pids[name] = dict(stack.processes)["api"].pid
+        sides = [targets[f"tracing {side}"] for side in ("off", "control", "on")]
+        print(
+            f"tracing: {os.cpu_count()} cores, three api processes (one uvicorn worker each): "
+            "tracing off, off again (the control: what two untraced processes differ by, "
+            "measured the same way) and on (OTLP/HTTP to a receiver that drops the spans), "
+            "Firestore + Auth + Cloud Tasks emulators on this machine"
+        )
+        started = time.perf_counter()
+        asyncio.run(ttft(sides[0], sides[1], sides[2], args.samples))
+        asyncio.run(cpu(sides, pids, args.streams, args.rate, args.rounds, sink))
+        print(
+            f"    ({sink.bytes / 1024:.0f} KiB of spans exported in "
+            f"{time.perf_counter() - started:.0f} s)"
+        )
+    finally:
+        for stack in stacks.values():
+            stack.stop()
+        sink.close()
+
+
+if __name__ == "__main__":
+    from bench.results import recorded
+
+    with recorded("tracing"):
+        main()

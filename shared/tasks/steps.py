@@ -1,0 +1,60 @@
+"""A task's progress steps, reported by its tool as it works (``ToolContext.progress``)
+and appended to the task's section in throttled writes."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from shared.agent.throttle import ThrottledWriter
+from shared.clock import Clock
+from shared.errors import TaskCancelled
+from shared.queue.port import TaskPort
+from shared.schemas.tasks import ToolTask
+from shared.tasks import sections
+
+log = logging.getLogger(__name__)
+
+
+class Steps:
+    """A task's progress steps, appended to its section at most once per
+    ``TaskPolicy.progress_every`` (each write carries every step reported since the last)."""
+
+    def __init__(self, tasks: TaskPort, task: ToolTask, clock: Clock, every: timedelta) -> None:
+        self._tasks, self._task, self._clock = tasks, task, clock
+        self._pending: list[sections.Step] = []
+        self._count = 0
+        self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
+
+    async def report(self, text: str) -> None:
+        """A step: first a look at the ledger (the task stops here if its user cancelled
+        it; one small read per step), then the step, appended with the next write."""
+        try:
+            await self._tasks.check_cancel(self._task.user_id, self._task.task_id)
+        except TaskCancelled:
+            raise
+        except Exception:
+            # Only the look failed: the tool goes on (its next model call looks again).
+            log.warning("task %s: could not look for a cancel", self._task.task_id, exc_info=True)
+        self._count += 1
+        self._pending.append(sections.Step(self._task.attempt, self._count, text))
+        self._writer.touch()
+
+    async def _write(self) -> None:
+        steps, self._pending = self._pending, []
+        now = self._clock.now()
+        try:
+            await self._tasks.show(
+                self._task.user_id,
+                self._task.task_id,
+                lambda s: None if s is None else sections.with_steps(s, steps, now),
+            )
+        except Exception:
+            self._pending = steps + self._pending  # the next write carries them
+            raise
+
+    async def close(self) -> None:
+        try:
+            await self._writer.finish(self._write)
+        except Exception:
+            log.warning("task %s: progress steps were lost", self._task.task_id, exc_info=True)
