@@ -19,7 +19,7 @@ from shared.agent.people import People, Resumed
 from shared.agent.results import PersonKind, answered, find_call
 from shared.agent.service import RunService
 from shared.agent.sse import Framing
-from shared.agent.uistream import DONE, UI, Chunk, encode
+from shared.agent.uistream import DONE, UI, Chunk, encode, going_on
 from shared.auth.base import User
 from shared.errors import NotFound, RequestError
 from shared.families.messages import is_shared
@@ -115,7 +115,8 @@ class Chats:
             return stream(sent.run, UI)
         resumed = await self._answer(user.uid, request.id, asked)
         if resumed.run is not None:
-            return stream(resumed.run, UI)
+            denied = [a.tool_call_id for a in asked.approvals if not a.approved]
+            return stream(resumed.run, going_on(denied))
         return _accepted(resumed)
 
     async def _answer(self, user_id: str, conversation_id: str, asked: ChatTurn) -> Resumed:

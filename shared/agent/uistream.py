@@ -14,7 +14,7 @@ chunk it reads, and an unknown field or type fails the client's stream.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from shared.agent.events import (
@@ -65,7 +65,11 @@ class UiChunks:
     delta, ``text-end`` before anything that is not text).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, going_on: Sequence[str] | None = None) -> None:
+        # ``going_on``: this reply goes on from the message the client shows (after its
+        # answers): ``start`` names no message, so the AI SDK adds to that one instead of
+        # showing a second; the calls it denied are ended first (``tool-output-denied``).
+        self._going_on = going_on
         self._started = False
         self._text: str | None = None
 
@@ -78,7 +82,13 @@ class UiChunks:
             case RunStartEvent():
                 if not self._started:
                     self._started = True
-                    out.append({"type": "start", "messageId": event.assistant_message_id})
+                    if self._going_on is None:
+                        out.append({"type": "start", "messageId": event.assistant_message_id})
+                    else:
+                        out.append({"type": "start"})
+                        out += [
+                            {"type": "tool-output-denied", "toolCallId": c} for c in self._going_on
+                        ]
                 out.append({"type": "start-step"})
             case TranscriptEvent():
                 data = {"content": event.content, "final": event.final}
@@ -161,9 +171,10 @@ def encode(chunk: Chunk) -> bytes:
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
 
 
-def encoder() -> Callable[[Frame], bytes]:
-    """A fresh encoder of one reply's frames into the protocol's bytes."""
-    state = UiChunks()
+def encoder(going_on: Sequence[str] | None = None) -> Callable[[Frame], bytes]:
+    """A fresh encoder of one reply's frames into the protocol's bytes (``going_on``: as
+    ``UiChunks``)."""
+    state = UiChunks(going_on)
 
     def encoded(frame: Frame) -> bytes:
         return b"".join(encode(c) for c in state.chunks(frame))
@@ -173,3 +184,9 @@ def encoder() -> Callable[[Frame], bytes]:
 
 UI = Framing(encoder, DONE)
 """The AI SDK's UI message stream, for ``sse.sse_stream``."""
+
+
+def going_on(denied: Sequence[str]) -> Framing:
+    """The stream of a reply that goes on from the message the client shows, after
+    people's answers (``denied``: the calls they denied)."""
+    return Framing(lambda: encoder(tuple(denied)), DONE)

@@ -168,11 +168,6 @@ def test_usechat_an_approval_card_denied_and_the_agent_goes_on(
     assert stored_text(stored) == "Kept it, as you asked."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the reply after a denial starts (`start`) with a new message id, so useChat "
-    "adds a second message that repeats the first's parts instead of going on in it",
-)
 def test_usechat_the_words_after_a_denial_go_on_in_the_reply_that_asked(
     functions: Functions,
     web: str,

@@ -173,3 +173,15 @@ def test_the_ai_sdk_reads_every_chunk_and_shows_the_reply() -> None:
         ("tool-delete_lesson", "approval-requested"),
     ]
     assert message["parts"][1]["text"] == "Let me look."
+
+
+def test_a_reply_that_goes_on_after_answers_adds_to_the_message_the_client_shows() -> None:
+    """After people's answers, ``start`` names no message (``useChat`` adds to the one
+    that asked) and the denied calls are ended before the agent's words."""
+    state = UiChunks(going_on=("call_3",))
+    chunks = [c for f in reply()[:2] for c in state.chunks(f)]
+    assert chunks[:3] == [
+        {"type": "start"},
+        {"type": "tool-output-denied", "toolCallId": "call_3"},
+        {"type": "start-step"},
+    ]
