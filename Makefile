@@ -112,10 +112,10 @@ dev-reset: .venv/.synced ## Forget the data make dev keeps between runs (.stack/
 	$(PY) -m tools.stack reset
 
 ## Lint, type-check, scan the Terraform, build the docs strictly, then run every test against
-## freshly started emulators, in two worker processes (pytest-xdist, a test file each at a
-## time: each worker starts its own functions and fakes on the one set of emulators).
+## freshly started emulators (one process: `pytest -n 2 --dist loadfile` runs it in two
+## workers, each with its own functions, but timing tests are not yet all robust to it).
 test: setup lint typecheck webcheck checkov docs ## Lint, type-check, scan Terraform, build the docs, then every test on fresh emulators
-	$(PY) -m tools.stack run -- $(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m tools.stack run -- $(PY) -m pytest
 
 lint: .venv/.synced ## ruff: lint and format check
 	.venv/bin/ruff check .

@@ -111,12 +111,14 @@ def test_audit_command_passes_a_clean_user_and_waits_for_it_to_settle(
     assert main(["--user", uid, "--wait", "5"]) == 0
     assert "1 user(s) checked: no violations." in capsys.readouterr().out
     # A run still going when the wait ends is reported, not waited for longer.
+    # Its lease from now, not from the module's import: the file may run minutes later.
+    now = datetime.now(UTC)
     going = ActiveRun(
         run_id="r2",
         status="streaming",
         assistant_message_id="a3",
-        started_at=NOW,
-        lease_expires_at=NOW + timedelta(minutes=1),
+        started_at=now,
+        lease_expires_at=now + timedelta(minutes=1),
     )
     store(db, uid, conversation(message("u2", "user", ContentPart.of_text("Hi")), active_run=going))
     (found,) = settle_and_audit(db, [uid], timeout=0.5)

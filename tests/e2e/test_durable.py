@@ -189,7 +189,8 @@ def test_e2e_ten_racing_sends_from_several_tabs_open_exactly_one_run(
 def test_e2e_queued_messages_are_answered_in_order(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script("q first", Script(chunks=["Answer ", "one."], delay=0.3))
+    # Slow enough that the two messages posted meanwhile find it live, on a busy machine.
+    fake_openai.script("q first", Script(chunks=["Answer ", "one."], delay=1.5))
     fake_openai.script("q second", Script(chunks=["Answer two."]))
     fake_openai.script("q third", Script(chunks=["Answer three."]))
     with httpx.stream(
