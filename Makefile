@@ -112,10 +112,12 @@ dev-reset: .venv/.synced ## Forget the data make dev keeps between runs (.stack/
 	$(PY) -m tools.stack reset
 
 ## Lint, type-check, scan the Terraform, build the docs strictly, then run every test against
-## freshly started emulators (one process: `pytest -n 2 --dist loadfile` runs it in two
-## workers, each with its own functions, but timing tests are not yet all robust to it).
+## freshly started emulators: the unit tests in two workers (pytest-xdist: they hold
+## nothing but their own process), then the end-to-end, browser and Terraform tests in
+## one, because they time what two api processes do and two workers would halve their CPU.
+## Each prints its slowest tests.
 test: setup lint typecheck webcheck checkov docs ## Lint, type-check, scan Terraform, build the docs, then every test on fresh emulators
-	$(PY) -m tools.stack run -- $(PY) -m pytest
+	$(PY) -m tools.stack run -- sh -c '$(PY) -m pytest -n 2 --durations=15 tests/unit && $(PY) -m pytest --durations=25 --ignore=tests/unit'
 
 lint: .venv/.synced ## ruff: lint and format check
 	.venv/bin/ruff check .

@@ -14,9 +14,9 @@ from shared.llm.scripted import ScriptedProvider
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under ``make test`` the suite runs in two worker processes (pytest-xdist), each
-    with its own functions and fakes on the one set of emulators: each keeps its
-    processes' logs in a folder of its own."""
+    """Under ``make test`` the unit tests run in two worker processes (pytest-xdist), on
+    the one set of emulators: each worker keeps its processes' logs in a folder of its
+    own."""
     worker, logs = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("SPARK_STACK_LOGS")
     if worker and logs:
         own = os.path.join(logs, worker)
