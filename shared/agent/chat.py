@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator, Callable
 
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed
-from shared.agent.results import PersonKind, answered, find_call
+from shared.agent.results import answered, find_call
 from shared.agent.service import RunService
 from shared.agent.sse import Framing
 from shared.agent.uistream import DONE, UI, Chunk, encode, going_on
+from shared.agent.waiting import PersonKind, person_kind
 from shared.auth.base import User
 from shared.errors import NotFound, RequestError
 from shared.families.messages import is_shared
@@ -52,13 +53,10 @@ def waiting_for(conversation: Conversation) -> dict[str, PersonKind]:
             call = part.tool_call
             if call is None or call.id in done:
                 continue
-            if call.approval:
-                if call.status == "awaiting_approval":
-                    waiting[call.id] = "approval"
-            elif call.execution == "question":
-                waiting[call.id] = "question"
-            elif call.execution == "client":
-                waiting[call.id] = "client"
+            kind = person_kind(call)
+            # An approval waits only until it is decided; the others until answered.
+            if kind is not None and (kind != "approval" or call.status == "awaiting_approval"):
+                waiting[call.id] = kind
     return waiting
 
 
