@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 Record = Callable[[Conversation], tuple[Conversation, str]]
 """A pure change that records a result, and names the message whose calls it answers."""
+Change = Callable[[Conversation], tuple[Conversation, tuple[FollowUp, str]]]
 
 # A follow-up waiting for the conversation to be free is tried this many times (backing
 # off to a minute) before it is given up.
@@ -75,16 +76,27 @@ class Continuation:
         now = self._deps.clock.now()
         lease_until = now + self._watch.lease()
 
-        def change(conversation: Conversation) -> tuple[Conversation, tuple[FollowUp, str]]:
-            recorded, source_id = record(conversation)
-            run = follow_up_run(source_id, now, lease_until, queued=True, model=None)
-            opened, found = open_follow_up(recorded, source_id, run)
-            return opened, (found, source_id)
+        def opening(record: Record) -> Change:
+            def change(conversation: Conversation) -> tuple[Conversation, tuple[FollowUp, str]]:
+                recorded, source_id = record(conversation)
+                run = follow_up_run(source_id, now, lease_until, queued=True, model=None)
+                opened, found = open_follow_up(recorded, source_id, run)
+                return opened, (found, source_id)
 
-        await self._watch.close_if_dead(user_id, conversation_id)
-        conversation, (found, source_id) = await self._deps.store.apply(
-            user_id, conversation_id, change
+            return change
+
+        store = self._deps.store
+        conversation, (found, source_id) = await store.apply(
+            user_id, conversation_id, opening(record)
         )
+        if found == "busy":
+            # Another run holds the conversation: should its producer have died, it is
+            # closed now (a read only when a run was there, as a send's opening does), and
+            # the follow-up to the results just recorded is tried once more.
+            await self._watch.close_if_dead(user_id, conversation_id)
+            conversation, (found, source_id) = await store.apply(
+                user_id, conversation_id, opening(lambda c: (c, source_id))
+            )
         if found == "ours":
             active = conversation.active_run
             assert active is not None
