@@ -273,7 +273,7 @@ class TaskHandler:
 
     async def _record(self, task: ToolTask, call: ToolCall, outcome: ToolOutcome) -> Conversation:
         deps = self._deps
-        now, change = deps.clock.now(), outcome.change
+        now, change, ok = deps.clock.now(), outcome.change, outcome.ok
         try:
             return await deps.store.mutate(
                 task.user_id,
@@ -281,9 +281,9 @@ class TaskHandler:
                 lambda c: record_results(
                     c,
                     {call.id: outcome.output_json},
-                    "ok" if outcome.ok else "error",
+                    "ok" if ok else "error",
                     now,
-                    None if outcome.ok else "The tool failed.",
+                    None if ok else "The tool failed.",
                     changes={call.id: change} if change else None,
                     descriptions={call.id: outcome.description},
                 ),
