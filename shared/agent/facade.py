@@ -63,6 +63,7 @@ class Agent(FamilyVerbs):
     ) -> None:
         self._runs = runs
         self._opening = runs.opening
+        self._continuation = runs.continuation
         self._people = people
         self._uploads = uploads
         self._resumes = resumes
@@ -285,10 +286,14 @@ class Agent(FamilyVerbs):
     async def follow_up(
         self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
     ) -> Next:
-        """How the agent goes on after the results in ``source_id``: a run to produce here,
-        or (``attempt``) a task that tries again once the conversation is free
-        (``Continuation.follow_up``)."""
-        return await self._runs.follow_up(user_id, conversation_id, source_id, attempt)
+        """How the agent goes on after the results in ``source_id``
+        (``Continuation.follow_up``): its follow-up produced here, now (``run``: it has
+        ended when this returns), or (``attempt``) a task that tries again once the
+        conversation is free."""
+        going = await self._continuation.follow_up(user_id, conversation_id, source_id, attempt)
+        if going.run is not None:
+            await going.run.execute()
+        return going
 
     async def expire(
         self, user_id: str, conversation_id: str, call_id: str, seconds: float

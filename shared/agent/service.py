@@ -76,12 +76,6 @@ class RunService:
         """A queued run, admitted and claimed for this delivery (``Claims.claim``)."""
         return await self._claims.claim(user_id, conversation_id, run_id)
 
-    async def follow_up(
-        self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
-    ) -> Next:
-        """The agent's follow-up to the results in ``source_id`` (``Continuation``)."""
-        return await self.continuation.follow_up(user_id, conversation_id, source_id, attempt)
-
     async def stop(self, user_id: str, conversation_id: str) -> Stopped:
         """Stop the conversation's active run wherever it runs (``Supervision.stop``)."""
         return await self._supervision.stop(user_id, conversation_id)

@@ -99,11 +99,9 @@ class TaskHandler:
             run = await self._agent.expire(
                 user_id, conversation_id, task.tool_call_id, task.after_seconds
             )
-        else:  # a follow-up that waited for the conversation to be free
-            going = await self._agent.follow_up(
-                user_id, conversation_id, task.message_id, task.attempt + 1
-            )
-            run = going.run
+        else:  # a follow-up that waited for the conversation to be free (produced there)
+            await self._agent.follow_up(user_id, conversation_id, task.message_id, task.attempt + 1)
+            return "done"
         if run is not None:
             await run.execute()
         return "done"
@@ -301,7 +299,8 @@ class TaskHandler:
             )
 
     async def _follow_up(self, task: ToolTask, source: Message) -> bool:
-        """Let the agent answer the results; ``False`` if it must wait (retried later)."""
+        """Let the agent answer the results (produced by ``Agent.follow_up``); ``False``
+        if it must wait (retried later)."""
         going = await self._agent.follow_up(task.user_id, task.conversation_id, source.id, None)
         if going.status == "busy":
             if task.attempt >= self._policy.max_attempts + BUSY_RETRIES:
@@ -309,8 +308,6 @@ class TaskHandler:
                 return True
             await self._retry_later(task, self._policy.busy_wait, None)
             return False
-        if going.run is not None:
-            await going.run.execute()
         return True
 
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:
