@@ -8,6 +8,7 @@ once the conversation is free.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from shared.agent.loop import Run
 from shared.agent.results import FollowUp, open_follow_up
 from shared.agent.runs import follow_up_run
 from shared.agent.watch import Watch
-from shared.errors import NotFound
+from shared.errors import NotFound, RunInProgress
 from shared.queue.port import RunQueue
 from shared.schemas.documents import Conversation
 
@@ -86,16 +87,21 @@ class Continuation:
             return change
 
         store = self._deps.store
-        conversation, (found, source_id) = await store.apply(
-            user_id, conversation_id, opening(record)
-        )
-        if found == "busy":
-            # Another run holds the conversation: should its producer have died, it is
-            # closed now (a read only when a run was there, as a send's opening does), and
-            # the follow-up to the results just recorded is tried once more.
-            await self._watch.close_if_dead(user_id, conversation_id)
+        found: FollowUp | None = None  # the call not saved yet by the run holding it
+        source_id = ""
+        with contextlib.suppress(RunInProgress):
             conversation, (found, source_id) = await store.apply(
-                user_id, conversation_id, opening(lambda c: (c, source_id))
+                user_id, conversation_id, opening(record)
+            )
+        if found is None or found == "busy":
+            # Another run holds the conversation: should its producer have died, it is
+            # closed now (a read only when a run was there, as a send's opening does),
+            # and the result (or, recorded already, the follow-up to it) tried once more.
+            await self._watch.close_if_dead(user_id, conversation_id)
+            recorded = source_id
+            again = record if found is None else (lambda c: (c, recorded))
+            conversation, (found, source_id) = await store.apply(
+                user_id, conversation_id, opening(again)
             )
         if found == "ours":
             active = conversation.active_run
