@@ -320,7 +320,7 @@ def assemble(
         household,
         delivery,
         preferences,
-        Chats(runs, people, store),
+        Chats(runs.opening, people, store),
         LiveSessions(
             egress,
             scheduler,

@@ -1,6 +1,6 @@
 """A turn of an AI SDK chat (``POST /api/spark/agent/chat``): what the transport's body
 asks (``schemas/uichat.turn``), checked against the conversation as stored, done by the
-same parts as our own routes (``RunService.send``, ``People``), and answered as the UI
+same parts as our own routes (``Opening.send``, ``People``), and answered as the UI
 message stream (``uistream``).
 
 The stored conversation is the truth: a user's message is taken as a new message; an
@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 from shared.agent.loop import Run
+from shared.agent.opening import Opening
 from shared.agent.people import People, Resumed
-from shared.agent.results import PersonKind, answered, find_call
-from shared.agent.service import RunService
+from shared.agent.results import answered, find_call
 from shared.agent.sse import Framing
 from shared.agent.uistream import DONE, UI, Chunk, encode, going_on
+from shared.agent.waiting import PersonKind, person_kind
 from shared.auth.base import User
 from shared.errors import NotFound, RequestError
 from shared.families.messages import is_shared
@@ -52,13 +53,10 @@ def waiting_for(conversation: Conversation) -> dict[str, PersonKind]:
             call = part.tool_call
             if call is None or call.id in done:
                 continue
-            if call.approval:
-                if call.status == "awaiting_approval":
-                    waiting[call.id] = "approval"
-            elif call.execution == "question":
-                waiting[call.id] = "question"
-            elif call.execution == "client":
-                waiting[call.id] = "client"
+            kind = person_kind(call)
+            # An approval waits only until it is decided; the others until answered.
+            if kind is not None and (kind != "approval" or call.status == "awaiting_approval"):
+                waiting[call.id] = kind
     return waiting
 
 
@@ -78,8 +76,8 @@ def _accepted(resumed: Resumed) -> AsyncIterator[bytes]:
 class Chats:
     """The AI SDK's chat turns, on the parts our own routes use."""
 
-    def __init__(self, runs: RunService, people: People, store: ConversationStore) -> None:
-        self._runs = runs
+    def __init__(self, opening: Opening, people: People, store: ConversationStore) -> None:
+        self._opening = opening
         self._people = people
         self._store = store
 
@@ -100,7 +98,7 @@ class Chats:
         except UnreadablePart as exc:
             raise RequestError(str(exc)) from None
         if asked.text is not None:
-            sent = await self._runs.send(
+            sent = await self._opening.send(
                 user,
                 asked.text,
                 request.id,

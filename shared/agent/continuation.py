@@ -8,6 +8,7 @@ once the conversation is free.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from shared.agent.loop import Run
 from shared.agent.results import FollowUp, open_follow_up
 from shared.agent.runs import follow_up_run
 from shared.agent.watch import Watch
-from shared.errors import NotFound
+from shared.errors import NotFound, RunInProgress
 from shared.queue.port import RunQueue
 from shared.schemas.documents import Conversation
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 Record = Callable[[Conversation], tuple[Conversation, str]]
 """A pure change that records a result, and names the message whose calls it answers."""
+Change = Callable[[Conversation], tuple[Conversation, tuple[FollowUp, str]]]
 
 # A follow-up waiting for the conversation to be free is tried this many times (backing
 # off to a minute) before it is given up.
@@ -75,16 +77,32 @@ class Continuation:
         now = self._deps.clock.now()
         lease_until = now + self._watch.lease()
 
-        def change(conversation: Conversation) -> tuple[Conversation, tuple[FollowUp, str]]:
-            recorded, source_id = record(conversation)
-            run = follow_up_run(source_id, now, lease_until, queued=True, model=None)
-            opened, found = open_follow_up(recorded, source_id, run)
-            return opened, (found, source_id)
+        def opening(record: Record) -> Change:
+            def change(conversation: Conversation) -> tuple[Conversation, tuple[FollowUp, str]]:
+                recorded, source_id = record(conversation)
+                run = follow_up_run(source_id, now, lease_until, queued=True, model=None)
+                opened, found = open_follow_up(recorded, source_id, run)
+                return opened, (found, source_id)
 
-        await self._watch.close_if_dead(user_id, conversation_id)
-        conversation, (found, source_id) = await self._deps.store.apply(
-            user_id, conversation_id, change
-        )
+            return change
+
+        store = self._deps.store
+        found: FollowUp | None = None  # the call not saved yet by the run holding it
+        source_id = ""
+        with contextlib.suppress(RunInProgress):
+            conversation, (found, source_id) = await store.apply(
+                user_id, conversation_id, opening(record)
+            )
+        if found is None or found == "busy":
+            # Another run holds the conversation: should its producer have died, it is
+            # closed now (a read only when a run was there, as a send's opening does),
+            # and the result (or, recorded already, the follow-up to it) tried once more.
+            await self._watch.close_if_dead(user_id, conversation_id)
+            recorded = source_id
+            again = record if found is None else (lambda c: (c, recorded))
+            conversation, (found, source_id) = await store.apply(
+                user_id, conversation_id, opening(again)
+            )
         if found == "ours":
             active = conversation.active_run
             assert active is not None

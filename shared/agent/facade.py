@@ -1,7 +1,8 @@
 """``Agent``: the one face of the agent that the edges see.
 
 The ``api`` function and the ``tasks`` function call only these verbs; each hands its
-work to the part that does it (``RunService`` opens, claims and stops runs, ``People``
+work to the part that does it (``Opening`` opens users' messages, ``RunService`` puts
+the runs' parts together and claims, continues and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
 streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
 ``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
@@ -61,6 +62,8 @@ class Agent(FamilyVerbs):
         speech: SpokenReplies | None = None,
     ) -> None:
         self._runs = runs
+        self._opening = runs.opening
+        self._continuation = runs.continuation
         self._people = people
         self._uploads = uploads
         self._resumes = resumes
@@ -96,11 +99,11 @@ class Agent(FamilyVerbs):
         voice: str | None = None,
         create: bool = False,
     ) -> Sent:
-        """Persist the user's message and open its run (``RunService.send``); with
+        """Persist the user's message and open its run (``Opening.send``); with
         ``voice_session``, a voice message of that live-audio session; with ``voice``, a
         push-to-talk clip, which a streamed message hears in ``stream_hearing``; with
         ``create``, ``conversation_id`` is made should it not exist (a chat's own id)."""
-        return await self._runs.send(
+        return await self._opening.send(
             user,
             text,
             conversation_id,
@@ -283,10 +286,14 @@ class Agent(FamilyVerbs):
     async def follow_up(
         self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
     ) -> Next:
-        """How the agent goes on after the results in ``source_id``: a run to produce here,
-        or (``attempt``) a task that tries again once the conversation is free
-        (``Continuation.follow_up``)."""
-        return await self._runs.follow_up(user_id, conversation_id, source_id, attempt)
+        """How the agent goes on after the results in ``source_id``
+        (``Continuation.follow_up``): its follow-up produced here, now (``run``: it has
+        ended when this returns), or (``attempt``) a task that tries again once the
+        conversation is free."""
+        going = await self._continuation.follow_up(user_id, conversation_id, source_id, attempt)
+        if going.run is not None:
+            await going.run.execute()
+        return going
 
     async def expire(
         self, user_id: str, conversation_id: str, call_id: str, seconds: float

@@ -18,13 +18,13 @@ from shared.agent.loop import Run
 from shared.agent.questions import close_task_question
 from shared.agent.results import (
     CANCELLED_BY_USER,
-    PersonKind,
     approve,
     cancel_by_user,
     find_call,
     pending_call,
     record_results,
 )
+from shared.agent.waiting import PersonKind
 from shared.errors import AlreadyAnswered, NotFound, SparkError
 from shared.queue.port import TaskTools
 from shared.schemas.documents import Conversation, ToolCall

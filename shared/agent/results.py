@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
+from shared.agent.waiting import KIND_NAMES, PersonKind, person_kind, waiting_on_person
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.ids import derived
 from shared.queue.naming import task_id_for
@@ -275,16 +276,6 @@ def record_results(
 # -- people's results: answers, approvals, client tools --------------------------------
 
 SUPERSEDED = "Superseded by a new message from the user before this was answered."
-PersonKind = Literal["question", "approval", "client"]
-_KIND_NAMES = {"question": "a question", "approval": "awaiting approval", "client": "a client tool"}
-
-
-def waiting_on_person(call: ToolCall) -> bool:
-    """The call waits for a person (an answer, a decision, the client's result). An
-    approved call no longer does: it is running, and its result will come."""
-    if call.approval:
-        return call.status == "awaiting_approval"
-    return call.execution in ("question", "client") and call.status == "pending"
 
 
 def pending_call(conversation: Conversation, call_id: str, kind: PersonKind) -> ToolCall:
@@ -308,17 +299,8 @@ def pending_call(conversation: Conversation, call_id: str, kind: PersonKind) -> 
     call = found[1]
     if call.id in answered(conversation) or (call.approval and call.status != "awaiting_approval"):
         raise AlreadyAnswered("This tool call has been answered already.")
-    actual: PersonKind | None = (
-        "approval"
-        if call.approval
-        else "question"
-        if call.execution == "question"
-        else "client"
-        if call.execution == "client"
-        else None
-    )
-    if actual != kind:
-        raise RequestError(f"This tool call is not {_KIND_NAMES[kind]}.")
+    if person_kind(call) != kind:
+        raise RequestError(f"This tool call is not {KIND_NAMES[kind]}.")
     return call
 
 

@@ -16,7 +16,6 @@ its reply (``loop.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 
 from shared.agent.background import Background
@@ -29,9 +28,8 @@ from shared.agent.loop import Run
 from shared.agent.opening import Hearing, Opening, Sent
 from shared.agent.supervision import Stopped, Supervision
 from shared.agent.watch import Watch
-from shared.attachments.service import Attachments, Requested
+from shared.attachments.service import Attachments
 from shared.attachments.voice import VoiceClips
-from shared.auth.base import User
 from shared.ids import IdGenerator
 from shared.queue.port import TaskPort
 from shared.store.base import LessonStore
@@ -57,7 +55,9 @@ class RunService:
         self._watch = Watch(deps, scheduler, scheduler)
         self._claims = Claims(deps, self._watch)
         starts = HeadStarts(deps, scheduler)
-        self._opening = Opening(
+        # The facade and the chat route send through it directly: a send's parameters
+        # are written where they are taken and where they are used, not forwarded here.
+        self.opening = Opening(
             deps, ids, scheduler, self._watch, starts, background, lessons, attachments, self._voice
         )
         self._supervision = Supervision(deps, self._watch, self._claims, scheduler)
@@ -72,45 +72,9 @@ class RunService:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
         return self._watch.lease()
 
-    async def send(
-        self,
-        user: User,
-        text: str,
-        conversation_id: str | None,
-        *,
-        background: bool = False,
-        when_busy: WhenBusy = "reject",
-        document_id: str | None = None,
-        attachments: Sequence[Requested] = (),
-        voice_session: str | None = None,
-        voice: str | None = None,
-        listening: bool = False,
-        create: bool = False,
-    ) -> Sent:
-        """Persist the user's message and open its run (``Opening.send``)."""
-        return await self._opening.send(
-            user,
-            text,
-            conversation_id,
-            background=background,
-            when_busy=when_busy,
-            document_id=document_id,
-            attachments=attachments,
-            voice_session=voice_session,
-            voice=voice,
-            listening=listening,
-            create=create,
-        )
-
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``Claims.claim``)."""
         return await self._claims.claim(user_id, conversation_id, run_id)
-
-    async def follow_up(
-        self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
-    ) -> Next:
-        """The agent's follow-up to the results in ``source_id`` (``Continuation``)."""
-        return await self.continuation.follow_up(user_id, conversation_id, source_id, attempt)
 
     async def stop(self, user_id: str, conversation_id: str) -> Stopped:
         """Stop the conversation's active run wherever it runs (``Supervision.stop``)."""

@@ -17,17 +17,9 @@ from typing import Literal
 
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
-from shared.agent.questions import answer_of, ask_for_task, task_question
-from shared.agent.results import (
-    CANCELLED_BY_USER,
-    answered,
-    approved,
-    cancel_by_user,
-    find_call,
-    mark_running,
-    record_results,
-    wants_follow_up,
-)
+from shared.agent.questions import ask_for_task
+from shared.agent.results import cancel_by_user, mark_running, record_results
+from shared.agent.task_calls import after_result, before_tool
 from shared.errors import ConversationTooLarge, TaskCancelled, ToolError
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
@@ -46,7 +38,7 @@ from shared.tasks import deliveries, sections
 from shared.tasks.steps import Steps
 from shared.tools.base import Ask, ToolContext, error_output
 from shared.tools.execute import ToolOutcome, execute, refused, safe_reason
-from shared.tools.people import answer_text, question_args, question_text
+from shared.tools.people import question_args, question_text
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +99,9 @@ class TaskHandler:
             run = await self._agent.expire(
                 user_id, conversation_id, task.tool_call_id, task.after_seconds
             )
-        else:  # a follow-up that waited for the conversation to be free
-            going = await self._agent.follow_up(
-                user_id, conversation_id, task.message_id, task.attempt + 1
-            )
-            run = going.run
+        else:  # a follow-up that waited for the conversation to be free (produced there)
+            await self._agent.follow_up(user_id, conversation_id, task.message_id, task.attempt + 1)
+            return "done"
         if run is not None:
             await run.execute()
         return "done"
@@ -146,57 +136,38 @@ class TaskHandler:
     async def _work(self, task: ToolTask, record: TaskRecord) -> None:
         store = self._deps.store
         conversation = await store.get(task.user_id, task.conversation_id)
-        found = None if conversation is None else find_call(conversation, record.tool_call_id)
-        if conversation is not None and found is None and conversation.active_run is not None:
+        seen = before_tool(conversation, record.tool_call_id, bool(record.cancel_requested))
+        if seen.found == "unsaved":
             # The run that made the call has not saved it yet: come back shortly.
             await self._retry_later(task, self._policy.retry_base, None)
             return
-        if conversation is None or found is None:
+        if conversation is None or seen.message is None or seen.call is None:
             log.warning("task %s: its tool call is gone; dropping it", task.task_id)
             await self._finish(task, "failed", "The conversation no longer holds this tool call.")
             return
-        message, call = found
-        if call.id not in answered(conversation):
-            if not approved(call):
-                # Its approval has not landed (or it was denied): never run it. The
-                # owner's approval queues it anew (``submit(again=True)``). A call that
-                # has its result already ran approved: only its follow-up may be left.
-                await self._finish(task, "cancelled", sections.NOT_APPROVED)
-                return
-            question = task_question(conversation, call.id)
-            answer = None if question is None else answer_of(conversation, question.id)
-            if question is not None and answer is None:
-                # Asked, not yet answered (the attempt that asked died before it waited).
-                await self._wait(task, question_text(question.args_json))
-                return
-            if record.cancel_requested:
-                # Its user asked it to stop, and the attempt that ran it is gone.
-                conversation = await self._cancelled(task, call)
-            else:
-                said = None if answer is None else answer_text(answer.output_json)
-                conversation = await self._run_tool(task, call, conversation.document_id, said)
+        message, call = seen.message, seen.call
+        if seen.found == "unapproved":
+            # Never run it: the owner's approval queues it anew (``submit(again=True)``).
+            await self._finish(task, "cancelled", sections.NOT_APPROVED)
+            return
+        if seen.found == "asked":
+            await self._wait(task, seen.text or "")
+            return
+        if seen.found == "cancel":
+            # Its user asked it to stop, and the attempt that ran it is gone.
+            conversation = await self._cancelled(task, call)
+        elif seen.found == "run":
+            conversation = await self._run_tool(task, call, conversation.document_id, seen.text)
             if conversation is None:
                 return  # retried later, or waiting for its user's answer
-        stored = find_call(conversation, call.id)
-        source = stored[0] if stored else message
-        if wants_follow_up(conversation, source) and not await self._follow_up(task, source):
+        end = after_result(conversation, call.id, message, task.task_id)
+        if end.follow_up and not await self._follow_up(task, end.source):
             return  # retried later
-        results = [
-            p.tool_result
-            for m in conversation.messages
-            for p in m.content
-            if p.tool_result is not None and p.tool_result.tool_call_id == call.id
-        ]
-        if stored is not None and stored[1].status == "cancelled":
-            await self._finish(task, "cancelled")
-            return
-        state = (conversation.tasks or {}).get(task.task_id)
-        if state is not None and state.status == "cancelled":
-            await self._finish(task, "cancelled", state.error or CANCELLED_BY_USER)
-            return
-        ok = any(r.status == "ok" for r in results)
-        ending = sections.summarise(call.name, results[0].output_json, ok) if results else None
-        await self._finish(task, "completed" if ok else "failed", None, ending)
+        ending = None
+        if end.ended != "cancelled" and end.result is not None:
+            ok = end.ended == "completed"
+            ending = sections.summarise(call.name, end.result.output_json, ok)
+        await self._finish(task, end.ended, end.error, ending)
 
     async def _run_tool(
         self, task: ToolTask, call: ToolCall, document_id: str | None, answer: str | None
@@ -300,7 +271,7 @@ class TaskHandler:
 
     async def _record(self, task: ToolTask, call: ToolCall, outcome: ToolOutcome) -> Conversation:
         deps = self._deps
-        now, change = deps.clock.now(), outcome.change
+        now, change, ok = deps.clock.now(), outcome.change, outcome.ok
         try:
             return await deps.store.mutate(
                 task.user_id,
@@ -308,9 +279,9 @@ class TaskHandler:
                 lambda c: record_results(
                     c,
                     {call.id: outcome.output_json},
-                    "ok" if outcome.ok else "error",
+                    "ok" if ok else "error",
                     now,
-                    None if outcome.ok else "The tool failed.",
+                    None if ok else "The tool failed.",
                     changes={call.id: change} if change else None,
                     descriptions={call.id: outcome.description},
                 ),
@@ -328,7 +299,8 @@ class TaskHandler:
             )
 
     async def _follow_up(self, task: ToolTask, source: Message) -> bool:
-        """Let the agent answer the results; ``False`` if it must wait (retried later)."""
+        """Let the agent answer the results (produced by ``Agent.follow_up``); ``False``
+        if it must wait (retried later)."""
         going = await self._agent.follow_up(task.user_id, task.conversation_id, source.id, None)
         if going.status == "busy":
             if task.attempt >= self._policy.max_attempts + BUSY_RETRIES:
@@ -336,8 +308,6 @@ class TaskHandler:
                 return True
             await self._retry_later(task, self._policy.busy_wait, None)
             return False
-        if going.run is not None:
-            await going.run.execute()
         return True
 
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:

@@ -54,6 +54,10 @@ class Steps:
             raise
 
     async def close(self) -> None:
+        """The last steps written; nothing read or written for a tool that reported none
+        (no writer was started, and its final write would change nothing)."""
+        if self._count == 0:
+            return
         try:
             await self._writer.finish(self._write)
         except Exception:

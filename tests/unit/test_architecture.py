@@ -271,13 +271,15 @@ def test_the_edge_rules_see_a_module_that_breaks_them(tmp_path: Path) -> None:
 
 # What the tasks package may use of the agent: its face (``Agent``), the deps a run is
 # built on (the store, clock and tools the handler works with), the pure changes a tool
-# result makes to a conversation, and the throttle of a section's writes. Never the
+# result makes to a conversation and the verdicts on a task's call, and the throttle of
+# a section's writes. Never the
 # runs' machinery (opening, claims, continuation, supervision, slots, the loop).
 TASKS_MAY_IMPORT = {
     "shared.agent.facade",
     "shared.agent.deps",
     "shared.agent.results",
     "shared.agent.questions",
+    "shared.agent.task_calls",
     "shared.agent.throttle",
 }
 

@@ -18,10 +18,11 @@ from shared.agent.events import (
 )
 from shared.agent.replay import replay
 from shared.agent.transcript import Frame
+from shared.agent.waiting import person_kind, waiting_on_person
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.documents import Conversation, Lesson, ToolCall
 from shared.schemas.tasks import TASK_PAYLOAD
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from shared.tools.people import (
@@ -493,3 +494,30 @@ async def test_an_approved_call_whose_follow_up_waited_still_gets_its_follow_up(
     after = await stored(service, conversation_id)
     assert after.active_run is None
     assert [m.text for m in after.messages if m.role == "assistant"][-1] == "Deleted."
+
+
+def test_a_call_waits_on_the_person_its_kind_names_until_it_is_answered() -> None:
+    def call(execution: str, status: str = "pending", approval: bool | None = None) -> ToolCall:
+        return ToolCall.model_validate(
+            {
+                "id": "c",
+                "name": "t",
+                "args_json": "{}",
+                "display_text": "t",
+                "execution": execution,
+                "status": status,
+                "approval": approval,
+            }
+        )
+
+    # An approval is the owner's, whoever would run the call; then answers and clients.
+    assert person_kind(call("task", "awaiting_approval", approval=True)) == "approval"
+    assert person_kind(call("client", "queued", approval=True)) == "approval"
+    assert person_kind(call("question")) == "question"
+    assert person_kind(call("client")) == "client"
+    assert person_kind(call("task")) is None and person_kind(call("inline")) is None
+    # It waits while undecided or unanswered; an approved call runs, and waits on nobody.
+    assert waiting_on_person(call("task", "awaiting_approval", approval=True))
+    assert not waiting_on_person(call("task", "queued", approval=True))
+    assert waiting_on_person(call("question")) and not waiting_on_person(call("client", "error"))
+    assert not waiting_on_person(call("task"))

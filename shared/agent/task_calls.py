@@ -1,0 +1,101 @@
+"""What a task's delivery finds of its tool call in the conversation, judged in one
+pure call each time the tasks handler looks (``tasks/handler.py``): before it runs the
+tool (``before_tool``: run it, wait, or leave it) and once the call has its result
+(``after_result``: whether the agent follows up, and how the task ends). The handler
+acts on the verdict; the rules that make it are the agent's (``results.py``,
+``questions.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.agent.questions import answer_of, task_question
+from shared.agent.results import CANCELLED_BY_USER, answered, approved, find_call, wants_follow_up
+from shared.queue.port import Ended
+from shared.schemas.documents import Conversation, Message, ToolCall, ToolResult
+from shared.tools.people import answer_text, question_text
+
+Found = Literal["unsaved", "gone", "answered", "unapproved", "asked", "cancel", "run"]
+"""``unsaved``: the run that made the call has not saved it yet (come back shortly);
+``gone``: no conversation or no such call; ``answered``: it has its result already;
+``unapproved``: its approval has not landed, or it was denied (never run it); ``asked``:
+its question to the user waits unanswered; ``cancel``: its user asked it to stop;
+``run``: run the tool (with the user's ``answer`` to its question, if it asked one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeTool:
+    """The verdict before the tool runs; ``message`` and ``call`` unless ``unsaved`` or
+    ``gone``; ``text``: the question (``asked``) or the user's answer to it (``run``)."""
+
+    found: Found
+    message: Message | None = None
+    call: ToolCall | None = None
+    text: str | None = None
+
+
+def before_tool(
+    conversation: Conversation | None, call_id: str, cancel_requested: bool
+) -> BeforeTool:
+    """What a delivery of ``call_id``'s task does first (``cancel_requested``: the
+    ledger says its user asked it to stop)."""
+    found = None if conversation is None else find_call(conversation, call_id)
+    if conversation is None or found is None:
+        live = conversation is not None and conversation.active_run is not None
+        return BeforeTool("unsaved" if live else "gone")
+    message, call = found
+    if call.id in answered(conversation):
+        # It ran approved: only its follow-up may be left.
+        return BeforeTool("answered", message, call)
+    if not approved(call):
+        return BeforeTool("unapproved", message, call)
+    question = task_question(conversation, call.id)
+    answer = None if question is None else answer_of(conversation, question.id)
+    if question is not None and answer is None:
+        # Asked, not yet answered (the attempt that asked died before it waited).
+        return BeforeTool("asked", message, call, question_text(question.args_json))
+    if cancel_requested:
+        return BeforeTool("cancel", message, call)
+    said = None if answer is None else answer_text(answer.output_json)
+    return BeforeTool("run", message, call, said)
+
+
+@dataclass(frozen=True, slots=True)
+class AfterResult:
+    """The verdict once the call has its result: the message whose calls it answers
+    (``source``), whether the agent follows them up, and how the task (``task_id``)
+    ends (``result``: the call's first result, which its section's summary is made
+    from, unless cancelled)."""
+
+    source: Message
+    follow_up: bool
+    ended: Ended
+    error: str | None = None
+    result: ToolResult | None = None
+
+
+def after_result(
+    conversation: Conversation, call_id: str, message: Message, task_id: str
+) -> AfterResult:
+    """How the agent goes on and the task ends, now that ``call_id`` (made in
+    ``message``) has its result in ``conversation``."""
+    stored = find_call(conversation, call_id)
+    source = stored[0] if stored else message
+    follow_up = wants_follow_up(conversation, source)
+    if stored is not None and stored[1].status == "cancelled":
+        return AfterResult(source, follow_up, "cancelled")
+    state = (conversation.tasks or {}).get(task_id)
+    if state is not None and state.status == "cancelled":
+        return AfterResult(source, follow_up, "cancelled", state.error or CANCELLED_BY_USER)
+    results = [
+        p.tool_result
+        for m in conversation.messages
+        for p in m.content
+        if p.tool_result is not None and p.tool_result.tool_call_id == call_id
+    ]
+    ok = any(r.status == "ok" for r in results)
+    return AfterResult(
+        source, follow_up, "completed" if ok else "failed", None, results[0] if results else None
+    )
