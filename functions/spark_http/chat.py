@@ -27,7 +27,7 @@ def _ui_response(body: AsyncIterator[bytes]) -> Response:
 async def chat(edge: Edge, request: Request) -> Response:
     """``POST /api/spark/agent/chat``: a user's message, or answers to the calls that
     wait (approvals, client tools' outputs), and the reply that follows."""
-    user, body = await edge.read(request, ChatRequest)
+    user, body = await edge.read(request, ChatRequest, edge.settings.max_chat_request_bytes)
     return _ui_response(await edge.agent.chat(user, body))
 
 

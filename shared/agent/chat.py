@@ -20,12 +20,22 @@ from shared.agent.results import PersonKind, answered, find_call
 from shared.agent.service import RunService
 from shared.agent.sse import Framing
 from shared.agent.uistream import DONE, UI, Chunk, encode, going_on
+from shared.attachments.service import Requested
+from shared.attachments.uploads import Uploads
 from shared.auth.base import User
-from shared.errors import NotFound, RequestError
+from shared.errors import NotFound, PayloadTooLarge, RequestError, UnsupportedMediaType
 from shared.families.messages import is_shared
 from shared.schemas.api import AnswersRequest
 from shared.schemas.documents import Conversation
-from shared.schemas.uichat import ChatRequest, ChatTurn, UnreadablePart, turn
+from shared.schemas.uichat import (
+    ChatFile,
+    ChatRequest,
+    ChatTurn,
+    FileNotTaken,
+    FileTooLarge,
+    UnreadablePart,
+    turn,
+)
 from shared.store.base import ConversationStore
 
 NOTHING_WAITS = (
@@ -78,10 +88,13 @@ def _accepted(resumed: Resumed) -> AsyncIterator[bytes]:
 class Chats:
     """The AI SDK's chat turns, on the parts our own routes use."""
 
-    def __init__(self, runs: RunService, people: People, store: ConversationStore) -> None:
+    def __init__(
+        self, runs: RunService, people: People, store: ConversationStore, uploads: Uploads
+    ) -> None:
         self._runs = runs
         self._people = people
         self._store = store
+        self._uploads = uploads
 
     async def turn(self, user: User, request: ChatRequest, stream: Stream) -> AsyncIterator[bytes]:
         """The reply to one chat request, as the UI message stream.
@@ -97,6 +110,10 @@ class Chats:
             raise RequestError(FAMILY_CHAT)
         try:
             asked = turn(request)
+        except FileTooLarge as exc:
+            raise PayloadTooLarge(str(exc)) from None
+        except FileNotTaken as exc:
+            raise UnsupportedMediaType(str(exc)) from None
         except UnreadablePart as exc:
             raise RequestError(str(exc)) from None
         if asked.text is not None:
@@ -106,6 +123,7 @@ class Chats:
                 request.id,
                 when_busy=request.when_busy,
                 document_id=request.document_id,
+                attachments=[await self._kept(user.uid, f) for f in asked.files],
                 listening=True,
                 create=True,
             )
@@ -118,6 +136,12 @@ class Chats:
             denied = [a.tool_call_id for a in asked.approvals if not a.approved]
             return stream(resumed.run, going_on(denied))
         return _accepted(resumed)
+
+    async def _kept(self, user_id: str, file: ChatFile) -> Requested:
+        """A chat's file, written where an upload would be, as a message's attachment:
+        from here on it is judged and read as any uploaded file is."""
+        path = await self._uploads.keep(user_id, file.name, file.media_type, file.data)
+        return Requested(path, file.media_type, len(file.data))
 
     async def _answer(self, user_id: str, conversation_id: str, asked: ChatTurn) -> Resumed:
         """Each approval and output in ``asked`` for a call that waits, as our own routes
