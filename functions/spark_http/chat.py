@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared.agent.uistream import HEADERS, UI
+from shared.agent.uistream import HEADERS
 from shared.schemas.uichat import ChatRequest
 from spark_http.edge import Edge, Routed
 from spark_http.responses import sse_response
@@ -36,7 +36,7 @@ async def resume(edge: Edge, request: Request) -> Response:
     start, then live; 204 when none is."""
     user = await edge.caller(request)
     conversation_id = request.path_params["chat_id"]
-    body = await edge.agent.resume(user.uid, conversation_id, None, UI, live_only=True)
+    body = await edge.agent.chat_resume(user.uid, conversation_id)
     if body is None:
         return Response(status_code=204)
     return _ui_response(body)

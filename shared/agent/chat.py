@@ -12,21 +12,33 @@ refused (404), as our own routes refuse it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from shared.agent.loop import Run
 from shared.agent.people import People, Resumed
-from shared.agent.results import PersonKind, answered, find_call
+from shared.agent.replay import tool_end
+from shared.agent.results import PersonKind, answered, find_call, follow_up_id
 from shared.agent.service import RunService
 from shared.agent.sse import Framing
-from shared.agent.uistream import DONE, UI, Chunk, encode, going_on
+from shared.agent.transcript import args_of
+from shared.agent.uistream import (
+    DONE,
+    UI,
+    Chunk,
+    encode,
+    following,
+    going_on,
+    tool_ended,
+    tool_input,
+)
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Uploads
 from shared.auth.base import User
 from shared.errors import NotFound, PayloadTooLarge, RequestError, UnsupportedMediaType
 from shared.families.messages import is_shared
+from shared.queue.naming import task_id_for
 from shared.schemas.api import AnswersRequest
-from shared.schemas.documents import Conversation
+from shared.schemas.documents import Conversation, TaskStatus
 from shared.schemas.uichat import (
     ChatFile,
     ChatRequest,
@@ -51,6 +63,8 @@ REGENERATE = (
 )
 
 Stream = Callable[[Run, Framing], AsyncIterator[bytes]]
+Resume = Callable[[str, str, Framing], Awaitable[AsyncIterator[bytes] | None]]
+_ENDED: tuple[TaskStatus, ...] = ("completed", "failed", "cancelled")
 
 
 def waiting_for(conversation: Conversation) -> dict[str, PersonKind]:
@@ -70,6 +84,54 @@ def waiting_for(conversation: Conversation) -> dict[str, PersonKind]:
             elif call.execution == "client":
                 waiting[call.id] = "client"
     return waiting
+
+
+def followed(conversation: Conversation) -> list[Chunk]:
+    """What a resumed follow-up opens with: each call of the message it follows, with its
+    result, as the AI SDK shows a call (its input, then its output, error or denial), and
+    a task's section in its final state under the id it was queued with (a data part
+    with the same id replaces the earlier one); empty when the active run follows none."""
+    active = conversation.active_run
+    if active is None:
+        return []
+    source = next(
+        (m for m in conversation.messages if follow_up_id(m.id) == active.assistant_message_id),
+        None,
+    )
+    if source is None:
+        return []
+    results = {
+        p.tool_result.tool_call_id: p.tool_result
+        for m in conversation.messages
+        for p in m.content
+        if p.tool_result is not None
+    }
+    out: list[Chunk] = []
+    for part in source.content:
+        call = part.tool_call
+        result = results.get(call.id) if call is not None else None
+        if call is None or result is None:
+            continue
+        out.append(tool_input(call.id, call.name, args_of(call.args_json)))
+        if call.status == "denied":
+            out.append({"type": "tool-output-denied", "toolCallId": call.id})
+            continue
+        out.append(tool_ended(tool_end(call, result)))
+        if call.execution == "task":
+            task_id = task_id_for(conversation.id, call.id)
+            pointer = (conversation.tasks or {}).get(task_id)
+            status: TaskStatus = "completed" if result.status == "ok" else "failed"
+            if pointer is not None and pointer.status in _ENDED:
+                status = pointer.status
+            task = {
+                "taskId": task_id,
+                "toolCallId": call.id,
+                "tool": call.name,
+                "status": status,
+                "displayText": call.display_text,
+            }
+            out.append({"type": "data-task", "id": task_id, "data": task})
+    return out
 
 
 async def _said(note: Chunk, finish: str) -> AsyncIterator[bytes]:
@@ -136,6 +198,18 @@ class Chats:
             denied = [a.tool_call_id for a in asked.approvals if not a.approved]
             return stream(resumed.run, going_on(denied))
         return _accepted(resumed)
+
+    async def resume(
+        self, user_id: str, conversation_id: str, resume: Resume
+    ) -> AsyncIterator[bytes] | None:
+        """The transport's resume: the reply being written, from its start, then live
+        (``None``: none is). A follow-up opens with the results of the calls it follows
+        (``followed``), which the client has not seen in any stream."""
+        conversation = await self._store.get(user_id, conversation_id)
+        if conversation is None:
+            raise NotFound("No conversation with this id.")
+        opening = followed(conversation)
+        return await resume(user_id, conversation_id, following(opening) if opening else UI)
 
     async def _kept(self, user_id: str, file: ChatFile) -> Requested:
         """A chat's file, written where an upload would be, as a message's attachment:

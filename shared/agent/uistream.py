@@ -65,11 +65,16 @@ class UiChunks:
     delta, ``text-end`` before anything that is not text).
     """
 
-    def __init__(self, going_on: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, going_on: Sequence[str] | None = None, opening: Sequence[Chunk] = ()
+    ) -> None:
         # ``going_on``: this reply goes on from the message the client shows (after its
         # answers): ``start`` names no message, so the AI SDK adds to that one instead of
         # showing a second; the calls it denied are ended first (``tool-output-denied``).
+        # ``opening``: chunks shown after the first ``start-step`` (a resumed follow-up's
+        # results, ``following``).
         self._going_on = going_on
+        self._opening = list(opening)
         self._started = False
         self._text: str | None = None
 
@@ -90,15 +95,17 @@ class UiChunks:
                             {"type": "tool-output-denied", "toolCallId": c} for c in self._going_on
                         ]
                 out.append({"type": "start-step"})
+                out += self._opening
+                self._opening = []
             case TranscriptEvent():
                 data = {"content": event.content, "final": event.final}
                 out.append({"type": "data-transcript", "id": "transcript", "data": data})
             case ToolStartEvent():
-                out.append(_input(event.id, event.tool, event.args))
+                out.append(tool_input(event.id, event.tool, event.args))
             case ToolEndEvent():
-                out.append(_ended(event))
+                out.append(tool_ended(event))
             case TaskQueuedEvent():
-                out.append(_input(event.tool_call_id, event.tool, args_of(event.args_json)))
+                out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 task = {
                     "taskId": event.task_id,
                     "toolCallId": event.tool_call_id,
@@ -108,11 +115,11 @@ class UiChunks:
                 }
                 out.append({"type": "data-task", "id": event.task_id, "data": task})
             case QuestionEvent():
-                out.append(_input(event.tool_call_id, event.tool, args_of(event.args_json)))
+                out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 asked = {"toolCallId": event.tool_call_id, "questions": event.questions}
                 out.append({"type": "data-question", "id": event.tool_call_id, "data": asked})
             case ApprovalRequiredEvent():
-                out.append(_input(event.tool_call_id, event.tool, event.args))
+                out.append(tool_input(event.tool_call_id, event.tool, event.args))
                 out.append(
                     {
                         "type": "tool-approval-request",
@@ -151,11 +158,13 @@ class UiChunks:
         return [closed]
 
 
-def _input(call_id: str, tool: str, args: dict[str, Any]) -> Chunk:
+def tool_input(call_id: str, tool: str, args: dict[str, Any]) -> Chunk:
+    """A call as the AI SDK first shows it: its tool and its input."""
     return {"type": "tool-input-available", "toolCallId": call_id, "toolName": tool, "input": args}
 
 
-def _ended(event: ToolEndEvent) -> Chunk:
+def tool_ended(event: ToolEndEvent) -> Chunk:
+    """A call's end: its output, or its error."""
     if event.status == "success":
         return {
             "type": "tool-output-available",
@@ -171,10 +180,12 @@ def encode(chunk: Chunk) -> bytes:
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
 
 
-def encoder(going_on: Sequence[str] | None = None) -> Callable[[Frame], bytes]:
-    """A fresh encoder of one reply's frames into the protocol's bytes (``going_on``: as
-    ``UiChunks``)."""
-    state = UiChunks(going_on)
+def encoder(
+    going_on: Sequence[str] | None = None, opening: Sequence[Chunk] = ()
+) -> Callable[[Frame], bytes]:
+    """A fresh encoder of one reply's frames into the protocol's bytes (``going_on``,
+    ``opening``: as ``UiChunks``)."""
+    state = UiChunks(going_on, opening)
 
     def encoded(frame: Frame) -> bytes:
         return b"".join(encode(c) for c in state.chunks(frame))
@@ -190,3 +201,10 @@ def going_on(denied: Sequence[str]) -> Framing:
     """The stream of a reply that goes on from the message the client shows, after
     people's answers (``denied``: the calls they denied)."""
     return Framing(lambda: encoder(tuple(denied)), DONE)
+
+
+def following(opening: Sequence[Chunk]) -> Framing:
+    """The stream of a follow-up resumed as a message of its own, that opens with the
+    results of the calls it follows (``opening``): the client's copy of the message that
+    made the calls cannot be added to by a resume, which replaces what it replays."""
+    return Framing(lambda: encoder(None, tuple(opening)), DONE)
