@@ -71,8 +71,8 @@ class UiChunks:
         # ``going_on``: this reply goes on from the message the client shows (after its
         # answers): ``start`` names no message, so the AI SDK adds to that one instead of
         # showing a second; the calls it denied are ended first (``tool-output-denied``).
-        # ``opening``: chunks shown after the first ``start-step`` (a resumed follow-up's
-        # results, ``following``).
+        # ``opening``: chunks shown in a step of their own after ``start`` (a resumed
+        # follow-up's results, ``following``).
         self._going_on = going_on
         self._opening = list(opening)
         self._started = False
@@ -94,9 +94,13 @@ class UiChunks:
                         out += [
                             {"type": "tool-output-denied", "toolCallId": c} for c in self._going_on
                         ]
+                if self._opening:
+                    # A step of their own: a front end that sends once the last step's
+                    # calls all have outputs (``lastAssistantMessageIsCompleteWithToolCalls``)
+                    # must not take results it did not give for calls it must answer.
+                    out += [{"type": "start-step"}, *self._opening, {"type": "finish-step"}]
+                    self._opening = []
                 out.append({"type": "start-step"})
-                out += self._opening
-                self._opening = []
             case TranscriptEvent():
                 data = {"content": event.content, "final": event.final}
                 out.append({"type": "data-transcript", "id": "transcript", "data": data})

@@ -1,7 +1,7 @@
-"""The AI SDK's chat routes driven by its own ``DefaultChatTransport`` (the ``ai``
-package that package-lock.json pins, in Node: tests/ai_sdk/transport.mjs), on two api
-and two tasks processes: every chunk is validated by the AI SDK as it reads it, and the
-message it builds is the one Firestore holds."""
+"""The AI SDK's chat routes driven by its own ``DefaultChatTransport`` and its own chat
+(the ``ai`` package that package-lock.json pins, in Node: tests/ai_sdk/transport.mjs and
+chat.mjs), on two api and two tasks processes: every chunk is validated by the AI SDK as
+it reads it, and what the chat shows is what Firestore holds."""
 
 from __future__ import annotations
 
@@ -390,11 +390,13 @@ def test_e2e_an_approval_approved_after_a_reload_runs_the_call_and_the_reply_goe
     follow_up_streaming(db, alice.uid, chat_id)
     resumed = chat(functions, alice, chat_id, approved["messages"], resume=True)
     (resume,) = resumed["requests"]
-    assert resume["chunks"][:4] == [
+    assert resume["chunks"][:6] == [
         "start",
         "start-step",
         "tool-input-available",
         "tool-output-available",
+        "finish-step",
+        "start-step",
     ]
     assert text_of(resumed["messages"][-1]).endswith("step29.")
     doc = at_rest(db, alice.uid, chat_id, 4)

@@ -185,3 +185,29 @@ def test_a_reply_that_goes_on_after_answers_adds_to_the_message_the_client_shows
         {"type": "tool-output-denied", "toolCallId": "call_3"},
         {"type": "start-step"},
     ]
+
+
+def test_a_resumed_follow_up_opens_with_the_results_it_follows_in_a_step_of_their_own() -> None:
+    opening = [
+        {"type": "tool-input-available", "toolCallId": "c", "toolName": "t", "input": {}},
+        {"type": "tool-output-available", "toolCallId": "c", "output": {"ok": True}},
+    ]
+    state = UiChunks(opening=opening)
+    frames = [
+        frame(RunStartEvent(RUN, "conv_1", None, "msg_f")),
+        frame(TextEvent("Done."), 1, 5),
+        frame(RunStartEvent(RUN, "conv_1", None, "msg_f")),
+    ]
+    got = [c["type"] for f in frames for c in state.chunks(f)]
+    assert got == [
+        "start",
+        "start-step",
+        "tool-input-available",
+        "tool-output-available",
+        "finish-step",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "start-step",
+    ]
