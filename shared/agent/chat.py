@@ -135,8 +135,17 @@ def followed(conversation: Conversation) -> list[Chunk]:
 
 
 async def _said(note: Chunk, finish: str) -> AsyncIterator[bytes]:
-    """A stream of one note: a message started, the note, and its end."""
-    chunks: list[Chunk] = [{"type": "start"}, note, {"type": "finish", "finishReason": finish}]
+    """A stream of one note: a message started, the note in a step of its own, and its
+    end. The step matters to a front end that sends once the last step's approvals are
+    answered (``lastAssistantMessageIsCompleteWithApprovalResponses``): after an
+    approval, the note's step is the last, so the same answers are not sent again."""
+    chunks: list[Chunk] = [
+        {"type": "start"},
+        {"type": "start-step"},
+        note,
+        {"type": "finish-step"},
+        {"type": "finish", "finishReason": finish},
+    ]
     yield b"".join(encode(c) for c in chunks) + DONE
 
 

@@ -385,7 +385,7 @@ def test_e2e_an_approval_approved_after_a_reload_runs_the_call_and_the_reply_goe
         functions, alice, chat_id, held, approve={"id": tool["approval"]["id"], "approved": True}
     )
     (posted,) = approved["requests"]
-    assert posted["chunks"] == ["start", "data-accepted", "finish"]
+    assert posted["chunks"] == ["start", "start-step", "data-accepted", "finish-step", "finish"]
     # The approved call runs on a task; the reply goes on, found by the next resume.
     follow_up_streaming(db, alice.uid, chat_id)
     resumed = chat(functions, alice, chat_id, approved["messages"], resume=True)
