@@ -10,7 +10,6 @@ import json
 import secrets
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -156,11 +155,19 @@ def test_e2e_a_resume_on_the_other_process_replays_then_follows_without_duplicat
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     words = [f" word{n}" for n in range(40)]
-    fake_openai.script("ai sdk slow", Script(chunks=words, delay=0.05))
+    # Long enough for the resume (a Node process starting) to find it being written on a
+    # busy machine.
+    fake_openai.script("ai sdk slow", Script(chunks=words, delay=0.1))
     chat_id = "chat_" + secrets.token_hex(6)
     sent, sender = sending(functions, alice, chat_id, "ai sdk slow")
-    wait_for(lambda: "activeRun" in (conversation_doc(db, alice.uid, chat_id) or {}), 20)
-    time.sleep(0.5)  # some of it written already: the resume replays it, then follows
+
+    def writing() -> bool:
+        # Some of it written already: the resume replays it, then follows.
+        doc = conversation_doc(db, alice.uid, chat_id) or {}
+        draft = (doc.get("activeRun") or {}).get("message") or {}
+        return any(p.get("text") for p in draft.get("content", []))
+
+    wait_for(writing, 20)
     resumed = transport(functions, alice, action="resume", chatId=chat_id)
     sender.join(60)
     assert text_of(resumed["message"]) == text_of(sent["message"]) == "".join(words)
