@@ -61,8 +61,13 @@ class UiChunks:
     """Turns one reply's frames, in order, into UI message chunks.
 
     It remembers only what the protocol needs across frames: whether the message has
-    started (``start`` once) and which text part is open (``text-start`` before its first
-    delta, ``text-end`` before anything that is not text).
+    started (``start`` once), which text part is open (``text-start`` before its first
+    delta, ``text-end`` before anything that is not text), and whether calls just ended.
+    What follows ended calls (words, or more calls) is the next model call's: a step of
+    its own (``finish-step``, ``start-step``), as the AI SDK's own backends send it, so a
+    front end that sends once the last step's calls have outputs
+    (``lastAssistantMessageIsCompleteWithToolCalls``) never takes the server's calls for
+    its own.
     """
 
     def __init__(
@@ -77,12 +82,14 @@ class UiChunks:
         self._opening = list(opening)
         self._started = False
         self._text: str | None = None
+        self._ended = False
 
     def chunks(self, frame: Frame) -> list[Chunk]:
         event = frame.event
+        out = self._next_step(event)
         if type(event) is TextEvent:
-            return self._text_delta(frame.id, event.content)
-        out = self._close_text()
+            return out + self._text_delta(frame.id, event.content)
+        out += self._close_text()
         match event:
             case RunStartEvent():
                 if not self._started:
@@ -108,6 +115,7 @@ class UiChunks:
                 out.append(tool_input(event.id, event.tool, event.args))
             case ToolEndEvent():
                 out.append(tool_ended(event))
+                self._ended = True
             case TaskQueuedEvent():
                 out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 task = {
@@ -142,6 +150,16 @@ class UiChunks:
                 out.append({"type": "error", "errorText": event.message})
                 out.append({"type": "finish", "finishReason": "error"})
         return out
+
+    def _next_step(self, event: object) -> list[Chunk]:
+        """A step's end and the next one's start, when ``event`` opens what comes after
+        ended calls."""
+        if not self._ended or isinstance(event, ToolEndEvent | DoneEvent | ErrorEvent):
+            return []
+        self._ended = False
+        if isinstance(event, RunStartEvent):
+            return []
+        return [{"type": "finish-step"}, {"type": "start-step"}]
 
     def _text_delta(self, frame_id: str, delta: str) -> list[Chunk]:
         out: list[Chunk] = []
