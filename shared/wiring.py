@@ -308,10 +308,11 @@ def assemble(
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     people = People(runs.continuation, deps, scheduler)
+    uploads = Uploads(files, ids, clock, scheduler)
     agent = Agent(
         runs,
         people,
-        Uploads(files, ids, clock, scheduler),
+        uploads,
         Resumes(store, settings.keepalive_seconds, settings.resume_streams_per_user),
         lessons,
         clock,
@@ -320,7 +321,7 @@ def assemble(
         household,
         delivery,
         preferences,
-        Chats(runs.opening, people, store),
+        Chats(runs.opening, people, store, uploads),
         LiveSessions(
             egress,
             scheduler,

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared.agent.uistream import HEADERS, UI
+from shared.agent.uistream import HEADERS
 from shared.schemas.uichat import ChatRequest
 from spark_http.edge import Edge, Routed
 from spark_http.responses import sse_response
@@ -27,7 +27,7 @@ def _ui_response(body: AsyncIterator[bytes]) -> Response:
 async def chat(edge: Edge, request: Request) -> Response:
     """``POST /api/spark/agent/chat``: a user's message, or answers to the calls that
     wait (approvals, client tools' outputs), and the reply that follows."""
-    user, body = await edge.read(request, ChatRequest)
+    user, body = await edge.read(request, ChatRequest, edge.settings.max_chat_request_bytes)
     return _ui_response(await edge.agent.chat(user, body))
 
 
@@ -36,7 +36,7 @@ async def resume(edge: Edge, request: Request) -> Response:
     start, then live; 204 when none is."""
     user = await edge.caller(request)
     conversation_id = request.path_params["chat_id"]
-    body = await edge.agent.resume(user.uid, conversation_id, None, UI, live_only=True)
+    body = await edge.agent.chat_resume(user.uid, conversation_id)
     if body is None:
         return Response(status_code=204)
     return _ui_response(body)

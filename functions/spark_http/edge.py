@@ -52,11 +52,14 @@ class Edge:
         """
         return await self._verifier.verify(bearer_token(request))
 
-    async def read(self, request: Request, model: type[Body]) -> tuple[User, Body]:
-        """The caller, then the body as ``model`` (a stranger is refused before the body
-        is read)."""
+    async def read(
+        self, request: Request, model: type[Body], limit: int | None = None
+    ) -> tuple[User, Body]:
+        """The caller, then the body as ``model``, at most ``limit`` bytes (by default
+        ``max_request_bytes``; a stranger is refused before the body is read)."""
         user = await self.caller(request)
-        return user, await read_json(request, model, self.settings.max_request_bytes)
+        bound = self.settings.max_request_bytes if limit is None else limit
+        return user, await read_json(request, model, bound)
 
 
 Endpoint = Callable[[Edge, Request], Awaitable[Response]]

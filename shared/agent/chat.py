@@ -12,21 +12,43 @@ refused (404), as our own routes refuse it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from shared.agent.loop import Run
 from shared.agent.opening import Opening
 from shared.agent.people import People, Resumed
-from shared.agent.results import answered, find_call
+from shared.agent.replay import tool_end
+from shared.agent.results import answered, find_call, follow_up_id
 from shared.agent.sse import Framing
-from shared.agent.uistream import DONE, UI, Chunk, encode, going_on
+from shared.agent.transcript import args_of
+from shared.agent.uistream import (
+    DONE,
+    UI,
+    Chunk,
+    encode,
+    following,
+    going_on,
+    tool_ended,
+    tool_input,
+)
 from shared.agent.waiting import PersonKind, person_kind
+from shared.attachments.service import Requested
+from shared.attachments.uploads import Uploads
 from shared.auth.base import User
-from shared.errors import NotFound, RequestError
+from shared.errors import NotFound, PayloadTooLarge, RequestError, UnsupportedMediaType
 from shared.families.messages import is_shared
+from shared.queue.naming import task_id_for
 from shared.schemas.api import AnswersRequest
-from shared.schemas.documents import Conversation
-from shared.schemas.uichat import ChatRequest, ChatTurn, UnreadablePart, turn
+from shared.schemas.documents import Conversation, TaskStatus
+from shared.schemas.uichat import (
+    ChatFile,
+    ChatRequest,
+    ChatTurn,
+    FileNotTaken,
+    FileTooLarge,
+    UnreadablePart,
+    turn,
+)
 from shared.store.base import ConversationStore
 
 NOTHING_WAITS = (
@@ -42,6 +64,8 @@ REGENERATE = (
 )
 
 Stream = Callable[[Run, Framing], AsyncIterator[bytes]]
+Resume = Callable[[str, str, Framing], Awaitable[AsyncIterator[bytes] | None]]
+_ENDED: tuple[TaskStatus, ...] = ("completed", "failed", "cancelled")
 
 
 def waiting_for(conversation: Conversation) -> dict[str, PersonKind]:
@@ -60,9 +84,66 @@ def waiting_for(conversation: Conversation) -> dict[str, PersonKind]:
     return waiting
 
 
+def followed(conversation: Conversation) -> list[Chunk]:
+    """What a resumed follow-up opens with: each call of the message it follows, with its
+    result, as the AI SDK shows a call (its input, then its output, error or denial), and
+    a task's section in its final state under the id it was queued with (a data part
+    with the same id replaces the earlier one); empty when the active run follows none."""
+    active = conversation.active_run
+    if active is None:
+        return []
+    source = next(
+        (m for m in conversation.messages if follow_up_id(m.id) == active.assistant_message_id),
+        None,
+    )
+    if source is None:
+        return []
+    results = {
+        p.tool_result.tool_call_id: p.tool_result
+        for m in conversation.messages
+        for p in m.content
+        if p.tool_result is not None
+    }
+    out: list[Chunk] = []
+    for part in source.content:
+        call = part.tool_call
+        result = results.get(call.id) if call is not None else None
+        if call is None or result is None:
+            continue
+        out.append(tool_input(call.id, call.name, args_of(call.args_json)))
+        if call.status == "denied":
+            out.append({"type": "tool-output-denied", "toolCallId": call.id})
+            continue
+        out.append(tool_ended(tool_end(call, result)))
+        if call.execution == "task":
+            task_id = task_id_for(conversation.id, call.id)
+            pointer = (conversation.tasks or {}).get(task_id)
+            status: TaskStatus = "completed" if result.status == "ok" else "failed"
+            if pointer is not None and pointer.status in _ENDED:
+                status = pointer.status
+            task = {
+                "taskId": task_id,
+                "toolCallId": call.id,
+                "tool": call.name,
+                "status": status,
+                "displayText": call.display_text,
+            }
+            out.append({"type": "data-task", "id": task_id, "data": task})
+    return out
+
+
 async def _said(note: Chunk, finish: str) -> AsyncIterator[bytes]:
-    """A stream of one note: a message started, the note, and its end."""
-    chunks: list[Chunk] = [{"type": "start"}, note, {"type": "finish", "finishReason": finish}]
+    """A stream of one note: a message started, the note in a step of its own, and its
+    end. The step matters to a front end that sends once the last step's approvals are
+    answered (``lastAssistantMessageIsCompleteWithApprovalResponses``): after an
+    approval, the note's step is the last, so the same answers are not sent again."""
+    chunks: list[Chunk] = [
+        {"type": "start"},
+        {"type": "start-step"},
+        note,
+        {"type": "finish-step"},
+        {"type": "finish", "finishReason": finish},
+    ]
     yield b"".join(encode(c) for c in chunks) + DONE
 
 
@@ -76,10 +157,13 @@ def _accepted(resumed: Resumed) -> AsyncIterator[bytes]:
 class Chats:
     """The AI SDK's chat turns, on the parts our own routes use."""
 
-    def __init__(self, opening: Opening, people: People, store: ConversationStore) -> None:
+    def __init__(
+        self, opening: Opening, people: People, store: ConversationStore, uploads: Uploads
+    ) -> None:
         self._opening = opening
         self._people = people
         self._store = store
+        self._uploads = uploads
 
     async def turn(self, user: User, request: ChatRequest, stream: Stream) -> AsyncIterator[bytes]:
         """The reply to one chat request, as the UI message stream.
@@ -95,6 +179,10 @@ class Chats:
             raise RequestError(FAMILY_CHAT)
         try:
             asked = turn(request)
+        except FileTooLarge as exc:
+            raise PayloadTooLarge(str(exc)) from None
+        except FileNotTaken as exc:
+            raise UnsupportedMediaType(str(exc)) from None
         except UnreadablePart as exc:
             raise RequestError(str(exc)) from None
         if asked.text is not None:
@@ -104,6 +192,7 @@ class Chats:
                 request.id,
                 when_busy=request.when_busy,
                 document_id=request.document_id,
+                attachments=[await self._kept(user.uid, f) for f in asked.files],
                 listening=True,
                 create=True,
             )
@@ -116,6 +205,24 @@ class Chats:
             denied = [a.tool_call_id for a in asked.approvals if not a.approved]
             return stream(resumed.run, going_on(denied))
         return _accepted(resumed)
+
+    async def resume(
+        self, user_id: str, conversation_id: str, resume: Resume
+    ) -> AsyncIterator[bytes] | None:
+        """The transport's resume: the reply being written, from its start, then live
+        (``None``: none is). A follow-up opens with the results of the calls it follows
+        (``followed``), which the client has not seen in any stream."""
+        conversation = await self._store.get(user_id, conversation_id)
+        if conversation is None:
+            raise NotFound("No conversation with this id.")
+        opening = followed(conversation)
+        return await resume(user_id, conversation_id, following(opening) if opening else UI)
+
+    async def _kept(self, user_id: str, file: ChatFile) -> Requested:
+        """A chat's file, written where an upload would be, as a message's attachment:
+        from here on it is judged and read as any uploaded file is."""
+        path = await self._uploads.keep(user_id, file.name, file.media_type, file.data)
+        return Requested(path, file.media_type, len(file.data))
 
     async def _answer(self, user_id: str, conversation_id: str, asked: ChatTurn) -> Resumed:
         """Each approval and output in ``asked`` for a call that waits, as our own routes

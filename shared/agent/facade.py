@@ -179,6 +179,17 @@ class Agent(FamilyVerbs):
         message stream (``Chats.turn``)."""
         return await self._chats.turn(user, request, self.stream)
 
+    async def chat_resume(self, user_id: str, chat_id: str) -> AsyncIterator[bytes] | None:
+        """An AI SDK chat's resume: the reply being written, as the UI message stream
+        (``None``: none is; ``Chats.resume``)."""
+
+        async def live(
+            user_id: str, conversation_id: str, framing: Framing
+        ) -> AsyncIterator[bytes] | None:
+            return await self.resume(user_id, conversation_id, None, framing, live_only=True)
+
+        return await self._chats.resume(user_id, chat_id, live)
+
     async def resume(
         self,
         user_id: str,

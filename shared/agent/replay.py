@@ -75,9 +75,10 @@ def _done_status(message: Message) -> DoneStatus:
     return "complete"
 
 
-def _tool_end(
+def tool_end(
     call: ToolCall | None, result: ToolResult, description: str | None = None
 ) -> ToolEndEvent:
+    """The event that ended ``call`` with ``result``, as the run sent it."""
     cancelled = call is not None and call.status == "cancelled"
     ok = result.status == "ok"
     error = None
@@ -159,7 +160,7 @@ def replay(
                 frames.append(Frame(frame_id, _opening(ToolStartEvent, call)))
         elif part.tool_result is not None:
             result = part.tool_result
-            ended = _tool_end(calls.get(result.tool_call_id), result, part.description)
+            ended = tool_end(calls.get(result.tool_call_id), result, part.description)
             frames.append(Frame(frame_id, ended))
     if message.status != "streaming":
         frames.append(Frame(Cursor.end_id(run_id), terminal_event(message)))

@@ -61,23 +61,35 @@ class UiChunks:
     """Turns one reply's frames, in order, into UI message chunks.
 
     It remembers only what the protocol needs across frames: whether the message has
-    started (``start`` once) and which text part is open (``text-start`` before its first
-    delta, ``text-end`` before anything that is not text).
+    started (``start`` once), which text part is open (``text-start`` before its first
+    delta, ``text-end`` before anything that is not text), and whether calls just ended.
+    What follows ended calls (words, or more calls) is the next model call's: a step of
+    its own (``finish-step``, ``start-step``), as the AI SDK's own backends send it, so a
+    front end that sends once the last step's calls have outputs
+    (``lastAssistantMessageIsCompleteWithToolCalls``) never takes the server's calls for
+    its own.
     """
 
-    def __init__(self, going_on: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, going_on: Sequence[str] | None = None, opening: Sequence[Chunk] = ()
+    ) -> None:
         # ``going_on``: this reply goes on from the message the client shows (after its
         # answers): ``start`` names no message, so the AI SDK adds to that one instead of
         # showing a second; the calls it denied are ended first (``tool-output-denied``).
+        # ``opening``: chunks shown in a step of their own after ``start`` (a resumed
+        # follow-up's results, ``following``).
         self._going_on = going_on
+        self._opening = list(opening)
         self._started = False
         self._text: str | None = None
+        self._ended = False
 
     def chunks(self, frame: Frame) -> list[Chunk]:
         event = frame.event
+        out = self._next_step(event)
         if type(event) is TextEvent:
-            return self._text_delta(frame.id, event.content)
-        out = self._close_text()
+            return out + self._text_delta(frame.id, event.content)
+        out += self._close_text()
         match event:
             case RunStartEvent():
                 if not self._started:
@@ -89,16 +101,23 @@ class UiChunks:
                         out += [
                             {"type": "tool-output-denied", "toolCallId": c} for c in self._going_on
                         ]
+                if self._opening:
+                    # A step of their own: a front end that sends once the last step's
+                    # calls all have outputs (``lastAssistantMessageIsCompleteWithToolCalls``)
+                    # must not take results it did not give for calls it must answer.
+                    out += [{"type": "start-step"}, *self._opening, {"type": "finish-step"}]
+                    self._opening = []
                 out.append({"type": "start-step"})
             case TranscriptEvent():
                 data = {"content": event.content, "final": event.final}
                 out.append({"type": "data-transcript", "id": "transcript", "data": data})
             case ToolStartEvent():
-                out.append(_input(event.id, event.tool, event.args))
+                out.append(tool_input(event.id, event.tool, event.args))
             case ToolEndEvent():
-                out.append(_ended(event))
+                out.append(tool_ended(event))
+                self._ended = True
             case TaskQueuedEvent():
-                out.append(_input(event.tool_call_id, event.tool, args_of(event.args_json)))
+                out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 task = {
                     "taskId": event.task_id,
                     "toolCallId": event.tool_call_id,
@@ -108,11 +127,11 @@ class UiChunks:
                 }
                 out.append({"type": "data-task", "id": event.task_id, "data": task})
             case QuestionEvent():
-                out.append(_input(event.tool_call_id, event.tool, args_of(event.args_json)))
+                out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 asked = {"toolCallId": event.tool_call_id, "questions": event.questions}
                 out.append({"type": "data-question", "id": event.tool_call_id, "data": asked})
             case ApprovalRequiredEvent():
-                out.append(_input(event.tool_call_id, event.tool, event.args))
+                out.append(tool_input(event.tool_call_id, event.tool, event.args))
                 out.append(
                     {
                         "type": "tool-approval-request",
@@ -131,6 +150,16 @@ class UiChunks:
                 out.append({"type": "error", "errorText": event.message})
                 out.append({"type": "finish", "finishReason": "error"})
         return out
+
+    def _next_step(self, event: object) -> list[Chunk]:
+        """A step's end and the next one's start, when ``event`` opens what comes after
+        ended calls."""
+        if not self._ended or isinstance(event, ToolEndEvent | DoneEvent | ErrorEvent):
+            return []
+        self._ended = False
+        if isinstance(event, RunStartEvent):
+            return []
+        return [{"type": "finish-step"}, {"type": "start-step"}]
 
     def _text_delta(self, frame_id: str, delta: str) -> list[Chunk]:
         out: list[Chunk] = []
@@ -151,11 +180,13 @@ class UiChunks:
         return [closed]
 
 
-def _input(call_id: str, tool: str, args: dict[str, Any]) -> Chunk:
+def tool_input(call_id: str, tool: str, args: dict[str, Any]) -> Chunk:
+    """A call as the AI SDK first shows it: its tool and its input."""
     return {"type": "tool-input-available", "toolCallId": call_id, "toolName": tool, "input": args}
 
 
-def _ended(event: ToolEndEvent) -> Chunk:
+def tool_ended(event: ToolEndEvent) -> Chunk:
+    """A call's end: its output, or its error."""
     if event.status == "success":
         return {
             "type": "tool-output-available",
@@ -171,10 +202,12 @@ def encode(chunk: Chunk) -> bytes:
     return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
 
 
-def encoder(going_on: Sequence[str] | None = None) -> Callable[[Frame], bytes]:
-    """A fresh encoder of one reply's frames into the protocol's bytes (``going_on``: as
-    ``UiChunks``)."""
-    state = UiChunks(going_on)
+def encoder(
+    going_on: Sequence[str] | None = None, opening: Sequence[Chunk] = ()
+) -> Callable[[Frame], bytes]:
+    """A fresh encoder of one reply's frames into the protocol's bytes (``going_on``,
+    ``opening``: as ``UiChunks``)."""
+    state = UiChunks(going_on, opening)
 
     def encoded(frame: Frame) -> bytes:
         return b"".join(encode(c) for c in state.chunks(frame))
@@ -190,3 +223,10 @@ def going_on(denied: Sequence[str]) -> Framing:
     """The stream of a reply that goes on from the message the client shows, after
     people's answers (``denied``: the calls they denied)."""
     return Framing(lambda: encoder(tuple(denied)), DONE)
+
+
+def following(opening: Sequence[Chunk]) -> Framing:
+    """The stream of a follow-up resumed as a message of its own, that opens with the
+    results of the calls it follows (``opening``): the client's copy of the message that
+    made the calls cannot be added to by a resume, which replaces what it replays."""
+    return Framing(lambda: encoder(None, tuple(opening)), DONE)

@@ -180,15 +180,35 @@ class Uploads:
             RateLimited: the user's uploads for today are used up.
             StoreError: Cloud Storage did not start the session.
         """
-        media_type = checked_type(file_name, content_type, size_bytes)
-        name = safe_name(file_name, media_type)
-        path = f"{uploads_prefix(user_id)}{self._ids.new('upl')}/{name}"
-        problem = path_problem(user_id, path)
-        if problem is not None:  # a bug in safe_name: never hand out such a path
-            raise SparkError(INTERNAL_MESSAGE, detail=f"upload path {path!r}: {problem}")
+        media_type, path = self._fresh(user_id, file_name, content_type, size_bytes)
         await self._allowance.admit_upload(user_id)
         started = self._clock.now()
         url = await self._files.start_upload(
             path, media_type, size_bytes, browser_origin(origin), display_name(file_name)
         )
         return Upload(path, url, media_type, size_bytes, started + SESSION_LIFETIME)
+
+    async def keep(self, user_id: str, file_name: str, content_type: str, data: bytes) -> str:
+        """Write a file a client sent in its request (an AI SDK chat's file part) where an
+        upload session would have put it, counted as one upload; its storage path, for
+        the message's attachments to judge and read as any uploaded file.
+
+        Raises:
+            As ``start`` (but no session is started).
+        """
+        media_type, path = self._fresh(user_id, file_name, content_type, len(data))
+        await self._allowance.admit_upload(user_id)
+        await self._files.write(path, data, media_type)
+        return path
+
+    def _fresh(
+        self, user_id: str, file_name: str, content_type: str, size_bytes: int
+    ) -> tuple[MediaType, str]:
+        """The file's accepted type and a fresh path for it under the user's uploads."""
+        media_type = checked_type(file_name, content_type, size_bytes)
+        name = safe_name(file_name, media_type)
+        path = f"{uploads_prefix(user_id)}{self._ids.new('upl')}/{name}"
+        problem = path_problem(user_id, path)
+        if problem is not None:  # a bug in safe_name: never hand out such a path
+            raise SparkError(INTERNAL_MESSAGE, detail=f"upload path {path!r}: {problem}")
+        return media_type, path

@@ -158,6 +158,9 @@ class Settings(Deployment):
     )
     # Not read from the environment: the edge's own bound on a request body.
     max_request_bytes: int = 1024 * 1024
+    # An AI SDK chat's body carries its files as data: URLs (25 MB is 33.3 MB of
+    # base64), and the transport posts the whole conversation: Cloud Run's own bound.
+    max_chat_request_bytes: int = 32 * 1024 * 1024
     lesson_versions_kept: int = setting(
         "SPARK_LESSON_VERSIONS_KEPT",
         DEFAULT_LESSON_VERSIONS_KEPT,

@@ -1,7 +1,14 @@
 // Reads a UI message stream's bytes (stdin) as the AI SDK's transport does: every chunk
 // is validated against the AI SDK's own schema, then folded into the UI message a
-// useChat front end would show. Prints {message, chunks}; a refused chunk fails.
-import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema } from 'ai';
+// useChat front end would show. Prints {message, chunks, sendsToolOutputs: whether a
+// front end with sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls would
+// post it back}; a refused chunk fails.
+import {
+  lastAssistantMessageIsCompleteWithToolCalls,
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+} from 'ai';
 
 const body = [];
 for await (const piece of process.stdin) body.push(piece);
@@ -23,4 +30,5 @@ const chunks = parseJsonEventStream({ stream: bytes, schema: uiMessageChunkSchem
 );
 let message = null;
 for await (const m of readUIMessageStream({ stream: chunks, terminateOnError: true })) message = m;
-console.log(JSON.stringify({ message, chunks: types }));
+const sendsToolOutputs = lastAssistantMessageIsCompleteWithToolCalls({ messages: [message] });
+console.log(JSON.stringify({ message, chunks: types, sendsToolOutputs }));

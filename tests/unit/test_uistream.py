@@ -64,6 +64,9 @@ def test_a_reply_becomes_the_chunks_use_chat_reads() -> None:
             "input": {"lessonId": "l1"},
         },
         {"type": "tool-output-available", "toolCallId": "call_1", "output": {"title": "Tides"}},
+        # What follows the call is the next model call's: a step of its own.
+        {"type": "finish-step"},
+        {"type": "start-step"},
         {"type": "text-start", "id": "run_1-text-3"},
         {"type": "text-delta", "id": "run_1-text-3", "delta": "Done."},
         {"type": "text-end", "id": "run_1-text-3"},
@@ -167,6 +170,7 @@ def test_the_ai_sdk_reads_every_chunk_and_shows_the_reply() -> None:
         ("step-start", None),
         ("text", "done"),
         ("tool-read_lesson", "output-available"),
+        ("step-start", None),
         ("text", "done"),
         ("tool-create_lesson", "input-available"),
         ("data-task", None),
@@ -185,3 +189,50 @@ def test_a_reply_that_goes_on_after_answers_adds_to_the_message_the_client_shows
         {"type": "tool-output-denied", "toolCallId": "call_3"},
         {"type": "start-step"},
     ]
+
+
+def test_a_resumed_follow_up_opens_with_the_results_it_follows_in_a_step_of_their_own() -> None:
+    opening = [
+        {"type": "tool-input-available", "toolCallId": "c", "toolName": "t", "input": {}},
+        {"type": "tool-output-available", "toolCallId": "c", "output": {"ok": True}},
+    ]
+    state = UiChunks(opening=opening)
+    frames = [
+        frame(RunStartEvent(RUN, "conv_1", None, "msg_f")),
+        frame(TextEvent("Done."), 1, 5),
+        frame(RunStartEvent(RUN, "conv_1", None, "msg_f")),
+    ]
+    got = [c["type"] for f in frames for c in state.chunks(f)]
+    assert got == [
+        "start",
+        "start-step",
+        "tool-input-available",
+        "tool-output-available",
+        "finish-step",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "start-step",
+    ]
+
+
+def test_a_reply_whose_server_ran_a_tool_is_not_sent_back_as_tool_outputs() -> None:
+    """The words after a call are the next step's: a front end that posts once its last
+    step's calls have outputs does not post a reply the server's tools are part of."""
+    frames = [
+        frame(RunStartEvent(RUN, "conv_1", "msg_u", "msg_a")),
+        frame(ToolStartEvent("call_1", "read_lesson", {"lessonId": "l1"}, "Reading"), 1),
+        frame(ToolEndEvent("call_1", "success", output_json='{"title": "Tides"}'), 1),
+        frame(TextEvent("It is about tides."), 2, 18),
+        Frame(Cursor.end_id(RUN), DoneEvent("msg_a", "complete")),
+    ]
+    read = subprocess.run(
+        ["node", str(ROOT / "tests" / "ai_sdk" / "read.mjs")],
+        input=asyncio.run(body_of(frames)),
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert json.loads(read.stdout)["sendsToolOutputs"] is False
