@@ -203,6 +203,9 @@ def on_phone(page: Page, name: str, *shown: Locator, pane: str = "Chat") -> None
     assert not overflows(page), "the page scrolls sideways on a phone"
     found = audit(page)
     assert found == [], json.dumps(found, indent=1)
+    # From the top: the bar sticks to the screen's top, so a page scrolled down would
+    # show it over the pane in a whole-page screenshot.
+    page.evaluate("window.scrollTo(0, 0)")
     shot(page, f"phone-{name}")
 
 
