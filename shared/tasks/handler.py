@@ -180,8 +180,8 @@ class TaskHandler:
             task.conversation_id,
             lambda c: mark_running(c, call.id, deps.clock.now()),
         )
-        await self._show(task, lambda s: sections.started(s, deps.clock.now()))
         steps = Steps(self._tasks, task, deps.clock, policy.progress_every)
+        await steps.begin()  # the section shows it running
         try:
             outcome = await self._execute(task, call, document_id, steps.report, answer)
         except TaskCancelled:

@@ -1,5 +1,10 @@
 """A task's progress steps, reported by its tool as it works (``ToolContext.progress``)
-and appended to the task's section in throttled writes."""
+and appended to the task's section in throttled writes.
+
+An attempt numbers its steps on from those its section holds: a task resumed after its
+user's answer, or retried, runs its tool again as its next attempt, and those steps
+(the same texts, often) are new steps to show after the first ones, not repeats of them.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from shared.agent.throttle import ThrottledWriter
 from shared.clock import Clock
 from shared.errors import TaskCancelled
 from shared.queue.port import TaskPort
+from shared.schemas.documents import TaskDocument
 from shared.schemas.tasks import ToolTask
 from shared.tasks import sections
 
@@ -25,6 +31,25 @@ class Steps:
         self._pending: list[sections.Step] = []
         self._count = 0
         self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
+
+    async def begin(self) -> None:
+        """The section shown running (the tool starts, or goes on), and the steps it
+        holds already counted, so that this attempt's are numbered after them."""
+        now, attempt = self._clock.now(), self._task.attempt
+
+        def start(section: TaskDocument | None) -> TaskDocument | None:
+            # Earlier attempts' steps only: this attempt delivered again numbers its
+            # steps as it did, and the section knows them (keyed by attempt and step).
+            # A folded line keeps the newest step it stands for.
+            earlier = [u.step for u in section.updates if u.attempt < attempt] if section else []
+            self._count = max(earlier, default=0)
+            return sections.started(section, now)
+
+        try:
+            await self._tasks.show(self._task.user_id, self._task.task_id, start)
+        except Exception:
+            # The section is only a view; the tool's work goes on.
+            log.warning("task %s: its section was not updated", self._task.task_id, exc_info=True)
 
     async def report(self, text: str) -> None:
         """A step: first a look at the ledger (the task stops here if its user cancelled

@@ -11,7 +11,6 @@ conversation ends as Firestore holds it.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 from tests.e2e import test_web
 from tests.e2e.conftest import Functions, StackUser
 from tests.e2e.test_ai_sdk import stored_reply, stored_text
-from tests.e2e.test_web import normal, served, shot
+from tests.e2e.test_web import normal, open_page, served, shot
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tools.web import ROOT, bundle
 
@@ -51,16 +50,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def web(functions: Functions, site: Path) -> Iterator[str]:
     with served(functions, f"--site={site}") as url:
         yield url
-
-
-def open_chat(context: BrowserContext, web: str, user: StackUser) -> Page:
-    """The page, for ``user``: the ID token is set before the page's script runs, as a
-    front end that signed in with Firebase Auth would hold it."""
-    context.add_init_script(f"window.sparkToken = {json.dumps(user.token)};")
-    page = context.new_page()
-    page.goto(web + "/")
-    expect(page.get_by_role("textbox", name="Message")).to_be_visible()
-    return page
 
 
 def chat_id(page: Page) -> str:
@@ -107,7 +96,7 @@ def test_usechat_a_reply_streams_onto_the_page_as_firestore_keeps_it(
     # frames while the process warms up, and the rest must still arrive as a stream.
     words = [f"word{n} " for n in range(40)]
     fake_openai.script("usechat: stream please", Script(chunks=words, delay=0.05))
-    page = open_chat(context, web, alice)
+    page = open_page(context, web, alice, token=True)
     watch_reply(page)
     send(page, "usechat: stream please")
     expect(replies(page)).to_have_count(1)
@@ -136,7 +125,7 @@ def denied(
             then=Script(chunks=["Kept it, as you asked."]),
         ),
     )
-    page = open_chat(context, web, user)
+    page = open_page(context, web, user, token=True)
     send(page, said)
     card = page.get_by_role("group", name="Tool delete_lesson")
     expect(card).to_have_attribute("data-state", "approval-requested")
@@ -192,7 +181,7 @@ def test_usechat_a_reload_mid_reply_resumes_it_without_repeating_a_word(
 ) -> None:
     words = [f"slow{n} " for n in range(60)]
     fake_openai.script("usechat: a long one", Script(chunks=words, delay=0.05))
-    page = open_chat(context, web, alice)
+    page = open_page(context, web, alice, token=True)
     send(page, "usechat: a long one")
     expect(replies(page).first).to_contain_text("slow5")
     url = page.url

@@ -34,7 +34,7 @@ from tests.e2e.conftest import (
     upload,
     wait_for,
 )
-from tests.e2e.test_web import articles, conversation_id, shot, sign_in
+from tests.e2e.test_web import articles, conversation_id, on_phone, open_page, shot
 from tests.samples import png_with_gps
 
 pytestmark = pytest.mark.emulator
@@ -228,8 +228,7 @@ def test_web_demo_model_offers_its_examples_and_the_first_makes_a_lesson(
     db: firestore.Client,
 ) -> None:
     user = new_user(emulators[1])
-    page = context.new_page()
-    sign_in(page, web, user)
+    page = open_page(context, web, user)
     offered = page.get_by_role("region", name="Try the demo model")
     expect(offered.get_by_role("button")).to_have_count(len(EXAMPLES))
     offered.get_by_role("button", name=EXAMPLES[0]).click()
@@ -244,3 +243,4 @@ def test_web_demo_model_offers_its_examples_and_the_first_makes_a_lesson(
     expect(lesson).to_contain_text("The Sun's heat makes water evaporate")
     shot(page, "demo-first-example")
     assert conversation_doc(db, user.uid, conv) is not None
+    on_phone(page, "demo-first-example", reply)

@@ -335,10 +335,13 @@ def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
     kinds = [o["kind"] for o in section["keyOutputs"]]
     assert kinds == ["strength", "correction"]  # no mark was asked for
     assert listener.seen[task_id][-4:] == ["running", "waiting_on_user", "running", "completed"]
-    # Its progress steps, from the first review (the one that asked). The review with
-    # the answer runs as the same attempt and numbers its steps from 1 again, so the
-    # section takes them for a redelivery's and keeps the first (reported in issue 37).
-    assert [u["text"] for u in section["updates"]][:3] == REVIEW_STEPS
+    # Its progress steps: the first review's (the one that asked), then those of the
+    # review with the answer (its next attempt), numbered on from them, every one kept.
+    steps = [(u["attempt"], u["step"], u["text"]) for u in section["updates"]]
+    assert steps == [
+        *((1, n, text) for n, text in enumerate(REVIEW_STEPS, 1)),
+        *((2, n, text) for n, text in enumerate(REVIEW_STEPS, 4)),
+    ]
     doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
     assert doc["messages"][-1]["content"] == [
         {"type": "text", "text": "Here is your feedback on task 2."}
@@ -450,9 +453,10 @@ def test_e2e_progress_steps_append_across_a_redelivered_and_a_retried_attempt(
         (1, 1, 1, "Planning 3 lessons"),
         (2, 1, 2, "Creating lesson 1 of 3"),
         (3, 1, 3, "Creating lesson 2 of 3"),
-        # The retry found the plan and the first lesson made: it went on from the second.
-        (4, 2, 1, "Creating lesson 2 of 3"),
-        (5, 2, 2, "Creating lesson 3 of 3"),
+        # The retry found the plan and the first lesson made: it went on from the second,
+        # its steps numbered on from the first attempt's.
+        (4, 2, 4, "Creating lesson 2 of 3"),
+        (5, 2, 5, "Creating lesson 3 of 3"),
     ]
     # Each version a listener saw extends the one before: steps append, never replaced.
     for before, after in itertools.pairwise(updates.seen):

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from google.cloud import firestore
-from playwright.sync_api import BrowserContext, Locator, Page, expect
+from playwright.sync_api import BrowserContext, Locator, expect
 
 from shared.store.cloudstorage import CloudStorageFileStore
 from tests.e2e import test_web
@@ -32,18 +32,20 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_review import FEEDBACK
 from tests.e2e.test_tasks import script_lesson
+from tests.e2e.test_tasks import send as send_by_api
 from tests.e2e.test_web import (
     SHOTS,
     articles,
+    audit,
     conversation_id,
     last_reply_text,
+    on_phone,
+    open_page,
     send,
     shot,
-    sign_in,
 )
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.samples import pdf_with_pages
-from tools.web import ROOT
 
 pytestmark = pytest.mark.emulator
 
@@ -52,21 +54,7 @@ web = test_web.web
 browser = test_web.browser
 context = test_web.context
 
-AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 TIDES = "<lesson><h1>Tides</h1><p>The sea rises twice a day.</p></lesson>"
-
-
-def audit(page: Page) -> list[dict[str, Any]]:
-    """axe-core's serious and critical violations on the page as it is. axe is evaluated
-    through the browser's own protocol, which the page's script policy does not govern,
-    so the page is audited as it runs (no bypassed policy)."""
-    page.evaluate(AXE.read_text() + "\n;0")
-    result = page.evaluate("async () => (await axe.run(document)).violations")
-    return [
-        {"id": v["id"], "impact": v["impact"], "nodes": [n["html"][:120] for n in v["nodes"]]}
-        for v in result
-        if v["impact"] in ("serious", "critical")
-    ]
 
 
 def element_shot(target: Locator, name: str) -> None:
@@ -143,8 +131,7 @@ def test_cards_an_approval_reads_in_words_its_arguments_behind_details(
             then=Script(chunks=["Deleted, and nothing sent."]),
         ),
     )
-    page = context.new_page()
-    sign_in(page, web, user)
+    page = open_page(context, web, user)
     send(page, "cards: delete tides and tell mum")
     conv = conversation_id(page)
     panel = page.get_by_role("region", name="Waiting for your approval")
@@ -163,6 +150,7 @@ def test_cards_an_approval_reads_in_words_its_arguments_behind_details(
     shot(page, "cards-approval-page")
     found = audit(page)
     assert found == [], json.dumps(found, indent=1)
+    on_phone(page, "card-in-words", delete, message)  # and answered on a phone
 
     delete.get_by_role("button", name="Approve").click()
     message.get_by_role("button", name="Deny").click()
@@ -198,8 +186,7 @@ def test_cards_a_task_section_shows_its_progress_steps_as_they_come(
         "tides step by step",
         Script(chunks=draft, delay=0.3),
     )
-    page = context.new_page()
-    sign_in(page, web, user)
+    page = open_page(context, web, user)
     send(page, "cards: a lesson on tides")
     conv = conversation_id(page)
     section = page.get_by_role("region", name="Task: Creating lesson")
@@ -241,6 +228,7 @@ def test_cards_a_task_section_shows_its_progress_steps_as_they_come(
         "Checking the draft",
         "Saving the lesson",
     ]
+    on_phone(page, "task-completed", steps)
 
 
 def test_cards_a_running_task_is_cancelled_from_the_page(
@@ -262,8 +250,7 @@ def test_cards_a_running_task_is_cancelled_from_the_page(
         Script(chunks=draft, delay=0.4),
         follow_up="Cancelled, as you asked.",
     )
-    page = context.new_page()
-    sign_in(page, web, user)
+    page = open_page(context, web, user)
     send(page, "cards: a slow lesson")
     conv = conversation_id(page)
     section = page.get_by_role("region", name="Task: Creating lesson")
@@ -280,6 +267,49 @@ def test_cards_a_running_task_is_cancelled_from_the_page(
     element_shot(first, "cards-task-cancelled")
     # It stopped at the step after the draft: no lesson was saved.
     assert db.collection(f"{user.uid}/client/lessons").get() == []
+    on_phone(page, "task-cancelled", section)
+
+
+def test_cards_a_queued_task_is_cancelled_from_the_page(
+    functions: Functions,
+    web: str,
+    context: BrowserContext,
+    emulators: tuple[str, str],
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """A user's fourth task waits queued behind three running (a user runs three at
+    once): its section says so, with Cancel, and Cancel, pressed on a phone, ends it at
+    once without its tool ever starting. The three are asked through the api."""
+    user = new_user(emulators[1])
+    # Slow drafts hold the three slots while the page opens the fourth's conversation.
+    slow = Script(chunks=["<lesson><h1>Busy</h1></lesson>"], first_delay=10)
+    for n in range(3):
+        script_lesson(fake_openai, f"cards: busy lesson {n}", f"busy lesson {n}", slow)
+        send_by_api(functions.api, user, f"cards: busy lesson {n}")
+    script_lesson(
+        fake_openai,
+        "cards: one lesson more",
+        "a lesson that waits its turn",
+        Script(chunks=[TIDES]),
+        follow_up="Cancelled before it started.",
+    )
+    conv = send_by_api(functions.api, user, "cards: one lesson more")[0].data["conversationId"]
+    assert (task_doc(db, user.uid, conv) or {}).get("status") == "queued"
+    page = open_page(context, web, user, path=f"/#/c/{conv}")
+    section = page.get_by_role("region", name="Task: Creating lesson")
+    expect(section).to_contain_text("queued")
+    on_phone(page, "task-queued", section)  # and cancelled on a phone
+    section.get_by_role("button", name="Cancel").click()
+    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled", 30)
+    expect(articles(page, "Spark AI Agent").last).to_contain_text("Cancelled before it started.")
+    first = articles(page, "Spark AI Agent").first
+    first.get_by_role("button", name="Done (1 step)").click()
+    expect(section).to_contain_text("cancelled")
+    expect(section.get_by_role("button", name="Cancel")).to_have_count(0)
+    shot(page, "phone-task-queued-cancelled")
+    stored = task_doc(db, user.uid, conv) or {}
+    assert not stored.get("startedAt") and not stored.get("updates")  # it never ran
 
 
 def test_cards_a_waiting_task_shows_its_question_and_goes_on_once_answered(
@@ -322,14 +352,14 @@ def test_cards_a_waiting_task_shows_its_question_and_goes_on_once_answered(
     )
     assert sent.status_code == 202, sent.text
     conv = sent.json()["conversationId"]
-    page = context.new_page()
-    sign_in(page, web, user, path=f"/#/c/{conv}")
+    page = open_page(context, web, user, path=f"/#/c/{conv}")
     section = page.get_by_role("region", name="Task: Reviewing sheet.pdf")
     expect(section).to_contain_text("waiting for your answer")
     expect(section).to_contain_text("Waiting for your answer: Which task does this answer?")
     expect(section.get_by_role("button", name="Cancel")).to_be_visible()
     element_shot(section, "cards-task-waiting")
     found = audit(page)
+    on_phone(page, "task-waiting", section)  # and answered on a phone
 
     fake_openai.script("Review this piece of work.", Script(chunks=[json.dumps(FEEDBACK)]))
     page.get_by_role("button", name="Task 2").click()
@@ -344,9 +374,24 @@ def test_cards_a_waiting_task_shows_its_question_and_goes_on_once_answered(
     expect(section).to_contain_text(str(FEEDBACK["summary"]))
     expect(section).to_contain_text("Strength: You explain that leaves take in light.")
     expect(section).not_to_contain_text("Waiting for your answer")
+    # Answered, the review ran again: its steps follow the first attempt's, every one kept.
+    read = ["Reading the work", "Reviewing the work", "Checking the feedback"]
+    expect(section.get_by_role("list", name="Progress").get_by_role("listitem")).to_have_text(
+        read + read
+    )
     found += audit(page)
     assert found == [], json.dumps(found, indent=1)
-    assert (task_doc(db, user.uid, conv) or {})["status"] == "completed"
+    stored = task_doc(db, user.uid, conv) or {}
+    assert stored["status"] == "completed"
+    assert [(u["attempt"], u["step"]) for u in stored["updates"]] == [
+        (1, 1),
+        (1, 2),
+        (1, 3),
+        (2, 4),
+        (2, 5),
+        (2, 6),
+    ]
+    shot(page, "phone-task-resumed")
 
 
 def test_cards_an_earlier_lesson_version_is_restored_from_the_lesson_panel(
@@ -370,8 +415,7 @@ def test_cards_an_earlier_lesson_version_is_restored_from_the_lesson_panel(
             then=Script(chunks=["Changed."]),
         ),
     )
-    page = context.new_page()
-    sign_in(page, web, user)
+    page = open_page(context, web, user)
     send(page, "cards: a lesson to change")
     conv = conversation_id(page)
     lesson = page.get_by_role("region", name="Lesson: Tides")
@@ -398,3 +442,4 @@ def test_cards_an_earlier_lesson_version_is_restored_from_the_lesson_panel(
     stored = db.document(f"{user.uid}/client/lessons/{lesson_id}").get().to_dict() or {}
     assert stored["version"] == 3 and "rises twice a day." in stored["body"]
     shot(page, "cards-lesson-restored")
+    on_phone(page, "lesson-restored", lesson, pane="Family and editor")

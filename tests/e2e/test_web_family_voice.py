@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 from google.cloud import firestore
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, expect, sync_playwright
 
 from tests.e2e import test_web
 from tests.e2e.conftest import (
@@ -41,23 +41,27 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_web import (
     CHROMIUM,
+    PHONE,
     SHOTS,
     TIMEOUT_MS,
     articles,
     audit,
     conversation_id,
+    make_family,
+    on_phone,
+    open_page,
+    overflows,
+    person,
     recorded,
     send,
     shot,
     sign_in,
 )
 from tests.voice_samples import PASSAGE, need_espeak, padded_wav, word_error_rate
-from tools.web import ROOT
 
 pytestmark = pytest.mark.emulator
 
 FAMILIES = "/api/spark/families"
-PHONE = {"width": 390, "height": 844}
 MAX_WORD_ERROR_RATE = 0.35
 """As tests/e2e/test_offline_voice.py: what the local model may mishear of espeak-ng's
 passage (the browser's recording goes through Opus once more on its way)."""
@@ -109,13 +113,7 @@ def browser(microphone: tuple[Path, float]) -> Iterator[Browser]:
             launched.close()
 
 
-@pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:
-    made = recorded(browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-GB"))
-    try:
-        yield made
-    finally:
-        made.close()
+context = test_web.context
 
 
 def mirror(db: firestore.Client, uid: str) -> dict[str, Any]:
@@ -145,13 +143,8 @@ def test_web_family_panel_lists_and_revokes_invites_changes_roles_and_names(
     link no longer joins; the second does. The parent makes the member a parent, then a
     dependent again; the member changes the name the family sees."""
     parent, child = new_user(emulators[1]), new_user(emulators[1])
-    mum = context.new_page()
-    sign_in(mum, web, parent)
-    panel = mum.get_by_role("region", name="Family")
-    panel.get_by_role("textbox", name="Family name").fill("The Voices")
-    panel.get_by_role("textbox", name="Your name in the family").fill("Mum")
-    panel.get_by_role("button", name="Create family").click()
-    expect(mum.get_by_role("region", name="Family: The Voices")).to_be_visible()
+    mum = open_page(context, web, parent)
+    panel = make_family(mum, "The Voices", "Mum")
     family_id = mirror(db, parent.uid)["familyId"]
     invites = panel.get_by_role("region", name="Invites")
     expect(invites).to_contain_text("No invites yet.")
@@ -175,10 +168,9 @@ def test_web_family_panel_lists_and_revokes_invites_changes_roles_and_names(
     assert invite_statuses(functions.api, parent, family_id) == ["active", "revoked"]
     shot(mum, "21-family-invites")
 
-    other = recorded(browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-GB"))
+    other = person(browser)
     try:
-        sam = other.new_page()
-        sign_in(sam, web, child, path=f"/join?token={tokens[0]}")
+        sam = open_page(other, web, child, path=f"/join?token={tokens[0]}")
         invited = sam.get_by_role("region", name="Family")
         invited.get_by_role("button", name="Join family").click()
         expect(invited.get_by_role("status")).to_contain_text("cancelled by a parent")
@@ -214,6 +206,7 @@ def test_web_family_panel_lists_and_revokes_invites_changes_roles_and_names(
         assert member(db, child.uid, child.uid)["displayName"] == "Samuel"
         shot(mum, "22-family-roles-and-names")
         shot(sam, "23-family-member-renamed")
+        on_phone(mum, "family-roles", members, pane="Family and editor")
     finally:
         other.close()
 
@@ -227,21 +220,17 @@ def test_web_on_a_phone_one_pane_at_a_time_a_message_sent_and_the_family_opened(
 ) -> None:
     """At 390×844 the page is one column: the chat first, the conversation list and the
     side panels one tap away; nothing is wider than the screen; axe finds no serious or
-    critical violation (axe is injected as a script, so this context bypasses the
-    page's own policy)."""
+    critical violation (``audit``, under the page's own policy)."""
     user = new_user(emulators[1])
-    axe = ROOT / "node_modules" / "axe-core" / "axe.min.js"
     made = recorded(
-        browser.new_context(
-            viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True, bypass_csp=True
-        )
+        browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
     )
     found: list[dict[str, Any]] = []
     try:
         page = made.new_page()
         page.goto(web + "/")
         expect(page.get_by_role("button", name="Sign in")).to_be_visible()
-        found += audit(page, axe)
+        found += audit(page)
         sign_in(page, web, user)
         bar = page.get_by_role("navigation", name="Show")
         expect(bar).to_be_visible()
@@ -256,7 +245,7 @@ def test_web_on_a_phone_one_pane_at_a_time_a_message_sent_and_the_family_opened(
             "text"
         ] == "Hello, what can you do?"
         assert not overflows(page)
-        found += audit(page, axe)
+        found += audit(page)
         shot(page, "24-phone-chat")
 
         bar.get_by_role("button", name="Family and editor").tap()
@@ -269,13 +258,13 @@ def test_web_on_a_phone_one_pane_at_a_time_a_message_sent_and_the_family_opened(
         family.get_by_role("button", name="Create invite link").tap()
         expect(family.get_by_role("textbox", name="Invite link")).to_be_visible()
         assert not overflows(page)
-        found += audit(page, axe)
+        found += audit(page)
         shot(page, "25-phone-family")
 
         bar.get_by_role("button", name="Conversations").tap()
         listed = page.get_by_role("navigation", name="Conversations")
         expect(listed).to_be_visible()
-        found += audit(page, axe)
+        found += audit(page)
         listed.get_by_role("listitem").get_by_role("link").first.tap()
         expect(page.get_by_role("textbox", name="Message")).to_be_visible()  # the chat again
         expect(bar.get_by_role("button", name="Chat")).to_have_attribute("aria-pressed", "true")
@@ -283,11 +272,6 @@ def test_web_on_a_phone_one_pane_at_a_time_a_message_sent_and_the_family_opened(
     finally:
         made.close()
     assert found == [], json.dumps(found, indent=1)
-
-
-def overflows(page: Page) -> bool:
-    """Whether anything makes the page scroll sideways."""
-    return bool(page.evaluate("document.documentElement.scrollWidth > window.innerWidth + 1"))
 
 
 def test_web_push_to_talk_is_heard_offline_then_the_reply_is_read_aloud(
@@ -302,8 +286,7 @@ def test_web_push_to_talk_is_heard_offline_then_the_reply_is_read_aloud(
     words heard show as they come, then are the stored user text, within the word error
     rate; the reply comes; Read aloud plays espeak-ng's reading in the <audio> element."""
     user = new_user(emulators[1])
-    page = context.new_page()
-    sign_in(page, web, user)
+    page = open_page(context, web, user)
     page.evaluate(
         """() => {
         window.__heard = [];
@@ -359,3 +342,4 @@ def test_web_push_to_talk_is_heard_offline_then_the_reply_is_read_aloud(
     print(f"read aloud: {duration:.1f} s of audio")
     assert duration > 0.3
     shot(page, "28-read-aloud")
+    on_phone(page, "read-aloud", articles(page, "You").first, player)

@@ -98,7 +98,10 @@ async def test_a_task_waits_on_its_user_and_goes_on_in_the_same_section_once_ans
     assert section is not None and section.status == "completed"
     assert section.question is None
     # One section throughout: the steps of both attempts, in order.
-    assert [u.text for u in section.updates] == ["Reading tides"]
+    assert [(u.text, u.attempt, u.step) for u in section.updates] == [
+        ("Reading tides", 1, 1),
+        ("Reading tides", 2, 2),
+    ]
     after = await stored(service, conversation_id)
     outputs = [json.loads(o) for _, _, o in results(after)]
     assert outputs[-1]["status"] == "reviewed"
