@@ -52,6 +52,7 @@ PICTURE = ROOT / "docs" / "img" / "observability-trace.png"
 CHROMIUM = os.environ.get("SPARK_CHROMIUM", "/usr/bin/chromium")
 SEND = "/api/spark/agent/messages"
 ASK = "Please make a lesson on glaciers for my Year 4 class"
+WARM_UP = "Hello"
 LESSON = '{"topic": "glaciers", "audience": "Year 4"}'
 # What create_lesson asks the model for (its brief: shared/tools/lessons).
 BRIEF = "Write the lesson.\n\nTopic: glaciers\nLearners: Year 4\nDuration: 45 minutes"
@@ -94,10 +95,11 @@ def scripted(fake: FakeOpenAI) -> None:
     fake.script(BRIEF, Script(chunks=drafted, delay=0.1))
 
 
-def converse(api: str, token: str) -> None:
-    """Send the teacher's message and read its stream to the end."""
+def converse(api: str, token: str, text: str) -> None:
+    """Send the teacher's message ``text`` in a new conversation and read its stream to
+    the end."""
     headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
-    with httpx.stream("POST", api + SEND, headers=headers, json={"text": ASK}, timeout=60) as r:
+    with httpx.stream("POST", api + SEND, headers=headers, json={"text": text}, timeout=60) as r:
         if r.status_code != 200:
             sys.exit(f"trace-shot: the api answered {r.status_code}: {r.read()!r}")
         for _ in r.iter_bytes():
@@ -111,9 +113,9 @@ def spans(viewer: str) -> list[dict[str, Any]]:
         return list(json.load(response)["data"])
 
 
-def whole_trace(viewer: str) -> str | None:
+def whole_trace(viewer: str) -> tuple[str, str] | None:
     """The id of the run's trace once the viewer holds every span ``WANTED`` in it,
-    the follow-up's run and model call too."""
+    the follow-up's run and model call too, and the id of its task tool's model call."""
     held = spans(viewer)
     for root in held:
         if root["name"] != f"POST {SEND}":
@@ -124,12 +126,28 @@ def whole_trace(viewer: str) -> str | None:
         runs = sum(n.startswith("invoke_agent") for n in names)
         chats = sum(n.startswith("chat ") for n in names)
         if every and runs >= 2 and chats >= 2:
-            return str(trace)
+            drafting = next(
+                s
+                for s in held
+                if s["context"]["trace_id"] == trace and s["name"].startswith("text_completion")
+            )
+            return str(trace), str(drafting["context"]["span_id"])
     return None
 
 
-def photograph(viewer: str, trace: str, picture: Path) -> None:
-    """Open ``trace`` in the viewer and save what Chromium shows in ``picture``."""
+def _drag(page: Any, handle: Any, dx: float) -> None:
+    """Move a resize ``handle`` of the viewer's panels ``dx`` pixels to the right."""
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + dx, y, steps=15)
+    page.mouse.up()
+
+
+def photograph(viewer: str, trace: str, chosen: str, picture: Path) -> None:
+    """Open ``trace`` in the viewer, its span ``chosen`` selected with its attributes
+    shown, and save what Chromium shows in ``picture``."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -139,15 +157,27 @@ def photograph(viewer: str, trace: str, picture: Path) -> None:
             executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
         )
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 980}, locale="en-GB")
-            page.goto(f"{viewer}/redirects/traces/{trace}")
+            # Tall enough for the whole tree: every span of the run, none scrolled away.
+            page = browser.new_page(viewport={"width": 1600, "height": 1900}, locale="en-GB")
+            page.goto(f"{viewer}/redirects/spans/{chosen}")
             page.get_by_text("execute_tool create_lesson").first.wait_for(timeout=60_000)
-            page.get_by_text("chat fake-model").last.click()
-            page.wait_for_timeout(1000)  # the chosen span's details drawn
+            page.wait_for_timeout(1000)  # the panels laid out
+            # The trace's panel wider (its left edge, the only thick vertical handle),
+            # then its tree wider (the tall thin handle beside it), so names show whole.
+            handles = page.locator("[role=separator][aria-orientation=vertical]")
+            boxes = [(h, h.bounding_box()) for h in handles.all()]
+            _drag(page, next(h for h, b in boxes if b and b["width"] >= 3), -90)
+            page.wait_for_timeout(500)
+            boxes = [(h, h.bounding_box()) for h in handles.all()]
+            tree = next(h for h, b in boxes if b and b["width"] < 3 and b["height"] > 1000)
+            _drag(page, tree, 300)
+            page.get_by_role("tab", name="Attributes").click()
+            page.wait_for_timeout(1000)  # the attributes drawn
             picture.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(picture))
         finally:
             browser.close()
+    print(f"trace-shot: trace {trace} saved as {picture}")
 
 
 def main() -> None:
@@ -155,6 +185,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--out", type=Path, default=PICTURE, help="where the picture goes")
+    parser.add_argument(
+        "--data", type=Path, help="keep the viewer's data here (default: a temporary folder)"
+    )
     args = parser.parse_args()
     if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
         sys.exit("trace-shot: run through `make trace-shot` (it starts the emulators)")
@@ -165,10 +198,14 @@ def main() -> None:
     stack.log_dir.mkdir(parents=True, exist_ok=True)
     fake = FakeOpenAI()
     scripted(fake)
-    with tempfile.TemporaryDirectory(prefix="trace-shot-") as data, ServerThread(fake.app) as model:
+    with (
+        tempfile.TemporaryDirectory(prefix="trace-shot-") as scratch,
+        ServerThread(fake.app) as model,
+    ):
+        data = args.data or Path(scratch)
         try:
             port = free_port()
-            traced = start_trace_viewer(stack, port, Path(data))
+            traced = start_trace_viewer(stack, port, data)
             env = {
                 **traced,
                 "SPARK_MODEL": "openai:fake-model",
@@ -180,11 +217,13 @@ def main() -> None:
             api, _ = start_functions(stack, free_port(), free_port(), env, instances=1)
             auth = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
             account = sign_up(auth, "teacher@example.com", "spark-local")
-            converse(api, account.token)
+            # A first message warms the emulators and the functions up (their first
+            # writes and connections are slow), so the picture shows a usual run's times.
+            converse(api, account.token, WARM_UP)
+            converse(api, account.token, ASK)
             viewer = f"http://127.0.0.1:{port}"
-            trace = wait_for(lambda: whole_trace(viewer), "the whole trace in the viewer")
-            photograph(viewer, trace, args.out)
-            print(f"trace-shot: trace {trace} saved as {args.out.relative_to(ROOT)}")
+            found = wait_for(lambda: whole_trace(viewer), "the whole trace in the viewer")
+            photograph(viewer, *found, args.out)
         finally:
             stack.stop()
 
