@@ -8,7 +8,7 @@ UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help setup web dev dev-reset test lint typecheck webcheck checkov docs docs-serve package unit schemas bench clean
+.PHONY: help setup web dev trace-shot dev-reset test lint typecheck webcheck checkov docs docs-serve package unit schemas bench clean
 # Playwright (the browser tests' driver) drives Debian's chromium: it never downloads one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
@@ -105,6 +105,11 @@ web/dist/.built: $(wildcard web/src/*.ts web/src/*/*.ts schemas/*.json) tools/we
 ## trace viewer on :6006 (installed by the first `make dev`, not by setup: no test needs it).
 dev: setup .tools/phoenix/.installed ## Run the local stack (emulators, api :8080, tasks :8081, web client :5173, traces :6006); Ctrl-C stops it
 	$(PY) -m tools.stack dev
+
+## Make the docs' picture of one run's trace in the trace viewer again
+## (docs/img/observability-trace.png) from a real run on fresh emulators (tools/trace_shot.py).
+trace-shot: setup .tools/phoenix/.installed ## Remake the docs' trace picture (docs/img/observability-trace.png) from a real run
+	$(PY) -m tools.stack run -- $(PY) -m tools.trace_shot
 
 ## Forget the local data `make dev` keeps between runs (.stack/data/): the next run
 ## starts with empty emulators and a new test user.

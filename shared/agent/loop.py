@@ -96,6 +96,8 @@ class Run:
         self._model_since: float | None = None
         self._calls = StepCalls(deps, user_id, conversation, self._record)
         self._step = 0
+        # The streaming writes' commits, counted on the run's span (tracing on only).
+        self._commits: tracing.Commits | None = None
 
     @property
     def conversation_id(self) -> str:
@@ -118,12 +120,15 @@ class Run:
     async def _put(self) -> None:
         message = self.transcript.message()
         lease_until = self.deps.clock.now() + self.deps.limits.lease
-        await self.deps.store.mutate(
-            self.user_id,
-            self.conversation_id,
-            lambda c: put_message(c, self.run_id, message, lease_until),
-            reserve=CLOSING_RESERVE,  # refused near the limit: the run ends, and its end fits
-        )
+        # Refused near the limit: the run ends, and its end fits. Counted on the run's
+        # span, not a span each (``tracing.py`` says why).
+        with tracing.counted(self._commits):
+            await self.deps.store.mutate(
+                self.user_id,
+                self.conversation_id,
+                lambda c: put_message(c, self.run_id, message, lease_until),
+                reserve=CLOSING_RESERVE,
+            )
 
     def _interrupt(self, reason: RunEnded | SparkError) -> None:
         """End the work at once (a stop, a takeover, a silent model, a full document)."""
@@ -139,11 +144,18 @@ class Run:
         failed), its ``RunEnd`` (``finish.py``) saves the message with what was
         streamed, every tool call in it has a result, and the last frame is ``done`` or
         ``error``. The run is one span (its model calls, tool calls, writes and
-        enqueued tasks are its children), wherever it is produced.
+        enqueued tasks are its children, but for its periodic streaming writes,
+        counted on it), wherever it is produced.
         """
         with tracing.run(self.conversation_id, self.run_id) as span:
-            await self._produce(emit)
-            if self._end is not None and span.is_recording():
+            traced = span.is_recording()
+            self._commits = tracing.Commits() if traced else None
+            try:
+                await self._produce(emit)
+            finally:
+                if self._commits is not None:
+                    self._commits.record(span)
+            if self._end is not None and traced:
                 tracing.run_ended(span, self._end.ending, self.transcript.message().usage)
 
     async def _produce(self, emit: Emit) -> None:

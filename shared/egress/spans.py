@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from shared.observe.metrics import Metrics
 
 E = TypeVar("E")
+# What a stream sends many of (a reply's tokens, speech's audio): only the first counts.
+_CHUNKS = (TextDelta, bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +126,9 @@ async def traced(
     seen, error = _Seen(time.perf_counter()), None
     try:
         async for event in events:
-            _observe(span, event, seen)
+            # A token after the first tells the span nothing: no work per token.
+            if seen.first is None or type(event) not in _CHUNKS:
+                _observe(span, event, seen)
             yield event
     except BaseException as exc:
         error = type(exc).__name__

@@ -167,7 +167,12 @@ def build(
         processor = SimpleSpanProcessor(_guarded(span_exporter, settings))
     elif chosen != "off":
         spans, metric_exporter = EXPORTERS[chosen](settings)
-        # Exported off the request's path, in batches, by the SDK's own thread.
+        # Exported off the request's path, in batches, by the SDK's own thread: a span's
+        # end only queues it. The SDK's defaults (``OTEL_BSP_*``: a batch every 5 s or
+        # at 512 spans, 2048 queued at most) are kept: at a few spans a second per
+        # stream a busy instance fills a batch long before the queue, and what export
+        # costs is per span, not per batch (``bench/tracing.py`` prints it), so fewer
+        # spans, not other batches, is what makes tracing cheap.
         processor = BatchSpanProcessor(_guarded(spans, settings))
         if metric_exporter is not None and reader is None:
             from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader

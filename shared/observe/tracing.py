@@ -10,13 +10,23 @@ A failure is recorded by its error's type alone (an exception's message may quot
 request).
 
 With nothing traced (``SPARK_TELEMETRY=off``, or a process that never started its
-telemetry), ``span`` makes no span and sets no context: one global read and a check.
+telemetry), no span is made, no context set and no attribute built: one global read
+and a check. With tracing on, attributes are built once per span, never per token.
+
+Not every store commit is a span: a run's periodic streaming writes (one per throttle
+interval, so most of a stream's commits) are counted and timed on the run's span
+instead (``counted``, ``Commits``): as spans they would be most of what tracing a
+stream costs (``bench/tracing.py`` prints the spans per stream-second by name), and
+each tells nothing a count, a total and a longest do not.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Protocol
 
 from opentelemetry.context import Context, attach, detach
@@ -54,11 +64,19 @@ TASK_KIND = "spark.task.kind"
 TASK_OUTCOME = "spark.task.outcome"
 TASK_ATTEMPT = "spark.task.attempt"
 STORE_ATTEMPTS = "spark.store.attempts"
+# A run's streaming writes, counted on its span (``Commits``).
+STREAMING_COMMITS = "spark.store.streaming_commits.count"
+STREAMING_FAILED = "spark.store.streaming_commits.failed"
+STREAMING_TOTAL = "spark.store.streaming_commits.total_ms"
+STREAMING_LONGEST = "spark.store.streaming_commits.max_ms"
 
 AGENT = "Spark AI Agent"
 QUEUE_SYSTEM = "gcp_cloud_tasks"
 
 Attributes = Mapping[str, AttributeValue]
+
+# What every helper returns with nothing traced (reusable: it holds no state).
+_OFF: AbstractContextManager[Span] = nullcontext(INVALID_SPAN)
 
 
 class Usage(Protocol):
@@ -140,6 +158,8 @@ def request(method: str, path: str, parent: Context | None = None) -> Span:
     """The span of one HTTP request (a server span, ended by ``answered``), named by its
     method until its route is known (``routed``); the path names ids only (never the
     query)."""
+    if setup.process_tracer() is None:
+        return INVALID_SPAN
     attributes = {"http.request.method": method, "url.path": path}
     return started(method, attributes, SpanKind.SERVER, parent)
 
@@ -162,6 +182,8 @@ def answered(span: Span, status: int) -> None:
 
 def run(conversation_id: str, run_id: str) -> AbstractContextManager[Span]:
     """The span of one run of the agent (the GenAI conventions' ``invoke_agent``)."""
+    if setup.process_tracer() is None:
+        return _OFF
     attributes = {
         telemetry.OPERATION: "invoke_agent",
         AGENT_NAME: AGENT,
@@ -173,15 +195,18 @@ def run(conversation_id: str, run_id: str) -> AbstractContextManager[Span]:
 
 def run_ended(span: Span, ending: str, usage: Usage | None) -> None:
     """Record on a run's ``span`` how it ended and the tokens its model calls used."""
-    span.set_attribute(RUN_ENDING, ending)
+    attributes: dict[str, AttributeValue] = {RUN_ENDING: ending}
     if usage is not None:
-        span.set_attribute(telemetry.INPUT_TOKENS, usage.input_tokens)
-        span.set_attribute(telemetry.OUTPUT_TOKENS, usage.output_tokens)
+        attributes[telemetry.INPUT_TOKENS] = usage.input_tokens
+        attributes[telemetry.OUTPUT_TOKENS] = usage.output_tokens
+    span.set_attributes(attributes)
 
 
 def tool(name: str, call_id: str, execution: str) -> AbstractContextManager[Span]:
     """The span of one tool call (the GenAI conventions' ``execute_tool``): its tool's
     name and the call's id, never its arguments or result."""
+    if setup.process_tracer() is None:
+        return _OFF
     attributes = {
         telemetry.OPERATION: "execute_tool",
         TOOL_NAME: name,
@@ -202,6 +227,8 @@ def tool_failed(span: Span, failure: Exception | None) -> None:
 def delivery(kind: str, attempt: int, conversation_id: str) -> AbstractContextManager[Span]:
     """The span of one delivery of a Cloud Task (the messaging conventions' ``process``;
     its outcome is set as it ends)."""
+    if setup.process_tracer() is None:
+        return _OFF
     attributes: dict[str, AttributeValue] = {
         MESSAGING_SYSTEM: QUEUE_SYSTEM,
         MESSAGING_OPERATION: "process",
@@ -215,6 +242,8 @@ def delivery(kind: str, attempt: int, conversation_id: str) -> AbstractContextMa
 def enqueue(queue: str, name: str) -> AbstractContextManager[Span]:
     """The span of one Cloud Task's creation (the messaging conventions' ``send``): the
     task carries its context to its delivery (``propagation.inject``)."""
+    if setup.process_tracer() is None:
+        return _OFF
     attributes = {
         MESSAGING_SYSTEM: QUEUE_SYSTEM,
         MESSAGING_OPERATION: "send",
@@ -226,6 +255,69 @@ def enqueue(queue: str, name: str) -> AbstractContextManager[Span]:
 
 def commit(tried: str) -> AbstractContextManager[Span]:
     """The span of one store change, however many attempts its commit took (``tried``:
-    ``"Firestore write"``, ``"Firestore transaction"``)."""
+    ``"Firestore write"``, ``"Firestore transaction"``); inside ``counted``, no span:
+    the change is counted and timed instead."""
+    if setup.process_tracer() is None:
+        return _OFF
+    commits = _counting.get()
+    if commits is not None:
+        return commits.timed()
     attributes = {DB_SYSTEM: "firestore", DB_OPERATION: "commit", "spark.store.tried": tried}
     return span("firestore commit", attributes, SpanKind.CLIENT)
+
+
+@dataclass(slots=True)
+class Commits:
+    """Store commits counted and timed for a span instead of each making its own (a
+    run's streaming writes: the module says why); ``record`` puts them on the span."""
+
+    count: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    longest: float = 0.0
+
+    @contextmanager
+    def timed(self) -> Iterator[Span]:
+        """One commit inside the block: counted, timed, and failed if it raises."""
+        began = time.perf_counter()
+        try:
+            yield INVALID_SPAN
+        except BaseException:
+            self.failed += 1
+            raise
+        finally:
+            took = time.perf_counter() - began
+            self.count += 1
+            self.seconds += took
+            self.longest = max(self.longest, took)
+
+    def record(self, span: Span) -> None:
+        """Put the commits counted so far on ``span``: how many, how many failed, and
+        their total and longest time in milliseconds."""
+        if not self.count:
+            return
+        span.set_attributes(
+            {
+                STREAMING_COMMITS: self.count,
+                STREAMING_FAILED: self.failed,
+                STREAMING_TOTAL: round(self.seconds * 1000, 3),
+                STREAMING_LONGEST: round(self.longest * 1000, 3),
+            }
+        )
+
+
+_counting: ContextVar[Commits | None] = ContextVar("spark_counted_commits", default=None)
+
+
+@contextmanager
+def counted(commits: Commits | None) -> Iterator[None]:
+    """Inside the block (in this task only), each store commit is counted and timed in
+    ``commits`` instead of making a span; as outside when ``commits`` is ``None``."""
+    if commits is None:
+        yield
+        return
+    token = _counting.set(commits)
+    try:
+        yield
+    finally:
+        _counting.reset(token)

@@ -202,6 +202,8 @@ def test_e2e_a_run_its_task_and_the_follow_up_are_one_trace_without_content(
         ask,
         Script(
             chunks=["Marvellous", " idea,", " drafting", " it."],  # 4 output tokens
+            # Slow enough for streaming writes (SPARK_THROTTLE_MS) before the run ends.
+            delay=0.15,
             tool_calls=[("create_lesson", LESSON_ARGS % topic)],
             then=Script(chunks=["Your", " glacier", " lesson", " awaits", " Priya."]),  # 5
         ),
@@ -250,7 +252,13 @@ def test_e2e_a_run_its_task_and_the_follow_up_are_one_trace_without_content(
     assert _tokens(run) == (3, 4)
     sends = _children(spans, run, "send ")
     assert sends and all(s.kind == PRODUCER for s in sends)
-    assert _children(spans, run, "firestore commit")  # the run's writes
+    # The run's final write is a span of its own; its periodic streaming writes are
+    # counted and timed on the run's span instead (tracing.Commits).
+    assert _children(spans, run, "firestore commit")
+    streamed = run.attributes["spark.store.streaming_commits.count"]
+    assert streamed >= 1 and run.attributes["spark.store.streaming_commits.failed"] == 0
+    longest = run.attributes["spark.store.streaming_commits.max_ms"]
+    assert 0 < longest <= run.attributes["spark.store.streaming_commits.total_ms"]
 
     # The tasks function: the task's delivery continues the span that enqueued it.
     # (The emulator may deliver a task twice: the delivery that ran the tool.)

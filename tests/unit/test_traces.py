@@ -103,3 +103,38 @@ async def test_a_limit_refused_at_the_edge_is_counted_by_its_name(traced: Teleme
     assert dict(refused.attributes) == {"spark.limit": "daily_tokens"}
     request = spans(traced)["POST"]
     assert (request.attributes or {})["http.response.status_code"] == 429
+
+
+async def test_commits_counted_for_a_run_are_timed_on_its_span_not_spans_of_their_own(
+    traced: Telemetry,
+) -> None:
+    commits = tracing.Commits()
+    with tracing.run("c1", "r1") as run:
+        with tracing.commit("Firestore write"):
+            pass  # the final write's: a span
+        with tracing.counted(commits):
+            for _ in range(3):
+                with tracing.commit("Firestore write"):
+                    pass
+            with pytest.raises(RuntimeError), tracing.commit("Firestore write"):
+                raise RuntimeError
+        commits.record(run)
+
+    finished = traced.spans.get_finished_spans() if traced.spans else ()
+    assert [s.name for s in finished] == ["firestore commit", "invoke_agent Spark AI Agent"]
+    attributes = dict(finished[1].attributes or {})
+    assert attributes["spark.store.streaming_commits.count"] == 4
+    assert attributes["spark.store.streaming_commits.failed"] == 1
+    total = attributes["spark.store.streaming_commits.total_ms"]
+    assert 0 <= attributes["spark.store.streaming_commits.max_ms"] <= total
+
+
+async def test_with_tracing_off_no_attributes_are_built_and_no_commit_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(setup, "_process", None)  # as with SPARK_TELEMETRY=off
+    commits = tracing.Commits()
+    with tracing.counted(commits), tracing.commit("Firestore write") as span:
+        assert not span.is_recording()
+    assert commits.count == 0
+    assert tracing.run("c1", "r1") is tracing.commit("Firestore write")  # one shared no-op

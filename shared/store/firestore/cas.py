@@ -30,8 +30,10 @@ an attempt does not land: it is to be judged again, or the store failed.
 
 This loop runs on every send and every streaming write: it adds one coroutine and,
 per change, one call (``bench/stream_overhead.py`` (a) and (c) measure both paths).
-Each change is one span of its own, however many attempts it took (``bench/tracing.py``
-measures what tracing costs a stream).
+Each change is one span of its own, however many attempts it took, but for a run's
+periodic streaming writes, counted and timed on the run's span instead
+(``shared/observe/tracing.py`` says why; ``bench/tracing.py`` measures what tracing
+costs a stream).
 """
 
 from __future__ import annotations
