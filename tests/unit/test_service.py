@@ -229,6 +229,12 @@ async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> 
         async def apply(self, user_id, conversation_id, change, *, reserve=0):  # type: ignore[no-untyped-def]
             raise RuntimeError("disk on fire")
 
+        def put(self, user_id, conversation_id, document, fields=None):  # type: ignore[no-untyped-def]
+            # The final write, in one commit with the slot's release (the opening store's).
+            if self.document(user_id, conversation_id) is not None:
+                raise RuntimeError("disk on fire")
+            super().put(user_id, conversation_id, document, fields)
+
     store = FailingFinal()
     service = make_service(ScriptedProvider([Step.reply("hi")]), store)
     run = await service.start(ALICE, "hello", None)
