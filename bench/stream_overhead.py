@@ -427,8 +427,10 @@ async def peers_capacity(
         held[peer.name] = side = Held()
         broken = False
         for streams in levels:
-            if broken and streams > max(*ours.cost, CPU_STREAMS):
+            if broken and streams > max(ours.cost, default=0):
                 break
+            if broken and streams not in ours.cost:
+                continue  # only the levels ours ran (its CPU at CPU_STREAMS among them)
             if streams not in ours.direct:
                 ours.direct[streams] = (await concurrent(provider, streams, tokens, rate))[0]
             cpu_before, wall_before = cpu_seconds(peer.pid), time.perf_counter()
