@@ -24,6 +24,12 @@ pygments (pytest's, schemathesis') are installed: ~0.23 s here that no instance 
     a user signed in beforehand; target: the first within 1.2x of the second. Also its
     RSS after that. One extra start first warms the emulators (and writes the bytecode
     the others read, as (a)'s "as deployed") and is not counted.
+(c) from process start to the first token of the first request: the ``api`` function
+    (as in (b)) beside each peer of ``bench/stream_overhead.py`` (``bench/peers.py``:
+    the OpenAI Agents SDK, Pydantic AI and the floor, each served by uvicorn as ours
+    is), the same one-token reply from the same fake model, each started ``--starts``
+    times in turn with its bytecode written by a first start that is not counted;
+    target: ours no later than each peer's (the floor's is shown beside).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
+from bench import results  # noqa: E402
 from tools.stack import Stack, cpu_seconds, free_port, sign_up  # noqa: E402
 
 IMPORT_TARGET = 1.5
@@ -280,13 +287,115 @@ def first_requests(starts: int) -> None:
     print(f"    start-up + first request {listening + first:5.2f} s")
 
 
+PEERS_PYTHON = ROOT / ".bench-peers" / "bin" / "python"
+PEERS = {"agents": "OpenAI Agents SDK", "pydantic-ai": "Pydantic AI", "relay": "floor (bare relay)"}
+OURS = "ours (api)"
+
+
+def first_token(port: int, path: str, body: bytes, headers: str, timeout: float = 60) -> float:
+    """Send one message to a server that is listening; when its first token arrived
+    (``time.perf_counter``)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Accept: text/event-stream\r\n{headers}Content-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n".encode()
+            + body
+        )
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+            if b"event: text\n" in reply:
+                return time.perf_counter()
+    raise SystemExit(f"no token in the first reply: {reply[:400]!r}")
+
+
+def to_first_token(starts: int) -> None:
+    """(c): each side started ``starts`` times in turn (and once more first, not
+    counted), from its process's start to the first token of its first request."""
+    stack = Stack(Path(os.environ.get("SPARK_STACK_LOGS") or tempfile.mkdtemp(prefix="bench-")))
+    provider_port = free_port()
+    provider = f"http://127.0.0.1:{provider_port}/v1"
+    cache = tempfile.mkdtemp(prefix="bench-bytecode-")
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        "PYTHONPYCACHEPREFIX": cache,  # as (b): written by the first start, then read
+        "PYTHONUNBUFFERED": "1",
+        "OPENAI_BASE_URL": provider,
+        "OPENAI_API_KEY": "bench",
+        "SPARK_MODEL": "bench",
+        "SPARK_TASKS_URL": f"http://127.0.0.1:{free_port()}/",
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
+    }
+    auth_host = os.environ["FIREBASE_AUTH_EMULATOR_HOST"]
+    framework = deployed("from functions_framework._cli import _cli; sys.exit(_cli())")
+    body = json.dumps({"text": "tokens=1 rate=0"}).encode()
+
+    def command(side: str, port: int) -> tuple[list[str], str, str]:
+        if side == OURS:
+            token = sign_up(auth_host, f"cold-first-{port}@example.com", "bench-pass").token
+            argv = [*framework, "--target=api", f"--source={ROOT / 'functions' / 'main.py'}"]
+            argv += ["--asgi", "--host=127.0.0.1", f"--port={port}"]
+            return argv, "/api/spark/agent/messages", f"Authorization: Bearer {token}\r\n"
+        script = str(ROOT / "bench" / "peers.py")
+        argv = [str(PEERS_PYTHON), script, f"--peer={side}", f"--port={port}"]
+        return [*argv, f"--provider={provider}"], "/messages", ""
+
+    sides = [OURS, *(PEERS if PEERS_PYTHON.exists() else ())]
+    if len(sides) == 1:
+        print(f"(c) peers not measured: {PEERS_PYTHON.relative_to(ROOT)} is missing")
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    try:
+        stack.spawn(
+            "bench-provider",
+            [sys.executable, str(ROOT / "bench" / "fake_provider.py"), f"--port={provider_port}"],
+        )
+        for n in range(starts + 1):
+            for side in sides:
+                port = free_port()
+                argv, path, headers = command(side, port)
+                name = f"first-{n}-{side.split()[0]}"
+                started = time.perf_counter()
+                stack.spawn(name, argv, env=env)
+                process = dict(stack.processes)[name]
+                try:
+                    wait_for_port(port, process)
+                    arrived = first_token(port, path, body, headers)
+                finally:
+                    stack.stop([name])
+                if n:  # the first start warms the emulators and writes the bytecode
+                    times[side].append(arrived - started)
+    finally:
+        stack.stop()
+        shutil.rmtree(cache, ignore_errors=True)
+    median = {side: statistics.median(values) for side, values in times.items()}
+    print(f"(c) process start to the first token of its first request, median of {starts}:")
+    for side, value in median.items():
+        label = side if side == OURS else PEERS[side]
+        print(
+            f"    {label:20s} {value:5.2f} s"
+            + ("" if side == OURS else f" | ours/peer {median[OURS] / value:4.2f}x")
+        )
+    peers = {PEERS[s]: v for s, v in median.items() if s not in (OURS, "relay")}
+    if peers:
+        results.target(
+            "cold start: process start to the first token of the first request",
+            f"{median[OURS]:.2f} s",
+            "<= each peer's",
+            all(median[OURS] <= v for v in peers.values()),
+            ", ".join(f"{PEERS[s]} {v:.2f} s" for s, v in median.items() if s != OURS),
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--starts", type=int, default=3)
+    parser.add_argument("--only", choices=["a", "b", "c"], action="append")
     args = parser.parse_args()
+    only = set(args.only or "abc")
     if not os.environ.get("FIRESTORE_EMULATOR_HOST"):
         raise SystemExit("run through `make bench` (it starts the emulators)")
     env = {
@@ -296,8 +405,12 @@ def main() -> None:
         "PYTHONPATH": f"{ROOT}:{ROOT / 'functions'}",
     }
     print(f"cold_start: {os.cpu_count()} cores, {sys.version.split()[0]}")
-    imports(args.runs, env)
-    first_requests(args.starts)
+    if "a" in only:
+        imports(args.runs, env)
+    if "b" in only:
+        first_requests(args.starts)
+    if "c" in only:
+        to_first_token(args.starts)
 
 
 if __name__ == "__main__":

@@ -160,6 +160,22 @@ def benchmarks(path: Path = RESULTS) -> str:
         )
     results: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     lines: list[str] = []
+    targets = [(name, t) for name, run in sorted(results.items()) for t in run.get("targets", ())]
+    if targets:
+        lines += [
+            "## Targets",
+            "",
+            "Each target beside its figure in the latest run, and the floor's and the peers' "
+            "measured in the same run.",
+            "",
+            "| figure | ours | target | | beside it, same run | benchmark |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, t in targets:
+            verdict = "met" if t["met"] else "**not met**"
+            cells = (t["figure"], t["ours"], t["target"], verdict, t["beside"], f"`{name}`")
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("")
     for name, run in sorted(results.items()):
         machine = run["machine"]
         lines += [

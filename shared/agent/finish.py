@@ -3,8 +3,10 @@
 ``Run.execute`` (``loop.py``) produces the reply; however the loop ends (done, waiting,
 queued, stopped, failed, shut down) it hands over to a ``RunEnd``, which closes the run
 in the document (``runs.finish_run``), cutting the reply to fit when the document is
-full, submits and dispatches its tasks, hands on to a queued successor, rolls old
-messages over, and frees the user's run slot.
+full, and frees the user's run slot in the same commit (``RunLedger.close_and_release``:
+one commit where there were two, ``bench/stream_overhead.py`` (a)); submits and
+dispatches its tasks, hands on to a queued successor and rolls old messages over. A
+run whose final write did not land frees its slot on its own (``release``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Cursor, Emit, Frame, Transcript, shrink
 from shared.errors import (
     ConversationTooLarge,
+    NotFound,
     RateLimited,
     RunEnded,
     RunInterrupted,
@@ -30,7 +33,7 @@ from shared.errors import (
 from shared.observe import setup as observe
 from shared.observe.metrics import Ending as RunEnding
 from shared.queue.naming import task_id_for
-from shared.schemas.documents import ActiveRun, Conversation, TaskState
+from shared.schemas.documents import ActiveRun, Conversation, Message, TaskState
 from shared.schemas.server import TaskRecord
 from shared.store.archive import roll_over
 from shared.store.limits import CLOSING_RESERVE
@@ -80,15 +83,22 @@ class RunEnd:
         # How the run ended, for its metrics and span (``badly`` says otherwise).
         self.ending: RunEnding = "completed"
         self._began = deps.clock.monotonic()
+        self._released = False  # the slot was freed with the final write
 
     async def release(self) -> None:
         """Free the user's run slot and count the tokens this run used; the run is
         counted by how it ended (every run's end passes here once)."""
-        usage = self.transcript.message().usage
-        tokens = usage.input_tokens + usage.output_tokens if usage else 0
         if (metrics := observe.process_metrics()) is not None:
             metrics.run_ended(self.ending, self.deps.clock.monotonic() - self._began)
-        await RunSlot(self.deps.tasks, self.user_id, self.run_id).release(tokens)
+        if not self._released:
+            await self._slot().release(self._tokens())
+
+    def _slot(self) -> RunSlot:
+        return RunSlot(self.deps.tasks, self.user_id, self.run_id)
+
+    def _tokens(self) -> int:
+        usage = self.transcript.message().usage
+        return usage.input_tokens + usage.output_tokens if usage else 0
 
     def _tasks(
         self, queued: Sequence[ParsedCall], paused: Sequence[ParsedCall]
@@ -122,15 +132,21 @@ class RunEnd:
             # more than a little of it); a longer one is new content.
             for keep in (None, *_CUT_TO):
                 saving = message if keep is None else shrink(message, keep)
+
+                def closing(c: Conversation | None, m: Message = saving) -> Conversation:
+                    if c is None:
+                        raise NotFound("No conversation with this id.")
+                    return finish_run(c, self.run_id, m, now, lease_until, tasks)
+
                 try:
-                    return await self.deps.store.mutate(
-                        self.user_id,
+                    closed = await self._slot().close(
                         self.conversation_id,
-                        lambda c, m=saving: finish_run(  # type: ignore[misc]
-                            c, self.run_id, m, now, lease_until, tasks
-                        ),
+                        closing,
+                        self._tokens(),
                         reserve=0 if keep == 0 else CLOSING_RESERVE,
                     )
+                    self._released = True
+                    return closed
                 except ConversationTooLarge:
                     log.warning("run %s: reply too large to save; cutting it", self.run_id)
             raise ConversationTooLarge(

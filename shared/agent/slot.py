@@ -2,7 +2,8 @@
 
 Every model call of a run passes the admission first (``take``, or a send's admission in
 the same commit as its message, ``RunLedger.admit_and_open``); the place is freed,
-counting the run's tokens, however the run ends (``release``). Used as an async context
+counting the run's tokens, however the run ends (``release``, or with the run's final
+write in one commit: ``close``). Used as an async context
 manager, the slot is freed should the block fail: the work between a run's admission
 and its opening (reading a message's files, transcribing its clip, writing its message)
 holds it only while it goes on.
@@ -10,6 +11,7 @@ holds it only while it goes on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 from shared.queue.port import RunLedger
@@ -37,6 +39,20 @@ class RunSlot:
         """Free the place (if the run took one), counting ``tokens`` against today's
         (idempotent; never raises)."""
         await self._ledger.release_run(self.user_id, self.run_id, tokens)
+
+    async def close(
+        self,
+        conversation_id: str,
+        closing: Callable[[Conversation | None], Conversation],
+        tokens: int,
+        reserve: int = 0,
+    ) -> Conversation:
+        """Write the run's end (``closing``) and free the place, counting ``tokens``, in
+        one commit (``RunLedger.close_and_release``, whose refusals it raises: then
+        nothing was written and the place is still taken)."""
+        return await self._ledger.close_and_release(
+            self.user_id, self.run_id, conversation_id, closing, tokens, reserve=reserve
+        )
 
     async def release_if_over(self, conversation: Conversation | None) -> None:
         """Free the place unless the run is ``conversation``'s live run (a 202 send took

@@ -210,6 +210,30 @@ class RunLedger(Protocol):
         hand the runs that waited for a slot to tasks (idempotent; never raises)."""
         ...
 
+    async def close_and_release(
+        self,
+        user_id: str,
+        run_id: str,
+        conversation_id: str,
+        closing: Callable[[Conversation | None], Conversation],
+        tokens: int,
+        *,
+        reserve: int = 0,
+    ) -> Conversation:
+        """``closing`` (a run's final write: a pure change given the conversation as
+        stored) and ``release_run`` in one commit: both land, or neither does (then
+        the run's slot is still taken: ``release_run`` frees it). ``reserve`` as in
+        ``ConversationStore.mutate``.
+
+        Returns:
+            The conversation as written.
+
+        Raises:
+            What ``closing`` raises (nothing was written).
+            ConversationTooLarge, StoreError: as ``ConversationStore.mutate``.
+        """
+        ...
+
     async def admit_upload(self, user_id: str) -> None:
         """Count one upload session against the user's daily allowance.
 

@@ -13,7 +13,6 @@ from shared.clock import Clock
 from shared.errors import (
     NotFound,
     RateLimited,
-    StoreError,
     TaskFinished,
 )
 from shared.queue.base import QueuedTask, TaskQueue
@@ -30,6 +29,7 @@ from shared.store.base import OpeningStore, SectionChange, TaskDocumentStore, Ta
 from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks import ledger as ledgers
 from shared.tasks.budget import TokenBudget
+from shared.tasks.releases import RunReleases
 from shared.tasks.sections import Ending, following
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ NO_TASK = "No task with this id."
 
 
 @dataclass
-class TaskScheduler(RunTasks, TokenBudget):
+class TaskScheduler(RunTasks, RunReleases, TokenBudget):
     """Admits tasks against the per-user limit and enqueues the attempts granted: the
     ``TaskPort`` (``shared/queue/port.py``) of the agent and of the task handler. Every
     change to the ledger is one of ``ledger.py``'s pure functions, applied here."""
@@ -217,10 +217,7 @@ class TaskScheduler(RunTasks, TokenBudget):
                 admitted = ledger  # it waits, queued
             return admitted, opened, None
 
-        store = self.openings
-        if store is None:
-            raise StoreError("No opening store was given to this scheduler.")
-        conversation, _ = await store.open(
+        conversation, _ = await self._openings().open(
             user_id, conversation_id, change, new=new, reserve=reserve
         )
         return conversation
@@ -254,25 +251,6 @@ class TaskScheduler(RunTasks, TokenBudget):
         """``TaskPort.admit_upload``: the ledger's ``admit_upload`` decides."""
         now = self.clock.now()
         await self._apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
-
-    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
-        """Free the run's slot, count its tokens against today's budget, and hand the
-        runs that waited for a slot to tasks (idempotent)."""
-        now = self.clock.now()
-        try:
-            woken = await self._apply(
-                user_id, lambda led: ledgers.release_run(led, run_id, now, tokens, self.limits)
-            )
-        except Exception:
-            # The slot lapses by itself (``UserLimits.slot``); only the count is lost.
-            log.warning("run %s: could not release its slot", run_id, exc_info=True)
-            return
-        for conversation_id, waiting in woken:
-            try:
-                await self.enqueue_reply(user_id, conversation_id, waiting, after=run_id)
-            except Exception:
-                # Its watchdog tries it again when its lease lapses.
-                log.warning("run %s: not woken yet", waiting, exc_info=True)
 
     async def claim(self, user_id: str, task_id: str, attempt: int) -> Claimed:
         """Let this delivery of ``attempt`` run it: its record, or why not."""

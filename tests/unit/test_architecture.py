@@ -305,8 +305,11 @@ def _calls_of(name: str) -> list[str]:
 
 
 def test_a_run_slot_is_freed_in_one_place() -> None:
-    """``RunSlot.release`` is the one caller of the port's ``release_run`` (the ledger's
-    pure change of the same name is the scheduler's, its implementation)."""
-    calls = _calls_of("release_run")
-    assert len(calls) <= 2, calls
-    assert any(c.startswith("shared.agent.slot:") for c in calls), calls
+    """``RunSlot`` is the one caller of the port's ``release_run`` and of its
+    ``close_and_release`` (the final write and the release in one commit); the ledger's
+    pure change ``release_run`` is called by their implementation alone
+    (``shared.tasks.releases``)."""
+    calls = [c for c in _calls_of("release_run") if not c.startswith("shared.tasks.releases:")]
+    assert calls and all(c.startswith("shared.agent.slot:") for c in calls), calls
+    closes = _calls_of("close_and_release")
+    assert closes and all(c.startswith("shared.agent.slot:") for c in closes), closes

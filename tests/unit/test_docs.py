@@ -100,3 +100,21 @@ def test_a_partial_benchmark_run_is_not_recorded(
     with results.recorded("stream_overhead", path):
         print("part of it")
     assert not path.exists()
+
+
+def test_a_benchmarks_targets_are_printed_kept_and_tabled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "results.json"
+    monkeypatch.setattr(sys, "argv", ["bench/stream_overhead.py"])
+    with results.recorded("stream_overhead", path):
+        results.target("streams held", "650", ">= 600", True, "floor 1000")
+        results.target("added TTFT", "1.4 ms", "<= 1.0 ms", False)
+    out = capsys.readouterr().out
+    assert "streams held: 650 (target >= 600: met); floor 1000" in out
+    assert "added TTFT: 1.4 ms (target <= 1.0 ms: not met)" in out
+    kept = json.loads(path.read_text())["stream_overhead"]["targets"]
+    assert [t["met"] for t in kept] == [True, False]
+    page = docs.benchmarks(path)
+    assert "| streams held | 650 | >= 600 | met | floor 1000 | `stream_overhead` |" in page
+    assert "| added TTFT | 1.4 ms | <= 1.0 ms | **not met** |" in page

@@ -229,6 +229,12 @@ async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> 
         async def apply(self, user_id, conversation_id, change, *, reserve=0):  # type: ignore[no-untyped-def]
             raise RuntimeError("disk on fire")
 
+        def put(self, user_id, conversation_id, document, fields=None):  # type: ignore[no-untyped-def]
+            # The final write, in one commit with the slot's release (the opening store's).
+            if self.document(user_id, conversation_id) is not None:
+                raise RuntimeError("disk on fire")
+            super().put(user_id, conversation_id, document, fields)
+
     store = FailingFinal()
     service = make_service(ScriptedProvider([Step.reply("hi")]), store)
     run = await service.start(ALICE, "hello", None)
@@ -236,6 +242,29 @@ async def test_run_final_write_failure_still_ends_the_stream_with_an_error() -> 
     await run.execute(frames.append)
     assert isinstance(frames[-1].event, ErrorEvent)
     assert frames[-1].event.message == "Your reply could not be saved; please try again."
+
+
+async def test_run_end_saves_the_reply_and_frees_the_slot() -> None:
+    service = make_service(ScriptedProvider([Step.reply("hi")]))
+    run = await service.start(ALICE, "hello", None)
+    await run.execute()
+    stored = await service.store.get("alice", run.conversation_id)
+    assert stored is not None and stored.active_run is None
+    assert stored.messages[-1].status == "complete"
+    assert (await service.fakes.ledger.get("alice")).runs == {}
+
+
+async def test_a_final_write_that_fails_still_frees_the_slot() -> None:
+    class FailingFinal(InMemoryConversationStore):
+        def put(self, user_id, conversation_id, document, fields=None):  # type: ignore[no-untyped-def]
+            if self.document(user_id, conversation_id) is not None:
+                raise RuntimeError("disk on fire")
+            super().put(user_id, conversation_id, document, fields)
+
+    service = make_service(ScriptedProvider([Step.reply("hi")]), FailingFinal())
+    run = await service.start(ALICE, "hello", None)
+    await run.execute()
+    assert (await service.fakes.ledger.get("alice")).runs == {}
 
 
 async def test_run_lease_is_renewed_while_the_model_is_silent() -> None:
