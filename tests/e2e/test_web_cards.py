@@ -379,6 +379,10 @@ def test_cards_a_waiting_task_shows_its_question_and_goes_on_once_answered(
     expect(section.get_by_role("list", name="Progress").get_by_role("listitem")).to_have_text(
         read + read
     )
+    # The message that held the answered question shows nothing more: no empty article.
+    agent = articles(page, "Spark AI Agent")
+    expect(agent).to_have_count(2)
+    assert agent.evaluate_all("as => as.filter(a => a.childElementCount < 2).length") == 0
     found += audit(page)
     assert found == [], json.dumps(found, indent=1)
     stored = task_doc(db, user.uid, conv) or {}

@@ -104,7 +104,9 @@ export function renderMessages(): void {
       entry = { article: fresh, revision: now };
       built.articles.set(message.id, entry);
     }
-    wanted.push(entry.article);
+    // An ended message with nothing to show but its author (its only call a question
+    // already answered, say) gets no article; one streaming keeps its article while empty.
+    if (entry.article.childElementCount > 1 || message.status === "streaming") wanted.push(entry.article);
   }
   const keep = new Set<Element>(wanted);
   for (const child of [...container.children]) if (!keep.has(child)) child.remove();
