@@ -45,9 +45,22 @@ def test_each_hostile_clip_is_answered_as_expected_within_2_s_of_cpu(
     name: str, measured: dict[str, Measured]
 ) -> None:
     got, expected = measured[name], EXPECTED[name]
+    assert got.cpu_seconds <= CPU_SECONDS, got
+    if expected.why.endswith("s of CPU") and got.outcome == "Sound":
+        # Its whole decode costs about the CPU bound itself (1.4-1.55 s on a 2-core
+        # machine, from one run to the next): heard out within it is the bound holding
+        # too. That the bound refuses is shown below on a bound it cannot meet.
+        return
     assert got.outcome == expected.expect, got
     assert expected.why in got.detail, got  # refused by the bound meant to refuse it
-    assert got.cpu_seconds <= CPU_SECONDS, got
+
+
+def test_decoding_past_its_cpu_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shared.attachments import audio
+
+    monkeypatch.setattr(audio, "CPU_SECONDS", 0.05)
+    with pytest.raises(audio.NotAudio, match=r"decoding took more than 0\.05 s of CPU"):
+        audio.probe(clip("webm-opus-8ch-119s"), 120.0)
 
 
 @pytest.mark.parametrize("name", NAMES)
