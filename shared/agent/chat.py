@@ -28,6 +28,8 @@ from shared.agent.uistream import (
     encode,
     following,
     going_on,
+    task_part,
+    tool_denied,
     tool_ended,
     tool_input,
 )
@@ -112,7 +114,7 @@ def followed(conversation: Conversation) -> list[Chunk]:
             continue
         out.append(tool_input(call.id, call.name, args_of(call.args_json)))
         if call.status == "denied":
-            out.append({"type": "tool-output-denied", "toolCallId": call.id})
+            out.append(tool_denied(call.id))
             continue
         out.append(tool_ended(tool_end(call, result)))
         if call.execution == "task":
@@ -121,14 +123,7 @@ def followed(conversation: Conversation) -> list[Chunk]:
             status: TaskStatus = "completed" if result.status == "ok" else "failed"
             if pointer is not None and pointer.status in _ENDED:
                 status = pointer.status
-            task = {
-                "taskId": task_id,
-                "toolCallId": call.id,
-                "tool": call.name,
-                "status": status,
-                "displayText": call.display_text,
-            }
-            out.append({"type": "data-task", "id": task_id, "data": task})
+            out.append(task_part(task_id, call.id, call.name, status, call.display_text))
     return out
 
 

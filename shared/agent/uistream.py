@@ -98,9 +98,7 @@ class UiChunks:
                         out.append({"type": "start", "messageId": event.assistant_message_id})
                     else:
                         out.append({"type": "start"})
-                        out += [
-                            {"type": "tool-output-denied", "toolCallId": c} for c in self._going_on
-                        ]
+                        out += [tool_denied(c) for c in self._going_on]
                 if self._opening:
                     # A step of their own: a front end that sends once the last step's
                     # calls all have outputs (``lastAssistantMessageIsCompleteWithToolCalls``)
@@ -118,14 +116,11 @@ class UiChunks:
                 self._ended = True
             case TaskQueuedEvent():
                 out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
-                task = {
-                    "taskId": event.task_id,
-                    "toolCallId": event.tool_call_id,
-                    "tool": event.tool,
-                    "status": "queued",
-                    "displayText": event.display_text,
-                }
-                out.append({"type": "data-task", "id": event.task_id, "data": task})
+                out.append(
+                    task_part(
+                        event.task_id, event.tool_call_id, event.tool, "queued", event.display_text
+                    )
+                )
             case QuestionEvent():
                 out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 asked = {"toolCallId": event.tool_call_id, "questions": event.questions}
@@ -183,6 +178,24 @@ class UiChunks:
 def tool_input(call_id: str, tool: str, args: dict[str, Any]) -> Chunk:
     """A call as the AI SDK first shows it: its tool and its input."""
     return {"type": "tool-input-available", "toolCallId": call_id, "toolName": tool, "input": args}
+
+
+def tool_denied(call_id: str) -> Chunk:
+    """A call a person denied, ended as such."""
+    return {"type": "tool-output-denied", "toolCallId": call_id}
+
+
+def task_part(task_id: str, call_id: str, tool: str, status: str, display_text: str) -> Chunk:
+    """A task's section as a data part under the task's id: a later one with the same
+    id replaces the earlier in the client's message."""
+    task = {
+        "taskId": task_id,
+        "toolCallId": call_id,
+        "tool": tool,
+        "status": status,
+        "displayText": display_text,
+    }
+    return {"type": "data-task", "id": task_id, "data": task}
 
 
 def tool_ended(event: ToolEndEvent) -> Chunk:
