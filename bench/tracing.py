@@ -32,12 +32,9 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
@@ -48,6 +45,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 
 from bench.stream_overhead import TEXT_MARK, Target, concurrent, verdict  # noqa: E402
 from shared.observe.tracing import STREAMING_COMMITS  # noqa: E402
+from tools.otlp import OtlpReceiver  # noqa: E402
 from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
 
 CPU_TARGET = 0.05  # at most 5 % more api CPU per stream-second with tracing on
@@ -62,38 +60,26 @@ class Sink:
         self.bytes = 0
         self.names: Counter[str] = Counter()
         self.counted = 0  # streaming writes counted on the runs' spans, not spans of their own
-        sink = self
+        self._receiver = OtlpReceiver(self._take)
+        self.port = self._receiver.port
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                sink.bytes += len(body)
-                request = ExportTraceServiceRequest.FromString(body)
-                for resource in request.resource_spans:
-                    service = {a.key: a.value.string_value for a in resource.resource.attributes}
-                    if service.get("service.name") != "spark-api":
-                        continue  # the tasks function's (its watchdogs'): not the api's CPU
-                    for scope in resource.scope_spans:
-                        sink.names.update(s.name for s in scope.spans)
-                        sink.counted += sum(
-                            a.value.int_value
-                            for s in scope.spans
-                            for a in s.attributes
-                            if a.key == STREAMING_COMMITS
-                        )
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+    def _take(self, request: ExportTraceServiceRequest, size: int) -> None:
+        self.bytes += size
+        for resource in request.resource_spans:
+            service = {a.key: a.value.string_value for a in resource.resource.attributes}
+            if service.get("service.name") != "spark-api":
+                continue  # the tasks function's (its watchdogs'): not the api's CPU
+            for scope in resource.scope_spans:
+                self.names.update(s.name for s in scope.spans)
+                self.counted += sum(
+                    a.value.int_value
+                    for s in scope.spans
+                    for a in s.attributes
+                    if a.key == STREAMING_COMMITS
+                )
 
     def close(self) -> None:
-        self._server.shutdown()
+        self._receiver.close()
 
 
 def _turns(sides: list[Target], n: int) -> list[Target]:

@@ -13,14 +13,12 @@ process thinks it sent.
 
 from __future__ import annotations
 
-import gzip
 import os
 import secrets
 import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,7 @@ from tests.e2e.conftest import (
 from tests.e2e.test_people import SEND, post_stream
 from tests.e2e.test_tasks import LESSON_ARGS, brief
 from tests.fakes.openai_server import FakeOpenAI, Script
+from tools.otlp import OtlpReceiver
 from tools.stack import Stack, free_port, start_functions
 
 pytestmark = pytest.mark.emulator
@@ -76,25 +75,8 @@ class Receiver:
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                receiver.take(ExportTraceServiceRequest.FromString(body))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._receiver = OtlpReceiver(lambda request, _size: self.take(request))
+        self.port = self._receiver.port
 
     def take(self, request: ExportTraceServiceRequest) -> None:
         found = []
@@ -125,7 +107,7 @@ class Receiver:
             return [s for s in self.spans if s.trace == trace_id]
 
     def close(self) -> None:
-        self._server.shutdown()
+        self._receiver.close()
 
 
 @pytest.fixture(scope="module")
