@@ -1,9 +1,9 @@
 """A run's first model request, started while its admission and the user's message are
 still being written (``HeadStart``).
 
-The two commits a send makes before its run may stream (the ledger's admission, then the
-conversation's append) took ~20 ms of the first token's time when they ran before the
-model was asked (bench/stream_overhead.py (a)). The request they lead to is known before
+The commit a send makes before its run may stream (the ledger's admission and the
+conversation's append) took most of the first token's time when it ran before the model
+was asked (bench/stream_overhead.py (a) measures it). The request they lead to is known before
 either is written, so it is sent at once and its events only kept here: nothing is shown
 or written until the run takes them (``take``), which it does only for the very request
 it builds from the committed conversation. A refused or failed send, or a different

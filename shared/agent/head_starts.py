@@ -48,21 +48,35 @@ class HeadStarts:
         return user_id not in self._refused
 
     async def start(self, draft: Draft) -> Early:
-        """Ask the model for ``draft``'s reply now. The model's request goes first, the
-        opening's commit after: the task builds the request and starts its pump, which
-        sends it (or waits for a connection), one loop turn each. Left to run behind the
-        opening's own CPU (reading the ledger, encoding the commit), the request would
-        leave later; the commit starts a little later instead, which costs the reply
-        nothing (bench/stream_overhead.py (a), time to first token)."""
-        early = asyncio.create_task(self._head_start(draft))
-        await asyncio.sleep(0)
+        """Ask the model for ``draft``'s reply now, and return once the request is on its
+        way (or no head start will be made): the opening's commit goes after it. The
+        request waits on the egress's screen, a fresh read; left to run beside the
+        opening's own reads and CPU (the ledger, encoding the commit), that read's
+        answer waited behind them and the request left later, where the commit starting
+        a little later costs the reply nothing: the model is slower than the commit
+        (bench/stream_overhead.py (a), time to first token)."""
+        asked = asyncio.Event()
+        early = asyncio.create_task(self._head_start(draft, asked))
+        try:
+            await asked.wait()
+        except BaseException:
+            await self.drop(early)
+            raise
+        # The head start's pump sends the request on its first turn.
         await asyncio.sleep(0)
         return early
 
-    async def _head_start(self, draft: Draft) -> HeadStart | None:
+    async def _head_start(self, draft: Draft, asked: asyncio.Event) -> HeadStart | None:
         """The first model request of ``draft``'s run, sent on the conversation its
         opening should leave (a new one: fully known; an existing one: read now, a guess
-        the run checks against what is committed). ``None``: no good guess."""
+        the run checks against what is committed). ``None``: no good guess. ``asked`` is
+        set once the request is handed to its pump, or none will be."""
+        try:
+            return await self._ask(draft)
+        finally:
+            asked.set()
+
+    async def _ask(self, draft: Draft) -> HeadStart | None:
         user_id, message, record = draft.user.uid, draft.message, draft.record
         try:
             if draft.new:
