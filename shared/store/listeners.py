@@ -1,9 +1,9 @@
 """One listener per document per process, shared by everyone who follows it.
 
 Each resume stream used to open its own Firestore listener and parse the whole
-conversation on every write: with 200 streams of one 40-message conversation, one
-streaming write cost 618 ms of this process's CPU and 43 ms of the emulator's; with one
-shared listener, 8 ms and 7 ms (``bench/stream_overhead.py`` (e)). A document has one
+conversation on every write, a cost that grew with the streams following it; one
+shared listener costs a small, fixed part of that (``bench/stream_overhead.py`` (e)
+sets the two side by side). A document has one
 listener however many follow it; each version is parsed at most once (when the first
 follower reads it), and a follower slower than the writes only ever sees the latest
 version. The listener stops when its last follower leaves.

@@ -1,15 +1,13 @@
 """Firestore's writes as raw protobuf messages, sent on the client's own gRPC channel.
 
 The client library builds every write as proto-plus messages (a Python object per
-value, ~5 µs each) and sends it through its generated client's wrappers (request
-coercion, retry and timeout objects, metadata), then hands gRPC the proto-plus request
-to convert. Measured on the emulator (uvloop, 300 updates of two field paths in a
-row, client CPU per write): ``DocumentReference.update`` ~640 µs; the same RPC with
-the library's own encoding but sent here ~465 µs; sent here with a write built in
-advance ~295 µs (gRPC's own cost). Encoding with ``_helpers`` took 180 µs for a new
-conversation (``pbs_for_create``) and 74 µs for a streaming write
-(``pbs_for_update``); encoded here, into the C protobuf messages directly, a few µs.
-Every conversation write (the opening, each streaming write, the last) goes this way.
+value) and sends it through its generated client's wrappers (request coercion, retry
+and timeout objects, metadata), then hands gRPC the proto-plus request to convert.
+Measured on the emulator, client CPU per write, that wrapping and encoding cost about
+as much again as gRPC's own send, most of it in the encoding (bench/stream_overhead.py
+(d) prints a streaming write's CPU); encoded here, into the C protobuf messages
+directly, it is a small part of the send. Every conversation write (the opening, each
+streaming write, the last) goes this way.
 
 What the library's write did is kept: the same ``Write`` (a test compares them
 message for message, ``tests/unit/test_firestore_raw.py``), the same metadata (resource
