@@ -14,12 +14,18 @@ them (so the exporter's own work, encoding and sending its batches, is counted).
     stream-second, by name, and what each costs, and the streaming writes counted on
     their runs' spans instead (``shared/observe/tracing.py`` says why);
 (c) the same added time to first token, measured where it is spent: the spans a
-    message makes on its way to the first token (its request, the opening commit, the
-    watchdog's enqueue with its ``traceparent``, the run, the model call and its first
-    token), made in this process by our own code with the api's tracer and exporter
-    (to the same receiver), started *and ended*, against the same calls with tracing
-    off. On a shared 2-core machine (a)'s control moves by more than the 0.2 ms
-    target, so (a) shows the order of things and (c) resolves the target.
+    message makes on its way to the first token, made in this process by our own code
+    with the api's tracer and exporter (to the same receiver), against the same calls
+    with tracing off. A plain message's model request leaves before its opening
+    commits (the head start): with a model slower than that commit, as every real one
+    is, only the request's span and the model call's are made before the request
+    leaves, and the first token's time marked on the call when it comes; the opening
+    commit's span, the watchdog's enqueue and the run's span are made while the model
+    thinks (``tests/e2e/test_traces.py`` checks that order). That is what the target
+    is judged on; the same with a model that answers at once (all five spans on the
+    way) is printed beside it, for scale. On a shared 2-core machine (a)'s control
+    moves by more than the 0.2 ms target, so (a) shows the order of things and (c)
+    resolves the target.
 
 A reduced ``stream_overhead.py``: the same client, streams and CPU reading.
 """
@@ -155,39 +161,55 @@ async def cpu(
     print(f"    -> each span costs the api {(cost_on - cost_off) / spans * 1e6:.0f} us of CPU")
 
 
-def _to_first_token() -> float:
-    """What tracing does on a message's way to its first token, from the request's span
-    to the model call's first chunk: that stretch's CPU on this thread (the spans that
-    end after the first token, the request's, the run's and the model call's, are ended
-    after it, untimed)."""
+PATH = "/api/spark/agent/messages"
+
+
+def _to_first_token(slow_model: bool) -> float:
+    """What tracing does on a plain message's way to its first token, this thread's CPU
+    (the spans that end after the first token, the request's, the run's and the model
+    call's, are ended after it, untimed).
+
+    Its model request is sent before its opening commits (the head start,
+    ``shared/agent/head_starts.py``): before it leaves, the request's span and the model
+    call's are made; the opening's commit, its watchdog's enqueue (with its
+    ``traceparent``) and the run's span follow while the model thinks, and then the
+    first token is seen. With ``slow_model`` (a model slower than the opening's commit,
+    as any real one is), those three are made untimed, inside the model's wait; without
+    it (a model that answers at once) they are on the way too and timed."""
     from shared import telemetry
     from shared.egress.spans import started
     from shared.observe import propagation, setup, tracing
 
     began = time.thread_time()
-    path = "/api/spark/agent/messages"
-    request = tracing.request("POST", path)
+    request = tracing.request("POST", PATH)
     with tracing.current(request):
-        tracing.routed("POST", path)
+        tracing.routed("POST", PATH)
+        tracer = setup.process_tracer()
+        call = started(tracer, "chat", "openai", "bench", "chat") if tracer else None
+        if call is not None:
+            call.set_attribute(telemetry.WITHHELD, False)
+        asked = time.thread_time()
         with tracing.commit("Firestore transaction"):
             pass
-        with tracing.enqueue("spark-tasks", "watchdog-run"):
-            propagation.carried()
+        with tracing.enqueue("spark-tasks", "watchdog-run") as enqueued:
+            propagation.carried(enqueued)
         with tracing.run("conversation", "run"):
-            tracer = setup.process_tracer()
-            call = started(tracer, "chat", "openai", "bench", "chat") if tracer else None
+            answered = time.thread_time()
             if call is not None:
                 call.set_attribute(telemetry.TIME_TO_FIRST_TOKEN, 1.0)
             first = time.thread_time()
             if call is not None:
                 call.end()
     tracing.answered(request, 200)
+    if slow_model:
+        return (asked - began) + (first - answered)
     return first - began
 
 
 def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
     """(c): ``_to_first_token`` timed with this process's tracing on (as the api's:
-    OTLP/HTTP to ``sink``, batched) and off, in alternating rounds; the rounds' median.
+    OTLP/HTTP to ``sink``, batched) and off, in alternating rounds, at a model slower
+    than the opening's commit and at one that answers at once; the rounds' median.
     Timed as this thread's CPU (``time.thread_time``): what the request's own thread
     spends; the exporter's thread, which encodes and sends the batches, is (b)'s. A
     round makes fewer spans than the batch queue holds, and the queue is drained
@@ -204,26 +226,30 @@ def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
             }
         )
     )
-    took: dict[str, list[float]] = {"off": [], "on": []}
+    sides = [(slow, side) for slow in (True, False) for side in ("off", "on")]
+    took: dict[tuple[bool, str], list[float]] = {key: [] for key in sides}
     try:
         for _ in range(rounds):
-            for side, telemetry in (("off", None), ("on", traced)):
-                setup._process = telemetry  # the process's telemetry, as ``start`` sets it
-                took[side].append(sum(_to_first_token() for _ in range(reps)) / reps)
+            for slow, side in sides:
+                setup._process = traced if side == "on" else None  # as ``start`` sets it
+                took[slow, side].append(sum(_to_first_token(slow) for _ in range(reps)) / reps)
                 if traced.tracer_provider is not None:
                     traced.tracer_provider.force_flush()
     finally:
         setup._process = None
         traced.shutdown()
-    off, on = (statistics.median(took[s]) for s in ("off", "on"))
-    added = on - off
     print(
-        f"(c) the spans on a message's way to its first token, made in this process "
-        f"({reps} times, this thread's CPU, median of {rounds} rounds): "
-        f"tracing off {off * 1e6:.1f} us | "
-        f"on {on * 1e6:.1f} us | added {added * 1e3:.3f} ms "
-        f"(target <= {TTFT_TARGET * 1e3:.1f} ms: {verdict(added <= TTFT_TARGET)})"
+        f"(c) tracing on a message's way to its first token, made in this process ({reps} "
+        f"times, this thread's CPU, median of {rounds} rounds):"
     )
+    for slow, model in ((True, "slower than the opening's commit"), (False, "answering at once")):
+        off, on = (statistics.median(took[slow, side]) for side in ("off", "on"))
+        added = on - off
+        judged = f": {verdict(added <= TTFT_TARGET)}" if slow else ", for scale"
+        print(
+            f"    a model {model:32s} off {off * 1e6:6.1f} us | on {on * 1e6:6.1f} us "
+            f"| added {added * 1e3:.3f} ms (target <= {TTFT_TARGET * 1e3:.1f} ms{judged})"
+        )
 
 
 def main() -> None:

@@ -84,11 +84,19 @@ async def test_a_cloud_task_carries_the_trace_of_the_span_that_enqueued_it(
 ) -> None:
     queue = CloudTasksQueue(lambda: None, "projects/p/locations/l/queues/spark", "http://t", None)
     task = QueuedTask("run-r1-watchdog", b"{}")
-    with tracing.enqueue("spark", task.name) as span:
-        headers = dict(queue._request(task).http_request.headers)
+    sent: list[Any] = []
+
+    async def create(request: Any, **_: object) -> None:
+        sent.append(request)
+
+    queue._create = create  # the gRPC method, as ``_method`` caches it
+    with tracing.run("c1", "r1") as run:
+        await queue.enqueue(task)
+    headers = dict(sent[0].task.http_request.headers)
     carried = get_current_span(propagation.extract(headers)).get_span_context()
-    assert carried.span_id == span.get_span_context().span_id
-    assert carried.trace_id == span.get_span_context().trace_id
+    enqueued = spans(traced)["send spark"]
+    assert carried.span_id == enqueued.context.span_id != run.get_span_context().span_id
+    assert carried.trace_id == run.get_span_context().trace_id
     assert headers["Content-Type"] == "application/json"
 
 
