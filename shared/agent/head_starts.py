@@ -15,6 +15,7 @@ from shared.agent.deps import RunDeps
 from shared.agent.draft import Draft, new_conversation, run_of
 from shared.agent.head_start import HeadStart
 from shared.agent.runs import open_run
+from shared.egress.screen import Screening
 from shared.queue.port import TaskTools
 from shared.schemas.documents import Usage
 
@@ -70,13 +71,17 @@ class HeadStarts:
         """The first model request of ``draft``'s run, sent on the conversation its
         opening should leave (a new one: fully known; an existing one: read now, a guess
         the run checks against what is committed). ``None``: no good guess. ``asked`` is
-        set once the request is handed to its pump, or none will be."""
+        set once the request is handed to its pump, or none will be. The egress's
+        screen reads afresh before the request leaves: that read is begun at once,
+        beside the conversation's, not after it."""
+        screening = self._deps.model.screening(draft.user.uid)
         try:
-            return await self._ask(draft)
+            return await self._ask(draft, screening)
         finally:
             asked.set()
+            await screening.close()
 
-    async def _ask(self, draft: Draft) -> HeadStart | None:
+    async def _ask(self, draft: Draft, screening: Screening) -> HeadStart | None:
         user_id, message, record = draft.user.uid, draft.message, draft.record
         try:
             if draft.new:
@@ -95,7 +100,7 @@ class HeadStarts:
             log.debug("run %s: no head start (%s)", record.run_id, exc)
             return None
         spend = partial(self._spend, user_id)
-        return HeadStart(request, await self._deps.model.chat(user_id, request), spend)
+        return HeadStart(request, await self._deps.model.chat(user_id, request, screening), spend)
 
     async def _spend(self, user_id: str, usage: Usage) -> None:
         """Count what a discarded head start had used (it was no run's): rare, as a

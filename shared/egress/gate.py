@@ -35,7 +35,7 @@ from shared.egress.providers import (
     Speaker,
     Transcriber,
 )
-from shared.egress.screen import Screen, screened
+from shared.egress.screen import Screen, Screening, screened
 from shared.egress.words import Withheld
 from shared.errors import PayloadTooLarge, ProviderSilent, RateLimited, ToolError
 from shared.llm.base import (
@@ -172,16 +172,28 @@ class Egress:
         """Whose opaque state the model writes and reads back."""
         return self._model.provider
 
-    async def chat(self, user_id: str, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        """The model's reply to a run's ``request``, sent for ``user_id`` once screened.
+    def screening(self, user_id: str) -> Screening:
+        """The screen's read for ``user_id``'s next ``chat``, begun now, beside another
+        read the request waits on (``Screening``)."""
+        return Screening(self._screen, user_id)
+
+    async def chat(
+        self, user_id: str, request: ModelRequest, screening: Screening | None = None
+    ) -> AsyncGenerator[ModelEvent, None]:
+        """The model's reply to a run's ``request``, sent for ``user_id`` once screened
+        (by ``screening``'s read when given, begun for this request; else read now).
         The run bounds it itself (its history, the provider's silence, its lease) and
         its slot reserves its tokens, so its events pass straight from the adapter.
 
         Raises:
             StoreError: what the screen must read could not be read (nothing is sent).
             PayloadTooLarge: the request is over the chat size.
+            ValueError: ``screening`` is another user's, or was taken already.
         """
-        withheld = await self._screen.withheld(user_id)
+        if screening is not None:
+            withheld = await screening.take(user_id)
+        else:
+            withheld = await self._screen.withheld(user_id)
         self._screened(withheld, "chat")
         request = screened(request, withheld)
         _check_size(request_chars(request), self._bounds["chat"], "The request")

@@ -17,6 +17,7 @@ have been made from the withheld words.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Protocol
@@ -57,6 +58,38 @@ class Screen:
         if not hidden:
             return Withheld()
         return Withheld.of(await self._provenance.texts(user_id, sorted(hidden)))
+
+
+class Screening:
+    """The screen's read for one user's next chat request, begun before the request is
+    built (``Egress.screening``) so that it overlaps another read the request waits on
+    (a head start's conversation). Still a fresh read: begun once the request's message
+    had arrived, and good for that one request only."""
+
+    def __init__(self, screen: Screen, user_id: str) -> None:
+        self.user_id = user_id
+        self._read = asyncio.ensure_future(screen.withheld(user_id))
+        self._taken = False
+
+    async def take(self, user_id: str) -> Withheld:
+        """What the request for ``user_id`` must not carry, once.
+
+        Raises:
+            ValueError: another user's request, or a second request.
+            StoreError: as ``Screen.withheld``.
+        """
+        if user_id != self.user_id or self._taken:
+            raise ValueError("a screening serves one request of its own user")
+        self._taken = True
+        return await self._read
+
+    async def close(self) -> None:
+        """Let the read go when no request took it (its failure, if any, with it)."""
+        if not self._read.done():
+            self._read.cancel()
+            await asyncio.wait({self._read})
+        if not self._read.cancelled():
+            self._read.exception()  # retrieved: a request that was never made failed nothing
 
 
 def _turn(turn: ChatMessage, withheld: Withheld) -> ChatMessage:

@@ -8,15 +8,24 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from shared.clock import ManualClock
 from shared.families.messages import Target
-from shared.llm.base import Finish, ModelRequest, ProviderState, TextDelta, ToolCallRequest
+from shared.llm.base import (
+    ChatMessage,
+    Finish,
+    ModelRequest,
+    ProviderState,
+    TextDelta,
+    ToolCallRequest,
+)
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.server import TaskLedger
 from shared.store.archive import roll_over_stored
 from shared.tasks.ledger import RUN_RESERVE, UserLimits, admit_run, release_run
 from shared.voice.scripted import ScriptedVoice
-from tests.unit.helpers import Fakes, Harness, run_frames
+from tests.unit.helpers import Fakes, Harness, egress_of, run_frames
 from tests.unit.test_admission import deliver
 from tests.unit.test_family_tools import DAD, KID, MUM, SECRET, calls, everything, household
 from tests.unit.test_lesson_tools import DRAFT
@@ -204,3 +213,20 @@ def test_a_run_whose_slot_lapsed_unreleased_is_charged_at_the_next_write() -> No
     # Released in time, a run is charged what it used, not the reserve.
     ledger, _ = release_run(ledger, "run_next", later, 120, limits)
     assert ledger.usage is not None and ledger.usage.tokens == RUN_RESERVE + 120
+
+
+async def test_a_screening_read_ahead_serves_one_request_of_its_own_user() -> None:
+    """The screen's read begun ahead (a head start's, ``Egress.screening``) is fresh for
+    the one request it was begun for: not another user's, not a second one."""
+    provider = ScriptedProvider([Step.reply("Hello.")])
+    egress = egress_of(provider)
+    request = ModelRequest(system="", messages=[ChatMessage(role="user", text="hi")], tools=[])
+    screening = egress.screening("mum")
+    with pytest.raises(ValueError, match="one request of its own user"):
+        await egress.chat("dad", request, screening)
+    reply = [e async for e in await egress.chat("mum", request, screening)]
+    assert isinstance(reply[0], TextDelta) and reply[0].text == "Hello."
+    with pytest.raises(ValueError, match="one request of its own user"):
+        await egress.chat("mum", request, screening)
+    assert len(provider.requests) == 1
+    await screening.close()

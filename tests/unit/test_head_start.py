@@ -331,3 +331,51 @@ async def test_a_run_that_stops_reading_after_the_handover_closes_the_request() 
     assert await events.__anext__() == TextDelta("b")  # read by the run itself
     await events.aclose()  # a stop: the request goes with it
     assert reply.closed
+
+
+class GatedGets(InMemoryConversationStore):
+    """A conversation store whose next full read (``arm``) waits until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def get(self, user_id: str, conversation_id: str) -> Any:
+        if self.armed:
+            self.armed = False
+            self.entered.set()
+            await self.gate.wait()
+        return await super().get(user_id, conversation_id)
+
+
+async def test_the_screen_reads_beside_the_conversation_not_after_it() -> None:
+    """A head start in an existing conversation reads it first (its guess); the egress's
+    screen reads afresh before the request leaves: begun at once, beside that read, so
+    the request waits one read's time, not two. Its read serves that request alone."""
+    model = Held("First.", "Second.")
+    model.answer[0].set()
+    gets = GatedGets()
+    fakes = Fakes(gets, InMemoryTaskLedgerStore())
+    service = make_service(model, fakes=fakes)
+    sent = await service.agent.send(ALICE, "one", None)
+    assert sent.run is not None
+    await sent.run.execute(lambda _: None)
+    reads = fakes.provenance.reads
+
+    gets.armed = True
+    send = asyncio.create_task(service.agent.send(ALICE, "two", sent.conversation_id))
+    await gets.entered.wait()
+    await until(lambda: fakes.provenance.reads == reads + 1)
+    assert len(model.requests) == 1  # the screen has read; the conversation has not
+    gets.gate.set()
+    await until(lambda: len(model.requests) == 2)
+    assert fakes.provenance.reads == reads + 1  # the request took the read begun for it
+    again = await send
+    assert again.run is not None
+    model.answer[1].set()
+    frames: list[Frame] = []
+    await again.run.execute(frames.append)
+    assert texts(frames) == ["Second."]
+    assert model.cancelled == 0
