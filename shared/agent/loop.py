@@ -289,13 +289,13 @@ class Run:
             previous,
             limits.history_messages,
             limits.history_chars,
-            provider=deps.model.provider,
+            provider=deps.provider,
             shown=shown,
         )
         # Screened at each call, against the store as it is now: an opt-out made since the
         # run was queued (or since its last step) holds for this call.
         history = await deps.screen.screen(self.user_id, history)
-        tools = deps.tools.specs() if offer_tools else ()
+        tools = deps.specs if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)
         return ModelRequest(system=system, messages=history, tools=tools)
 

@@ -173,7 +173,7 @@ class Opening:
             now + self._watch.lease(),
             user_message.id,
             status="queued" if background else "streaming",
-            model=None if background else self._deps.model.label,
+            model=None if background else self._deps.label,
         )
         return Draft(
             user,
@@ -237,7 +237,7 @@ class Opening:
                 now + self._watch.lease(),
                 message.id,
                 status="queued" if draft.background else "streaming",
-                model=None if draft.background else self._deps.model.label,
+                model=None if draft.background else self._deps.label,
             )
             draft = dataclasses.replace(draft, message=message, record=record)
         return await self._open_draft(draft, admitted=True)

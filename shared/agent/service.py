@@ -66,7 +66,7 @@ class RunService:
     @property
     def model(self) -> str:
         """The label of the model that answers (what each reply records as its model)."""
-        return self._deps.model.label
+        return self._deps.label
 
     def lease(self) -> timedelta:
         """How long a run's (or a queued run's) lease lasts from when it is written."""
