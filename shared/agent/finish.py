@@ -30,9 +30,9 @@ from shared.errors import (
     RunStopped,
     SparkError,
 )
+from shared.ids import task_id_for
 from shared.observe import setup as observe
 from shared.observe.metrics import Ending as RunEnding
-from shared.queue.naming import task_id_for
 from shared.schemas.documents import ActiveRun, Conversation, Message, TaskState
 from shared.schemas.server import TaskRecord
 from shared.store.archive import roll_over

@@ -15,11 +15,9 @@ from shared.errors import (
     RateLimited,
     TaskFinished,
 )
+from shared.ids import task_id_for
 from shared.queue.base import QueuedTask, TaskQueue
-from shared.queue.naming import (
-    attempt_name,
-    task_id_for,
-)
+from shared.queue.naming import attempt_name
 from shared.queue.port import Call, Claimed, Ended
 from shared.queue.run_tasks import RunTasks
 from shared.schemas.documents import Conversation, KeyOutput
