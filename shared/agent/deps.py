@@ -18,6 +18,7 @@ from shared.llm.base import ChatMessage, ProviderName, ToolSpec
 from shared.queue.port import TaskPort
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
+from shared.store.slots import RunSlots
 from shared.tools.base import ToolRegistry
 
 
@@ -78,6 +79,8 @@ class RunDeps:
     system_prompt: str
     tasks: TaskPort
     files: FileStore
+    # The user's run slots, taken and freed in their ledger (``RunSlot``).
+    slots: RunSlots
     screen: HistoryScreen = field(default_factory=Unscreened)
     # What the model and the tools say of themselves, which holds for the process: read
     # once here, so a run builds each request from data rather than asking them again.
