@@ -54,3 +54,9 @@ def derived(prefix: str, *parts: str) -> str:
     """A deterministic id for the work named by ``parts`` (the same work, the same id:
     redeliveries and retries find what an earlier delivery did instead of doing it again)."""
     return prefix + "_" + hashlib.sha256("/".join(parts).encode()).hexdigest()[:24]
+
+
+def task_id_for(conversation_id: str, tool_call_id: str) -> str:
+    """The task of one tool call in one conversation: the key of its ledger record, its
+    section and its entry in the conversation, derived as a tool call's own id is."""
+    return derived("task", conversation_id, tool_call_id)

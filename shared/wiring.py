@@ -51,6 +51,7 @@ from shared.store.memory import (
     posts_beside,
     sections_beside,
 )
+from shared.store.slots import RunSlots
 from shared.tasks.handler import TaskHandler
 from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
 from shared.tasks.scheduler import TaskScheduler
@@ -255,7 +256,12 @@ def assemble(
         VoiceLimits(
             settings.voice_sessions_per_day, timedelta(minutes=settings.voice_session_minutes)
         ),
+    )
+    slots = RunSlots(
+        ledger,
         openings if openings is not None else openings_beside(store, ledger),
+        clock,
+        user_limits,
     )
     files = files if files is not None else InMemoryFileStore()
     ids = ids or RandomIds()
@@ -302,6 +308,7 @@ def assemble(
         ),
         tasks=scheduler,
         files=files,
+        slots=slots,
         screen=FamilyScreen(preferences),
     )
     background = Background()

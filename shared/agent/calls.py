@@ -19,8 +19,8 @@ from shared.agent.events import (
 )
 from shared.agent.transcript import args_of
 from shared.errors import ToolError
+from shared.ids import task_id_for
 from shared.llm.base import ToolCallRequest
-from shared.queue.naming import task_id_for
 from shared.schemas.documents import Conversation
 from shared.tools.base import ParsedCall, ToolContext
 from shared.tools.execute import ToolOutcome, execute, refused, unexpected

@@ -39,7 +39,7 @@ from shared.attachments.uploads import Uploads
 from shared.auth.base import User
 from shared.errors import NotFound, PayloadTooLarge, RequestError, UnsupportedMediaType
 from shared.families.messages import is_shared
-from shared.queue.naming import task_id_for
+from shared.ids import task_id_for
 from shared.schemas.api import AnswersRequest
 from shared.schemas.documents import Conversation, TaskStatus
 from shared.schemas.uichat import (

@@ -46,7 +46,7 @@ class Claims:
             await self._end_refused(user_id, conversation_id, run_id, exc)
             return None
         lease_until = self._deps.clock.now() + self._watch.lease()
-        label = self._deps.model.label
+        label = self._deps.label
         claimed: Conversation | None = None
         # Freed should the claim fail; not if another delivery produces it (its place
         # stays), or it was closed (``AlreadyAnswered``).

@@ -14,10 +14,11 @@ from shared.agent.files import AttachmentBudget
 from shared.agent.runs import QueueLimits
 from shared.clock import Clock
 from shared.egress.gate import Egress
-from shared.llm.base import ChatMessage
+from shared.llm.base import ChatMessage, ProviderName, ToolSpec
 from shared.queue.port import TaskPort
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
+from shared.store.slots import RunSlots
 from shared.tools.base import ToolRegistry
 
 
@@ -78,4 +79,16 @@ class RunDeps:
     system_prompt: str
     tasks: TaskPort
     files: FileStore
+    # The user's run slots, taken and freed in their ledger (``RunSlot``).
+    slots: RunSlots
     screen: HistoryScreen = field(default_factory=Unscreened)
+    # What the model and the tools say of themselves, which holds for the process: read
+    # once here, so a run builds each request from data rather than asking them again.
+    label: str = field(init=False)
+    provider: ProviderName = field(init=False)
+    specs: tuple[ToolSpec, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", self.model.label)
+        object.__setattr__(self, "provider", self.model.provider)
+        object.__setattr__(self, "specs", self.tools.specs())

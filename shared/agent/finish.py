@@ -3,7 +3,7 @@
 ``Run.execute`` (``loop.py``) produces the reply; however the loop ends (done, waiting,
 queued, stopped, failed, shut down) it hands over to a ``RunEnd``, which closes the run
 in the document (``runs.finish_run``), cutting the reply to fit when the document is
-full, and frees the user's run slot in the same commit (``RunLedger.close_and_release``:
+full, and frees the user's run slot in the same commit (``RunSlots.close_and_release``:
 one commit where there were two, ``bench/stream_overhead.py`` (a)); submits and
 dispatches its tasks, hands on to a queued successor and rolls old messages over. A
 run whose final write did not land frees its slot on its own (``release``).
@@ -30,9 +30,9 @@ from shared.errors import (
     RunStopped,
     SparkError,
 )
+from shared.ids import task_id_for
 from shared.observe import setup as observe
 from shared.observe.metrics import Ending as RunEnding
-from shared.queue.naming import task_id_for
 from shared.schemas.documents import ActiveRun, Conversation, Message, TaskState
 from shared.schemas.server import TaskRecord
 from shared.store.archive import roll_over
@@ -94,7 +94,7 @@ class RunEnd:
             await self._slot().release(self._tokens())
 
     def _slot(self) -> RunSlot:
-        return RunSlot(self.deps.tasks, self.user_id, self.run_id)
+        return RunSlot(self.deps.slots, self.deps.tasks, self.user_id, self.run_id)
 
     def _tokens(self) -> int:
         usage = self.transcript.message().usage

@@ -6,7 +6,10 @@ conversation's append) took most of the first token's time when it ran before th
 was asked (bench/stream_overhead.py (a) measures it). The request they lead to is known before
 either is written, so it is sent at once and its events only kept here: nothing is shown
 or written until the run takes them (``take``), which it does only for the very request
-it builds from the committed conversation. A refused or failed send, or a different
+the committed conversation gives: a head start built on that very conversation
+(``guess``) asked for it already, screened as it was sent, so the run builds none;
+on another, the run builds its own and takes the head start only if they are equal.
+A refused or failed send, or a different
 request (someone wrote to the conversation meanwhile), ``discard``s it: the provider's
 request is cancelled (usually before its first byte) and any usage it already reported
 is counted in the user's budget.
@@ -21,7 +24,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 
 from shared.llm.base import Finish, ModelEvent, ModelRequest
-from shared.schemas.documents import Usage
+from shared.schemas.documents import Conversation, Usage
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +49,16 @@ class HeadStart:
     """One model request in flight whose events nobody has seen yet."""
 
     def __init__(
-        self, request: ModelRequest, stream: AsyncGenerator[ModelEvent, None], spend: Spend
+        self,
+        request: ModelRequest,
+        stream: AsyncGenerator[ModelEvent, None],
+        spend: Spend,
+        guess: Conversation | None = None,
     ) -> None:
         self.request = request
+        # The conversation ``request`` was built on: a run on this very conversation
+        # would build this very request, so it takes it without building its own.
+        self.guess = guess
         self._spend = spend
         self._stream = stream
         self._events: asyncio.Queue[ModelEvent | _End | _Handover] = asyncio.Queue()

@@ -100,7 +100,9 @@ class HeadStarts:
             log.debug("run %s: no head start (%s)", record.run_id, exc)
             return None
         spend = partial(self._spend, user_id)
-        return HeadStart(request, await self._deps.model.chat(user_id, request, screening), spend)
+        return HeadStart(
+            request, await self._deps.model.chat(user_id, request, screening), spend, guess
+        )
 
     async def _spend(self, user_id: str, usage: Usage) -> None:
         """Count what a discarded head start had used (it was no run's): rare, as a

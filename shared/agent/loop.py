@@ -289,20 +289,26 @@ class Run:
             previous,
             limits.history_messages,
             limits.history_chars,
-            provider=deps.model.provider,
+            provider=deps.provider,
             shown=shown,
         )
         # Screened at each call, against the store as it is now: an opt-out made since the
         # run was queued (or since its last step) holds for this call.
         history = await deps.screen.screen(self.user_id, history)
-        tools = deps.tools.specs() if offer_tools else ()
+        tools = deps.specs if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)
         return ModelRequest(system=system, messages=history, tools=tools)
 
-    async def _open_stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        """The model's reply to ``request``: the head start's, if it asked for exactly
-        this (the committed conversation gives the request it guessed), else a new one."""
+    async def _open_stream(self, offer_tools: bool) -> AsyncGenerator[ModelEvent, None]:
+        """The model's reply to this step's request: the head start's, if it asked for
+        exactly this (its request was built on the conversation as committed, or is the
+        one built from it), else a new one."""
         head, self.head_start = self.head_start, None
+        if head is not None and head.guess == self.conversation:
+            taken = head.take(head.request)
+            if taken is not None:
+                return taken
+        request = await self._request(offer_tools)
         if head is not None:
             taken = head.take(request)
             if taken is not None:
@@ -313,11 +319,10 @@ class Run:
 
     async def _model_step(self, offer_tools: bool) -> list[ToolCallRequest]:
         deps = self.deps
-        request = await self._request(offer_tools)
         finish: Finish | None = None
         calls: list[ToolCallRequest] = []
         clock = deps.clock
-        replies = await self._open_stream(request)
+        replies = await self._open_stream(offer_tools)
         self._model_since = clock.monotonic()
         try:
             async with contextlib.aclosing(replies) as stream:

@@ -21,7 +21,6 @@ from shared.attachments.voice import CheckedClip, Listened, Listener, VoiceClips
 from shared.auth.base import User
 from shared.errors import NotFound, RateLimited, RunInProgress
 from shared.ids import IdGenerator
-from shared.queue.port import RunLedger
 from shared.schemas.documents import Author, ContentPart, Conversation, Message
 from shared.store.base import LessonStore, reserved
 from shared.store.limits import CLOSING_RESERVE
@@ -59,7 +58,6 @@ class Opening:
         self,
         deps: RunDeps,
         ids: IdGenerator,
-        ledger: RunLedger,
         watch: Watch,
         starts: HeadStarts,
         background: Background,
@@ -69,7 +67,6 @@ class Opening:
     ) -> None:
         self._deps = deps
         self._ids = ids
-        self._ledger = ledger
         self._watch = watch
         self._starts = starts
         self._background = background
@@ -173,7 +170,7 @@ class Opening:
             now + self._watch.lease(),
             user_message.id,
             status="queued" if background else "streaming",
-            model=None if background else self._deps.model.label,
+            model=None if background else self._deps.label,
         )
         return Draft(
             user,
@@ -237,7 +234,7 @@ class Opening:
                 now + self._watch.lease(),
                 message.id,
                 status="queued" if draft.background else "streaming",
-                model=None if draft.background else self._deps.model.label,
+                model=None if draft.background else self._deps.label,
             )
             draft = dataclasses.replace(draft, message=message, record=record)
         return await self._open_draft(draft, admitted=True)
@@ -247,7 +244,7 @@ class Opening:
     ) -> Sent:
         """Open ``draft``'s run (or queue its message): ``admitted`` already (its place
         is freed should the opening fail, or leave it waiting), or admitted in the same
-        commit (``RunLedger.admit_and_open``: refused, nothing is written). ``early``: its
+        commit (``RunSlots.admit_and_open``: refused, nothing is written). ``early``: its
         head start, cancelled unless the run opens here."""
         user, record, user_message = draft.user, draft.record, draft.message
         slot = self._watch.slot(user.uid, record.run_id)
@@ -354,7 +351,7 @@ class Opening:
     async def _commit(
         self, draft: Draft, change: Callable[[Conversation | None], Conversation]
     ) -> Conversation:
-        """``RunLedger.admit_and_open`` with ``change``; a user refused a limit (not a full
+        """``RunSlots.admit_and_open`` with ``change``; a user refused a limit (not a full
         queue) gets no head start for a while."""
         user_id = draft.user.uid
         refused_here: list[BaseException] = []
@@ -367,7 +364,7 @@ class Opening:
                 raise
 
         try:
-            return await self._ledger.admit_and_open(
+            return await self._deps.slots.admit_and_open(
                 user_id,
                 draft.record.run_id,
                 draft.conversation_id,

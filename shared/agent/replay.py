@@ -24,7 +24,7 @@ from shared.agent.events import (
     ToolStartEvent,
 )
 from shared.agent.transcript import END, Cursor, Frame, Position, args_of
-from shared.queue.naming import task_id_for
+from shared.ids import task_id_for
 from shared.schemas.documents import Message, MessageError, ToolCall, ToolResult
 
 Opening = TypeVar("Opening", ToolStartEvent, ApprovalRequiredEvent)

@@ -16,8 +16,7 @@ from typing import Literal
 
 from shared.agent.waiting import KIND_NAMES, PersonKind, person_kind, waiting_on_person
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
-from shared.ids import derived
-from shared.queue.naming import task_id_for
+from shared.ids import derived, task_id_for
 from shared.schemas.documents import (
     ActiveRun,
     ContentPart,

@@ -52,13 +52,13 @@ class RunService:
     ) -> None:
         self._deps = deps
         self._voice = voice or VoiceClips(deps.files, deps.model, 0)
-        self._watch = Watch(deps, scheduler, scheduler)
+        self._watch = Watch(deps, scheduler)
         self._claims = Claims(deps, self._watch)
         starts = HeadStarts(deps, scheduler)
         # The facade and the chat route send through it directly: a send's parameters
         # are written where they are taken and where they are used, not forwarded here.
         self.opening = Opening(
-            deps, ids, scheduler, self._watch, starts, background, lessons, attachments, self._voice
+            deps, ids, self._watch, starts, background, lessons, attachments, self._voice
         )
         self._supervision = Supervision(deps, self._watch, self._claims, scheduler)
         self.continuation = Continuation(deps, self._watch, self._claims, scheduler)
@@ -66,7 +66,7 @@ class RunService:
     @property
     def model(self) -> str:
         """The label of the model that answers (what each reply records as its model)."""
-        return self._deps.model.label
+        return self._deps.label
 
     def lease(self) -> timedelta:
         """How long a run's (or a queued run's) lease lasts from when it is written."""

@@ -16,7 +16,7 @@ from shared.agent.queued import renew_queued
 from shared.agent.runs import abandon_run, close_stale_run
 from shared.agent.slot import RunSlot
 from shared.errors import ConversationTooLarge, SparkError
-from shared.queue.port import RunLedger, RunQueue
+from shared.queue.port import RunQueue
 from shared.schemas.documents import ActiveRun, Conversation, MessageError
 
 log = logging.getLogger(__name__)
@@ -25,9 +25,8 @@ log = logging.getLogger(__name__)
 class Watch:
     """Watchdogs, hand-ons and the closing of dead runs; one per process."""
 
-    def __init__(self, deps: RunDeps, ledger: RunLedger, queue: RunQueue) -> None:
+    def __init__(self, deps: RunDeps, queue: RunQueue) -> None:
         self._deps = deps
-        self._ledger = ledger
         self._queue = queue
 
     def lease(self) -> timedelta:
@@ -36,7 +35,7 @@ class Watch:
 
     def slot(self, user_id: str, run_id: str) -> RunSlot:
         """Run ``run_id``'s place among the user's run slots."""
-        return RunSlot(self._ledger, user_id, run_id)
+        return RunSlot(self._deps.slots, self._queue, user_id, run_id)
 
     async def watchdog(self, user_id: str, conversation_id: str, record: ActiveRun) -> None:
         """Have a task check on ``record`` once its lease lapses (a queue that refuses

@@ -24,7 +24,7 @@ from shared.audit.violations import (
     ledger_path,
     task_path,
 )
-from shared.queue.naming import task_id_for
+from shared.ids import task_id_for
 from shared.schemas.documents import (
     ArchiveSegment,
     Conversation,

@@ -3,13 +3,6 @@ retries find what an earlier delivery did instead of doing it again."""
 
 from __future__ import annotations
 
-from shared.ids import derived
-
-
-def task_id_for(conversation_id: str, tool_call_id: str) -> str:
-    """The task of one tool call in one conversation."""
-    return derived("task", conversation_id, tool_call_id)
-
 
 def attempt_name(task_id: str, attempt: int) -> str:
     """The Cloud Task of one attempt (Cloud Tasks keeps names for a while after use,

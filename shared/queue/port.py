@@ -1,22 +1,22 @@
-"""The port of the work handed to Cloud Tasks, split by who uses it: the admission of
-runs against the user's ledger (``RunLedger``), the tasks that produce, watch over and
-follow up runs (``RunQueue``), and task tool calls (``TaskTools``). ``TaskPort`` is all
-three; ``shared.tasks.scheduler.TaskScheduler`` implements it over the user's ledger and
-the queue.
+"""The port of the work handed to Cloud Tasks, split by who uses it: the tasks that
+produce, watch over and follow up runs (``RunQueue``), and task tool calls
+(``TaskTools``). ``TaskPort`` is both; ``shared.tasks.scheduler.TaskScheduler``
+implements it over the user's ledger and the queue. A run's slot is taken and freed
+below both, in the store (``shared/store/slots.py``).
 
 It lives here, below both of its users, so that ``shared.agent`` (runs submit tasks, the
-agent admits runs and schedules their replies and watchdogs) depends on it without
+agent schedules runs' replies and watchdogs) depends on it without
 depending on ``shared.tasks``, which depends on the agent (its handler drives runs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Literal, Protocol
 
 from shared.llm.base import Meter
-from shared.schemas.documents import ActiveRun, Conversation, KeyOutput
+from shared.schemas.documents import ActiveRun, KeyOutput
 from shared.schemas.server import TaskRecord
 from shared.store.base import SectionChange
 
@@ -153,96 +153,6 @@ class TaskTools(Protocol):
         ...
 
 
-class RunLedger(Protocol):
-    """Runs and uploads within the user's limits, kept in the user's ledger (``RunSlot``
-    takes and frees a run's place through it)."""
-
-    async def admit_run(
-        self,
-        user_id: str,
-        run_id: str,
-        conversation_id: str,
-        wait: bool = False,
-        voice_session: str | None = None,
-    ) -> None:
-        """Take one of the user's run slots, and check today's tokens (``RunSlot.take``
-        is the one caller); a voice message's ``voice_session`` is redeemed in the same
-        write (``VoiceSessionNotFound``, ``VoiceSessionEnded``, ``VoiceSessionUsed``).
-
-        Raises:
-            SlotsTaken: every slot is taken; with ``wait`` the run is recorded as
-                waiting for one, otherwise nothing was written.
-            RateLimited: today's tokens are spent; nothing was written.
-        """
-        ...
-
-    async def admit_and_open(
-        self,
-        user_id: str,
-        run_id: str,
-        conversation_id: str,
-        opening: Callable[[Conversation | None], Conversation],
-        *,
-        new: bool,
-        voice_session: str | None = None,
-        reserve: int = 0,
-    ) -> Conversation:
-        """``admit_run`` and ``opening`` (a pure change given the conversation as stored,
-        ``None`` if there is none, that opens the run or queues its message) in one
-        commit: both land, or neither does. A run left waiting, queued, takes no slot;
-        its claim admits it when its turn comes. ``new``: the conversation's id was just
-        made (it is not read first). ``reserve`` as in ``ConversationStore.mutate``.
-
-        Returns:
-            The conversation as written.
-
-        Raises:
-            SlotsTaken: every slot is taken (nothing was written).
-            RateLimited: today's tokens are spent (nothing was written).
-            VoiceSessionNotFound, VoiceSessionEnded, VoiceSessionUsed: as ``admit_run``.
-            What ``opening`` raises (nothing was written).
-            ConversationTooLarge, StoreError: as ``ConversationStore.mutate``.
-        """
-        ...
-
-    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
-        """Free the run's slot (if it took one), count its tokens against today's, and
-        hand the runs that waited for a slot to tasks (idempotent; never raises)."""
-        ...
-
-    async def close_and_release(
-        self,
-        user_id: str,
-        run_id: str,
-        conversation_id: str,
-        closing: Callable[[Conversation | None], Conversation],
-        tokens: int,
-        *,
-        reserve: int = 0,
-    ) -> Conversation:
-        """``closing`` (a run's final write: a pure change given the conversation as
-        stored) and ``release_run`` in one commit: both land, or neither does (then
-        the run's slot is still taken: ``release_run`` frees it). ``reserve`` as in
-        ``ConversationStore.mutate``.
-
-        Returns:
-            The conversation as written.
-
-        Raises:
-            What ``closing`` raises (nothing was written).
-            ConversationTooLarge, StoreError: as ``ConversationStore.mutate``.
-        """
-        ...
-
-    async def admit_upload(self, user_id: str) -> None:
-        """Count one upload session against the user's daily allowance.
-
-        Raises:
-            RateLimited: today's uploads are used up; nothing was written.
-        """
-        ...
-
-
 class RunQueue(Protocol):
     """The tasks that produce, watch over and follow up runs."""
 
@@ -281,5 +191,5 @@ class RunQueue(Protocol):
         ...
 
 
-class TaskPort(TaskTools, RunLedger, RunQueue, Protocol):
+class TaskPort(TaskTools, RunQueue, Protocol):
     """All of it: what ``TaskScheduler`` implements, and what the wiring hands out."""

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from shared.clock import Clock
+from shared.ids import task_id_for
 from shared.queue.base import QueuedTask, TaskQueue
-from shared.queue.naming import expire_name, follow_up_name, reply_name, task_id_for, watchdog_name
+from shared.queue.naming import expire_name, follow_up_name, reply_name, watchdog_name
 from shared.schemas.documents import ActiveRun
 from shared.schemas.tasks import ExpireTask, FollowUpTask, ReplyTask, WatchdogTask
 

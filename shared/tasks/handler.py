@@ -20,7 +20,7 @@ from shared.agent.facade import Agent
 from shared.agent.questions import ask_for_task
 from shared.agent.results import cancel_by_user, mark_running, record_results
 from shared.agent.task_calls import after_result, before_tool
-from shared.errors import ConversationTooLarge, TaskCancelled, ToolError
+from shared.errors import ConversationTooLarge, TaskCancelled
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
 from shared.schemas.documents import Conversation, Message, ToolCall
@@ -37,7 +37,7 @@ from shared.store.limits import CLOSING_RESERVE
 from shared.tasks import deliveries, sections
 from shared.tasks.steps import Steps
 from shared.tools.base import Ask, ToolContext, error_output
-from shared.tools.execute import ToolOutcome, execute, refused, safe_reason
+from shared.tools.execute import ToolOutcome, execute_request, refused, safe_reason
 from shared.tools.people import question_args, question_text
 
 log = logging.getLogger(__name__)
@@ -253,12 +253,8 @@ class TaskHandler:
                 self._tasks.meter(task.user_id, task.task_id),
                 answer,
             )
-            try:
-                parsed = deps.tools.parse(ToolCallRequest(call.id, call.name, call.args_json))
-            except ToolError as exc:
-                outcome = refused(exc.message)
-            else:
-                outcome = await execute(parsed, context, policy.output_chars)
+            request = ToolCallRequest(call.id, call.name, call.args_json)
+            outcome = await execute_request(deps.tools, request, context, policy.output_chars)
             if (failure := outcome.failure) is not None:
                 log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, failure)
                 if task.attempt < policy.max_attempts:

@@ -12,24 +12,20 @@ from typing import TypeVar
 from shared.clock import Clock
 from shared.errors import (
     NotFound,
-    RateLimited,
     TaskFinished,
 )
+from shared.ids import task_id_for
 from shared.queue.base import QueuedTask, TaskQueue
-from shared.queue.naming import (
-    attempt_name,
-    task_id_for,
-)
+from shared.queue.naming import attempt_name
 from shared.queue.port import Call, Claimed, Ended
 from shared.queue.run_tasks import RunTasks
-from shared.schemas.documents import Conversation, KeyOutput
+from shared.schemas.documents import KeyOutput
 from shared.schemas.server import TaskLedger, TaskRecord
 from shared.schemas.tasks import ToolTask
-from shared.store.base import OpeningStore, SectionChange, TaskDocumentStore, TaskLedgerStore
+from shared.store.base import SectionChange, TaskDocumentStore, TaskLedgerStore
 from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks import ledger as ledgers
 from shared.tasks.budget import TokenBudget
-from shared.tasks.releases import RunReleases
 from shared.tasks.sections import Ending, following
 
 log = logging.getLogger(__name__)
@@ -39,7 +35,7 @@ NO_TASK = "No task with this id."
 
 
 @dataclass
-class TaskScheduler(RunTasks, RunReleases, TokenBudget):
+class TaskScheduler(RunTasks, TokenBudget):
     """Admits tasks against the per-user limit and enqueues the attempts granted: the
     ``TaskPort`` (``shared/queue/port.py``) of the agent and of the task handler. Every
     change to the ledger is one of ``ledger.py``'s pure functions, applied here."""
@@ -55,9 +51,6 @@ class TaskScheduler(RunTasks, RunReleases, TokenBudget):
     # ledger store (``apply_with_sections``; in memory, into its own ``sections``).
     sections: TaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
     voice: ledgers.VoiceLimits = field(default_factory=ledgers.VoiceLimits)
-    # The ledger with one conversation, in one commit (``admit_and_open``); none given:
-    # the in-memory one over this ledger, if it is in memory, with no conversation.
-    openings: OpeningStore | None = None
 
     async def _apply(
         self,
@@ -155,72 +148,6 @@ class TaskScheduler(RunTasks, RunReleases, TokenBudget):
                     record.retry_at,
                 )
             )
-
-    def _admission(
-        self,
-        ledger: TaskLedger,
-        run_id: str,
-        conversation_id: str,
-        now: datetime,
-        voice_session: str | None,
-        wait: bool = False,
-    ) -> tuple[TaskLedger, RateLimited | None]:
-        """The one admission's pure change: ``redeem_voice`` first for a voice message,
-        then the ledger's ``admit_run`` (slots and tokens; it raises a refusal, or with
-        ``wait`` returns it)."""
-        if voice_session is not None:
-            ledger = ledgers.redeem_voice(ledger, voice_session, conversation_id, now)
-        return ledgers.admit_run(ledger, run_id, conversation_id, now, self.limits, wait)
-
-    async def admit_run(
-        self,
-        user_id: str,
-        run_id: str,
-        conversation_id: str,
-        wait: bool = False,
-        voice_session: str | None = None,
-    ) -> None:
-        """``TaskPort.admit_run``: the ledger's ``admit_run`` decides (slots and tokens),
-        and ``redeem_voice`` first, in the same write, for a voice message."""
-        now = self.clock.now()
-
-        def change(led: TaskLedger) -> tuple[TaskLedger, RateLimited | None]:
-            return self._admission(led, run_id, conversation_id, now, voice_session, wait)
-
-        refused = await self._apply(user_id, change)
-        if refused is not None:
-            raise refused
-
-    async def admit_and_open(
-        self,
-        user_id: str,
-        run_id: str,
-        conversation_id: str,
-        opening: Callable[[Conversation | None], Conversation],
-        *,
-        new: bool,
-        voice_session: str | None = None,
-        reserve: int = 0,
-    ) -> Conversation:
-        """``TaskPort.admit_and_open``: ``admit_run``'s change (``redeem_voice`` first)
-        and ``opening`` in one commit (``OpeningStore``); a run left waiting, queued,
-        takes no slot (its claim admits it when its turn comes)."""
-        now = self.clock.now()
-
-        def change(
-            ledger: TaskLedger, conversation: Conversation | None
-        ) -> tuple[TaskLedger, Conversation, None]:
-            admitted, _ = self._admission(ledger, run_id, conversation_id, now, voice_session)
-            opened = opening(conversation)
-            active = opened.active_run
-            if active is None or active.run_id != run_id:
-                admitted = ledger  # it waits, queued
-            return admitted, opened, None
-
-        conversation, _ = await self._openings().open(
-            user_id, conversation_id, change, new=new, reserve=reserve
-        )
-        return conversation
 
     async def grant_voice(self, user_id: str, session_id: str, provider: str, model: str) -> None:
         """``VoiceAllowance.grant_voice``: the ledger's ``grant_voice`` decides."""

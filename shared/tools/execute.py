@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.errors import SparkError, TaskCancelled, ToolError
+from shared.llm.base import ToolCallRequest
 from shared.observe import tracing
 from shared.tools.base import (
     Ask,
     DocumentChange,
     ParsedCall,
     ToolContext,
+    ToolRegistry,
     dump_output,
     error_output,
 )
@@ -74,6 +76,18 @@ async def execute(call: ParsedCall, context: ToolContext, output_chars: int) -> 
         if not outcome.ok:
             tracing.tool_failed(span, outcome.failure)
         return outcome
+
+
+async def execute_request(
+    tools: ToolRegistry, request: ToolCallRequest, context: ToolContext, output_chars: int
+) -> ToolOutcome:
+    """``execute`` the model's ``request`` once ``tools`` has parsed it: a call that does
+    not parse is refused (the model hears why, as for any refusal)."""
+    try:
+        parsed = tools.parse(request)
+    except ToolError as exc:
+        return refused(exc.message)
+    return await execute(parsed, context, output_chars)
 
 
 async def _execute(call: ParsedCall, context: ToolContext, output_chars: int) -> ToolOutcome:

@@ -9,26 +9,45 @@ from datetime import timedelta
 
 import pytest
 
+from shared.agent.slot import RunSlot
 from shared.clock import SystemClock
 from shared.errors import RateLimited, SlotsTaken
 from shared.queue.memory import InMemoryTaskQueue
 from shared.store.firestore import FirestoreStores, connect
+from shared.store.slots import RunSlots
 from shared.tasks.ledger import LedgerPolicy, UserLimits
 from shared.tasks.scheduler import TaskScheduler
 from tests.e2e.conftest import PROJECT
 
 pytestmark = pytest.mark.emulator
 
+LIMITS = UserLimits(runs_at_once=1, daily_tokens=1000)
 
-def scheduler(stores: FirestoreStores, queue: InMemoryTaskQueue) -> TaskScheduler:
-    return TaskScheduler(
-        stores.ledgers,
-        queue,
-        SystemClock(),
-        LedgerPolicy(max_running=3, lease=timedelta(minutes=2)),
-        timedelta(seconds=30),
-        UserLimits(runs_at_once=1, daily_tokens=1000),
-    )
+
+class Process:
+    """One process's scheduler and run slots, on its own client."""
+
+    def __init__(self, stores: FirestoreStores, queue: InMemoryTaskQueue) -> None:
+        self.scheduler = TaskScheduler(
+            stores.ledgers,
+            queue,
+            SystemClock(),
+            LedgerPolicy(max_running=3, lease=timedelta(minutes=2)),
+            timedelta(seconds=30),
+            LIMITS,
+        )
+        self._slots = RunSlots(stores.ledgers, stores.openings, SystemClock(), LIMITS)
+
+    async def admit_run(
+        self, user_id: str, run_id: str, conversation_id: str, wait: bool = False
+    ) -> None:
+        await self._slot(user_id, run_id).take(conversation_id, wait=wait)
+
+    async def release_run(self, user_id: str, run_id: str, tokens: int) -> None:
+        await self._slot(user_id, run_id).release(tokens)
+
+    def _slot(self, user_id: str, run_id: str) -> RunSlot:
+        return RunSlot(self._slots, self.scheduler, user_id, run_id)
 
 
 @pytest.fixture
@@ -44,7 +63,7 @@ async def test_e2e_a_waiting_run_is_woken_by_the_process_that_frees_the_slot(
 ) -> None:
     uid = f"u{secrets.token_hex(4)}"
     queue = InMemoryTaskQueue()
-    api, tasks = scheduler(two[0], queue), scheduler(two[1], queue)
+    api, tasks = Process(two[0], queue), Process(two[1], queue)
 
     await api.admit_run(uid, "run_a", "c1")
     with pytest.raises(SlotsTaken):  # a new message is refused, and does not wait
@@ -70,8 +89,8 @@ async def test_e2e_the_days_tokens_count_a_task_tools_calls_and_refuse_the_next(
 ) -> None:
     uid = f"u{secrets.token_hex(4)}"
     queue = InMemoryTaskQueue()
-    api, tasks = scheduler(two[0], queue), scheduler(two[1], queue)
-    meter = tasks.meter(uid)
+    api, tasks = Process(two[0], queue), Process(two[1], queue)
+    meter = tasks.scheduler.meter(uid)
     reservation = await meter.reserve(300, "task")
     await meter.settle(reservation, 1_100)
     with pytest.raises(RateLimited, match="today's allowance"):

@@ -14,8 +14,9 @@ import httpx
 import pytest
 from google.cloud import firestore
 
+from shared.ids import task_id_for
 from shared.queue.base import SIGNATURE_HEADER, TASK_NAME_HEADER, sign
-from shared.queue.naming import attempt_name, task_id_for
+from shared.queue.naming import attempt_name
 from shared.schemas.tasks import ToolTask
 from tests.e2e.conftest import (
     Functions,

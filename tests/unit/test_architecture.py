@@ -305,11 +305,11 @@ def _calls_of(name: str) -> list[str]:
 
 
 def test_a_run_slot_is_freed_in_one_place() -> None:
-    """``RunSlot`` is the one caller of the port's ``release_run`` and of its
+    """``RunSlot`` is the one caller of ``RunSlots.release_run`` and of its
     ``close_and_release`` (the final write and the release in one commit); the ledger's
     pure change ``release_run`` is called by their implementation alone
-    (``shared.tasks.releases``)."""
-    calls = [c for c in _calls_of("release_run") if not c.startswith("shared.tasks.releases:")]
+    (``shared.store.slots``)."""
+    calls = [c for c in _calls_of("release_run") if not c.startswith("shared.store.slots:")]
     assert calls and all(c.startswith("shared.agent.slot:") for c in calls), calls
     closes = _calls_of("close_and_release")
     assert closes and all(c.startswith("shared.agent.slot:") for c in closes), closes

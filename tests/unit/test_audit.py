@@ -8,7 +8,7 @@ from typing import Any
 
 from shared.agent.results import follow_up_id, result_message_id
 from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
-from shared.queue.naming import task_id_for
+from shared.ids import task_id_for
 from shared.schemas.documents import (
     ActiveRun,
     ArchiveMarker,

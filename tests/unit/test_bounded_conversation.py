@@ -21,9 +21,9 @@ from shared.agent.transcript import Frame
 from shared.clock import ManualClock
 from shared.config import Settings
 from shared.errors import ConfigurationError, ConversationTooLarge, RateLimited
+from shared.ids import task_id_for
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.queue.naming import task_id_for
 from shared.schemas.documents import ContentPart, Conversation, Message, TaskState, ToolCall
 from shared.schemas.tasks import TASK_PAYLOAD, WatchdogTask
 from shared.store.limits import MAX_DOCUMENT_BYTES

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from shared.agent.chat import followed
 from shared.agent.results import follow_up_id
-from shared.queue.naming import task_id_for
+from shared.ids import task_id_for
 from tests.unit.test_audit import (
     CID,
     NOW,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from shared.errors import NotFound, TaskFinished
+from shared.ids import task_id_for
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.queue.naming import task_id_for
 from shared.schemas.tasks import TASK_PAYLOAD, FollowUpTask, ReplyTask
 from shared.tools.base import ToolContext, ToolRegistry
 from tests.unit.helpers import ALICE, api_of, make_service, run_to_end, serving

@@ -1,13 +1,14 @@
 """A user's ledger (``/{userId}/server``), changed by pure functions that run inside
 ``TaskLedgerStore.mutate``: ``tasks`` (admission, claims, leases, retries, release),
-``runs`` (runs at once, the daily token budget and its reservations, uploads) and
-``voice`` (live-audio sessions). Every function is imported from here (the scheduler
-reads them as ``ledgers.<name>``).
+and, from the store's modules (a run's slot is taken and freed below the agent, by
+``shared/store/slots.py``), ``allowance`` (runs at once, the daily token budget and
+its reservations, uploads) and ``voice_grants`` (live-audio sessions). Every function
+is imported from here (the scheduler reads them as ``ledgers.<name>``).
 """
 
 from __future__ import annotations
 
-from shared.tasks.ledger.runs import (
+from shared.store.allowance import (
     RUN_RESERVE,
     SLOT_RETRY_SECONDS,
     SPENT,
@@ -21,6 +22,14 @@ from shared.tasks.ledger.runs import (
     spend,
     until_midnight,
     usage_today,
+)
+from shared.store.voice_grants import (
+    VOICE_KEPT,
+    VoiceLimits,
+    grant_voice,
+    record_voice,
+    redeem_voice,
+    withdraw_voice,
 )
 from shared.tasks.ledger.tasks import (
     FINISHED,
@@ -39,14 +48,6 @@ from shared.tasks.ledger.tasks import (
     reschedule,
     submit,
     wait,
-)
-from shared.tasks.ledger.voice import (
-    VOICE_KEPT,
-    VoiceLimits,
-    grant_voice,
-    record_voice,
-    redeem_voice,
-    withdraw_voice,
 )
 
 __all__ = [

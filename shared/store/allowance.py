@@ -20,7 +20,7 @@ from shared.schemas.server import (
 
 # -- runs at once and the daily token budget ---------------------------------------------
 #
-# Every model call passes ``admit_run`` first (``RunService.admit``): a run takes a slot, or
+# Every model call passes ``admit_run`` first (``RunSlots.admit_run``): a run takes a slot, or
 # joins its conversation's, while today's tokens last. A new message refused is a 429;
 # a queued run refused a slot waits in ``waiting`` and ``release_run`` names it when a
 # slot frees; one refused for the day's tokens ends as a ``rate_limited`` error.

@@ -16,7 +16,7 @@ from shared.schemas.server import (
     TaskLedger,
     VoiceGrant,
 )
-from shared.tasks.ledger.runs import until_midnight, usage_today
+from shared.store.allowance import until_midnight, usage_today
 
 # -- live-audio sessions -----------------------------------------------------------------
 #
