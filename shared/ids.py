@@ -60,3 +60,10 @@ def task_id_for(conversation_id: str, tool_call_id: str) -> str:
     """The task of one tool call in one conversation: the key of its ledger record, its
     section and its entry in the conversation, derived as a tool call's own id is."""
     return derived("task", conversation_id, tool_call_id)
+
+
+def reserved(document_id: str) -> bool:
+    """Firestore reserves ids of the form ``__x__`` (it refuses them as ids and as map
+    keys): nothing we keep can have one, so the edge, the agent and the stores treat it
+    as naming nothing (not found)."""
+    return document_id.startswith("__") and document_id.endswith("__")

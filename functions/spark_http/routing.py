@@ -24,8 +24,9 @@ from shared.errors import (
 )
 from shared.families.membership import NO_INVITE, NO_MEMBER, NOT_YOURS
 from shared.families.messages import NO_CONVERSATION
+from shared.ids import reserved
 from shared.observe import tracing
-from shared.store.base import NO_LESSON, reserved
+from shared.store.base import NO_LESSON
 from shared.tasks.scheduler import NO_TASK
 from spark_http.edge import Edge, Routed
 

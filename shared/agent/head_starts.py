@@ -79,7 +79,8 @@ class HeadStarts:
             return await self._ask(draft, screening)
         finally:
             asked.set()
-            await screening.close()
+            if not screening.taken:
+                await screening.close()
 
     async def _ask(self, draft: Draft, screening: Screening) -> HeadStart | None:
         user_id, message, record = draft.user.uid, draft.message, draft.record

@@ -20,9 +20,9 @@ from shared.attachments.service import Attachments, Checked, Requested
 from shared.attachments.voice import CheckedClip, Listened, Listener, VoiceClips
 from shared.auth.base import User
 from shared.errors import NotFound, RateLimited, RunInProgress
-from shared.ids import IdGenerator
+from shared.ids import IdGenerator, reserved
 from shared.schemas.documents import Author, ContentPart, Conversation, Message
-from shared.store.base import LessonStore, reserved
+from shared.store.base import LessonStore
 from shared.store.limits import CLOSING_RESERVE
 
 

@@ -69,7 +69,7 @@ class Screening:
     def __init__(self, screen: Screen, user_id: str) -> None:
         self.user_id = user_id
         self._read = asyncio.ensure_future(screen.withheld(user_id))
-        self._taken = False
+        self.taken = False
 
     async def take(self, user_id: str) -> Withheld:
         """What the request for ``user_id`` must not carry, once.
@@ -78,13 +78,14 @@ class Screening:
             ValueError: another user's request, or a second request.
             StoreError: as ``Screen.withheld``.
         """
-        if user_id != self.user_id or self._taken:
+        if user_id != self.user_id or self.taken:
             raise ValueError("a screening serves one request of its own user")
-        self._taken = True
+        self.taken = True
         return await self._read
 
     async def close(self) -> None:
-        """Let the read go when no request took it (its failure, if any, with it)."""
+        """Let the read go when no request took it (its failure, if any, with it);
+        nothing to do once ``taken``."""
         if not self._read.done():
             self._read.cancel()
             await asyncio.wait({self._read})

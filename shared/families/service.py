@@ -22,10 +22,10 @@ from shared.clock import Clock
 from shared.errors import FamilyNotFound, NoFamily
 from shared.families import membership
 from shared.families.membership import NOT_YOURS, Allowance, Person
-from shared.ids import IdGenerator
+from shared.ids import IdGenerator, reserved
 from shared.schemas.documents import FamilyRole
 from shared.schemas.server import Family, Invite, InviteStatus
-from shared.store.base import FamilyStore, Reads, reserved
+from shared.store.base import FamilyStore, Reads
 
 TOKEN_BYTES = 32
 MAX_NAME_CHARS = 80

@@ -75,7 +75,6 @@ __all__ = [
     "files_named",
     "kept_out",
     "next_version",
-    "reserved",
 ]
 
 R = TypeVar("R")
@@ -111,12 +110,6 @@ def archived_file_path(user_id: str, conversation_id: str, path: str) -> tuple[s
     (server-only; the id is a hash, as a path may hold any character)."""
     key = hashlib.sha256(f"{conversation_id}\n{path}".encode()).hexdigest()
     return (user_id, "server", "archivedFiles", key)
-
-
-def reserved(document_id: str) -> bool:
-    """Firestore reserves ids of the form ``__x__`` (it refuses them as ids and as map
-    keys): no conversation can have one, so stores treat it as not found."""
-    return document_id.startswith("__") and document_id.endswith("__")
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,8 @@ EDGE_VALUES = {
     "shared.attachments.service": {"Requested"},
     "shared.families.messages": {"Target", "is_shared", "NO_CONVERSATION"},
     "shared.families.membership": {"NO_INVITE", "NO_MEMBER", "NOT_YOURS"},
-    "shared.store.base": {"NO_LESSON", "reserved"},
+    "shared.store.base": {"NO_LESSON"},
+    "shared.ids": {"reserved"},
     "shared.tasks.scheduler": {"NO_TASK"},
     "shared.tasks.handler": {"TaskHandler"},
     # App Check at the door: its guard (built by the wiring) and its header's name.

@@ -13,6 +13,7 @@ from google.api_core import exceptions as gexc
 from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 
 from shared.errors import NotFound, StoreError
+from shared.ids import reserved
 from shared.schemas.documents import ArchiveSegment, Conversation
 from shared.schemas.server import ArchivedFile
 from shared.store.base import (
@@ -23,7 +24,6 @@ from shared.store.base import (
     RunView,
     archived_file_path,
     files_named,
-    reserved,
 )
 from shared.store.firestore.batcher import WriteBatcher
 from shared.store.firestore.cas import Again, compare_and_set, confirmed, judged

@@ -6,8 +6,9 @@ from typing import Any
 
 from google.cloud.firestore import AsyncClient, AsyncTransaction, async_transactional
 
+from shared.ids import reserved
 from shared.schemas.server import Family, Invite, Membership
-from shared.store.base import FamilyChange, Household, R, Reads, reserved
+from shared.store.base import FamilyChange, Household, R, Reads
 from shared.store.firestore.common import in_transaction
 from shared.store.households import (
     Path,

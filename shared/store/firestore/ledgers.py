@@ -9,9 +9,10 @@ from typing import Any
 
 from google.cloud.firestore import AsyncClient
 
+from shared.ids import reserved
 from shared.schemas.documents import TaskDocument
 from shared.schemas.server import TaskLedger
-from shared.store.base import LedgerAndSections, R, SectionChange, TaskLedgerStore, reserved
+from shared.store.base import LedgerAndSections, R, SectionChange, TaskLedgerStore
 from shared.store.firestore.cas import compare_and_set, confirmed, judged
 from shared.store.firestore.common import changed_fields, unavailable
 from shared.store.firestore.raw import Batch, Writes

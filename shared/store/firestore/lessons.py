@@ -11,10 +11,11 @@ from google.cloud.firestore import AsyncClient
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.errors import NotFound, VersionConflict
+from shared.ids import reserved
 from shared.lessons import progress
 from shared.schemas.documents import Lesson, LessonVersion
 from shared.schemas.server import LessonsProgress
-from shared.store.base import NO_LESSON, KeptVersion, changed, kept_out, next_version, reserved
+from shared.store.base import NO_LESSON, KeptVersion, changed, kept_out, next_version
 from shared.store.firestore.cas import LOST, compare_and_set
 from shared.store.firestore.common import changed_fields, unavailable
 

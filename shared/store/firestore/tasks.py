@@ -7,8 +7,9 @@ from typing import Any
 from google.cloud.firestore import AsyncClient
 from google.cloud.firestore_v1.base_query import FieldFilter
 
+from shared.ids import reserved
 from shared.schemas.documents import TaskDocument
-from shared.store.base import SectionChange, TaskDocumentStore, reserved
+from shared.store.base import SectionChange, TaskDocumentStore
 from shared.store.firestore.cas import compare_and_set
 from shared.store.firestore.common import changed_fields, unavailable
 
