@@ -3,14 +3,14 @@ still being written (``HeadStart``).
 
 The commit a send makes before its run may stream (the ledger's admission and the
 conversation's append) took most of the first token's time when it ran before the model
-was asked (bench/stream_overhead.py (a) measures it). The request they lead to is known before
-either is written, so it is sent at once and its events only kept here: nothing is shown
-or written until the run takes them (``take``), which it does only for the very request
-the committed conversation gives: a head start built on that very conversation
-(``guess``) asked for it already, screened as it was sent, so the run builds none;
-on another, the run builds its own and takes the head start only if they are equal.
-A refused or failed send, or a different
-request (someone wrote to the conversation meanwhile), ``discard``s it: the provider's
+was asked (bench/stream_overhead.py (a) measures it). The request it leads to is known
+before it is written, so it is sent at once and its events only kept here: nothing is
+shown or written until the run takes them (``take``), which it does only for the very
+request the committed conversation gives: a head start built on that very conversation
+(``guess``) asked for it already, screened as it was sent, so the run builds none; on
+another, the run builds its own and takes the head start only if they are equal. A
+refused or failed send, or a different request (someone wrote to the conversation
+meanwhile), ``discard``s it: the provider's
 request is cancelled (usually before its first byte) and any usage it already reported
 is counted in the user's budget.
 """
