@@ -191,8 +191,8 @@ def _to_first_token(slow_model: bool) -> float:
         asked = time.thread_time()
         with tracing.commit("Firestore transaction"):
             pass
-        with tracing.enqueue("spark-tasks", "watchdog-run") as enqueued:
-            propagation.carried(enqueued)
+        with tracing.enqueue("spark-tasks", "watchdog-run"):
+            propagation.carried()
         with tracing.run("conversation", "run"):
             answered = time.thread_time()
             if call is not None:

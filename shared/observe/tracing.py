@@ -120,26 +120,6 @@ def span(
         current.end()
 
 
-class _Leaf(AbstractContextManager[Span]):
-    """A span no other span is made inside (a store commit, a task's enqueue), ended,
-    and marked failed, as ``span``'s: it is never made current, as nothing inside asks
-    for the current span, so it costs no context switch (those spans are on the way of
-    every message to its first token; ``bench/tracing.py`` (c) measures them)."""
-
-    __slots__ = ("_span",)
-
-    def __init__(self, span: Span) -> None:
-        self._span = span
-
-    def __enter__(self) -> Span:
-        return self._span
-
-    def __exit__(self, kind: object, exc: BaseException | None, trace: object) -> None:
-        if exc is not None:
-            failed(self._span, exc)
-        self._span.end()
-
-
 def started(
     name: str,
     attributes: Attributes | None = None,
@@ -260,11 +240,9 @@ def delivery(kind: str, attempt: int, conversation_id: str) -> AbstractContextMa
 
 
 def enqueue(queue: str, name: str) -> AbstractContextManager[Span]:
-    """The span of one Cloud Task's creation (the messaging conventions' ``send``), not
-    current inside (``_Leaf``): the task carries its context to its delivery, given to
-    ``propagation.inject``."""
-    tracer = setup.process_tracer()
-    if tracer is None:
+    """The span of one Cloud Task's creation (the messaging conventions' ``send``): the
+    task carries its context to its delivery (``propagation.inject``)."""
+    if setup.process_tracer() is None:
         return _OFF
     attributes = {
         MESSAGING_SYSTEM: QUEUE_SYSTEM,
@@ -272,21 +250,20 @@ def enqueue(queue: str, name: str) -> AbstractContextManager[Span]:
         MESSAGING_DESTINATION: queue,
         MESSAGE_ID: name,
     }
-    return _Leaf(tracer.start_span(f"send {queue}", None, SpanKind.PRODUCER, attributes))
+    return span(f"send {queue}", attributes, SpanKind.PRODUCER)
 
 
 def commit(tried: str) -> AbstractContextManager[Span]:
     """The span of one store change, however many attempts its commit took (``tried``:
-    ``"Firestore write"``, ``"Firestore transaction"``), not current inside
-    (``_Leaf``); inside ``counted``, no span: the change is counted and timed instead."""
-    tracer = setup.process_tracer()
-    if tracer is None:
+    ``"Firestore write"``, ``"Firestore transaction"``); inside ``counted``, no span:
+    the change is counted and timed instead."""
+    if setup.process_tracer() is None:
         return _OFF
     commits = _counting.get()
     if commits is not None:
         return commits.timed()
     attributes = {DB_SYSTEM: "firestore", DB_OPERATION: "commit", "spark.store.tried": tried}
-    return _Leaf(tracer.start_span("firestore commit", None, SpanKind.CLIENT, attributes))
+    return span("firestore commit", attributes, SpanKind.CLIENT)
 
 
 @dataclass(slots=True)

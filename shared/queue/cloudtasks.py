@@ -20,7 +20,6 @@ import grpc
 from google.api_core import exceptions as gexc
 from google.api_core import gapic_v1
 from google.cloud import tasks_v2
-from opentelemetry.trace import Span
 
 from shared.errors import QueueUnavailable
 from shared.observe import propagation, tracing
@@ -92,10 +91,9 @@ class CloudTasksQueue:
         path = tasks_v2.CloudTasksAsyncClient.queue_path(project, location, queue)
         return cls(client, path, handler_url, service_account, local_key)
 
-    def _request(self, task: QueuedTask, span: Span | None = None) -> Any:
-        """The raw ``Task`` message that calls the handler with ``task``, carrying
-        ``span``'s context (its enqueue's; by default the current span's)."""
-        headers = propagation.inject({"Content-Type": "application/json"}, span)
+    def _request(self, task: QueuedTask) -> Any:
+        """The raw ``Task`` message that calls the handler with ``task``."""
+        headers = propagation.inject({"Content-Type": "application/json"})
         if self._local_key:
             due = task.schedule_at.timestamp() if task.schedule_at else time.time()
             headers[SIGNATURE_HEADER] = sign(self._local_key, task.body, task.name, int(due))
@@ -124,11 +122,11 @@ class CloudTasksQueue:
         return self._create
 
     async def enqueue(self, task: QueuedTask) -> None:
-        with tracing.enqueue(self._queue, task.name) as span:
-            await self._create_task(task, span)
+        with tracing.enqueue(self._queue, task.name):
+            await self._create_task(task)
 
-    async def _create_task(self, task: QueuedTask, span: Span) -> None:
-        request = _CreateTaskRequest(parent=self._queue_path, task=self._request(task, span))
+    async def _create_task(self, task: QueuedTask) -> None:
+        request = _CreateTaskRequest(parent=self._queue_path, task=self._request(task))
         try:
             try:
                 await self._method()(request, metadata=self._metadata, timeout=TIMEOUT_SECONDS)
