@@ -36,11 +36,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAT = "/api/spark/agent/chat"
 
 
-def transport(functions: Functions, user: StackUser, **request: Any) -> dict[str, Any]:
-    """What the AI SDK's transport read: ``{message, chunks}`` (``message`` None: 204)."""
-    given = {"api": functions.api + CHAT, "token": user.token, **request}
+def node(script: str, functions: Functions, user: StackUser, **given: Any) -> Any:
+    """What ``tests/ai_sdk/<script>`` printed (JSON), run with the chat route, ``user``'s
+    token and ``given``."""
+    given = {"api": functions.api + CHAT, "token": user.token, **given}
     done = subprocess.run(
-        ["node", str(ROOT / "tests" / "ai_sdk" / "transport.mjs"), json.dumps(given)],
+        ["node", str(ROOT / "tests" / "ai_sdk" / script), json.dumps(given)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -48,7 +49,12 @@ def transport(functions: Functions, user: StackUser, **request: Any) -> dict[str
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    read: dict[str, Any] = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def transport(functions: Functions, user: StackUser, **request: Any) -> dict[str, Any]:
+    """What the AI SDK's transport read: ``{message, chunks}`` (``message`` None: 204)."""
+    read: dict[str, Any] = node("transport.mjs", functions, user, **request)
     return read
 
 
@@ -203,23 +209,7 @@ def test_e2e_a_stop_ends_the_chat_for_its_listener_with_abort(
 def chat(functions: Functions, user: StackUser, chat_id: str, messages: Any, **action: Any) -> Any:
     """One thing a person does in a fresh AI SDK ``Chat`` holding ``messages``: what it
     shows after it (``messages``), and the chunk types of each request it made."""
-    given = {
-        "api": functions.api + CHAT,
-        "token": user.token,
-        "chatId": chat_id,
-        "messages": messages,
-        "action": action,
-    }
-    done = subprocess.run(
-        ["node", str(ROOT / "tests" / "ai_sdk" / "chat.mjs"), json.dumps(given)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return node("chat.mjs", functions, user, chatId=chat_id, messages=messages, action=action)
 
 
 def _state(call: dict[str, Any], result: dict[str, Any] | None) -> str:
