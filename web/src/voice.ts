@@ -72,6 +72,7 @@ async function sendClip(clip: Blob): Promise<void> {
     return;
   }
   recording.sending = true;
+  recording.heardIn = state().conversationId ?? "";
   talkButton().disabled = true;
   say("Sending your voice message…");
   try {
@@ -122,6 +123,9 @@ async function follow(response: Response): Promise<void> {
       } else if (event === "run_start") {
         say("");
         const id = String(parsed.conversationId ?? "");
+        // What was heard belongs to this conversation. Said here, not when the hash
+        // change is rendered: the stream may end before that render comes.
+        if (id) recording.heardIn = id;
         if (id && !state().conversationId) location.hash = `#/c/${id}`;
       } else if (event === "error") {
         say(String(parsed.message ?? "Something went wrong."));
@@ -137,7 +141,6 @@ export function renderTalk(): void {
   talkButton().hidden = hide;
   const open = state().conversationId ?? "";
   if (hide || (!recording.sending && recording.heardIn !== open)) heard("");
-  if (recording.sending) recording.heardIn = open;
 }
 
 /** A "Read aloud" button on each finished reply of Spark AI Agent's. The articles are
