@@ -1,6 +1,7 @@
 """What a task's delivery finds of its tool call in the conversation, judged in one
 pure call each time the tasks handler looks (``tasks/handler.py``): before it runs the
-tool (``before_tool``: run it, wait, or leave it) and once the call has its result
+tool (``begin_tool``: run it, wait, or leave it, with the change that starts it or
+records its user's cancel, in the write that judged it) and once the call has its result
 (``after_result``: whether the agent follows up, and how the task ends). The handler
 acts on the verdict; the rules that make it are the agent's (``results.py``,
 ``questions.py``).
@@ -9,10 +10,19 @@ acts on the verdict; the rules that make it are the agent's (``results.py``,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from shared.agent.questions import answer_of, task_question
-from shared.agent.results import CANCELLED_BY_USER, answered, approved, find_call, wants_follow_up
+from shared.agent.results import (
+    CANCELLED_BY_USER,
+    answered,
+    approved,
+    cancel_by_user,
+    find_call,
+    mark_running,
+    wants_follow_up,
+)
 from shared.queue.port import Ended
 from shared.schemas.documents import Conversation, Message, ToolCall, ToolResult
 from shared.tools.people import answer_text, question_text
@@ -60,6 +70,20 @@ def before_tool(
         return BeforeTool("cancel", message, call)
     said = None if answer is None else answer_text(answer.output_json)
     return BeforeTool("run", message, call, said)
+
+
+def begin_tool(
+    conversation: Conversation, call_id: str, cancel_requested: bool, now: datetime
+) -> tuple[Conversation, BeforeTool]:
+    """``before_tool``, and the change its verdict makes, for ``ConversationStore.apply``
+    (judged and written on one version): ``run`` shows the call running, ``cancel``
+    gives it its user's cancel as its result; any other verdict changes nothing."""
+    seen = before_tool(conversation, call_id, cancel_requested)
+    if seen.found == "run":
+        return mark_running(conversation, call_id, now), seen
+    if seen.found == "cancel":
+        return cancel_by_user(conversation, call_id, now), seen
+    return conversation, seen
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,8 +64,11 @@ class TaskTools(Protocol):
         """
         ...
 
-    async def claim(self, user_id: str, task_id: str, attempt: int) -> Claimed:
-        """Let this delivery of ``attempt`` run it (and hold its lease)."""
+    async def claim(
+        self, user_id: str, task_id: str, attempt: int, section: SectionChange | None = None
+    ) -> Claimed:
+        """Let this delivery of ``attempt`` run it (and hold its lease); ``section``, a
+        change to the task's section written with the claim (not when refused)."""
         ...
 
     async def renew(self, user_id: str, task_id: str, attempt: int) -> None:

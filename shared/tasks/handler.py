@@ -18,9 +18,9 @@ from typing import Literal
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
 from shared.agent.questions import ask_for_task
-from shared.agent.results import cancel_by_user, mark_running, record_results
-from shared.agent.task_calls import after_result, before_tool
-from shared.errors import ConversationTooLarge, TaskCancelled
+from shared.agent.results import cancel_by_user, record_results
+from shared.agent.task_calls import BeforeTool, after_result, begin_tool
+from shared.errors import ConversationTooLarge, NotFound, TaskCancelled
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
 from shared.schemas.documents import Conversation, Message, ToolCall
@@ -107,14 +107,15 @@ class TaskHandler:
         return "done"
 
     async def _tool_task(self, task: ToolTask) -> Verdict:
-        record = await self._tasks.claim(task.user_id, task.task_id, task.attempt)
+        steps = Steps(self._tasks, task, self._deps.clock, self._policy.progress_every)
+        record = await self._tasks.claim(task.user_id, task.task_id, task.attempt, steps.start)
         if record == "busy":
             return "busy"
         if isinstance(record, str):  # stale
             return "done"
         heartbeat = asyncio.create_task(self._keep_lease(task))
         try:
-            await self._work(task, record)
+            await self._work(task, record, steps)
         except ConversationTooLarge:
             log.warning("task %s: the conversation is full; ending the task", task.task_id)
             await self._finish(task, "failed", TOO_LARGE)
@@ -133,10 +134,18 @@ class TaskHandler:
             except Exception:
                 log.warning("task %s: could not renew its lease", task.task_id, exc_info=True)
 
-    async def _work(self, task: ToolTask, record: TaskRecord) -> None:
-        store = self._deps.store
-        conversation = await store.get(task.user_id, task.conversation_id)
-        seen = before_tool(conversation, record.tool_call_id, bool(record.cancel_requested))
+    async def _work(self, task: ToolTask, record: TaskRecord, steps: Steps) -> None:
+        store, now = self._deps.store, self._deps.clock.now()
+        cancel = bool(record.cancel_requested)
+        conversation: Conversation | None
+        try:
+            conversation, seen = await store.apply(
+                task.user_id,
+                task.conversation_id,
+                lambda c: begin_tool(c, record.tool_call_id, cancel, now),
+            )
+        except NotFound:
+            conversation, seen = None, BeforeTool("gone")
         if seen.found == "unsaved":
             # The run that made the call has not saved it yet: come back shortly.
             await self._retry_later(task, self._policy.retry_base, None)
@@ -153,11 +162,11 @@ class TaskHandler:
         if seen.found == "asked":
             await self._wait(task, seen.text or "")
             return
-        if seen.found == "cancel":
-            # Its user asked it to stop, and the attempt that ran it is gone.
-            conversation = await self._cancelled(task, call)
-        elif seen.found == "run":
-            conversation = await self._run_tool(task, call, conversation.document_id, seen.text)
+        # ``cancel``: its user asked it to stop, and the attempt that ran it is gone; the
+        # write that judged it gave the call that result (``begin_tool``).
+        if seen.found == "run":
+            document_id = conversation.document_id
+            conversation = await self._run_tool(task, call, document_id, seen.text, steps)
             if conversation is None:
                 return  # retried later, or waiting for its user's answer
         end = after_result(conversation, call.id, message, task.task_id)
@@ -170,18 +179,16 @@ class TaskHandler:
         await self._finish(task, end.ended, end.error, ending)
 
     async def _run_tool(
-        self, task: ToolTask, call: ToolCall, document_id: str | None, answer: str | None
+        self,
+        task: ToolTask,
+        call: ToolCall,
+        document_id: str | None,
+        answer: str | None,
+        steps: Steps,
     ) -> Conversation | None:
-        """Run the tool and record its result; ``None`` if it will be retried instead, or
-        waits for its user's answer to the question it asked."""
-        deps, policy = self._deps, self._policy
-        await deps.store.mutate(
-            task.user_id,
-            task.conversation_id,
-            lambda c: mark_running(c, call.id, deps.clock.now()),
-        )
-        steps = Steps(self._tasks, task, deps.clock, policy.progress_every)
-        await steps.begin()  # the section shows it running
+        """Run the tool and record its result (its section shows it running since the
+        claim: ``Steps.start``); ``None`` if it will be retried instead, or waits for its
+        user's answer to the question it asked."""
         try:
             outcome = await self._execute(task, call, document_id, steps.report, answer)
         except TaskCancelled:

@@ -4,7 +4,7 @@ the replies of queued runs, and the watchdogs that close runs whose producer die
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -58,23 +58,26 @@ class TaskScheduler(RunTasks, TokenBudget):
         change: Callable[[TaskLedger], tuple[TaskLedger, R]],
         ending: Ending | None = None,
         question: str | None = None,
+        shown: Callable[[R], Mapping[str, SectionChange]] = lambda _: {},
     ) -> R:
         """Apply a ledger change and return what it decided (from the attempt that landed).
         The sections of the tasks whose status it changes follow their records in the
         same write (``TaskLedgerStore.apply_with_sections``): a finished task's section
         ends, with ``ending``, or waits showing ``question``, exactly when its record
-        does, never a write later."""
+        does, never a write later. ``shown``: other changes to sections, for what was
+        decided, in that write too."""
         now = self.clock.now()
 
         def tracked(
             ledger: TaskLedger,
         ) -> tuple[TaskLedger, R, dict[str, SectionChange]]:
             updated, decided = change(ledger)
-            moved = {
-                task_id: following(record, now, ending, question)
+            moved = dict(shown(decided))
+            moved.update(
+                (task_id, following(record, now, ending, question))
                 for task_id, record in updated.tasks.items()
                 if (before := ledger.tasks.get(task_id)) is None or before.status != record.status
-            }
+            )
             return updated, decided, moved
 
         _, decided = await self.ledger.apply_with_sections(user_id, tracked)
@@ -179,15 +182,21 @@ class TaskScheduler(RunTasks, TokenBudget):
         now = self.clock.now()
         await self._apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
 
-    async def claim(self, user_id: str, task_id: str, attempt: int) -> Claimed:
-        """Let this delivery of ``attempt`` run it: its record, or why not."""
+    async def claim(
+        self, user_id: str, task_id: str, attempt: int, section: SectionChange | None = None
+    ) -> Claimed:
+        """Let this delivery of ``attempt`` run it: its record, or why not (``section``
+        changed in the same write when it is claimed)."""
         now = self.clock.now()
 
         def change(ledger: TaskLedger) -> tuple[TaskLedger, Claimed]:
             ledger, claim = ledgers.claim(ledger, task_id, attempt, now, self.policy)
             return ledger, ledger.tasks[task_id] if claim == "run" else claim
 
-        return await self._apply(user_id, change)
+        def shown(claimed: Claimed) -> dict[str, SectionChange]:
+            return {} if section is None or isinstance(claimed, str) else {task_id: section}
+
+        return await self._apply(user_id, change, shown=shown)
 
     async def renew(self, user_id: str, task_id: str, attempt: int) -> None:
         """Extend the running attempt's lease by a full lease from now.

@@ -32,24 +32,18 @@ class Steps:
         self._count = 0
         self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
 
-    async def begin(self) -> None:
+    def start(self, section: TaskDocument | None) -> TaskDocument | None:
         """The section shown running (the tool starts, or goes on), and the steps it
-        holds already counted, so that this attempt's are numbered after them."""
-        now, attempt = self._clock.now(), self._task.attempt
+        holds already counted, so that this attempt's are numbered after them: a change
+        the claim of the attempt writes (``TaskPort.claim``), in the same write.
 
-        def start(section: TaskDocument | None) -> TaskDocument | None:
-            # Earlier attempts' steps only: this attempt delivered again numbers its
-            # steps as it did, and the section knows them (keyed by attempt and step).
-            # A folded line keeps the newest step it stands for.
-            earlier = [u.step for u in section.updates if u.attempt < attempt] if section else []
-            self._count = max(earlier, default=0)
-            return sections.started(section, now)
-
-        try:
-            await self._tasks.show(self._task.user_id, self._task.task_id, start)
-        except Exception:
-            # The section is only a view; the tool's work goes on.
-            log.warning("task %s: its section was not updated", self._task.task_id, exc_info=True)
+        Earlier attempts' steps only: this attempt delivered again numbers its steps as
+        it did, and the section knows them (keyed by attempt and step). A folded line
+        keeps the newest step it stands for."""
+        attempt = self._task.attempt
+        earlier = [u.step for u in section.updates if u.attempt < attempt] if section else []
+        self._count = max(earlier, default=0)
+        return sections.started(section, self._clock.now())
 
     async def report(self, text: str) -> None:
         """A step: first a look at the ledger (the task stops here if its user cancelled
