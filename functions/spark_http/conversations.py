@@ -56,8 +56,7 @@ async def post_message(edge: Edge, request: Request) -> Response:
         return await _deliver(edge, request, user, body.text or "", target, attachments)
     if request.headers.get("idempotency-key") is not None:
         raise RequestError(AGENT_IDEMPOTENCY)
-    agent = edge.agent
-    sent = await agent.send(
+    posted = await edge.agent.post(
         user,
         body.text or "",
         body.conversation_id,
@@ -68,17 +67,15 @@ async def post_message(edge: Edge, request: Request) -> Response:
         voice_session=body.voice_session_id,
         voice=body.voice.storage_path if body.voice else None,
     )
-    if sent.hearing is not None:
-        return sse_response(agent.stream_hearing(sent.hearing))
-    run = sent.run
-    if run is None:
-        ack = AckResponse(
-            conversation_id=sent.conversation_id,
-            message_id=sent.user_message_id,
-            status="queued" if sent.queued else "accepted",
-        )
-        return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
-    return sse_response(agent.stream(run))
+    if posted.body is not None:
+        return sse_response(posted.body)
+    sent = posted.sent
+    ack = AckResponse(
+        conversation_id=sent.conversation_id,
+        message_id=sent.user_message_id,
+        status="queued" if sent.queued else "accepted",
+    )
+    return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
 
 
 async def _deliver(

@@ -14,6 +14,7 @@ being enqueued) is held by one ``Background``, drained on shutdown.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 
 from shared.agent.background import Background
 from shared.agent.chat import Chats
@@ -39,6 +40,15 @@ from shared.store import versions
 from shared.store.base import LessonStore
 from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
 from shared.voice.speech import Spoken, SpokenReplies
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """What ``Agent.post`` did (``sent``), and the SSE body of the reply produced in
+    this process (``None``: a task produces it, or the message waits its turn)."""
+
+    sent: Sent
+    body: AsyncIterator[bytes] | None
 
 
 class Agent(FamilyVerbs):
@@ -136,6 +146,37 @@ class Agent(FamilyVerbs):
         if self._speech is None:
             raise VoiceUnavailable(OFFLINE)
         return await self._speech.speak(user_id, conversation_id, message_id)
+
+    async def post(
+        self,
+        user: User,
+        text: str,
+        conversation_id: str | None,
+        *,
+        background: bool = False,
+        when_busy: WhenBusy = "reject",
+        document_id: str | None = None,
+        attachments: Sequence[Requested] = (),
+        voice_session: str | None = None,
+        voice: str | None = None,
+    ) -> Posted:
+        """``send`` for the messages route, in one call: what it did, and unless the
+        reply is handed to a task or queued, the SSE body that produces it here (the
+        run's, or the voice message's hearing and then its run's)."""
+        sent = await self.send(
+            user,
+            text,
+            conversation_id,
+            background=background,
+            when_busy=when_busy,
+            document_id=document_id,
+            attachments=attachments,
+            voice_session=voice_session,
+            voice=voice,
+        )
+        if sent.hearing is not None:
+            return Posted(sent, self.stream_hearing(sent.hearing))
+        return Posted(sent, None if sent.run is None else self.stream(sent.run))
 
     def stream(self, run: Run, framing: Framing = SSE) -> AsyncIterator[bytes]:
         """The SSE body of ``run``, produced here (``framing``: our events, or the AI
