@@ -16,13 +16,15 @@ from typing import Literal
 
 from shared.agent.claims import Claims
 from shared.agent.deps import RunDeps
+from shared.agent.draft import run_of
 from shared.agent.loop import Run
+from shared.agent.queued import claim_queued_run
 from shared.agent.results import FollowUp, open_follow_up
 from shared.agent.runs import follow_up_run
 from shared.agent.watch import Watch
-from shared.errors import NotFound, RunInProgress
+from shared.errors import NotFound, RateLimited, RunInProgress, SlotsTaken, SparkError
 from shared.queue.port import RunQueue
-from shared.schemas.documents import Conversation
+from shared.schemas.documents import ActiveRun, Conversation
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +66,15 @@ class Continuation:
         *,
         background: bool = False,
         attempt: int | None = 0,
+        source: str | None = None,
     ) -> Next:
         """Record a result with ``record`` and decide how the agent goes on: its
         follow-up, queued (it passes admission like every run), is claimed here, or with
         ``background`` handed to a task. Should another run hold the conversation, a task
         tries again once it is free (``attempt``: the number of that try, given up past
-        ``FOLLOW_UP_ATTEMPTS``; ``None``: the caller tries again itself).
+        ``FOLLOW_UP_ATTEMPTS``; ``None``: the caller tries again itself). ``source``:
+        the message whose calls ``record`` answers, when known before it is read; then
+        the follow-up produced here is admitted and opened in one commit (``_admitted``).
 
         Raises:
             NotFound: no such conversation; or as ``record``.
@@ -89,10 +94,21 @@ class Continuation:
         store = self._deps.store
         found: FollowUp | None = None  # the call not saved yet by the run holding it
         source_id = ""
-        with contextlib.suppress(RunInProgress):
-            conversation, (found, source_id) = await store.apply(
-                user_id, conversation_id, opening(record)
-            )
+        if source is not None and not background:
+            with contextlib.suppress(RunInProgress, SlotsTaken, RateLimited):
+                conversation, (found, source_id) = await self._admitted(
+                    user_id, conversation_id, source, record
+                )
+                active = conversation.active_run
+                if found == "ours" and active is not None and active.status == "streaming":
+                    await self._watched(user_id, conversation_id, active)
+                    return Next("run", run_of(self._deps, user_id, conversation, active))
+            # Refused a place (nothing written): opened queued below, its claim says why.
+        if found is None:
+            with contextlib.suppress(RunInProgress):
+                conversation, (found, source_id) = await store.apply(
+                    user_id, conversation_id, opening(record)
+                )
         if found is None or found == "busy":
             # Another run holds the conversation: should its producer have died, it is
             # closed now (a read only when a run was there, as a send's opening does),
@@ -128,7 +144,55 @@ class Continuation:
         recorded); ``attempt`` as in ``go_on``. A conversation gone: ``over``."""
         try:
             return await self.go_on(
-                user_id, conversation_id, lambda c: (c, source_id), attempt=attempt
+                user_id,
+                conversation_id,
+                lambda c: (c, source_id),
+                attempt=attempt,
+                source=source_id,
             )
         except NotFound:
             return Next("over")
+
+    async def _admitted(
+        self, user_id: str, conversation_id: str, source_id: str, record: Record
+    ) -> tuple[Conversation, tuple[FollowUp, str]]:
+        """Record with ``record`` and open the follow-up to ``source_id`` producing, its
+        run admitted in the same commit (``RunSlots.admit_and_open``), as a send's is: one
+        commit where a queued follow-up takes three (its opening, its admission, its
+        claim). A follow-up queued already (an earlier delivery's) is claimed in it.
+
+        Raises:
+            SlotsTaken, RateLimited: nothing was written (the follow-up, opened queued,
+                is refused at its claim: it waits for a place, or ends saying why).
+            NotFound: no such conversation; or as ``record``.
+        """
+        deps = self._deps
+        now = deps.clock.now()
+        lease_until = now + self._watch.lease()
+        run = follow_up_run(source_id, now, lease_until, queued=False, model=deps.label)
+        decided: list[tuple[FollowUp, str]] = []
+
+        def change(conversation: Conversation | None) -> Conversation:
+            if conversation is None:
+                raise NotFound("No conversation with this id.")
+            recorded, source = record(conversation)
+            opened, found = open_follow_up(recorded, source, run)
+            active = opened.active_run
+            if found == "ours" and active is not None and active.status == "queued":
+                opened = claim_queued_run(opened, active.run_id, lease_until, deps.label)
+            decided[:] = [(found, source)]
+            return opened
+
+        conversation = await deps.slots.admit_and_open(
+            user_id, run.run_id, conversation_id, change, new=False
+        )
+        return conversation, decided[0]
+
+    async def _watched(self, user_id: str, conversation_id: str, run: ActiveRun) -> None:
+        """Ask for the watchdog of a follow-up produced here; should the queue refuse,
+        the run is produced all the same (a send's is asked for in the background), and
+        the next message in the conversation closes it should this process die."""
+        try:
+            await self._watch.watchdog(user_id, conversation_id, run)
+        except SparkError:
+            log.warning("run %s: no watchdog", run.run_id, exc_info=True)

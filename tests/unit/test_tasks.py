@@ -332,3 +332,27 @@ async def test_a_stop_that_lands_while_a_reply_saves_leaves_no_task_waiting() ->
     conversation = await stored(service, conversation_id)
     assert conversation.active_run is None
     assert [r[1] for r in results(conversation)] == ["error"]
+
+
+async def test_a_delivery_writes_each_document_only_as_often_as_it_changes() -> None:
+    """One delivery of a task whose result is followed up, its writes counted. The
+    conversation, four: one judges the call and starts it, one records the result, one
+    opens the follow-up (the ledger's admission in the same commit), one closes it (the
+    release in the same commit). The ledger, four: the claim (with the section shown
+    running), the admission, the release, the finish (with the section ended). Before
+    the call was judged and started in one write, the conversation took five."""
+    provider = ScriptedProvider([calls(("make_lesson", "call_1")), Step.reply("Done.")])
+    f = fakes()
+    service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(Flaky())]))
+    conversation_id, _ = await run_to_end(service, ALICE, "lesson please")
+    before = (f.store.writes[conversation_id], f.ledger.writes, dict(f.sections.writes))
+
+    assert await deliver_all(service, f.queue) == 1
+
+    after = await stored(service, conversation_id)
+    assert after.messages[-1].text == "Done." and after.active_run is None
+    conversation_writes = f.store.writes[conversation_id] - before[0]
+    ledger_writes = f.ledger.writes - before[1]
+    (task_id,) = f.sections.writes
+    section_writes = f.sections.writes[task_id] - before[2].get(task_id, 0)
+    assert (conversation_writes, ledger_writes, section_writes) == (4, 4, 2)
