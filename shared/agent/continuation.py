@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from shared.agent.claims import Claims
@@ -47,6 +48,8 @@ class Next:
 
     status: Literal["run", "handed", "later", "busy", "over"]
     run: Run | None = None
+    # The conversation as the write that recorded the result left it (``None``: gone).
+    conversation: Conversation | None = None
 
 
 class Continuation:
@@ -67,6 +70,7 @@ class Continuation:
         background: bool = False,
         attempt: int | None = 0,
         source: str | None = None,
+        reserve: int = 0,
     ) -> Next:
         """Record a result with ``record`` and decide how the agent goes on: its
         follow-up, queued (it passes admission like every run), is claimed here, or with
@@ -75,6 +79,7 @@ class Continuation:
         ``FOLLOW_UP_ATTEMPTS``; ``None``: the caller tries again itself). ``source``:
         the message whose calls ``record`` answers, when known before it is read; then
         the follow-up produced here is admitted and opened in one commit (``_admitted``).
+        ``reserve`` as in ``ConversationStore.mutate``, for a result that is new content.
 
         Raises:
             NotFound: no such conversation; or as ``record``.
@@ -97,17 +102,18 @@ class Continuation:
         if source is not None and not background:
             with contextlib.suppress(RunInProgress, SlotsTaken, RateLimited):
                 conversation, (found, source_id) = await self._admitted(
-                    user_id, conversation_id, source, record
+                    user_id, conversation_id, source, record, now, lease_until, reserve
                 )
                 active = conversation.active_run
                 if found == "ours" and active is not None and active.status == "streaming":
                     await self._watched(user_id, conversation_id, active)
-                    return Next("run", run_of(self._deps, user_id, conversation, active))
+                    run = run_of(self._deps, user_id, conversation, active)
+                    return Next("run", run, conversation)
             # Refused a place (nothing written): opened queued below, its claim says why.
         if found is None:
             with contextlib.suppress(RunInProgress):
                 conversation, (found, source_id) = await store.apply(
-                    user_id, conversation_id, opening(record)
+                    user_id, conversation_id, opening(record), reserve=reserve
                 )
         if found is None or found == "busy":
             # Another run holds the conversation: should its producer have died, it is
@@ -117,44 +123,61 @@ class Continuation:
             recorded = source_id
             again = record if found is None else (lambda c: (c, recorded))
             conversation, (found, source_id) = await store.apply(
-                user_id, conversation_id, opening(again)
+                user_id, conversation_id, opening(again), reserve=reserve
             )
         if found == "ours":
             active = conversation.active_run
             assert active is not None
             if background:
                 await self._watch.hand_to_task(user_id, conversation_id, active)
-                return Next("handed")
+                return Next("handed", None, conversation)
             await self._watch.watchdog(user_id, conversation_id, active)
-            return Next("run", await self._claims.claim(user_id, conversation_id, active.run_id))
+            claimed = await self._claims.claim(user_id, conversation_id, active.run_id)
+            return Next("run", claimed, conversation)
         if found != "busy":
-            return Next("over")
+            return Next("over", None, conversation)
         if attempt is None:
-            return Next("busy")
+            return Next("busy", None, conversation)
         if attempt > FOLLOW_UP_ATTEMPTS:
             log.warning("follow-up of %s: the conversation stayed busy", source_id)
-            return Next("over")
+            return Next("over", None, conversation)
         await self._queue.enqueue_follow_up(user_id, conversation_id, source_id, attempt)
-        return Next("later")
+        return Next("later", None, conversation)
 
     async def follow_up(
-        self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
+        self,
+        user_id: str,
+        conversation_id: str,
+        source_id: str,
+        attempt: int | None,
+        record: Callable[[Conversation], Conversation] | None = None,
+        reserve: int = 0,
     ) -> Next:
-        """The agent's follow-up to the results of the calls in ``source_id`` (already
-        recorded); ``attempt`` as in ``go_on``. A conversation gone: ``over``."""
+        """The agent's follow-up to the results of the calls in ``source_id``, recorded
+        already or by ``record`` in the same write; ``attempt`` and ``reserve`` as in
+        ``go_on``. A conversation gone: ``over``, with none."""
+        recording = record or (lambda c: c)
         try:
             return await self.go_on(
                 user_id,
                 conversation_id,
-                lambda c: (c, source_id),
+                lambda c: (recording(c), source_id),
                 attempt=attempt,
                 source=source_id,
+                reserve=reserve,
             )
         except NotFound:
             return Next("over")
 
     async def _admitted(
-        self, user_id: str, conversation_id: str, source_id: str, record: Record
+        self,
+        user_id: str,
+        conversation_id: str,
+        source_id: str,
+        record: Record,
+        now: datetime,
+        lease_until: datetime,
+        reserve: int,
     ) -> tuple[Conversation, tuple[FollowUp, str]]:
         """Record with ``record`` and open the follow-up to ``source_id`` producing, its
         run admitted in the same commit (``RunSlots.admit_and_open``), as a send's is: one
@@ -167,8 +190,6 @@ class Continuation:
             NotFound: no such conversation; or as ``record``.
         """
         deps = self._deps
-        now = deps.clock.now()
-        lease_until = now + self._watch.lease()
         run = follow_up_run(source_id, now, lease_until, queued=False, model=deps.label)
         decided: list[tuple[FollowUp, str]] = []
 
@@ -184,7 +205,7 @@ class Continuation:
             return opened
 
         conversation = await deps.slots.admit_and_open(
-            user_id, run.run_id, conversation_id, change, new=False
+            user_id, run.run_id, conversation_id, change, new=False, reserve=reserve
         )
         return conversation, decided[0]
 

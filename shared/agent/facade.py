@@ -13,7 +13,7 @@ being enqueued) is held by one ``Background``, drained on shutdown.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.background import Background
@@ -34,12 +34,15 @@ from shared.errors import SparkError, VoiceUnavailable
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families
-from shared.schemas.documents import Lesson
+from shared.schemas.documents import Conversation, Lesson
 from shared.schemas.uichat import ChatRequest
 from shared.store import versions
 from shared.store.base import LessonStore
 from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
 from shared.voice.speech import Spoken, SpokenReplies
+
+# ``Next``: what ``follow_up`` says of the agent's follow-up (the tasks handler reads it).
+__all__ = ["Agent", "Next", "Posted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,13 +339,21 @@ class Agent(FamilyVerbs):
         return await self._runs.supervise(user_id, conversation_id, run_id)
 
     async def follow_up(
-        self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
+        self,
+        user_id: str,
+        conversation_id: str,
+        source_id: str,
+        attempt: int | None,
+        record: Callable[[Conversation], Conversation] | None = None,
+        reserve: int = 0,
     ) -> Next:
-        """How the agent goes on after the results in ``source_id``
-        (``Continuation.follow_up``): its follow-up produced here, now (``run``: it has
-        ended when this returns), or (``attempt``) a task that tries again once the
-        conversation is free."""
-        going = await self._continuation.follow_up(user_id, conversation_id, source_id, attempt)
+        """How the agent goes on after the results in ``source_id``, recorded already or
+        by ``record`` in the same write (``Continuation.follow_up``): its follow-up
+        produced here, now (``run``: it has ended when this returns), or (``attempt``) a
+        task that tries again once the conversation is free."""
+        going = await self._continuation.follow_up(
+            user_id, conversation_id, source_id, attempt, record, reserve
+        )
         if going.run is not None:
             await going.run.execute()
         return going

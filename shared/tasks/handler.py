@@ -13,17 +13,18 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Literal
 
 from shared.agent.deps import RunDeps
-from shared.agent.facade import Agent
+from shared.agent.facade import Agent, Next
 from shared.agent.questions import ask_for_task
 from shared.agent.results import cancel_by_user, record_results
 from shared.agent.task_calls import BeforeTool, after_result, begin_tool
 from shared.errors import ConversationTooLarge, NotFound, TaskCancelled
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
-from shared.schemas.documents import Conversation, Message, ToolCall
+from shared.schemas.documents import Conversation, ToolCall
 from shared.schemas.server import TaskRecord
 from shared.schemas.tasks import (
     AnyTask,
@@ -166,12 +167,20 @@ class TaskHandler:
         # write that judged it gave the call that result (``begin_tool``).
         if seen.found == "run":
             document_id = conversation.document_id
-            conversation = await self._run_tool(task, call, document_id, seen.text, steps)
-            if conversation is None:
+            outcome = await self._run_tool(task, call, document_id, seen.text, steps)
+            if outcome is None:
                 return  # retried later, or waiting for its user's answer
-        end = after_result(conversation, call.id, message, task.task_id)
-        if end.follow_up and not await self._follow_up(task, end.source):
-            return  # retried later
+            going = await self._record(task, call, message.id, outcome)
+            if going is None:
+                return  # recorded; the follow-up is retried later
+            if going.conversation is None:
+                await self._finish(task, "failed", "The conversation is gone.")
+                return
+            end = after_result(going.conversation, call.id, message, task.task_id)
+        else:
+            end = after_result(conversation, call.id, message, task.task_id)
+            if end.follow_up and await self._follow_up(task, end.source.id) is None:
+                return  # retried later
         ending = None
         if end.ended != "cancelled" and end.result is not None:
             ok = end.ended == "completed"
@@ -185,22 +194,22 @@ class TaskHandler:
         document_id: str | None,
         answer: str | None,
         steps: Steps,
-    ) -> Conversation | None:
-        """Run the tool and record its result (its section shows it running since the
-        claim: ``Steps.start``); ``None`` if it will be retried instead, or waits for its
-        user's answer to the question it asked."""
+    ) -> ToolOutcome | Literal["cancelled"] | None:
+        """Run the tool (its section shows it running since the claim: ``Steps.start``):
+        its outcome, ``cancelled`` by its user at a step, or ``None`` if it will be
+        retried instead, or waits for its user's answer to the question it asked."""
         try:
             outcome = await self._execute(task, call, document_id, steps.report, answer)
         except TaskCancelled:
             log.info("task %s: cancelled by its user at a step", task.task_id)
-            return await self._cancelled(task, call)
+            return "cancelled"
         finally:
             await steps.close()
         if outcome is None:
             return None
         if outcome.ask is not None and answer is None and await self._ask(task, call, outcome.ask):
             return None
-        return await self._record(task, call, outcome)
+        return outcome
 
     async def _ask(self, task: ToolTask, call: ToolCall, ask: Ask) -> bool:
         """Put the tool's question to the user in a call of its own and wait; ``False``
@@ -221,14 +230,6 @@ class TaskHandler:
         """The task waits on the user: the ledger frees the slot until the answer queues
         it again (``People.answer``), and the section shows ``question``, in one write."""
         await self._tasks.wait(task.user_id, task.task_id, task.attempt, question)
-
-    async def _cancelled(self, task: ToolTask, call: ToolCall) -> Conversation:
-        """Its user cancelled the task: the call gets the result the model sees, and the
-        follow-up is wanted as for any result (the task then ends ``cancelled``)."""
-        now = self._deps.clock.now()
-        return await self._deps.store.mutate(
-            task.user_id, task.conversation_id, lambda c: cancel_by_user(c, call.id, now)
-        )
 
     async def _show(self, task: ToolTask, change: SectionChange) -> None:
         try:
@@ -272,46 +273,66 @@ class TaskHandler:
                 outcome = refused(_gave_up(call, task.attempt, safe_reason(failure)))
         return outcome
 
-    async def _record(self, task: ToolTask, call: ToolCall, outcome: ToolOutcome) -> Conversation:
-        deps = self._deps
-        now, change, ok = deps.clock.now(), outcome.change, outcome.ok
+    async def _record(
+        self,
+        task: ToolTask,
+        call: ToolCall,
+        source_id: str,
+        outcome: ToolOutcome | Literal["cancelled"],
+    ) -> Next | None:
+        """Record the tool's result, and in the same write let the agent follow up
+        (``_follow_up``). Cancelled by its user, the call gets the result the model sees
+        (the task then ends ``cancelled``)."""
+        now = self._deps.clock.now()
+        if outcome == "cancelled":
+            cancelled = partial(cancel_by_user, tool_call_id=call.id, now=now)
+            return await self._follow_up(task, source_id, cancelled)
+        change, ok = outcome.change, outcome.ok
+        result = partial(
+            record_results,
+            outputs={call.id: outcome.output_json},
+            status="ok" if ok else "error",
+            now=now,
+            task_error=None if ok else "The tool failed.",
+            changes={call.id: change} if change else None,
+            descriptions={call.id: outcome.description},
+        )
         try:
-            return await deps.store.mutate(
-                task.user_id,
-                task.conversation_id,
-                lambda c: record_results(
-                    c,
-                    {call.id: outcome.output_json},
-                    "ok" if ok else "error",
-                    now,
-                    None if ok else "The tool failed.",
-                    changes={call.id: change} if change else None,
-                    descriptions={call.id: outcome.description},
-                ),
-                reserve=CLOSING_RESERVE,  # new content; the note below may use the room
-            )
+            # New content; the note below may use the room kept for closing.
+            return await self._follow_up(task, source_id, result, reserve=CLOSING_RESERVE)
         except ConversationTooLarge:
             # Never retried for ever: the model hears the result did not fit, and the task
             # ends (freeing its slot) either way.
             log.warning("task %s: its result does not fit the conversation", task.task_id)
-            small = error_output(TOO_LARGE)
-            return await deps.store.mutate(
-                task.user_id,
-                task.conversation_id,
-                lambda c: record_results(c, {call.id: small}, "error", now, TOO_LARGE),
+            small = partial(
+                record_results,
+                outputs={call.id: error_output(TOO_LARGE)},
+                status="error",
+                now=now,
+                task_error=TOO_LARGE,
             )
+            return await self._follow_up(task, source_id, small)
 
-    async def _follow_up(self, task: ToolTask, source: Message) -> bool:
-        """Let the agent answer the results (produced by ``Agent.follow_up``); ``False``
-        if it must wait (retried later)."""
-        going = await self._agent.follow_up(task.user_id, task.conversation_id, source.id, None)
+    async def _follow_up(
+        self,
+        task: ToolTask,
+        source_id: str,
+        record: Callable[[Conversation], Conversation] | None = None,
+        reserve: int = 0,
+    ) -> Next | None:
+        """Let the agent answer the results of ``source_id``'s calls, recorded already or
+        by ``record`` in the same write (``Agent.follow_up``: produced here, now); ``None``
+        if the follow-up must wait (retried later)."""
+        going = await self._agent.follow_up(
+            task.user_id, task.conversation_id, source_id, None, record, reserve
+        )
         if going.status == "busy":
             if task.attempt >= self._policy.max_attempts + BUSY_RETRIES:
                 log.warning("task %s: conversation stayed busy; no follow-up", task.task_id)
-                return True
+                return going
             await self._retry_later(task, self._policy.busy_wait, None)
-            return False
-        return True
+            return None
+        return going
 
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:
         deliveries.mark("retry")

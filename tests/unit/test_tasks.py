@@ -336,11 +336,12 @@ async def test_a_stop_that_lands_while_a_reply_saves_leaves_no_task_waiting() ->
 
 async def test_a_delivery_writes_each_document_only_as_often_as_it_changes() -> None:
     """One delivery of a task whose result is followed up, its writes counted. The
-    conversation, four: one judges the call and starts it, one records the result, one
+    conversation, three: one judges the call and starts it, one records the result and
     opens the follow-up (the ledger's admission in the same commit), one closes it (the
     release in the same commit). The ledger, four: the claim (with the section shown
-    running), the admission, the release, the finish (with the section ended). Before
-    the call was judged and started in one write, the conversation took five."""
+    running), the admission, the release, the finish (with the section ended). The
+    conversation took five before the call was judged and started in one write, and
+    the result recorded with the follow-up's opening."""
     provider = ScriptedProvider([calls(("make_lesson", "call_1")), Step.reply("Done.")])
     f = fakes()
     service = make_service(provider, fakes=f, tools=ToolRegistry([task_tool(Flaky())]))
@@ -355,4 +356,4 @@ async def test_a_delivery_writes_each_document_only_as_often_as_it_changes() -> 
     ledger_writes = f.ledger.writes - before[1]
     (task_id,) = f.sections.writes
     section_writes = f.sections.writes[task_id] - before[2].get(task_id, 0)
-    assert (conversation_writes, ledger_writes, section_writes) == (4, 4, 2)
+    assert (conversation_writes, ledger_writes, section_writes) == (3, 4, 2)
