@@ -30,7 +30,9 @@ class Steps:
         self._tasks, self._task, self._clock = tasks, task, clock
         self._pending: list[sections.Step] = []
         self._count = 0
-        self._writer = ThrottledWriter(self._write, every.total_seconds(), clock)
+        self._every = every.total_seconds()
+        # Made by the first step this attempt reports (most tools report none).
+        self._writer: ThrottledWriter | None = None
 
     def start(self, section: TaskDocument | None) -> TaskDocument | None:
         """The section shown running (the tool starts, or goes on), and the steps it
@@ -57,6 +59,8 @@ class Steps:
             log.warning("task %s: could not look for a cancel", self._task.task_id, exc_info=True)
         self._count += 1
         self._pending.append(sections.Step(self._task.attempt, self._count, text))
+        if self._writer is None:
+            self._writer = ThrottledWriter(self._write, self._every, self._clock)
         self._writer.touch()
 
     async def _write(self) -> None:
@@ -73,9 +77,9 @@ class Steps:
             raise
 
     async def close(self) -> None:
-        """The last steps written; nothing read or written for a tool that reported none
-        (no writer was started, and its final write would change nothing)."""
-        if self._count == 0:
+        """The last steps written; nothing read or written for an attempt that reported
+        none (no writer was made, and its final write would change nothing)."""
+        if self._writer is None:
             return
         try:
             await self._writer.finish(self._write)
