@@ -56,7 +56,7 @@ async def post_message(edge: Edge, request: Request) -> Response:
         return await _deliver(edge, request, user, body.text or "", target, attachments)
     if request.headers.get("idempotency-key") is not None:
         raise RequestError(AGENT_IDEMPOTENCY)
-    posted = await edge.agent.post(
+    sent = await edge.agent.send(
         user,
         body.text or "",
         body.conversation_id,
@@ -66,10 +66,10 @@ async def post_message(edge: Edge, request: Request) -> Response:
         attachments=attachments,
         voice_session=body.voice_session_id,
         voice=body.voice.storage_path if body.voice else None,
+        stream=True,
     )
-    if posted.body is not None:
-        return sse_response(posted.body)
-    sent = posted.sent
+    if sent.body is not None:
+        return sse_response(sent.body)
     ack = AckResponse(
         conversation_id=sent.conversation_id,
         message_id=sent.user_message_id,

@@ -14,7 +14,7 @@ being enqueued) is held by one ``Background``, drained on shutdown.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
 from shared.agent.background import Background
 from shared.agent.chat import Chats
@@ -42,16 +42,7 @@ from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
 from shared.voice.speech import Spoken, SpokenReplies
 
 # ``Next``: what ``follow_up`` says of the agent's follow-up (the tasks handler reads it).
-__all__ = ["Agent", "Next", "Posted"]
-
-
-@dataclass(frozen=True, slots=True)
-class Posted:
-    """What ``Agent.post`` did (``sent``), and the SSE body of the reply produced in
-    this process (``None``: a task produces it, or the message waits its turn)."""
-
-    sent: Sent
-    body: AsyncIterator[bytes] | None
+__all__ = ["Agent", "Next"]
 
 
 class Agent(FamilyVerbs):
@@ -111,12 +102,16 @@ class Agent(FamilyVerbs):
         voice_session: str | None = None,
         voice: str | None = None,
         create: bool = False,
+        stream: bool = False,
     ) -> Sent:
         """Persist the user's message and open its run (``Opening.send``); with
         ``voice_session``, a voice message of that live-audio session; with ``voice``, a
         push-to-talk clip, which a streamed message hears in ``stream_hearing``; with
-        ``create``, ``conversation_id`` is made should it not exist (a chat's own id)."""
-        return await self._opening.send(
+        ``create``, ``conversation_id`` is made should it not exist (a chat's own id).
+        With ``stream``, the messages route's one call: ``Sent.body`` is the SSE body
+        that produces the reply here (``stream``, or ``stream_hearing``), unless a task
+        produces it or the message waits its turn."""
+        sent = await self._opening.send(
             user,
             text,
             conversation_id,
@@ -129,6 +124,11 @@ class Agent(FamilyVerbs):
             listening=not background,
             create=create,
         )
+        if not stream:
+            return sent
+        if sent.hearing is not None:
+            return replace(sent, body=self.stream_hearing(sent.hearing))
+        return sent if sent.run is None else replace(sent, body=self.stream(sent.run))
 
     async def start_voice_session(self, user_id: str) -> VoiceSession:
         """A live-audio session's secret, within the user's allowance (``LiveSessions``).
@@ -149,37 +149,6 @@ class Agent(FamilyVerbs):
         if self._speech is None:
             raise VoiceUnavailable(OFFLINE)
         return await self._speech.speak(user_id, conversation_id, message_id)
-
-    async def post(
-        self,
-        user: User,
-        text: str,
-        conversation_id: str | None,
-        *,
-        background: bool = False,
-        when_busy: WhenBusy = "reject",
-        document_id: str | None = None,
-        attachments: Sequence[Requested] = (),
-        voice_session: str | None = None,
-        voice: str | None = None,
-    ) -> Posted:
-        """``send`` for the messages route, in one call: what it did, and unless the
-        reply is handed to a task or queued, the SSE body that produces it here (the
-        run's, or the voice message's hearing and then its run's)."""
-        sent = await self.send(
-            user,
-            text,
-            conversation_id,
-            background=background,
-            when_busy=when_busy,
-            document_id=document_id,
-            attachments=attachments,
-            voice_session=voice_session,
-            voice=voice,
-        )
-        if sent.hearing is not None:
-            return Posted(sent, self.stream_hearing(sent.hearing))
-        return Posted(sent, None if sent.run is None else self.stream(sent.run))
 
     def stream(self, run: Run, framing: Framing = SSE) -> AsyncIterator[bytes]:
         """The SSE body of ``run``, produced here (``framing``: our events, or the AI

@@ -6,7 +6,7 @@ run opened (or its message queued behind a live run, or its reply handed to a ta
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from shared.agent.background import Background
@@ -42,13 +42,15 @@ class Hearing:
 class Sent:
     """What a send did: a run to produce now (``run``), the reply handed to a task
     (neither), the message ``queued`` behind a live run, or (a voice message streamed)
-    a ``hearing`` to finish first."""
+    a ``hearing`` to finish first. ``body``: the SSE body producing the reply, when the
+    facade's send was asked for it (``Agent.send(stream=True)``)."""
 
     conversation_id: str
     user_message_id: str
     run: Run | None
     queued: bool = False
     hearing: Hearing | None = None
+    body: AsyncIterator[bytes] | None = None
 
 
 class Opening:
