@@ -25,7 +25,15 @@ them (so the exporter's own work, encoding and sending its batches, is counted).
     is judged on; the same with a model that answers at once (all five spans on the
     way) is printed beside it, for scale. On a shared 2-core machine (a)'s control
     moves by more than the 0.2 ms target, so (a) shows the order of things and (c)
-    resolves the target.
+    resolves the target;
+(d) (b)'s cost, measured where it is spent: tracing's whole CPU per span, made by the
+    same calls as (c) and exported as the api exports them, counted on every thread of
+    this process (the exporter's encoding and sending too), to a receiver in a process
+    of its own (its decoding not counted), against the same calls with tracing off;
+    times (b)'s spans per stream-second, as a share of the api's CPU per stream-second
+    with tracing off. (b)'s control moves by about as much as its 5 % target on this
+    machine, so (b) shows the order of things (and what (d) leaves out: the exporter's
+    thread contending with the requests'), and (d) resolves the target.
 
 A reduced ``stream_overhead.py``: the same client, streams and CPU reading.
 """
@@ -122,7 +130,9 @@ async def ttft(off: Target, control: Target, on: Target, samples: int) -> None:
 
 async def cpu(
     sides: list[Target], pids: dict[str, int], streams: int, rate: int, rounds: int, sink: Sink
-) -> None:
+) -> tuple[float, float]:
+    """(b); returns the api's CPU per stream-second with tracing off, and the spans it
+    made per stream-second with tracing on."""
     tokens = rate * 3
     stream_seconds = streams * tokens / rate
     print(
@@ -159,6 +169,7 @@ async def cpu(
         "counted on their runs' spans instead of spans of their own"
     )
     print(f"    -> each span costs the api {(cost_on - cost_off) / spans * 1e6:.0f} us of CPU")
+    return cost_off, spans
 
 
 PATH = "/api/spark/agent/messages"
@@ -252,6 +263,70 @@ def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
         )
 
 
+# A receiver that reads each export and drops it, in a process of its own: its work is
+# not this process's CPU, which (d) counts.
+_DROPPING = (
+    "import time; from tools.otlp import OtlpReceiver; "
+    "r = OtlpReceiver(lambda request, size: None); print(r.port, flush=True); time.sleep(1e9)"
+)
+SPANS_PER_MESSAGE = 5  # _to_first_token's: the request's, the model call's, the commit's,
+# the enqueue's and the run's
+
+
+def per_span(cost_off: float, spans: float, reps: int = 400, rounds: int = 7) -> None:
+    """(d): ``_to_first_token`` (five spans) made with this process's tracing on (OTLP/HTTP
+    to a receiver in another process, batched) and off, in alternating rounds, each
+    round's spans flushed within it, timed as this process's CPU (every thread); the
+    rounds' median difference per span, then its share of ``cost_off`` at ``spans`` per
+    stream-second."""
+    import subprocess
+
+    from shared.config import Settings
+    from shared.observe import setup
+
+    receiver = subprocess.Popen(
+        [sys.executable, "-c", _DROPPING], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert receiver.stdout is not None
+        port = int(receiver.stdout.readline())
+        traced = setup.build(
+            Settings.from_env(
+                {
+                    "SPARK_MODEL": "bench",
+                    "SPARK_TELEMETRY": "otlp",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+                }
+            )
+        )
+        took: dict[str, list[float]] = {"off": [], "on": []}
+        try:
+            for _ in range(rounds):
+                for side in ("off", "on"):
+                    setup._process = traced if side == "on" else None  # as ``start`` sets it
+                    began = time.process_time()
+                    for _ in range(reps):
+                        _to_first_token(False)
+                    if traced.tracer_provider is not None:
+                        traced.tracer_provider.force_flush()
+                    took[side].append((time.process_time() - began) / reps)
+        finally:
+            setup._process = None
+            traced.shutdown()
+    finally:
+        receiver.kill()
+        receiver.wait()
+    span = _added(took["off"], took["on"]) / SPANS_PER_MESSAGE
+    share = span * spans / cost_off
+    print(
+        f"(d) tracing's whole CPU per span, made and exported in this process ({reps} "
+        f"messages of {SPANS_PER_MESSAGE} spans, every thread's CPU, median of {rounds} "
+        f"rounds): {span * 1e6:.0f} us; at (b)'s {spans:.1f} spans per stream-second, "
+        f"{span * spans * 1e6:.0f} us of the api's {cost_off * 1e6:.0f} us per stream-second: "
+        f"{share * 100:+.1f} % (target <= {CPU_TARGET * 100:.0f} %: {verdict(share <= CPU_TARGET)})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -307,8 +382,9 @@ def main() -> None:
         )
         started = time.perf_counter()
         asyncio.run(ttft(sides[0], sides[1], sides[2], args.samples))
-        asyncio.run(cpu(sides, pids, args.streams, args.rate, args.rounds, sink))
+        cost_off, spans = asyncio.run(cpu(sides, pids, args.streams, args.rate, args.rounds, sink))
         in_process(sink)
+        per_span(cost_off, spans)
         print(
             f"    ({sink.bytes / 1024:.0f} KiB of spans exported in "
             f"{time.perf_counter() - started:.0f} s)"
