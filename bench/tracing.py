@@ -58,6 +58,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 
 from bench.stream_overhead import TEXT_MARK, Target, concurrent, verdict  # noqa: E402
+from shared.observe.setup import Telemetry  # noqa: E402
 from shared.observe.tracing import STREAMING_COMMITS  # noqa: E402
 from tools.otlp import OtlpReceiver  # noqa: E402
 from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
@@ -217,6 +218,24 @@ def _to_first_token(slow_model: bool) -> float:
     return first - began
 
 
+def _traced(port: int) -> Telemetry:
+    """This process's telemetry as the api's (``SPARK_TELEMETRY=otlp``: OTLP/HTTP to a
+    receiver on ``port``, batched); made current by setting ``setup._process`` to it, as
+    ``setup.start`` does."""
+    from shared.config import Settings
+    from shared.observe import setup
+
+    return setup.build(
+        Settings.from_env(
+            {
+                "SPARK_MODEL": "bench",
+                "SPARK_TELEMETRY": "otlp",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+            }
+        )
+    )
+
+
 def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
     """(c): ``_to_first_token`` timed with this process's tracing on (as the api's:
     OTLP/HTTP to ``sink``, batched) and off, in alternating rounds, at a model slower
@@ -225,18 +244,9 @@ def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
     spends; the exporter's thread, which encodes and sends the batches, is (b)'s. A
     round makes fewer spans than the batch queue holds, and the queue is drained
     between rounds, so no span is dropped."""
-    from shared.config import Settings
     from shared.observe import setup
 
-    traced = setup.build(
-        Settings.from_env(
-            {
-                "SPARK_MODEL": "bench",
-                "SPARK_TELEMETRY": "otlp",
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink.port}",
-            }
-        )
-    )
+    traced = _traced(sink.port)
     sides = [(slow, side) for slow in (True, False) for side in ("off", "on")]
     took: dict[tuple[bool, str], list[float]] = {key: [] for key in sides}
     try:
@@ -281,7 +291,6 @@ def per_span(cost_off: float, spans: float, reps: int = 400, rounds: int = 7) ->
     stream-second."""
     import subprocess
 
-    from shared.config import Settings
     from shared.observe import setup
 
     receiver = subprocess.Popen(
@@ -289,16 +298,7 @@ def per_span(cost_off: float, spans: float, reps: int = 400, rounds: int = 7) ->
     )
     try:
         assert receiver.stdout is not None
-        port = int(receiver.stdout.readline())
-        traced = setup.build(
-            Settings.from_env(
-                {
-                    "SPARK_MODEL": "bench",
-                    "SPARK_TELEMETRY": "otlp",
-                    "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
-                }
-            )
-        )
+        traced = _traced(int(receiver.stdout.readline()))
         took: dict[str, list[float]] = {"off": [], "on": []}
         try:
             for _ in range(rounds):

@@ -50,6 +50,8 @@ TOO_LARGE = (
     "The result was too large to keep in this conversation, which is full. "
     "Tell the user and suggest starting a new conversation."
 )
+# A task whose tool call is gone (or its whole conversation) ends failed, saying so.
+GONE = "The conversation no longer holds this tool call."
 # A follow-up waiting for another run in the conversation is retried this many extra times.
 BUSY_RETRIES = 10
 
@@ -153,7 +155,7 @@ class TaskHandler:
             return
         if conversation is None or seen.message is None or seen.call is None:
             log.warning("task %s: its tool call is gone; dropping it", task.task_id)
-            await self._finish(task, "failed", "The conversation no longer holds this tool call.")
+            await self._finish(task, "failed", GONE)
             return
         message, call = seen.message, seen.call
         if seen.found == "unapproved":
@@ -174,7 +176,7 @@ class TaskHandler:
             if going is None:
                 return  # recorded; the follow-up is retried later
             if going.conversation is None:
-                await self._finish(task, "failed", "The conversation is gone.")
+                await self._finish(task, "failed", GONE)
                 return
             end = after_result(going.conversation, call.id, message, task.task_id)
         else:
