@@ -286,7 +286,7 @@ class TaskHandler:
         (``_follow_up``). Cancelled by its user, the call gets the result the model sees
         (the task then ends ``cancelled``)."""
         now = self._deps.clock.now()
-        if outcome == "cancelled":
+        if isinstance(outcome, str):  # "cancelled"
             cancelled = partial(cancel_by_user, tool_call_id=call.id, now=now)
             return await self._follow_up(task, source_id, cancelled)
         change, ok = outcome.change, outcome.ok
