@@ -323,6 +323,29 @@ async def per_token(
         )
 
 
+class MachineBusy:
+    """The share of the machine's CPU (every core, ``/proc/stat``) that was busy inside
+    the block, as ``share``: what a level left idle shows whether the machine, not the
+    process measured, was the limit (the emulator, the bench's own client and its fake
+    model share it)."""
+
+    share = 0.0
+
+    @staticmethod
+    def _now() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            values = [int(v) for v in stat.readline().split()[1:]]
+        return sum(values) - values[3] - values[4], sum(values)  # idle and iowait aside
+
+    def __enter__(self) -> MachineBusy:
+        self._start = self._now()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        (busy, everything), (busy0, everything0) = self._now(), self._start
+        self.share = (busy - busy0) / max(everything - everything0, 1)
+
+
 async def concurrent(target: Target, streams: int, tokens: int, rate: int) -> tuple[float, int]:
     """p99 inter-token gap (ms) over ``streams`` concurrent paced streams, and how many failed."""
 
@@ -365,8 +388,9 @@ async def capacity(
         emulator = firestore_emulator_pid()
         cpu_before, wall_before = cpu_seconds(api_pid), time.perf_counter()
         emulator_before = cpu_seconds(emulator) if emulator else 0.0
-        ours, failed = await concurrent(endpoint, streams, tokens, rate)
-        await asyncio.sleep(0.5)  # each run's release and watchdog, after its last byte
+        with MachineBusy() as machine:
+            ours, failed = await concurrent(endpoint, streams, tokens, rate)
+            await asyncio.sleep(0.5)  # each run's release and watchdog, after its last byte
         wall = time.perf_counter() - wall_before
         api_cpu = cpu_seconds(api_pid) - cpu_before
         emulator_cpu = (cpu_seconds(emulator) - emulator_before) / wall if emulator else 0.0
@@ -383,6 +407,7 @@ async def capacity(
             f"| added {added:7.1f} ms | api CPU {api_cpu / wall * 100:3.0f}% "
             f"({api_cpu / stream_seconds * 1e6:5.0f} us per stream-second) "
             f"| Firestore emulator CPU {emulator_cpu * 100:3.0f}% "
+            f"| machine busy {machine.share * 100:3.0f}% of {os.cpu_count()} cores "
             f"| failed {failed}/{streams} (direct {direct_failed}) "
             f"| api peak RSS {peak_rss_mb(api_pid):4.0f} MB"
         )
@@ -434,8 +459,9 @@ async def peers_capacity(
             if streams not in ours.direct:
                 ours.direct[streams] = (await concurrent(provider, streams, tokens, rate))[0]
             cpu_before, wall_before = cpu_seconds(peer.pid), time.perf_counter()
-            gap, failed = await concurrent(peer, streams, tokens, rate)
-            await asyncio.sleep(0.5)  # as for ours
+            with MachineBusy() as machine:
+                gap, failed = await concurrent(peer, streams, tokens, rate)
+                await asyncio.sleep(0.5)  # as for ours
             cpu = cpu_seconds(peer.pid) - cpu_before
             wall = time.perf_counter() - wall_before
             side.cost[streams] = cpu / (streams * tokens / rate)
@@ -445,7 +471,7 @@ async def peers_capacity(
                 f"    {peer.name:18s} {streams:5d} streams: p99 gap {gap:7.1f} ms "
                 f"| added {added:7.1f} ms | CPU {cpu / wall * 100:3.0f}% "
                 f"({side.cost[streams] * 1e6:5.0f} us per stream-second) "
-                f"| failed {failed}/{streams}"
+                f"| machine busy {machine.share * 100:3.0f}% | failed {failed}/{streams}"
             )
             broken = broken or added > 50 or failed > 0
             if not broken:
