@@ -145,7 +145,7 @@ class TaskHandler:
             conversation, seen = await store.apply(
                 task.user_id,
                 task.conversation_id,
-                lambda c: begin_tool(c, record.tool_call_id, cancel, now),
+                partial(begin_tool, call_id=record.tool_call_id, cancel_requested=cancel, now=now),
             )
         except NotFound:
             conversation, seen = None, BeforeTool("gone")
