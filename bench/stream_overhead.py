@@ -163,10 +163,12 @@ class Peer(Target):
         self.pid = pid
 
 
-async def firestore_create_p50(samples: int) -> float:
+async def firestore_p50s(samples: int) -> tuple[float, float]:
+    """A conversation's write (one commit) and its read (one get), p50 (s): the store's
+    round trips, for scale (a message's model request waits on one read: the screen's)."""
     client = AsyncClient(project=os.environ.get("GOOGLE_CLOUD_PROJECT", "demo-spark"))
     now = datetime.now(UTC)
-    times = []
+    times, reads = [], []
     for n in range(samples):
         ref = (
             client.collection("bench")
@@ -198,8 +200,11 @@ async def firestore_create_p50(samples: int) -> float:
         started = time.perf_counter()
         await ref.set(doc)
         times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        await ref.get()
+        reads.append(time.perf_counter() - started)
     client.close()
-    return statistics.median(times)
+    return statistics.median(times), statistics.median(reads)
 
 
 async def ttft(
@@ -207,7 +212,7 @@ async def ttft(
 ) -> dict[str, float]:
     """Prints (a); returns the added time to first token at the slower model, ours
     (``endpoint``'s name) and each peer's."""
-    write = await firestore_create_p50(samples)
+    write, read = await firestore_p50s(samples)
     slow: dict[str, float] = {}
     print(f"(a) time to first token, p50 of {samples}:")
     for model_ttft in (0, 50):
@@ -233,7 +238,10 @@ async def ttft(
                 f"      {name:18s} endpoint {statistics.median(times) * 1e3:7.2f} ms "
                 f"| added {peer_added * 1e3:6.2f} ms | ours/peer added {ratio(added, peer_added)}"
             )
-    print(f"    Firestore conversation write p50 {write * 1e3:6.2f} ms (one commit, for scale)")
+    print(
+        f"    Firestore conversation write p50 {write * 1e3:6.2f} ms (one commit), "
+        f"read p50 {read * 1e3:6.2f} ms (one get), for scale"
+    )
     return slow
 
 
