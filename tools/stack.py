@@ -131,6 +131,10 @@ def firestore_launcher() -> list[str]:
     return [gcloud, "emulators", "firestore", "start"]
 
 
+_LOGS_BEGUN: set[Path] = set()
+"""The log files this process has begun (``Stack.spawn``)."""
+
+
 @dataclass
 class Stack:
     """The processes of one local stack and the environment that reaches them."""
@@ -142,7 +146,11 @@ class Stack:
     def spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
     ) -> None:
-        log = (self.log_dir / f"{name}.log").open("wb")
+        path = self.log_dir / f"{name}.log"
+        # A process started again (or another stack's of the same name, in the same
+        # folder) adds to the log this process began, so what failed before stays in it.
+        log = path.open("ab" if path in _LOGS_BEGUN else "wb")
+        _LOGS_BEGUN.add(path)
         process = subprocess.Popen(
             argv,
             cwd=cwd,

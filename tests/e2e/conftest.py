@@ -357,3 +357,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     said = getattr(getattr(item, "module", None), "_SAID", None)
     if report.when == "call" and report.failed and said:
         report.sections.append(("what the pages said (last 60)", "\n".join(said[-60:])))
+    if report.when == "call" and report.failed:
+        errors = _logged_errors()
+        if errors:
+            report.sections.append(("what the functions logged as errors (last 10)", errors))
+
+
+def _logged_errors(last: int = 10) -> str:
+    """The last errors the stack's functions logged (with their stack traces): a failure
+    seen once, in CI, whose cause is in a function's log, not in the test's."""
+    logs = os.environ.get("SPARK_STACK_LOGS")
+    if not logs:
+        return ""
+    found: list[tuple[float, str]] = []
+    for path in Path(logs).rglob("*.log"):
+        if not path.name.startswith(("api", "tasks")):
+            continue  # the emulators' logs are long and not ours
+        with path.open(errors="replace") as lines:
+            for line in lines:
+                if '"severity": "ERROR"' in line or '"severity": "CRITICAL"' in line:
+                    found.append((path.stat().st_mtime, f"{path.name}: {line.strip()}"))
+    found.sort(key=lambda entry: entry[0])  # the files by when each was last written
+    return "\n".join(line for _, line in found[-last:])
