@@ -48,6 +48,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,14 +220,16 @@ def _to_first_token(slow_model: bool) -> float:
     return first - began
 
 
-def _traced(port: int) -> Telemetry:
+@contextmanager
+def _traced(port: int) -> Iterator[tuple[Telemetry, Callable[[bool], None]]]:
     """This process's telemetry as the api's (``SPARK_TELEMETRY=otlp``: OTLP/HTTP to a
-    receiver on ``port``, batched); made current by setting ``setup._process`` to it, as
-    ``setup.start`` does."""
+    receiver on ``port``, batched), and the switch that makes it current (``True``) or
+    not (``False``) by setting ``setup._process``, as ``setup.start`` does; off and shut
+    down after the block."""
     from shared.config import Settings
     from shared.observe import setup
 
-    return setup.build(
+    traced = setup.build(
         Settings.from_env(
             {
                 "SPARK_MODEL": "bench",
@@ -234,6 +238,15 @@ def _traced(port: int) -> Telemetry:
             }
         )
     )
+
+    def tracing(on: bool) -> None:
+        setup._process = traced if on else None
+
+    try:
+        yield traced, tracing
+    finally:
+        setup._process = None
+        traced.shutdown()
 
 
 def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
@@ -244,21 +257,15 @@ def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
     spends; the exporter's thread, which encodes and sends the batches, is (b)'s. A
     round makes fewer spans than the batch queue holds, and the queue is drained
     between rounds, so no span is dropped."""
-    from shared.observe import setup
-
-    traced = _traced(sink.port)
     sides = [(slow, side) for slow in (True, False) for side in ("off", "on")]
     took: dict[tuple[bool, str], list[float]] = {key: [] for key in sides}
-    try:
+    with _traced(sink.port) as (traced, tracing):
         for _ in range(rounds):
             for slow, side in sides:
-                setup._process = traced if side == "on" else None  # as ``start`` sets it
+                tracing(side == "on")
                 took[slow, side].append(sum(_to_first_token(slow) for _ in range(reps)) / reps)
                 if traced.tracer_provider is not None:
                     traced.tracer_provider.force_flush()
-    finally:
-        setup._process = None
-        traced.shutdown()
     print(
         f"(c) tracing on a message's way to its first token, made in this process ({reps} "
         f"times, this thread's CPU, median of {rounds} rounds):"
@@ -291,28 +298,22 @@ def per_span(cost_off: float, spans: float, reps: int = 400, rounds: int = 7) ->
     stream-second."""
     import subprocess
 
-    from shared.observe import setup
-
     receiver = subprocess.Popen(
         [sys.executable, "-c", _DROPPING], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
     try:
         assert receiver.stdout is not None
-        traced = _traced(int(receiver.stdout.readline()))
         took: dict[str, list[float]] = {"off": [], "on": []}
-        try:
+        with _traced(int(receiver.stdout.readline())) as (traced, tracing):
             for _ in range(rounds):
                 for side in ("off", "on"):
-                    setup._process = traced if side == "on" else None  # as ``start`` sets it
+                    tracing(side == "on")
                     began = time.process_time()
                     for _ in range(reps):
                         _to_first_token(False)
                     if traced.tracer_provider is not None:
                         traced.tracer_provider.force_flush()
                     took[side].append((time.process_time() - began) / reps)
-        finally:
-            setup._process = None
-            traced.shutdown()
     finally:
         receiver.kill()
         receiver.wait()

@@ -157,8 +157,9 @@ def walking(walker: Walker) -> Iterator[Walk]:
 
 
 Walked = Callable[[], Awaitable[None]]
-Scenario = tuple[Walked, Walked | None]
-"""What to walk, and what to check once it has been walked (not walked)."""
+Scenario = tuple[Walked, Walked]
+"""What to walk, and what to run once it has been walked, not walked: a check of its
+outcome, or the test server's shutdown."""
 
 
 async def _stream() -> Scenario:
@@ -178,12 +179,12 @@ async def _stream() -> Scenario:
         response = await client.post(url, headers=headers, json={"text": "hello"})
         assert response.status_code == 200 and "event: done" in response.text
 
-    async def check() -> None:
+    async def shut_down() -> None:
         # The server's shutdown (it drains what is left in the background) is no part
         # of a message: walked before, it counted a stay and a return of its own.
         await served.aclose()
 
-    return walked, check
+    return walked, shut_down
 
 
 async def _delivery() -> Scenario:
@@ -214,14 +215,12 @@ async def _delivery() -> Scenario:
     assert len(queued) == 1, queued
     task = TASK_PAYLOAD.validate_json(queued[0].body)
 
-    conversation_id = run.conversation_id
-
     async def walked() -> None:
         # Only the delivery is walked: reading its outcome back is checked after.
         assert await harness.handler().handle(task) == "done"
 
     async def check() -> None:
-        conversation = await harness.store.get(ALICE.uid, conversation_id)
+        conversation = await harness.store.get(ALICE.uid, run.conversation_id)
         assert conversation is not None and conversation.messages[-1].text == "Done"
 
     return walked, check
@@ -235,12 +234,11 @@ SCENARIOS: dict[str, Callable[[], Awaitable[Scenario]]] = {
 
 async def measure(name: str, by: By = "package") -> Walk:
     """Build scenario ``name``, then walk it."""
-    walked, check = await SCENARIOS[name]()
+    walked, after = await SCENARIOS[name]()
     walker = Walker(by)
     with walking(walker) as walk:
         await walked()
-    if check is not None:
-        await check()
+    await after()
     return walk
 
 

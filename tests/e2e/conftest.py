@@ -373,9 +373,10 @@ def _logged_errors(last: int = 10) -> str:
     for path in Path(logs).rglob("*.log"):
         if not path.name.startswith(("api", "tasks")):
             continue  # the emulators' logs are long and not ours
+        written = path.stat().st_mtime
         with path.open(errors="replace") as lines:
             for line in lines:
                 if '"severity": "ERROR"' in line or '"severity": "CRITICAL"' in line:
-                    found.append((path.stat().st_mtime, f"{path.name}: {line.strip()}"))
+                    found.append((written, f"{path.name}: {line.strip()}"))
     found.sort(key=lambda entry: entry[0])  # the files by when each was last written
     return "\n".join(line for _, line in found[-last:])
