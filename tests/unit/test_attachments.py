@@ -353,46 +353,36 @@ async def test_attachments_a_bad_file_found_after_admission_frees_the_run_slot()
 async def test_attachments_image_is_decoded_off_the_event_loop(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    loop = asyncio.get_running_loop()
     threads: list[int] = []
-    took: list[float] = []
+    decoding = asyncio.Event()
+    loop_turned = threading.Event()
 
-    def timed(data: bytes) -> Normalised:
+    def held(data: bytes) -> Normalised:
+        # The decode waits, mid-way, for the event loop to turn once: it can only turn
+        # if the decode is not holding it (on the loop, this waits out its safety net).
         threads.append(threading.get_ident())
-        started = time.perf_counter()
-        try:
-            return normalise(data)
-        finally:
-            took.append(time.perf_counter() - started)
+        loop.call_soon_threadsafe(decoding.set)
+        assert loop_turned.wait(timeout=30), "the event loop did not turn during the decode"
+        return normalise(data)
 
-    monkeypatch.setattr(attachments_service, "normalise", timed)
+    async def turn() -> None:
+        await decoding.wait()
+        loop_turned.set()
+
+    monkeypatch.setattr(attachments_service, "normalise", held)
     big = await upload(harness, "big.png", png_of(4000, 4000, "L"), "image/png")
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.02)
+    turned = asyncio.create_task(turn())
     await send(harness, big)
-    done.set()
-    await ticker
+    await turned
     assert threads and threading.get_ident() not in threads
-    # Other streams go on while it decodes: the loop is never held for half of it (on
-    # the unchanged code it was held for all of it, about 0.25 s here).
-    assert max(gaps) < took[0] / 2
 
 
 async def test_attachments_decodes_at_once_are_limited_per_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     harness = make_service(ScriptedProvider([]), attachment_decodes_at_once=2, runs_per_user=4)
-    lock = threading.Lock()
+    lock = threading.Condition()
     now: list[int] = [0]
     peak: list[int] = [0]
 
@@ -400,6 +390,10 @@ async def test_attachments_decodes_at_once_are_limited_per_process(
         with lock:
             now[0] += 1
             peak[0] = max(peak[0], now[0])
+            lock.notify_all()
+            # Held until a second decode has started (the limit is met, however slowly
+            # the sends arrive), then a little longer for a third to try.
+            assert lock.wait_for(lambda: peak[0] >= 2, timeout=30), "no second decode"
         time.sleep(0.1)
         with lock:
             now[0] -= 1

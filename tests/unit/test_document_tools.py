@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -149,20 +148,16 @@ async def test_a_bad_pattern_is_a_clear_error(tools: Tools, pattern: str, why: s
     assert "Back-references and look-arounds are not supported" in caught.value.message
 
 
-async def test_a_catastrophic_pattern_on_ten_thousand_lines_returns_within_a_second(
-    tools: Tools,
-) -> None:
+async def test_a_catastrophic_pattern_on_ten_thousand_lines_returns(tools: Tools) -> None:
+    # Each line is 60 a's and a "!": a backtracking engine takes about 2**60 steps on
+    # either pattern, for one line, and would never return; RE2 reads each line once.
+    # How long RE2 takes is a benchmark's question, not this test's.
     rows = "\n".join("<p>" + "a" * 60 + "!</p>" for _ in range(10_000))
     await tools.store.replace("alice", lesson(f"<lesson>\n{rows}\n</lesson>", 2), 1)
-    started = time.perf_counter()
     text = await tools.text("search_document", query="(a+)+$", is_regex=True)
-    elapsed = time.perf_counter() - started
-    assert text.startswith("No line")  # exponential for a backtracking engine, not for RE2
-    started = time.perf_counter()
+    assert text.startswith("No line")
     none = await tools.text("search_document", query="^(a|a)*b$", is_regex=True)
-    elapsed = max(elapsed, time.perf_counter() - started)
     assert none.startswith("No line")
-    assert elapsed < 1.0
 
 
 async def test_edit_replaces_the_first_occurrence_and_bumps_the_version(tools: Tools) -> None:

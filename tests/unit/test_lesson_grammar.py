@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -183,12 +182,12 @@ ATTACKS = {
 
 @pytest.mark.parametrize("attack", ATTACKS.values(), ids=list(ATTACKS))
 def test_dtds_and_entities_are_refused_before_anything_expands(attack: str) -> None:
-    started = time.perf_counter()
+    # Refused for its declarations, not for what they expanded to (a billion laughs
+    # would have to expand before any other rule could refuse it).
     with pytest.raises(InvalidLesson) as caught:
         validate(attack)
     assert "DTDs and entity declarations are not allowed" in caught.value.message
     assert "root:" not in caught.value.message  # nothing of /etc/passwd leaked
-    assert time.perf_counter() - started < 1
 
 
 def test_size_and_depth_are_bounded() -> None:
