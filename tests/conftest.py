@@ -9,8 +9,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from shared.llm.scripted import ScriptedProvider
+
+# No property test's verdict may depend on the machine's speed: Hypothesis's default
+# deadline (200 ms an example) and its too-slow health check both do. Each test bounds
+# itself by its number of examples instead.
+settings.register_profile(
+    "any-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("any-machine")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,7 +5,10 @@ server the functions run on), aiohttp's web server, Python's ``http.server`` and
 
 Every route reads the request's body and drops it; its body is ``n`` SSE pieces
 ``data: PORT I`` (PORT: the client's port as the server saw it, which tells a test
-whether a connection was reused), ``gap`` seconds apart:
+whether a connection was reused), each piece after the first sent once the file named by
+``hold`` exists (the client makes it when the first piece has arrived: a body passed on
+as it arrives goes on, one held back waits, and after ``HOLD_SECONDS`` the server closes
+the connection instead), or at once without ``hold``:
 
 * ``/sse``: streamed as it is written (chunked, the framework's default);
 * ``/length``: whole, with ``Content-Length``;
@@ -13,7 +16,7 @@ whether a connection was reused), ``gap`` seconds apart:
   server can be made to send it: ``http.server`` and Node; uvicorn and aiohttp always
   frame an HTTP/1.1 body);
 * ``/gzip``: streamed with ``Content-Encoding: gzip``, each piece flushed;
-* ``/stall``: one piece, then nothing for 3 s;
+* ``/stall``: one piece, then nothing for ``STALL_SECONDS`` (no read timeout outlasts it);
 * ``/big``: a 60,000-byte header, then the body with ``Content-Length``.
 
 Each server closes a connection idle for ``KEEP_ALIVE`` seconds (Node a second later).
@@ -36,6 +39,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 KEEP_ALIVE = 0.3
+HOLD_SECONDS = 30.0
+"""How long a held piece waits for its file: only a net for a client that never passes
+the first piece on (it takes milliseconds otherwise)."""
+STALL_SECONDS = 30.0
 BIG = "a" * 60_000
 ALL_ROUTES = frozenset({"/sse", "/length", "/close", "/gzip", "/stall", "/big"})
 
@@ -53,10 +60,33 @@ def pieces(port: int, n: int) -> list[bytes]:
     return [f"data: {port} {i}\n\n".encode() for i in range(n)]
 
 
-def query(target: str) -> tuple[str, int, float]:
+def query(target: str) -> tuple[str, int, str]:
     parts = urlsplit(target)
     given = parse_qs(parts.query)
-    return parts.path, int(given.get("n", ["3"])[0]), float(given.get("gap", ["0"])[0])
+    return parts.path, int(given.get("n", ["3"])[0]), given.get("hold", [""])[0]
+
+
+class Held(Exception):
+    """The client never passed the first piece on: the server gives up the body."""
+
+
+def wait_held(hold: str) -> None:
+    """Until ``hold`` exists (a thread's wait); ``Held`` after ``HOLD_SECONDS``."""
+    gone = threading.Event()
+    for _ in range(int(HOLD_SECONDS / 0.005)):
+        if Path(hold).exists():
+            return
+        gone.wait(0.005)
+    raise Held(hold)
+
+
+async def held(hold: str) -> None:
+    """Until ``hold`` exists (a coroutine's wait); ``Held`` after ``HOLD_SECONDS``."""
+    for _ in range(int(HOLD_SECONDS / 0.005)):
+        if Path(hold).exists():  # noqa: ASYNC240 (a stat of a local file, in a test server)
+            return
+        await asyncio.sleep(0.005)
+    raise Held(hold)
 
 
 def gzip_stream() -> Any:
@@ -100,7 +130,7 @@ async def _asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
     while (await receive()).get("more_body"):
         pass
     target = scope["path"] + ("?" + scope["query_string"].decode() if scope["query_string"] else "")
-    path, n, gap = query(target)
+    path, n, hold = query(target)
     port = scope["client"][1]
     body = pieces(port, n)
     headers: list[tuple[bytes, bytes]] = [(b"content-type", b"text/event-stream")]
@@ -116,13 +146,13 @@ async def _asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     packer = gzip_stream() if path == "/gzip" else None
     for i, piece in enumerate(body):
-        if i and gap:
-            await asyncio.sleep(gap)
+        if i and hold:
+            await held(hold)
         if packer is not None:
             piece = packer.compress(piece) + packer.flush(zlib.Z_SYNC_FLUSH)
         await send({"type": "http.response.body", "body": piece, "more_body": True})
         if path == "/stall":
-            await asyncio.sleep(3)
+            await asyncio.sleep(STALL_SECONDS)
             break
     tail = packer.flush() if packer is not None else b""
     await send({"type": "http.response.body", "body": tail})
@@ -167,7 +197,7 @@ def aiohttp_server() -> Iterator[Served]:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         await request.read()
-        path, n, gap = query(request.path_qs)
+        path, n, hold = query(request.path_qs)
         peer = request.transport.get_extra_info("peername") if request.transport else None
         body = pieces(peer[1] if peer else 0, n)
         if path in ("/length", "/big"):
@@ -179,13 +209,13 @@ def aiohttp_server() -> Iterator[Served]:
         await response.prepare(request)
         packer = gzip_stream() if path == "/gzip" else None
         for i, piece in enumerate(body):
-            if i and gap:
-                await asyncio.sleep(gap)
+            if i and hold:
+                await held(hold)
             if packer is not None:
                 piece = packer.compress(piece) + packer.flush(zlib.Z_SYNC_FLUSH)
             await response.write(piece)
             if path == "/stall":
-                await asyncio.sleep(3)
+                await asyncio.sleep(STALL_SECONDS)
                 break
         if packer is not None:
             await response.write(packer.flush())
@@ -221,7 +251,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        path, n, gap = query(self.path)
+        path, n, hold = query(self.path)
         body = pieces(self.client_address[1], n)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -249,13 +279,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
 
         for i, piece in enumerate(body):
-            if i and gap:
-                threading.Event().wait(gap)
+            if i and hold:
+                wait_held(hold)
             if packer is not None:
                 piece = packer.compress(piece) + packer.flush(zlib.Z_SYNC_FLUSH)
             send(piece)
             if path == "/stall":
-                threading.Event().wait(3)
+                threading.Event().wait(STALL_SECONDS)
                 break
         if packer is not None:
             send(packer.flush())

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -189,3 +192,21 @@ async def serving(api: ApiApp) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
         yield client
     await api.drain()
+
+
+async def until(
+    condition: Callable[[], bool | Awaitable[bool]], what: str, *, within: float = 30.0
+) -> None:
+    """Wait until ``condition()`` holds (a coroutine's answer is awaited): a test waits
+    for what it needs to have happened, never for a clock. ``within`` seconds is only a
+    net for a broken build (what happens here takes milliseconds), and ``what`` says
+    what never came."""
+    given_up = time.monotonic() + within
+    while not await _holds(condition()):
+        if time.monotonic() > given_up:
+            raise AssertionError(f"waited {within:g} s for {what}")
+        await asyncio.sleep(0.001)
+
+
+async def _holds(answer: bool | Awaitable[bool]) -> bool:
+    return await answer if inspect.isawaitable(answer) else answer

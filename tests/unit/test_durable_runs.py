@@ -122,8 +122,15 @@ async def test_stop_while_streaming_is_noticed_by_the_next_write() -> None:
     service = make_service(provider, throttle_ms=50)
     run = await service.start(ALICE, "go", None)
     frames: list[Frame] = []
-    task = asyncio.create_task(run.execute(frames.append))
-    await asyncio.sleep(0.2)
+    streaming = asyncio.Event()
+
+    def seen(frame: Frame) -> None:
+        frames.append(frame)
+        if isinstance(frame.event, TextEvent):
+            streaming.set()
+
+    task = asyncio.create_task(run.execute(seen))
+    await streaming.wait()  # stopped mid-reply: 49 words (a second at least) to come
     await service.agent.stop("alice", run.conversation_id)
     await asyncio.wait_for(task, 2)
     assert isinstance(frames[-1].event, DoneEvent) and frames[-1].event.status == "stopped"
@@ -294,11 +301,13 @@ async def test_redelivered_follow_up_whose_first_delivery_died_is_not_left_strea
 ) -> None:
     runs: list[str] = []
     fakes = Fakes()
+    clock = ManualClock()  # the leases lapse when the test says, however slow the machine
     provider = ScriptedProvider(
         [Step([ToolCallRequest("a", "make_lesson", '{"topic": "x"}'), Finish("tool_calls")])]
     )
     service = make_service(
         provider,
+        clock=clock,
         fakes=fakes,
         tools=ToolRegistry([recorder(runs)]),
         run_lease_seconds=2,
@@ -323,7 +332,7 @@ async def test_redelivered_follow_up_whose_first_delivery_died_is_not_left_strea
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
-    await asyncio.sleep(1.1)  # the task's lease lapses; the follow-up's does not yet
+    await clock.advance(1.1)  # the task's lease lapses; the follow-up's does not yet
 
     # The redelivery must not call the task done while its follow-up is "streaming".
     assert await service.handler().handle(TASK_PAYLOAD.validate_json(task.body)) == "done"
@@ -331,7 +340,7 @@ async def test_redelivered_follow_up_whose_first_delivery_died_is_not_left_strea
     assert [r.status for r in ledger.tasks.values()] == ["running"]
     _, (retry,) = split(fakes.queue.take())
 
-    await asyncio.sleep(2)  # now the follow-up's lease lapses too
+    await clock.advance(2)  # now the follow-up's lease lapses too
     provider.steps.clear()
     payload = TASK_PAYLOAD.validate_json(retry.body)
     assert await service.handler().handle(payload) == "done"

@@ -39,6 +39,8 @@ class Held:
         self.requests: list[ModelRequest] = []
         self.answer: list[asyncio.Event] = [asyncio.Event() for _ in replies]
         self.cancelled = 0
+        self.read_out = 0
+        """Replies read to their end (the reader asked for more after ``Finish``)."""
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         n = len(self.requests)
@@ -47,6 +49,7 @@ class Held:
             await self.answer[n].wait()
             yield TextDelta(self.replies[n])
             yield Finish("stop", Usage(input_tokens=7, output_tokens=1))
+            self.read_out += 1
         except (asyncio.CancelledError, GeneratorExit):
             self.cancelled += 1
             raise
@@ -191,7 +194,7 @@ async def test_a_refused_admission_counts_what_the_cancelled_request_used() -> N
     send = asyncio.create_task(service.agent.send(ALICE, "two", None))
     await until(lambda: len(model.requests) == 2)
     model.answer[1].set()  # the model answered before the refusal came
-    await asyncio.sleep(0.01)
+    await until(lambda: model.read_out == 1)
     commit.gate.set()
     with pytest.raises(SlotsTaken):
         await send

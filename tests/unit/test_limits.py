@@ -11,12 +11,13 @@ from pydantic import BaseModel
 
 from shared.agent.events import DoneEvent, TaskQueuedEvent, ToolEndEvent
 from shared.agent.history import build_history, to_chat
+from shared.agent.transcript import Frame
 from shared.errors import RateLimited
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import ContentPart, Message, Usage
 from shared.tools.base import Tool, ToolContext, ToolRegistry
-from tests.unit.helpers import ALICE, Fakes, make_service, run_frames
+from tests.unit.helpers import ALICE, Fakes, make_service, run_frames, until
 
 
 async def test_a_user_may_have_only_so_many_runs_at_once_across_conversations() -> None:
@@ -159,8 +160,9 @@ async def test_a_slot_is_freed_however_the_run_ends() -> None:
     queued = await service.agent.send(ALICE, "in the background", None, background=True)
     await service.agent.stop("alice", queued.conversation_id)  # closed at once: freed
     run = await service.start(ALICE, "another conversation")
-    task = asyncio.create_task(run.execute())
-    await asyncio.sleep(0.05)
+    frames: list[Frame] = []
+    task = asyncio.create_task(run.execute(frames.append))
+    await until(lambda: bool(frames), "the run to start")  # mid-reply: the model is slow
     task.cancel()  # the process shuts down mid-reply: freed on the way out
     with pytest.raises(asyncio.CancelledError):
         await task

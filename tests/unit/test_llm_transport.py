@@ -83,7 +83,7 @@ async def test_reads_longer_in_all_than_the_timeout_do_not_time_out() -> None:
 
 
 async def test_a_silent_server_times_the_read_out() -> None:
-    server, port = await serve(paced([b"first", b"late"], 1.0))
+    server, port = await serve(paced([b"first", b"late"], 30))  # silent past any timeout
     client = http_client(httpx2.Timeout(0.3, connect=1))
     try:
         with pytest.raises(httpx2.ReadTimeout):
@@ -94,7 +94,14 @@ async def test_a_silent_server_times_the_read_out() -> None:
 
 
 async def test_a_read_cancelled_by_its_caller_closes_its_connection() -> None:
-    server, port = await serve(paced([b"first", b"late"], 0.5))
+    asked = asyncio.Event()
+    never = paced([b"first", b"late"], 30)  # its body cannot end within the test
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.set()
+        await never(reader, writer)
+
+    server, port = await serve(handler)
     client = http_client(httpx2.Timeout(5, connect=1))
     transport = client._transport
     assert isinstance(transport, WireTransport)
@@ -104,7 +111,7 @@ async def test_a_read_cancelled_by_its_caller_closes_its_connection() -> None:
 
     try:
         task = asyncio.ensure_future(reading())
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(asked.wait(), 30)  # mid-request: its connection is in use
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -14,7 +14,7 @@ from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Usage
 from shared.store.memory import InMemoryConversationStore
-from tests.unit.helpers import ALICE, BOB, make_service, run_to_end
+from tests.unit.helpers import ALICE, BOB, make_service, run_to_end, until
 
 
 async def test_run_streams_events_and_persists_both_messages() -> None:
@@ -209,8 +209,9 @@ async def test_run_throttles_store_writes_while_streaming() -> None:
 async def test_run_cancelled_ends_message_as_error_not_streaming() -> None:
     service = make_service(ScriptedProvider([Step.reply("a", "b", delay=5)]))
     run = await service.start(ALICE, "hello", None)
-    task = asyncio.create_task(run.execute(lambda _: None))
-    await asyncio.sleep(0.01)
+    frames: list[Frame] = []
+    task = asyncio.create_task(run.execute(frames.append))
+    await until(lambda: bool(frames), "the run to start")  # mid-reply: the model is slow
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

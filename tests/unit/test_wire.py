@@ -183,7 +183,7 @@ def test_retry_after_is_honoured_only_within_its_cap() -> None:
 async def test_a_silent_provider_times_out_and_its_connection_is_dropped() -> None:
     async def answer(head: bytes, reader: Reader, writer: Writer) -> bool:
         writer.write(SSE_HEAD + b"9\r\ndata: x\n\n\r\n")  # one chunk, then nothing
-        await asyncio.sleep(3)
+        await asyncio.sleep(30)  # longer than any read timeout could be late
         return False
 
     async with serving(answer) as server:
@@ -222,17 +222,21 @@ async def test_a_body_cut_off_is_a_transport_error() -> None:
 
 
 async def test_a_reader_that_stops_early_closes_the_connection() -> None:
+    first_sent = asyncio.Event()
+
     async def answer(head: bytes, reader: Reader, writer: Writer) -> bool:
         writer.write(SSE_HEAD + b"9\r\ndata: x\n\n\r\n")
         await writer.drain()
-        await asyncio.sleep(0.3)
+        if not first_sent.is_set():  # the first answer's end never comes in time
+            first_sent.set()
+            await asyncio.sleep(30)
         writer.write(b"0\r\n\r\n")
         return True
 
     async with serving(answer) as server:
         c = client(server)
         task = asyncio.create_task(read(c))
-        await asyncio.sleep(0.1)
+        await first_sent.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
