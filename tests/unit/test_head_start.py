@@ -314,7 +314,7 @@ async def test_a_taken_head_start_hands_the_stream_to_its_run() -> None:
 
     reply.go.set()
     taker = asyncio.create_task(run())
-    await asyncio.wait_for(taker, 1)
+    await asyncio.wait_for(taker, 30)  # (a net: it takes milliseconds)
     assert got == ["a", "b", "c"]
     assert reply.readers[1] is not taker  # read by the pump, which then handed over
     assert reply.readers[2] is taker
