@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +30,7 @@ from tests.voice_samples import spoken
 
 MESSAGES = "/api/spark/agent/messages"
 SSE = {"Authorization": "Bearer alice-token", "Accept": "text/event-stream"}
+ROOT = Path(__file__).resolve().parents[2]
 HOURS = 4000.0
 """A ``max_seconds`` past ``webm-opus-1h``: it is heard to its end, not refused as long."""
 
@@ -68,11 +72,12 @@ async def test_the_childs_limits_end_a_decode_that_passes_them(
     long_wav = clip("wav-119s-48k-stereo")  # 3.8 MB of sound decoded: needs some room
     with pytest.raises(NotAudio, match="MemoryError"):
         await decode(long_wav, 120, memory_bytes=1024 * 1024)
-    # Its CPU limit (what is left of the second it started in, at most one): an hour of
-    # sound, heard out to its end, costs about 8 s of CPU here, so no machine under
-    # eight times as fast finishes it within the limit, and SIGXCPU always comes first
-    # (before probe's own 1.5 s budget, too).
-    with pytest.raises(NotAudio, match=rf"stopped \(exit status -{signal.SIGXCPU.value}\)"):
+    # Its CPU limits: an hour of sound heard out to its end costs about 8 s of CPU here,
+    # past both the kernel's limit (what is left of the second the child started in) and
+    # probe's own 1.5 s budget. Which of the two ends it first depends on the machine
+    # (on a loaded one the kernel's SIGXCPU was seen to come late): each is shown alone,
+    # the kernel's below, probe's in test_hostile_audio.py.
+    with pytest.raises(NotAudio, match=rf"exit status -{signal.SIGXCPU.value}|s of CPU"):
         await decode(clip("webm-opus-1h"), HOURS, cpu_seconds=0)
     # Its wall-clock limit: the same hour cannot be heard within 0.2 s, and the child is
     # killed then, not waited for.
@@ -88,6 +93,13 @@ class _Children(list[asyncio.subprocess.Process]):
     def __init__(self) -> None:
         super().__init__()
         self.running = asyncio.Event()
+
+
+def test_the_childs_cpu_limit_ends_work_that_never_ends() -> None:
+    # Endless work: the kernel's SIGXCPU comes however fast or loaded the machine.
+    spin = "from shared.attachments.audio_worker import limit\nlimit(1 << 30, 0)\nwhile True: pass"
+    ended = subprocess.run([sys.executable, "-c", spin], cwd=ROOT, timeout=120, check=False)
+    assert ended.returncode == -signal.SIGXCPU
 
 
 def _children(monkeypatch: pytest.MonkeyPatch) -> _Children:
