@@ -8,6 +8,11 @@ into the archive, or was copied into a task's arguments. So the words are record
 the egress screens every request against this record, read fresh, not against the
 window.
 
+A message an agent sent on a member's behalf may carry other members' words (it quotes
+what the sender's model was given): it names them (``Message.quotes``), and whoever's
+model is given it has it recorded once for its author and once for each member it
+quotes (``relayed``), so that each one's opt-out withholds it.
+
 Kept per user, server-only: an index of the authors ever given (one small document,
 read at every model call), and one document per message given (read only when one of
 those authors, or the reader, has opted out). A message is recorded once, whatever
@@ -46,6 +51,12 @@ class Given:
     text: str
     given_at: datetime
 
+    def relayed(self, quoted_author_id: str) -> Given:
+        """The same text recorded as ``quoted_author_id``'s words (its own document)."""
+        return Given(
+            f"{self.message_id}~{quoted_author_id}", quoted_author_id, self.text, self.given_at
+        )
+
     def document(self) -> dict[str, Any]:
         return GivenText(
             message_id=self.message_id,
@@ -74,6 +85,10 @@ class ProvenanceStore(Protocol):
         """The texts by ``author_ids`` given to ``user_id``'s model."""
         ...
 
+    async def given(self, user_id: str, author_ids: Sequence[str]) -> list[Given]:
+        """What of ``author_ids``'s ``user_id``'s model was given, with its authors."""
+        ...
+
 
 class InMemoryProvenanceStore:
     """``ProvenanceStore`` as documents by path, as Firestore holds them; ``reads``
@@ -98,6 +113,9 @@ class InMemoryProvenanceStore:
         return frozenset(GivenAuthors.model_validate(index).authors if index else ())
 
     async def texts(self, user_id: str, author_ids: Sequence[str]) -> list[str]:
+        return [g.text for g in await self.given(user_id, author_ids)]
+
+    async def given(self, user_id: str, author_ids: Sequence[str]) -> list[Given]:
         self.reads += 1
         prefix = (*index_path(user_id), "given")
         wanted = set(author_ids)
@@ -106,4 +124,8 @@ class InMemoryProvenanceStore:
             for path, doc in self.documents.items()
             if path[:-1] == prefix
         ]
-        return [g.text for g in found if g.author_id in wanted]
+        return [
+            Given(g.message_id, g.author_id, g.text, g.given_at)
+            for g in found
+            if g.author_id in wanted
+        ]

@@ -107,3 +107,18 @@ def screened(request: ModelRequest, withheld: Withheld) -> ModelRequest:
     if not withheld:
         return request
     return replace(request, messages=[_turn(t, withheld) for t in request.messages])
+
+
+async def quoted_authors(provenance: ProvenanceStore, user_id: str, text: str) -> frozenset[str]:
+    """The members other than ``user_id`` whose words, as ``user_id``'s model was given
+    them, ``text`` carries (by the screen's own rule, ``Withheld``): what a message the
+    agent sends for ``user_id`` quotes, and so inherits (``Message.quotes``).
+
+    Raises:
+        StoreError: the record could not be read (nothing is then sent).
+    """
+    others = await provenance.authors(user_id) - {user_id}
+    if not others:
+        return frozenset()
+    given = await provenance.given(user_id, sorted(others))
+    return frozenset(g.author_id for g in given if Withheld.of([g.text]).found_in(text))

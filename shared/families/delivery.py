@@ -105,6 +105,7 @@ class _Draft:
     files: tuple[ContentPart, ...]
     via: Via
     at: datetime
+    quotes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +155,15 @@ class Delivery:
         attachments: Sequence[Requested] = (),
         via: Via = "user",
         idempotency_key: str | None = None,
+        quotes: Sequence[str] = (),
     ) -> Delivered:
         """Deliver ``text`` (and ``attachments``, from the sender's uploads) from
         ``sender_id`` to ``target``, as it is, with ``author {userId, displayName,
         role}`` from the family and ``via``; every copy in one transaction.
 
         With ``idempotency_key``, a retry by the same sender within 24 hours gets the
-        first answer back (``replayed``) and nothing is delivered again.
+        first answer back (``replayed``) and nothing is delivered again. ``quotes``: the
+        other members whose words the text carries (``Message.quotes``).
 
         Raises:
             NoFamily: the sender belongs to no family.
@@ -187,7 +190,9 @@ class Delivery:
                 return Delivered.of(judged)
             checked = await self._attachments.check(sender_id, attachments)
             files = await self._attachments.derive(checked)
-        draft = _Draft(self._ids.new("msg"), text, tuple(files), via, self._clock.now())
+        draft = _Draft(
+            self._ids.new("msg"), text, tuple(files), via, self._clock.now(), tuple(quotes)
+        )
         done = await self._posts.transact(
             partial(self._post, sender_id, target, receipt, asked, draft)
         )
@@ -267,7 +272,9 @@ class Delivery:
         if kept is not None:
             return [], kept
         where = await self._address(sender_id, target, reader)
-        message = message_of(draft.id, where.author, draft.text, draft.files, draft.via, now)
+        message = message_of(
+            draft.id, where.author, draft.text, draft.files, draft.via, now, draft.quotes
+        )
         counted = await self._counted(sender_id, stored_size(message.to_firestore()), now, reader)
         copies: dict[str, Conversation | None] = {}
         for user_id in where.participants:

@@ -200,6 +200,7 @@ def message_of(
     files: Sequence[ContentPart],
     via: str,
     now: datetime,
+    quotes: Sequence[str] = (),
 ) -> Message:
     """The message every copy holds, identical in each."""
     return Message.model_validate(
@@ -211,6 +212,7 @@ def message_of(
             "status": "complete",
             "content": [ContentPart.of_text(text), *files],
             "via": via,
+            "quotes": sorted(quotes) or None,
         }
     )
 

@@ -98,6 +98,13 @@ class Quoted:
     via: str | None = None
     with_id: str | None = None
     message_id: str = ""
+    quotes: tuple[str, ...] = ()
+    """Other members whose words it carries (``Message.quotes``): theirs to withhold too."""
+
+    @property
+    def owners(self) -> frozenset[str]:
+        """Whose words these are: its author's, and those it quotes."""
+        return frozenset((self.author_id, *self.quotes))
 
 
 def new_fence() -> str:
@@ -158,7 +165,7 @@ def _entry(message: Quoted, fence: str, opted_out: frozenset[str]) -> dict[str, 
     entry["sentAt"] = message.sent_at
     if message.via:
         entry["via"] = message.via
-    if message.author_id in opted_out:
+    if message.owners & opted_out:
         entry["withheld"] = WITHHELD
     else:
         entry["text"] = fenced(message, fence)

@@ -49,6 +49,20 @@ async def test_provenance_keeps_each_message_once_by_author(provenance: Provenan
     assert sorted(await provenance.texts(uid, ["dad", "kid"])) == ["Code 4321.", "Dinner at seven."]
     assert await provenance.texts(uid, ["mum"]) == []
     assert await provenance.authors(other) == {"kid"}
+    assert [(g.message_id, g.author_id, g.text) for g in await provenance.given(uid, ["kid"])] == [
+        ("m2", "kid", "Code 4321.")
+    ]
+
+
+async def test_provenance_keeps_a_relayed_message_once_for_each_member_it_quotes(
+    provenance: ProvenanceStore,
+) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    sent = Given("m1", "mum", "Kid says: code 4321.", NOW)
+    await provenance.record(uid, [sent, sent.relayed("kid")])
+    assert await provenance.authors(uid) == {"mum", "kid"}
+    assert await provenance.texts(uid, ["kid"]) == ["Kid says: code 4321."]
+    assert await provenance.texts(uid, ["mum"]) == ["Kid says: code 4321."]
 
 
 async def test_provenance_reads_more_authors_than_one_query_takes(

@@ -386,3 +386,40 @@ async def test_an_approved_send_redelivered_to_another_process_after_a_crash_sen
         if p.tool_result is not None and p.tool_result.tool_call_id == card.tool_call_id
     ]
     assert len(results) == 1 and results[0]["sent"] is True
+
+
+async def test_words_relayed_by_a_send_are_withheld_from_every_reader_after_an_opt_out() -> None:
+    """Mum's agent reads Kid's message and sends it, word for word, to Dad (approved):
+    the copy Dad's agent reads is authored by Mum, but carries Kid's words, so once Kid
+    opts out no request of Dad's carries them (issue 54: a relay)."""
+    fakes = Fakes()
+    provider = ScriptedProvider(
+        [
+            calls(("read_family_messages", {})),
+            calls(("send_family_message", {"to": "dad", "text": f"Kid says: {SECRET}"})),
+            Step.reply("Sent."),
+            calls(("read_family_messages", {})),
+            Step.reply("Mum passed something on."),
+        ]
+    )
+    harness = await household(provider, fakes)
+    await harness.agent.delivery.deliver("kid", SECRET, Target(user_id="mum"))
+    conversation_id, frames = await run_frames(harness, MUM, "tell Dad what Kid said")
+    (card,) = [f.event for f in frames if isinstance(f.event, ApprovalRequiredEvent)]
+    fakes.queue.take()
+    await harness.agent.decide(
+        "mum", conversation_id, card.tool_call_id, approved=True, background=False
+    )
+    (task,) = [t for t in fakes.queue.take() if t.name.startswith("task_")]
+    await harness.handler().handle(TASK_PAYLOAD.validate_json(task.body))
+    for queued in fakes.queue.take():  # the follow-up
+        await harness.handler().handle(TASK_PAYLOAD.validate_json(queued.body))
+
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    before = len(provider.requests)
+    await run_frames(harness, DAD, "anything from Mum?")
+    later = provider.requests[before:]
+    assert len(later) == 2
+    for request in later:
+        said = everything(request)
+        assert "diary code" not in said and "4321" not in said, said

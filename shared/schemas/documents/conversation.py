@@ -83,6 +83,10 @@ class Message(Document):
     provider_state: list[StepState] | None = None
     # (Messages between family members) typed by the author or sent by their agent.
     via: Via | None = None
+    # (Messages sent by an agent) the other members whose words, as the sender's model
+    # was given them, the text carries: their opt-out withholds it too, from every
+    # reader's model (a relay inherits what it quotes).
+    quotes: list[str] | None = None
     # (User messages) "voice": the transcript of an utterance spoken in a live-audio
     # session (DESIGN §9); unset for typed text.
     input: Literal["voice"] | None = None

@@ -45,15 +45,16 @@ class FirestoreProvenanceStore:
         return frozenset(GivenAuthors.model_validate(snapshot.to_dict() or {}).authors)
 
     async def texts(self, user_id: str, author_ids: Sequence[str]) -> list[str]:
+        return [g.text for g in await self.given(user_id, author_ids)]
+
+    async def given(self, user_id: str, author_ids: Sequence[str]) -> list[Given]:
         wanted = sorted(set(author_ids))
         collection = self._client.collection(*index_path(user_id), "given")
-        found: list[str] = []
+        found: list[GivenText] = []
         for start in range(0, len(wanted), _IN_LIMIT):
             query = collection.where(
                 filter=FieldFilter("authorId", "in", wanted[start : start + _IN_LIMIT])
             )
             with unavailable("Firestore read of provenance"):
-                found += [
-                    GivenText.model_validate(s.to_dict() or {}).text async for s in query.stream()
-                ]
-        return found
+                found += [GivenText.model_validate(s.to_dict() or {}) async for s in query.stream()]
+        return [Given(g.message_id, g.author_id, g.text, g.given_at) for g in found]

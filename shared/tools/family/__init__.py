@@ -53,5 +53,5 @@ def family_tools(
         read_family_messages_tool(
             families, conversations, preferences, provenance, clock, output_chars
         ),
-        send_family_message_tool(families, delivery),
+        send_family_message_tool(families, delivery, provenance),
     ]

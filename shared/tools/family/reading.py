@@ -90,6 +90,7 @@ def _quoted(conversation: Conversation, kind: str, with_id: str | None) -> list[
                 via=message.via,
                 with_id=with_id,
                 message_id=message.id,
+                quotes=tuple(message.quotes or ()),
             )
         )
     return found
@@ -120,18 +121,17 @@ def read_family_messages_tool(
         newest = messages[-args.limit :]
         if not newest:
             return {"messages": [], "note": "There are no family messages to read yet."}
-        opted_out = await preferences.opted_out(m.author_id for m in newest)
+        opted_out = await preferences.opted_out({o for m in newest for o in m.owners})
         # Recorded before it is given: the egress withholds it from every later request
-        # of this user's once its author opts out, wherever it has got to by then.
+        # of this user's once its author (or a member it quotes) opts out, wherever it
+        # has got to by then.
         now = clock.now()
-        await provenance.record(
-            user_id,
-            [
-                Given(m.message_id, m.author_id, m.text[:MAX_QUOTED_CHARS], now)
-                for m in newest
-                if m.author_id not in opted_out
-            ],
-        )
+        given: list[Given] = []
+        for m in newest:
+            if not m.owners & opted_out:
+                one = Given(m.message_id, m.author_id, m.text[:MAX_QUOTED_CHARS], now)
+                given += [one, *(one.relayed(q) for q in m.quotes)]
+        await provenance.record(user_id, given)
         return quote(newest, opted_out, output_chars)
 
     return Tool(

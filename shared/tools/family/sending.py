@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from shared.egress.provenance import ProvenanceStore
+from shared.egress.screen import quoted_authors
 from shared.errors import ConversationTooLarge, RequestError, ToolError
 from shared.families.delivery import Delivery
 from shared.families.messages import Target
@@ -80,7 +82,9 @@ def _pinned_recipient(recipient: str | None, to: str) -> str:
     return fenced_name(recipient or to, new_fence(), "recipient")
 
 
-def send_family_message_tool(families: Families, delivery: Delivery) -> Tool[SendMessageArgs]:
+def send_family_message_tool(
+    families: Families, delivery: Delivery, provenance: ProvenanceStore
+) -> Tool[SendMessageArgs]:
     async def check(args: SendMessageArgs, context: ToolContext) -> Checked[SendMessageArgs]:
         family = await family_of(families, context.user_id)
         recipient = _recipient(family, context.user_id, args.to)
@@ -92,6 +96,9 @@ def send_family_message_tool(families: Families, delivery: Delivery) -> Tool[Sen
 
     async def run(args: SendMessageArgs, context: ToolContext) -> dict[str, Any]:
         target = Target(family=True) if args.to == FAMILY else Target(user_id=args.to)
+        # Other members' words in it stay theirs: a reader's model is given them withheld
+        # once they opt out, as if they had sent them (a relay).
+        quotes = await quoted_authors(provenance, context.user_id, args.text)
         try:
             sent = await delivery.deliver(
                 context.user_id,
@@ -100,6 +107,7 @@ def send_family_message_tool(families: Families, delivery: Delivery) -> Tool[Sen
                 via="agent",
                 # The same call delivers once, however often its task is retried.
                 idempotency_key=f"agent:{context.conversation_id}:{context.tool_call_id}",
+                quotes=sorted(quotes),
             )
         except (RequestError, ConversationTooLarge) as exc:
             # Refused for good (no family any more, a member who left, a full
