@@ -297,8 +297,10 @@ def read_events(response: httpx.Response) -> Iterator[SseEvent | str]:
             fields[key] = value
 
 
-def wait_for(predicate: Any, timeout: float = 15) -> Any:
-    """``predicate()``'s first truthy value, polled until ``timeout`` seconds pass."""
+def wait_for(predicate: Any, timeout: float = 60) -> Any:
+    """``predicate()``'s first truthy value, polled until ``timeout`` seconds pass: a
+    net for a broken build, far past what a slow or loaded machine needs (what a test
+    waits for takes seconds at most), so no verdict depends on the machine's speed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

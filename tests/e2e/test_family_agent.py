@@ -205,7 +205,7 @@ def test_e2e_an_obeyed_injection_waits_for_approval_of_the_exact_text(
     decision = {"toolCallId": card["toolCallId"], "approved": approved}
     response = httpx.post(url, headers=auth(home.mum, sse=False), json=decision, timeout=60)
     assert response.status_code == 202, response.text
-    doc = wait_for(lambda: settled(db, home.mum.uid, conversation_id, 4), timeout=45)
+    doc = wait_for(lambda: settled(db, home.mum.uid, conversation_id, 4))
     assert doc["messages"][-1]["content"][0]["text"] == (
         "Sent." if approved else "I did not send it."
     )
@@ -293,7 +293,7 @@ def test_e2e_opt_out_keeps_a_members_words_from_every_later_request(
         list(read_events(streaming))
     mirror = db.document(home.kid.uid, "client", "settings", "current").get().to_dict()
     assert mirror is not None and mirror["aiReadsFamilyMessages"] is False
-    wait_for(lambda: settled(db, home.mum.uid, conversation_id, 6), timeout=45)
+    wait_for(lambda: settled(db, home.mum.uid, conversation_id, 6))
     assert fake_openai.requests_for(queued)  # the queued run called the model after it
 
     verbatim(api, home.kid, later_secret, "family")

@@ -65,7 +65,7 @@ def send(api_url: str, user: StackUser, text: str) -> list[SseEvent]:
 
 
 def wait_for(
-    check: Callable[[], dict[str, Any] | None], what: str, timeout: float = 30
+    check: Callable[[], dict[str, Any] | None], what: str, timeout: float = 60
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -153,7 +153,7 @@ def test_fault_two_tabs_racing(
     for thread in threads:
         thread.join()
     assert sorted(codes) == [202, 409]
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     audit(doc, ["fault: tabs", "fault: tab"], {})
 
 
@@ -214,7 +214,7 @@ def test_fault_the_api_killed_mid_stream(
     finally:
         fragile.stack.stop()
     conversation_id = seen[0].data["conversationId"]
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2), timeout=30)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     assert doc["messages"][1]["error"]["code"] == "run_interrupted"
     audit(doc, ["fault: kill"], {})
 
