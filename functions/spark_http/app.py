@@ -15,7 +15,7 @@ from shared.agent.facade import Agent
 from shared.appcheck.guard import AppCheck
 from shared.auth.base import TokenVerifier
 from shared.config import Settings
-from spark_http import about, chat, conversations, families, files, lessons, voice
+from spark_http import about, chat, conversations, exports, families, files, lessons, voice
 from spark_http.edge import Edge
 from spark_http.responses import guarded
 from spark_http.routing import Router
@@ -28,6 +28,7 @@ ROUTES = (
     *voice.ROUTES,
     *lessons.ROUTES,
     *families.ROUTES,
+    *exports.ROUTES,
     *about.ROUTES,
 )
 
