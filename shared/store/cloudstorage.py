@@ -8,6 +8,7 @@ anonymously.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -104,10 +105,13 @@ class CloudStorageFileStore:
             yield data
 
     async def listing(self, prefix: str, after: str | None, limit: int) -> list[FileInfo]:
-        # ``start_offset`` includes ``after`` itself: one more is asked for, and it dropped.
+        # Cloud Storage lists in name order from ``start_offset`` (``after`` included);
+        # a server that ignores the offset (the local emulator) is skipped through here.
+        # The SDK fetches the next page only when this takes past the one it has.
         def listed(bucket: Any) -> list[Any]:
-            blobs = bucket.list_blobs(prefix=prefix, start_offset=after, max_results=limit + 1)
-            return [b for b in blobs if b.name != after][:limit]
+            blobs = bucket.list_blobs(prefix=prefix, start_offset=after, page_size=limit + 1)
+            later = (b for b in blobs if after is None or b.name > after)
+            return list(itertools.islice(later, limit))
 
         return [_info(blob) for blob in await self._call(prefix, listed)]
 
