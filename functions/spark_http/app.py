@@ -3,7 +3,8 @@ validates, asks the ``Agent`` facade and answers; ``responses.guarded`` maps err
 
 The endpoints live by concern: ``conversations`` (a message, its stream, a stop, people's
 answers, a task's cancel), ``files`` (uploads, a message's files), ``voice``, ``lessons``,
-``families`` (and the caller's settings) and ``about`` (health, OpenAPI, model).
+``families`` (and the caller's settings), ``exports`` (a person's data as a zip) and
+``about`` (health, OpenAPI, model).
 """
 
 from __future__ import annotations
