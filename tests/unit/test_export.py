@@ -20,6 +20,7 @@ from starlette.responses import StreamingResponse
 
 from shared.auth.base import StaticTokenVerifier, User
 from shared.clock import ManualClock
+from shared.errors import StoreError
 from shared.llm.scripted import ScriptedProvider
 from shared.schemas.documents import (
     ArchiveMarker,
@@ -31,6 +32,7 @@ from shared.schemas.documents import (
     Message,
     TaskDocument,
 )
+from shared.store.files import InMemoryFileStore
 from tests.unit.helpers import Fakes, Harness, make_service, serving
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -41,6 +43,18 @@ USERS = {
     "eve": User(uid="eve", name="Eve"),
 }
 EXPORT = "/api/spark/me/export"
+
+
+def _get(path: str, token: str) -> Request:
+    """A GET as the ASGI server hands it over (its body is read as a server sends it)."""
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "query_string": b"",
+        "headers": [(b"authorization", f"Bearer {token}".encode())],
+    }
+    return Request(scope)
 
 
 def auth(name: str) -> dict[str, str]:
@@ -336,17 +350,10 @@ async def _peak_while_streaming(conversations: int, messages: int, files: int) -
             f"mum/uploads/u{f}/scan.pdf", bytes([f]) * 300_000, "application/pdf"
         )
     api = api_of(harness)
-    scope = {
-        "type": "http",
-        "method": "GET",
-        "path": EXPORT,
-        "query_string": b"",
-        "headers": [(b"authorization", b"Bearer mum-token")],
-    }
     gc.collect()
     tracemalloc.start()
     try:
-        response = await api(Request(scope))
+        response = await api(_get(EXPORT, "mum-token"))
         assert isinstance(response, StreamingResponse), response.body
         sent = 0
         async for chunk in response.body_iterator:
@@ -364,3 +371,26 @@ async def test_export_memory_does_not_grow_with_the_account() -> None:
     small = await _peak_while_streaming(conversations=2, messages=300, files=4)
     large = await _peak_while_streaming(conversations=8, messages=1200, files=16)
     assert large < small * 1.5, (small, large)
+
+
+class BrokenFiles(InMemoryFileStore):
+    """A file store that fails half-way through a file (Cloud Storage unreachable)."""
+
+    async def chunks(self, path: str, size: int) -> AsyncIterator[bytes]:
+        yield b"the first piece"
+        raise StoreError("Spark AI Agent could not reach its file storage right now.")
+
+
+async def test_an_export_that_fails_on_our_side_can_be_tried_again_at_once() -> None:
+    fakes = Fakes(files=BrokenFiles())
+    harness = make_service(ScriptedProvider([]), fakes=fakes)
+    await fakes.files.write("mum/uploads/u1/photo.jpg", b"a photo", "image/jpeg")
+    api = api_of(harness)
+    response = await api(_get(EXPORT, "mum-token"))
+    assert isinstance(response, StreamingResponse)
+    with pytest.raises(StoreError):
+        async for _ in response.body_iterator:
+            pass
+    assert (await fakes.ledger.get("mum")).exported_at is None
+    again = await api(_get(EXPORT, "mum-token"))
+    assert isinstance(again, StreamingResponse) and again.status_code == 200
