@@ -24,6 +24,8 @@ from shared.egress.gate import Egress
 from shared.egress.provenance import InMemoryProvenanceStore, ProvenanceStore
 from shared.egress.providers import ModelProvider, SecretMinter, Speaker, Transcriber
 from shared.egress.screen import Screen
+from shared.export.contents import Sources
+from shared.export.service import Exports
 from shared.families.allowance import SendLimits
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
@@ -237,6 +239,7 @@ def assemble(
     ``openings`` likewise over the conversations and the ledger;
     without ``live`` and ``speaker`` (an audio provider's) live audio and speech are
     refused as offline, and without ``transcriber`` voice clips are."""
+    sections = sections if sections is not None else sections_beside(ledger)
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
         lease=timedelta(seconds=settings.task_lease_seconds),
@@ -252,7 +255,7 @@ def assemble(
         policy,
         timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
-        sections if sections is not None else sections_beside(ledger),
+        sections,
         VoiceLimits(
             settings.voice_sessions_per_day, timedelta(minutes=settings.voice_session_minutes)
         ),
@@ -329,6 +332,18 @@ def assemble(
         delivery,
         preferences,
         Chats(runs.opening, people, store, uploads),
+        Exports(
+            Sources(
+                store,
+                lessons,
+                sections,
+                preferences,
+                household,
+                files,
+            ),
+            ledger,
+            clock,
+        ),
         LiveSessions(
             egress,
             scheduler,

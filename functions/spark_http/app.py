@@ -3,7 +3,8 @@ validates, asks the ``Agent`` facade and answers; ``responses.guarded`` maps err
 
 The endpoints live by concern: ``conversations`` (a message, its stream, a stop, people's
 answers, a task's cancel), ``files`` (uploads, a message's files), ``voice``, ``lessons``,
-``families`` (and the caller's settings) and ``about`` (health, OpenAPI, model).
+``families`` (and the caller's settings), ``exports`` (a person's data as a zip) and
+``about`` (health, OpenAPI, model).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from shared.agent.facade import Agent
 from shared.appcheck.guard import AppCheck
 from shared.auth.base import TokenVerifier
 from shared.config import Settings
-from spark_http import about, chat, conversations, families, files, lessons, voice
+from spark_http import about, chat, conversations, exports, families, files, lessons, voice
 from spark_http.edge import Edge
 from spark_http.responses import guarded
 from spark_http.routing import Router
@@ -28,6 +29,7 @@ ROUTES = (
     *voice.ROUTES,
     *lessons.ROUTES,
     *families.ROUTES,
+    *exports.ROUTES,
     *about.ROUTES,
 )
 

@@ -40,14 +40,20 @@ def request_id(request: Request) -> str:
 
 
 def error_response(exc: SparkError, request_id: str | None = None) -> JSONResponse:
-    """``{"error": {"code", "message", "requestId", "details"?}}`` with the error's own
-    status (``details`` for a body that did not validate). The
+    """``{"error": {"code", "message", "requestId", "details"?, "retryAfter"?}}`` with
+    the error's own status (``details`` for a body that did not validate, ``retryAfter``
+    for a limit reached, as its ``Retry-After``). The
     message is ours; what an SDK said (``detail``) goes to the log under the request id."""
     if exc.status >= 500 or exc.detail:
         log.warning("request %s failed: %s: %s (%s)", request_id, exc.code, exc.message, exc.detail)
     problems = [Problem(**item) for item in exc.details] if isinstance(exc, InvalidBody) else None
+    wait = exc.retry_after if isinstance(exc, RateLimited) else None
     detail = ErrorDetail(
-        code=exc.code, message=exc.message, request_id=request_id, details=problems
+        code=exc.code,
+        message=exc.message,
+        request_id=request_id,
+        details=problems,
+        retry_after=wait,
     )
     body = ErrorBody(error=detail)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None

@@ -6,6 +6,7 @@ the runs' parts together and claims, continues and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
 streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
 ``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
+``Exports`` streams a person's data as a zip,
 ``LiveSessions`` and ``SpokenReplies`` are voice),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
@@ -31,6 +32,7 @@ from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
 from shared.errors import SparkError, VoiceUnavailable
+from shared.export.service import Exports
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families
@@ -62,6 +64,7 @@ class Agent(FamilyVerbs):
         delivery: Delivery,
         preferences: Preferences,
         chats: Chats,
+        exports: Exports,
         live: LiveSessions | None = None,
         speech: SpokenReplies | None = None,
     ) -> None:
@@ -79,6 +82,7 @@ class Agent(FamilyVerbs):
         self._delivery = delivery
         self._preferences = preferences
         self._chats = chats
+        self._exports = exports
         self._live = live
         self._speech = speech
 
@@ -296,6 +300,17 @@ class Agent(FamilyVerbs):
         """A kept version becomes the lesson's next one (``versions.restore``)."""
         now = self._clock.now()
         return await versions.restore(self._lessons, user_id, lesson_id, version, now)
+
+    async def export(self, user_id: str) -> AsyncIterator[bytes]:
+        """The user's data as a zip, streamed as it is made (``Exports.start``)."""
+        return await self._exports.start(user_id)
+
+    async def export_dependent(
+        self, parent_id: str, family_id: str, member_id: str
+    ) -> AsyncIterator[bytes]:
+        """A dependent's data, for a parent of their family
+        (``Exports.start_for_dependent``)."""
+        return await self._exports.start_for_dependent(parent_id, family_id, member_id)
 
     # -- the tasks function --------------------------------------------------------------
 

@@ -147,6 +147,9 @@ class TaskLedger(Document):
     voice: dict[str, VoiceGrant] = Field(default_factory=dict)
     # Provider calls under way outside a run (task tools, transcription, speech), by id.
     reservations: dict[str, Reservation] = Field(default_factory=dict)
+    # When the user's data was last exported (``GET /api/spark/me/export``): one export
+    # per ``shared/export/limit.EVERY``, decided in this document's compare-and-set.
+    exported_at: Timestamp | None = None
 
 
 class GivenAuthors(Document):

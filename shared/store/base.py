@@ -265,6 +265,16 @@ class ConversationStore(Protocol):
         """
         ...
 
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[str]:
+        """One page of the ids of the user's conversations, in id order: those after
+        ``after`` (from the first, ``None``), at most ``limit``. Nothing but ids is read,
+        so a page costs the same whatever the conversations hold.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
     def size(self, user_id: str, conversation_id: str) -> int | None:
         """The stored size of the version this store last wrote or read, if it knows it
         (cheap: no read, no serialisation); ``None`` otherwise."""

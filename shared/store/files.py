@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from shared.errors import NotFound, PayloadTooLarge, RequestError
+from shared.store.paging import page
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,23 @@ class FileStore(Protocol):
             NotFound: no such file.
             PayloadTooLarge: the file is bigger than ``max_bytes``.
         """
+        ...
+
+    def chunks(self, path: str, size: int) -> AsyncIterator[bytes]:
+        """The file's bytes in order, ``size`` at a time (the last piece shorter), each
+        fetched when the one before it has been taken: a file of any size streams
+        through ``size`` bytes of memory. The pieces are of the version there when the
+        first was fetched.
+
+        Raises:
+            NotFound: no such file (from the first piece).
+        """
+        ...
+
+    async def listing(self, prefix: str, after: str | None, limit: int) -> list[FileInfo]:
+        """One page of the files whose paths start with ``prefix``, in path order: those
+        after ``after`` (from the first: ``None``), at most ``limit`` (nothing is read
+        of them but what ``stat`` gives)."""
         ...
 
     async def write(self, path: str, data: bytes, content_type: str) -> FileInfo:
@@ -96,7 +115,8 @@ class UploadSession:
 class InMemoryFileStore:
     """Files in a dict, for unit tests and offline runs. ``reads`` lists every path
     read in full, so tests can check that a refused file was never downloaded;
-    ``sessions`` holds the upload sessions not yet used, by URL."""
+    ``sessions`` holds the upload sessions not yet used, by URL. ``chunks`` keeps each
+    file's bytes as stored (a file is never copied whole to be streamed)."""
 
     def __init__(self) -> None:
         self._files: dict[str, tuple[bytes, str, str | None]] = {}
@@ -125,6 +145,17 @@ class InMemoryFileStore:
         if len(data) > max_bytes:
             raise too_large(path, max_bytes)
         return data
+
+    async def chunks(self, path: str, size: int) -> AsyncIterator[bytes]:
+        data = await self._data(path)
+        for start in range(0, len(data), size):
+            yield data[start : start + size]
+
+    async def listing(self, prefix: str, after: str | None, limit: int) -> list[FileInfo]:
+        async with self._lock:
+            paths = [p for p in self._files if p.startswith(prefix)]
+        found = [await self.stat(p) for p in page(paths, after, limit)]
+        return [info for info in found if info is not None]
 
     async def write(self, path: str, data: bytes, content_type: str) -> FileInfo:
         return await self._put(path, data, content_type, None)

@@ -129,6 +129,15 @@ class TaskDocumentStore(Protocol):
         """
         ...
 
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[TaskDocument]:
+        """One page of the user's sections, in task id order: those after ``after`` (from
+        the first, ``None``), at most ``limit`` (a section is small: ~1-20 KB).
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
     async def recent(
         self, user_id: str, limit: int = 20, conversation_id: str | None = None
     ) -> list[TaskDocument]:

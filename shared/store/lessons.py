@@ -110,6 +110,15 @@ class LessonStore(Protocol):
         """
         ...
 
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[str]:
+        """One page of the ids of the user's lessons, in id order: those after ``after``
+        (from the first, ``None``), at most ``limit`` (no lesson is read).
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
     async def progress(self, user_ids: Sequence[str]) -> dict[str, LessonsProgress | None]:
         """Each user's progress summary as stored (``None``: none yet), read together:
         one small document per user, no lesson read.

@@ -131,3 +131,38 @@ async def test_file_store_upload_session_refuses_another_size(
     url = await files.start_upload(path, "image/png", 100, None)
     assert not await put(files, url, b"\x89PNG\r\n\x1a\n" + b"0" * 200, "image/png")
     assert await files.stat(path) is None
+
+
+async def test_file_store_lists_a_prefix_a_page_at_a_time(files: FileStore) -> None:
+    owner = f"u{secrets.token_hex(4)}"
+    names = ["a/1.png", "a/2.pdf", "b/3.png", "c/4.webm", "d/5.png"]
+    for n, name in enumerate(names):
+        await files.write(f"{owner}/uploads/{name}", b"x" * (n + 1), "image/png")
+    await files.write(f"{owner}/speech/c/m-v", b"audio", "audio/mpeg")
+    await files.write(f"{owner}x/uploads/a/1.png", b"another's", "image/png")
+    prefix = f"{owner}/uploads/"
+    first = await files.listing(prefix, None, 2)
+    assert first == [
+        FileInfo(f"{prefix}a/1.png", "image/png", 1),
+        FileInfo(f"{prefix}a/2.pdf", "image/png", 2),
+    ]
+    second = await files.listing(prefix, first[-1].path, 2)
+    assert [f.path for f in second] == [f"{prefix}b/3.png", f"{prefix}c/4.webm"]
+    last = await files.listing(prefix, second[-1].path, 2)
+    assert [f.path for f in last] == [f"{prefix}d/5.png"]
+    assert await files.listing(prefix, last[-1].path, 2) == []
+    assert await files.listing(f"u{secrets.token_hex(4)}/uploads/", None, 2) == []
+
+
+async def test_file_store_streams_a_file_in_pieces(files: FileStore) -> None:
+    path = a_path("scan.pdf")
+    data = os.urandom(2500)
+    await files.write(path, data, "application/pdf")
+    pieces = [piece async for piece in files.chunks(path, 1000)]
+    assert [len(p) for p in pieces] == [1000, 1000, 500]
+    assert b"".join(pieces) == data
+    even = a_path("even.pdf")
+    await files.write(even, data[:2000], "application/pdf")
+    assert [len(p) async for p in files.chunks(even, 1000)] == [1000, 1000]
+    with pytest.raises(NotFound):
+        [piece async for piece in files.chunks(a_path("gone.pdf"), 1000)]

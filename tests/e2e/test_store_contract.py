@@ -30,6 +30,7 @@ from shared.errors import (
     StoreError,
     VersionConflict,
 )
+from shared.export import limit as export_limit
 from shared.families import membership
 from shared.families.audit import family_violations
 from shared.families.membership import Person
@@ -339,6 +340,27 @@ async def test_ledger_store_apply_returns_the_decision_of_the_attempt_that_lande
         assert seen == [1, 2]  # first on the out-of-date copy: that write lost
 
 
+async def test_ledger_store_starts_one_export_between_two_processes(
+    ledgers: tuple[TaskLedgerStore, TaskLedgerStore],
+) -> None:
+    """The export's limit is the ledger's compare-and-set: two instances claiming at
+    once, one claim lands and the other is refused, on the store's verdict."""
+    store, other = ledgers
+    uid = f"u{secrets.token_hex(4)}"
+    await store.mutate(uid, bump)  # each instance remembers a version of its own
+    await other.get(uid)
+    claims = await asyncio.gather(
+        store.mutate(uid, lambda led: export_limit.claim(led, NOW)),
+        other.mutate(uid, lambda led: export_limit.claim(led, NOW)),
+        return_exceptions=True,
+    )
+    assert sorted(type(c).__name__ for c in claims) == ["RateLimited", "TaskLedger"]
+    assert (await store.get(uid)).exported_at == NOW
+    later = NOW + export_limit.EVERY
+    claimed = await other.mutate(uid, lambda led: export_limit.claim(led, later))
+    assert claimed.exported_at == later
+
+
 async def _until(snapshots: AsyncIterator[RunView | None], count: int) -> RunView:
     """Read versions until one has ``count`` messages (intermediate ones may be skipped)."""
     while True:
@@ -454,6 +476,20 @@ async def test_store_concurrent_streaming_writes_all_land(store: ConversationSto
     assert texts == sorted(f"part {n}" for n in range(18))
     for connection in connections:
         connection.close()
+
+
+async def test_store_lists_a_users_conversations_a_page_at_a_time(
+    store: ConversationStore,
+) -> None:
+    uid, other = f"u{secrets.token_hex(4)}", f"u{secrets.token_hex(4)}"
+    for n in (3, 0, 4, 1, 2):
+        await store.create(uid, conversation().model_copy(update={"id": f"conv_{n}"}))
+    await store.create(other, conversation().model_copy(update={"id": "conv_9"}))
+    assert await store.listing(uid, None, 2) == ["conv_0", "conv_1"]
+    assert await store.listing(uid, "conv_1", 2) == ["conv_2", "conv_3"]
+    assert await store.listing(uid, "conv_3", 2) == ["conv_4"]
+    assert await store.listing(uid, "conv_4", 2) == []
+    assert await store.listing(f"u{secrets.token_hex(4)}", None, 2) == []
 
 
 async def test_store_reserved_ids_are_simply_not_found(store: ConversationStore) -> None:
@@ -697,6 +733,17 @@ async def test_lesson_store_a_refused_change_keeps_nothing_and_a_race_keeps_one(
     assert [k.version for k in await lessons.versions(uid, "les_1")] == [1]
     kept = await lessons.version(uid, "les_1", 1)
     assert kept is not None and kept.as_lesson() == lesson(1)
+
+
+async def test_lesson_store_lists_a_users_lessons_a_page_at_a_time(lessons: LessonStore) -> None:
+    uid = f"u{secrets.token_hex(4)}"
+    for n in (2, 0, 1):
+        await lessons.create(uid, lesson(1).model_copy(update={"id": f"les_{n}"}))
+    await lessons.create(f"other-{uid}", lesson(1).model_copy(update={"id": "les_9"}))
+    assert await lessons.listing(uid, None, 2) == ["les_0", "les_1"]
+    assert await lessons.listing(uid, "les_1", 2) == ["les_2"]
+    assert await lessons.delete(uid, "les_1")
+    assert await lessons.listing(uid, None, 5) == ["les_0", "les_2"]
 
 
 async def test_lesson_store_delete_keeps_the_lesson_as_its_last_version(
@@ -1200,6 +1247,21 @@ async def test_section_store_lists_newest_first_by_conversation(
     listed = await sections_store.recent(uid, conversation_id="c1")
     assert [t.id for t in listed] == ["task_3", "task_2", "task_0"]
     assert await sections_store.recent(f"other-{uid}") == []
+
+
+async def test_section_store_lists_a_users_sections_a_page_at_a_time(
+    sections_store: TaskDocumentStore,
+) -> None:
+    uid = f"u-{secrets.token_hex(4)}"
+    for n in (2, 0, 1):
+        record = task_record(f"task_{n}", "c1", NOW)
+        await sections_store.apply(
+            uid, record.task_id, lambda s, r=record: sections.follow(s, r, NOW)
+        )
+    first = await sections_store.listing(uid, None, 2)
+    assert [(t.id, t.status) for t in first] == [("task_0", "queued"), ("task_1", "queued")]
+    assert [t.id for t in await sections_store.listing(uid, "task_1", 2)] == ["task_2"]
+    assert await sections_store.listing(f"other-{uid}", None, 2) == []
 
 
 # -- the ledger and its sections in one write ------------------------------------------

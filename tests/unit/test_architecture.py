@@ -291,6 +291,26 @@ def test_the_tasks_package_reaches_the_agent_only_through_its_face() -> None:
     assert imported <= TASKS_MAY_IMPORT, sorted(imported - TASKS_MAY_IMPORT)
 
 
+# What a person's export may read: the stores (through their Protocols), the families'
+# service (the caller's family, to check a parent), settings, and values. Never the agent
+# (the facade holds the export; the export holds nothing of it).
+EXPORT_MAY_IMPORT = {
+    "shared.store",
+    "shared.families",
+    "shared.schemas",
+    "shared.errors",
+    "shared.clock",
+    "shared.attachment_rules",
+}
+
+
+def test_the_export_reads_the_stores_and_holds_nothing_of_the_agent() -> None:
+    graph = _graph()
+    imported = set(graph["shared.export"])
+    assert imported <= EXPORT_MAY_IMPORT, sorted(imported - EXPORT_MAY_IMPORT)
+    assert "shared.export" in graph["shared.agent"]
+
+
 def _calls_of(name: str) -> list[str]:
     """Where ``shared/`` and ``functions/`` call a function or method named ``name``."""
     found = []

@@ -1,5 +1,6 @@
 // The api, called only to act: send, stop, answer, approve, upload, client tool results,
-// the family's actions (create, invite, join, remove, leave, settings), cancelling a
+// the family's actions (create, invite, join, remove, leave, settings), a person's data
+// exported (their own, or a dependent's for a parent), cancelling a
 // task, and a lesson's versions and restoring one. Nothing it
 // answers is rendered as the truth; the page shows what Firestore says. Each call names
 // its route as schemas/openapi.json does, and its body and answer are that route's
@@ -101,6 +102,17 @@ export function makeApi(getToken: () => Promise<string>) {
     // The name the family sees, one's own only.
     rename: (familyId: string, userId: string, displayName: string) =>
       call("put", "/api/spark/families/{familyId}/members/{userId}/name", { familyId, userId }, { displayName }),
+    // A person's data as a zip (DESIGN §15): the caller's own, or with `familyId` and
+    // `userId` a dependent's, for a parent. The server streams it; the page saves it.
+    exportData: async (member?: { familyId: string; userId: string }): Promise<Blob> => {
+      const token = await getToken();
+      const route = member
+        ? url("/api/spark/families/{familyId}/members/{userId}/export", member)
+        : url("/api/spark/me/export", {});
+      const response = await fetch(route, { headers: { Authorization: `Bearer ${token}` } });
+      if (!response.ok) throw await refusal(response);
+      return response.blob();
+    },
     // A voice message: the answer is the SSE stream (voice.ts reads its transcript events).
     sendStreaming: async (body: Schemas["SendMessageRequest"], signal?: AbortSignal): Promise<Response> => {
       const token = await getToken();

@@ -29,9 +29,16 @@ class ErrorDetail(BaseModel):
         description="A body that did not validate (400): each problem, beside the message "
         "that puts them all in plain words.",
     )
+    retry_after: int | None = Field(
+        default=None,
+        alias="retryAfter",
+        description="A per-user limit was reached (429): the seconds until a retry may be "
+        "admitted, as the Retry-After header says.",
+    )
 
 
 class ErrorBody(BaseModel):
-    """Every JSON error: ``{"error": {"code", "message", "requestId", "details"?}}``."""
+    """Every JSON error: ``{"error": {"code", "message", "requestId", "details"?,
+    "retryAfter"?}}``."""
 
     error: ErrorDetail

@@ -43,6 +43,7 @@ from shared.schemas.api import (
 )
 from shared.schemas.openapi.agent import agent_paths
 from shared.schemas.openapi.chat import chat_paths
+from shared.schemas.openapi.exports import export_paths
 from shared.schemas.openapi.families import family_paths
 from shared.schemas.uichat import ChatRequest
 
@@ -95,10 +96,11 @@ def openapi() -> dict[str, Any]:
             "title": "Spark AI Agent API",
             "version": "1",
             "description": "The api function of Spark AI Agent. Errors are "
-            '{"error": {"code", "message", "requestId", "details"?}}: the message in plain '
-            "words, and for a body that did not validate (400) each problem in details.",
+            '{"error": {"code", "message", "requestId", "details"?, "retryAfter"?}}: the '
+            "message in plain words, for a body that did not validate (400) each problem "
+            "in details, and for a 429 the seconds to wait (as Retry-After says).",
         },
-        "paths": {**agent_paths(), **chat_paths(), **family_paths()},
+        "paths": {**agent_paths(), **chat_paths(), **family_paths(), **export_paths()},
         "components": {
             "schemas": schemas,
             "securitySchemes": {

@@ -85,6 +85,26 @@ async def _in_transaction(
     raise StoreError(too_fast)
 
 
+def in_id_order(collection: Any, after: str | None, limit: int) -> Any:
+    """The query of one page of ``collection`` in document id order: the documents after
+    ``after`` (from the first: ``None``), at most ``limit``."""
+    query = collection.order_by("__name__")
+    if after is not None:
+        query = query.start_after({"__name__": after})
+    return query.limit(limit)
+
+
+async def ids_after(collection: Any, after: str | None, limit: int) -> list[str]:
+    """The ids of one page of ``collection`` (``in_id_order``), no field read.
+
+    Raises:
+        StoreError: Firestore failed.
+    """
+    query = in_id_order(collection, after, limit).select(["__name__"])
+    with unavailable("Firestore read"):
+        return [snapshot.id async for snapshot in query.stream()]
+
+
 def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The top-level fields to send: new or changed values, and deletions."""
     fields: dict[str, Any] = {k: v for k, v in after.items() if before.get(k, _MISSING) != v}

@@ -27,7 +27,7 @@ from shared.store.base import (
 )
 from shared.store.firestore.batcher import WriteBatcher
 from shared.store.firestore.cas import Again, compare_and_set, confirmed, judged
-from shared.store.firestore.common import unavailable
+from shared.store.firestore.common import ids_after, unavailable
 from shared.store.firestore.raw import Writes, create_write, update_write
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
@@ -196,6 +196,9 @@ class FirestoreConversationStore(ConversationStore):
             except (gexc.FailedPrecondition, gexc.NotFound):
                 return None
 
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[str]:
+        return await ids_after(_conversations(self._client, user_id), after, limit)
+
     def size(self, user_id: str, conversation_id: str) -> int | None:
         version = self._versions.get((user_id, conversation_id))
         return None if version is None else version.sizes.total
@@ -333,13 +336,12 @@ def _run_view(snapshot: Any) -> RunView | None:
     )
 
 
+def _conversations(client: Any, user_id: str) -> Any:
+    return client.collection(user_id).document("client").collection("conversations")
+
+
 def _conversation(client: Any, user_id: str, conversation_id: str) -> Any:
-    return (
-        client.collection(user_id)
-        .document("client")
-        .collection("conversations")
-        .document(conversation_id)
-    )
+    return _conversations(client, user_id).document(conversation_id)
 
 
 def write_fields(patch: Patch) -> dict[str, Any]:

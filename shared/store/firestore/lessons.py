@@ -17,7 +17,7 @@ from shared.schemas.documents import Lesson, LessonVersion
 from shared.schemas.server import LessonsProgress
 from shared.store.base import NO_LESSON, KeptVersion, changed, kept_out, next_version
 from shared.store.firestore.cas import LOST, compare_and_set
-from shared.store.firestore.common import changed_fields, unavailable
+from shared.store.firestore.common import changed_fields, ids_after, unavailable
 
 TOO_FAST = "The lesson is changing too fast to save; please try again."
 
@@ -207,6 +207,9 @@ class FirestoreLessonStore:
         with unavailable("Firestore read"):
             snapshots = [s async for s in listing.stream()]
         return [Lesson.model_validate(s.to_dict()) for s in snapshots]
+
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[str]:
+        return await ids_after(self._lessons(user_id), after, limit)
 
     async def versions(self, user_id: str, lesson_id: str) -> list[KeptVersion]:
         if reserved(lesson_id):

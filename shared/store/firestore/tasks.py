@@ -11,7 +11,7 @@ from shared.ids import reserved
 from shared.schemas.documents import TaskDocument
 from shared.store.base import SectionChange, TaskDocumentStore
 from shared.store.firestore.cas import compare_and_set
-from shared.store.firestore.common import changed_fields, unavailable
+from shared.store.firestore.common import changed_fields, in_id_order, unavailable
 
 
 def sections_of(client: AsyncClient, user_id: str) -> Any:
@@ -62,6 +62,12 @@ class FirestoreTaskDocumentStore(TaskDocumentStore):
             option = self._client.write_option(last_update_time=snapshot.update_time)
             await ref.update(changed_fields(before, document), option=option)
         return updated
+
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[TaskDocument]:
+        query = in_id_order(self._tasks(user_id), after, limit)
+        with unavailable("Firestore read"):
+            found = [s.to_dict() or {} async for s in query.stream()]
+        return [TaskDocument.model_validate(d) for d in found]
 
     async def recent(
         self, user_id: str, limit: int = 20, conversation_id: str | None = None

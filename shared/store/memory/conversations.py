@@ -26,6 +26,7 @@ from shared.store.base import (
 )
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
+from shared.store.paging import page
 from shared.store.patch import Sizes, apply, diff
 
 
@@ -105,6 +106,9 @@ class InMemoryConversationStore(ConversationStore):
                 check_size(Sizes.of(document).total, reserve, before)
                 self._store(key, document, patch.paths)
             return updated, decided
+
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[str]:
+        return page((cid for uid, cid in self._documents if uid == user_id), after, limit)
 
     def size(self, user_id: str, conversation_id: str) -> int | None:
         document = self._documents.get((user_id, conversation_id))

@@ -28,6 +28,7 @@ from shared.store.base import (
 )
 from shared.store.limits import check_size
 from shared.store.memory.conversations import InMemoryConversationStore
+from shared.store.paging import page
 from shared.store.patch import Sizes, apply, diff
 
 
@@ -113,6 +114,10 @@ class InMemoryTaskDocumentStore(TaskDocumentStore):
         for task_id, section in sections.items():
             self._documents[(user_id, task_id)] = section.to_firestore()
             self.writes[task_id] = self.writes.get(task_id, 0) + 1
+
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[TaskDocument]:
+        ids = page((tid for uid, tid in self._documents if uid == user_id), after, limit)
+        return [TaskDocument.model_validate(self._documents[(user_id, t)]) for t in ids]
 
     async def recent(
         self, user_id: str, limit: int = 20, conversation_id: str | None = None

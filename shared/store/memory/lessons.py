@@ -25,6 +25,7 @@ from shared.store.base import (
     kept_out,
     next_version,
 )
+from shared.store.paging import page
 
 
 class InMemoryLessonStore:
@@ -113,6 +114,9 @@ class InMemoryLessonStore:
             Lesson.model_validate(d) for (uid, _), d in self._documents.items() if uid == user_id
         ]
         return sorted(mine, key=lambda lesson: lesson.updated_at, reverse=True)[:limit]
+
+    async def listing(self, user_id: str, after: str | None, limit: int) -> list[str]:
+        return page((lid for uid, lid in self._documents if uid == user_id), after, limit)
 
     async def progress(self, user_ids: Sequence[str]) -> dict[str, LessonsProgress | None]:
         found: dict[str, LessonsProgress | None] = {}

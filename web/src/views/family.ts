@@ -121,9 +121,32 @@ export function makeFamilyPanel(deps: FamilyDeps) {
           act(() => api.removeMember(family.familyId, member.userId), `${member.displayName} was removed.`);
         });
         item.append(remove);
+        if (member.role === "dependent") {
+          const save = el("button", { type: "button", className: "quiet", text: `Download ${member.displayName}'s data` });
+          const whose = { familyId: family.familyId, userId: member.userId };
+          const saved = `${member.displayName}'s data was downloaded as a zip.`;
+          save.addEventListener("click", () => download(whose, `${member.displayName}'s data`, saved));
+          item.append(save);
+        }
       }
     }
     return item;
+  }
+
+  /** A person's data (one's own, or a dependent's) saved as a zip; a refusal (one
+   * export per ten minutes) says when to try again. */
+  function download(member: { familyId: string; userId: string } | undefined, what: string, done: string): void {
+    void act(
+      async () => {
+        status(`Preparing ${what}…`);
+        const zip = await api.exportData(member);
+        const link = el("a", { href: URL.createObjectURL(zip) });
+        link.download = `spark-data-${member ? member.userId : deps.uid()}.zip`;
+        link.click();
+        setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+      },
+      done,
+    );
   }
 
   function render() {
@@ -279,6 +302,9 @@ export function makeFamilyPanel(deps: FamilyDeps) {
   $("leave").addEventListener("click", leave);
   $("family-chat").addEventListener("click", () => deps.open("#/family"));
   $("ai-reads").addEventListener("change", toggle);
+  $("export-mine").addEventListener("click", () => {
+    download(undefined, "your data", "Your data was downloaded as a zip.");
+  });
 
   // `/join?token=…`: kept until the signed-in user joins or declines.
   const token = new URLSearchParams(location.search).get("token");
