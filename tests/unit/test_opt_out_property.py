@@ -4,22 +4,28 @@ A family (Mum, Dad, Kid) sends messages; Mum's agent reads them, chats, queues l
 whose briefs quote them, has replies read aloud; the conversation rolls over into its
 archive; members opt out and back in, in any order Hypothesis finds. The model is a
 parrot: whatever family text reaches it, it repeats word for word in its reply and in
-the briefs of the tasks it starts, so any leak in any door shows on its wire.
+the briefs of the tasks it starts, so any leak in any door shows on its wire. It
+repeats it in the ways people and models rewrite text (``DISGUISES``): in italics,
+joined by punctuation, with invisible characters or look-alike letters inside words,
+in HTML, as escaped JSON inside prose, its numbers regrouped.
 
 After every step: no request the model or the speech model received during that step
 carries three words in a row (or a number) of a message whose author had opted out at
 that moment (every message, once Mum had). The oracle is written here on its own, from
-the promise, not from the screen's code.
+the promise and from the parrot's own disguises (it undoes each), not from the
+screen's code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 from collections.abc import AsyncGenerator
 from typing import ClassVar
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -38,20 +44,61 @@ from tests.unit.test_voice import harness as voice_harness
 
 VOCABULARY = [f"{c}{v}{t}" for c in "bdfgkmprstvz" for v in "aeiou" for t in "lnx"][:90]
 MEMBERS = {"mum": MUM, "dad": DAD, "kid": KID}
-_TOKENS = re.compile(r"[a-z0-9]+")
+# Words, and numbers as digit sequences however they are grouped (7,731 or 77-31).
+_TOKENS = re.compile(r"[a-z]+|[0-9]+(?:[^a-z0-9]+[0-9]+)*")
+LOOK_ALIKES = {"a": "а", "e": "е", "o": "о", "p": "р", "x": "х", "i": "і"}  # Cyrillic
+_UNLIKE = str.maketrans({v: k for k, v in LOOK_ALIKES.items()} | {"\u200d": "", "\u00ad": ""})
+
+
+def _number(word: str) -> str:
+    return re.sub(r"[^0-9]", "", word) if word[0].isdigit() else word
+
+
+def _words(text: str) -> list[str]:
+    """The oracle's reading of any text: the parrot's disguises undone, then its words."""
+    text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), text)
+    text = re.sub(r"\\[nrt\"\\/]", " ", text)
+    text = html.unescape(re.sub(r"<[^<>]*>", " ", text))
+    return [_number(w) for w in _TOKENS.findall(text.translate(_UNLIKE).lower())]
 
 
 def runs_of(text: str) -> set[tuple[str, ...]]:
     """The oracle's reading of a message: its three-word runs and its numbers."""
-    words = _TOKENS.findall(text.lower())
+    words = _words(text)
     found = {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
     return found | {(w,) for w in words if w.isdigit() and len(w) >= 3}
 
 
 def carries(text: str, withheld: set[tuple[str, ...]]) -> bool:
-    words = _TOKENS.findall(text.lower())
+    words = _words(text)
     runs = {tuple(words[i : i + 3]) for i in range(len(words) - 2)} | {(w,) for w in words}
     return bool(runs & withheld)
+
+
+def _grouped(number: re.Match[str]) -> str:
+    digits = number.group()
+    return f"{digits[:-3]},{digits[-3:]}"
+
+
+DISGUISES: dict[str, object] = {
+    "plain": lambda t: t,
+    "italics": lambda t: f"_{t}_",
+    "hyphens": lambda t: t.replace(" ", "-"),
+    "dots": lambda t: t.replace(" ", "."),
+    "slashes": lambda t: t.replace(" ", "/"),
+    "colons": lambda t: t.replace(" ", ":"),
+    "commas": lambda t: t.replace(" ", ","),
+    "underscores": lambda t: t.replace(" ", "_"),
+    "joiners": lambda t: re.sub(r"\b([a-z])", "\\1\u200d", t),
+    "soft hyphens": lambda t: re.sub(r"([a-z])\b", "\u00ad\\1", t),
+    "look-alikes": lambda t: t.translate(str.maketrans(LOOK_ALIKES)),
+    "html": lambda t: "<p>" + t.replace(" ", "</em>&nbsp;<em>") + "</p>",
+    "escaped json": lambda t: "they said " + json.dumps({"said": t.replace(" ", "\n")})[1:-1],
+    "unicode escapes": lambda t: re.sub(r"\b([a-z])", lambda m: f"\\u{ord(m[1]):04x}", t),
+    "numbers grouped": lambda t: re.sub(r"\d{4,}", _grouped, t),
+    "numbers split": lambda t: re.sub(r"(\d\d)(\d\d+)", "\\1-\\2", t),
+    "numbers marked": lambda t: re.sub(r"(\d{4,})", "_\\1_", t),
+}
 
 
 def _leaves(value: object) -> list[str]:
@@ -93,19 +140,17 @@ class Parrot:
     def __init__(self) -> None:
         self.known: list[str] = []  # every family message sent (the parrot recognises them)
         self.requests: list[ModelRequest] = []
+        self.disguise = "plain"
 
     def seen(self, request: ModelRequest) -> list[str]:
         """The family messages whose words reach it in ``request``, whole."""
-        plains = [" ".join(_TOKENS.findall(s.lower())) for s in wire_strings(request)]
-        return [
-            m
-            for m in self.known
-            if any(" ".join(_TOKENS.findall(m.lower())) in plain for plain in plains)
-        ]
+        plains = [" ".join(_words(s)) for s in wire_strings(request)]
+        return [m for m in self.known if any(" ".join(_words(m)) in plain for plain in plains)]
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         self.requests.append(request)
-        echo = " / ".join(self.seen(request))
+        disguise = DISGUISES[self.disguise]
+        echo = " / ".join(disguise(m) for m in self.seen(request))  # type: ignore[operator]
         last = request.messages[-1] if request.messages else None
         if "writing a lesson" in request.system:
             yield TextDelta(DRAFT)
@@ -167,16 +212,19 @@ class OptOutMachine(RuleBasedStateMachine):
         self.sent.append((author, text))
         self.run(self.harness.agent.delivery.deliver(author, text, Target(family=True)))
 
-    @rule()
-    def read(self) -> None:
+    @rule(disguise=st.sampled_from(sorted(DISGUISES)))
+    def read(self, disguise: str) -> None:
+        self.parrot.disguise = disguise
         self.run(self._say("read my family messages"))
 
-    @rule()
-    def chat(self) -> None:
+    @rule(disguise=st.sampled_from(sorted(DISGUISES)))
+    def chat(self, disguise: str) -> None:
+        self.parrot.disguise = disguise
         self.run(self._say("tell me more"))
 
-    @rule()
-    def lesson(self) -> None:
+    @rule(disguise=st.sampled_from(sorted(DISGUISES)))
+    def lesson(self, disguise: str) -> None:
+        self.parrot.disguise = disguise
         self.run(self._say("lesson from what the family said"))
 
     @rule()
@@ -244,3 +292,22 @@ OptOutMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_no_withheld_text_reaches_any_provider = OptOutMachine.TestCase
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+def test_each_disguise_of_a_message_repeated_before_an_opt_out_is_withheld_after_it(
+    disguise: str,
+) -> None:
+    """The path the property test must find, for each disguise in turn: Kid's message
+    is read and repeated in that disguise, Kid opts out, and the next request (which
+    carries the repeat in its history) must not carry Kid's words."""
+    machine = OptOutMachine()
+    try:
+        machine.family_message("kid", "bal dex fon", "7731")
+        machine.read(disguise)
+        machine.nothing_withheld_reached_a_provider()
+        machine.setting("kid", reads=False)
+        machine.chat("plain")
+        machine.nothing_withheld_reached_a_provider()
+    finally:
+        machine.teardown()
