@@ -131,3 +131,19 @@ async def test_file_store_upload_session_refuses_another_size(
     url = await files.start_upload(path, "image/png", 100, None)
     assert not await put(files, url, b"\x89PNG\r\n\x1a\n" + b"0" * 200, "image/png")
     assert await files.stat(path) is None
+
+
+async def test_file_store_lists_and_deletes_under_a_prefix_in_pages(files: FileStore) -> None:
+    """An erasure's pages (DESIGN §15): the files under one user's prefix, in path order,
+    a page at a time, and nobody else's; deleting one already gone is no error."""
+    user = f"u{secrets.token_hex(4)}"
+    mine = [f"{user}/uploads/f{n}.png" for n in range(5)]
+    for path in [*mine, f"{user}x/uploads/other.png"]:
+        await files.write(path, b"png", "image/png")
+    first = await files.listed(f"{user}/", 3)
+    assert first == mine[:3]
+    assert await files.delete([*first, f"{user}/uploads/never.png"]) == 3
+    assert await files.listed(f"{user}/", 3) == mine[3:]
+    assert await files.delete(mine) == 2
+    assert await files.listed(f"{user}/", 3) == []
+    assert await files.stat(f"{user}x/uploads/other.png") is not None
