@@ -295,6 +295,7 @@ class Agent(FamilyVerbs):
         origin: str | None = None,
     ) -> Upload:
         """An upload session for one file under the user's uploads (``Uploads.start``)."""
+        await self._alive(user_id)
         return await self._uploads.start(user_id, file_name, content_type, size_bytes, origin)
 
     async def lesson_versions(self, user_id: str, lesson_id: str) -> versions.History:

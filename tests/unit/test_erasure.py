@@ -359,3 +359,26 @@ async def test_a_send_after_the_erasure_began_creates_nothing() -> None:
     with pytest.raises(AccountDeleted):
         await harness.agent.send(DAD, "a chat of my own id", "chat_1", create=True)
     assert await accounts_of(harness).listed("dad", 10) == []
+
+
+async def test_nothing_of_the_account_is_written_again_once_its_erasure_began() -> None:
+    """A valid ID token outlives its account by up to an hour: every verb that would
+    write under the account (settings, a family, an upload, a family message) is refused."""
+    harness = await household(ScriptedProvider([]))
+    agent = harness.agent
+    await agent.erase_account("dad")
+    await erase_to_end(harness)
+    refused = (
+        agent.update_settings("dad", ai_reads_family_messages=False),
+        agent.create_family(DAD, "The Dads", None),
+        agent.start_upload("dad", "work.png", "image/png", 100),
+    )
+    for attempt in refused:
+        with pytest.raises(AccountDeleted):
+            await attempt
+    assert await accounts_of(harness).listed("dad", 10) == []
+    assert harness.fakes.files.sessions == {}
+    # Between the request and the family step, a message from the erased member is refused.
+    await agent.erase_account("kid")
+    with pytest.raises(AccountDeleted):
+        await agent.deliver("kid", "still here?", Target(family=True))
