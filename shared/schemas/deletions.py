@@ -52,7 +52,9 @@ def deletion_id_of(user_id: str) -> str:
 
 
 class DeletionCounts(Document):
-    """What the erasure removed, counted as each page committed."""
+    """What the erasure removed, counted as each page committed. Files are deleted
+    before their page's commit (Cloud Storage is not in Firestore's transaction): those
+    a delivery deleted and then lost its page's race for are gone but not counted."""
 
     documents: int = Field(default=0, ge=0)
     files: int = Field(default=0, ge=0)

@@ -6,11 +6,12 @@ a dependent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -19,14 +20,17 @@ from spark_http.app import ApiApp
 
 from shared.auth.accounts import InMemoryAccounts
 from shared.auth.base import StaticTokenVerifier, User
+from shared.clock import ManualClock
 from shared.erasure.steps import Eraser, ErasureParts
 from shared.errors import AccountDeleted, StoreError
 from shared.families.messages import Target, family_conversation_id
 from shared.llm.base import Finish, ModelRequest, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.schemas.deletions import deletion_id_of, uid_hash
+from shared.queue.base import QueuedTask
+from shared.queue.memory import InMemoryTaskQueue
+from shared.schemas.deletions import Deletion, deletion_id_of, uid_hash
 from shared.schemas.documents import Conversation, Lesson, TaskDocument
-from shared.schemas.server import TaskLedger, TaskRecord
+from shared.schemas.server import RunSlot, TaskLedger, TaskRecord
 from shared.schemas.tasks import TASK_PAYLOAD, EraseTask
 from shared.store.memory.accounts import InMemoryAccountStore
 from tests.unit.helpers import Fakes, Harness, make_service, run_frames, serving
@@ -212,10 +216,8 @@ async def test_an_erasure_leaves_nothing_of_the_account_but_the_others_marked_co
             Step.reply("Nothing new from Dad."),
         ]
     )
-    fakes = Fakes()
+    fakes = Fakes(auth=InMemoryAccounts({"mum", "dad", "kid"}))
     harness = await household(provider, fakes)
-    auth_accounts = InMemoryAccounts({"mum", "dad", "kid"})
-    harness.agent._eraser._parts = _with_auth(harness, auth_accounts)  # type: ignore[union-attr]
     await give_dad_an_account(harness)
     conversation_id, _ = await run_frames(harness, MUM, "what did my family say?")
     assert DINNER in everything(provider.requests[2])
@@ -233,7 +235,7 @@ async def test_an_erasure_leaves_nothing_of_the_account_but_the_others_marked_co
     assert deletion.finished_at is not None and deletion.uid_hash == uid_hash("dad")
     assert "dad" not in json.dumps(deletion.to_firestore(), default=str)
     assert deletion.counts.files == 3 and deletion.counts.documents >= 10
-    assert auth_accounts.deleted == ["dad"]
+    assert fakes.auth.deleted == ["dad"] and fakes.auth.user_ids == {"mum", "kid"}
     assert await accounts.listed("dad", 10_000) == []
     assert [p for p in fakes.files.paths() if p.startswith("dad/")] == []
     assert fakes.files.paths() == ["mum/uploads/keep.png"]
@@ -264,11 +266,6 @@ async def test_an_erasure_leaves_nothing_of_the_account_but_the_others_marked_co
     assert len(later) == 3
     for request in later:
         assert DINNER not in everything(request) and PRIVATE not in everything(request)
-
-
-def _with_auth(harness: Harness, auth: InMemoryAccounts) -> ErasureParts:
-    parts: ErasureParts = harness.agent._eraser._parts  # type: ignore[union-attr]
-    return replace(parts, auth=auth)
 
 
 async def _copies(harness: Harness, user_id: str) -> list[Conversation]:
@@ -303,8 +300,32 @@ def _orphans(harness: Harness, others: tuple[str, ...]) -> list[str]:
     return found
 
 
+class EveryEnqueue(InMemoryTaskQueue):
+    """A queue that keeps every task enqueued, a name seen before too: the local Cloud
+    Tasks emulator does not de-duplicate names."""
+
+    async def enqueue(self, task: QueuedTask) -> None:
+        self.tasks.append(task)
+
+
+class Interleaved:
+    """The account store, but a read of the record lets other deliveries run before the
+    reader goes on (as two processes reading one record at once)."""
+
+    def __init__(self, inner: InMemoryAccountStore) -> None:
+        self._inner = inner
+
+    async def deletion(self, deletion_id: str) -> Deletion | None:
+        found = await self._inner.deletion(deletion_id)
+        await asyncio.sleep(0)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 async def test_an_erasure_killed_half_way_and_redelivered_resumes_and_finishes() -> None:
-    harness = make_service(ScriptedProvider([]))
+    harness = make_service(ScriptedProvider([]), fakes=Fakes(queue=EveryEnqueue()))
     fakes, accounts = harness.fakes, accounts_of(harness)
     for n in range(95):
         conversation = Conversation(
@@ -318,7 +339,7 @@ async def test_an_erasure_killed_half_way_and_redelivered_resumes_and_finishes()
     for n in range(30):
         await fakes.files.write(f"dad/uploads/f{n:02d}.png", b"png", "image/png")
     parts: ErasureParts = harness.agent._eraser._parts  # type: ignore[union-attr]
-    eraser = Eraser(replace(parts, page=20))
+    eraser = Eraser(replace(parts, page=20, accounts=Interleaved(accounts)))  # type: ignore[arg-type]
     await harness.agent.erase_account("dad")
     # The store fails in the third page of documents (each page: 20 deletes and the record).
     accounts.fail_after = accounts.writes + 2 + 2 * 21 + 5
@@ -335,12 +356,14 @@ async def test_an_erasure_killed_half_way_and_redelivered_resumes_and_finishes()
     assert halfway is not None and halfway.step == "documents"
     assert halfway.counts.documents == 40 and len(await accounts.listed("dad", 1000)) == 55
 
-    # Redelivered, twice over (the local emulator does not de-duplicate names).
     accounts.fail_after = None
-    queue = [killed, killed]
+    # Redelivered, twice at once (the local emulator does not de-duplicate names), and
+    # what they enqueue delivered at once too, round after round.
+    queue, deliveries = [killed, killed], 0
     while queue:
-        await eraser.step(EraseTask.model_validate_json(queue.pop(0).body))
-        queue += fakes.queue.take()
+        await asyncio.gather(*(eraser.step(EraseTask.model_validate_json(t.body)) for t in queue))
+        deliveries += len(queue)
+        queue = fakes.queue.take()
     done = await accounts.deletion(deletion_id_of("dad"))
     assert done is not None and done.step == "finished"
     assert (done.counts.documents, done.counts.files) == (95, 30)
@@ -348,6 +371,8 @@ async def test_an_erasure_killed_half_way_and_redelivered_resumes_and_finishes()
     # Each commit is one step of the record: the pages and six moves between steps.
     assert accounts.commits == done.version == done.counts.pages + 6
     assert accounts.writes == 1 + 95 + accounts.commits  # the record begun, each doc once
+    # The two chains of tasks became one: a delivery that lost its step's race stopped.
+    assert deliveries <= accounts.commits - halfway.version + 2
     assert await accounts.listed("dad", 1000) == [] and fakes.files.paths() == []
 
 
@@ -382,3 +407,46 @@ async def test_nothing_of_the_account_is_written_again_once_its_erasure_began() 
     await agent.erase_account("kid")
     with pytest.raises(AccountDeleted):
         await agent.deliver("kid", "still here?", Target(family=True))
+
+
+async def test_an_erasure_waits_for_runs_and_tasks_still_going_then_goes_on() -> None:
+    """A run whose slot is still held and a task whose tool is running: the erasure
+    stops and cancels them, then waits (its task again, later) until neither is left
+    going, before it deletes anything."""
+    clock = ManualClock(NOW)
+    harness = make_service(ScriptedProvider([]), clock=clock)
+    fakes = harness.fakes
+    until = NOW + timedelta(seconds=60)
+    running = TaskRecord(
+        task_id="task_1",
+        conversation_id="c_live",
+        tool_call_id="call_1",
+        tool="create_lesson",
+        display_text="Creating lesson",
+        seq=0,
+        status="running",
+        started=True,
+        attempt=1,
+        lease_expires_at=until,
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    ledger = TaskLedger(
+        tasks={"task_1": running}, runs={"c_live": RunSlot(run_id="run_1", until=until)}
+    )
+    await fakes.ledger.mutate("dad", lambda _: ledger)
+    await harness.agent.erase_account("dad")
+    first = fakes.queue.take()
+    await harness.handler().handle(TASK_PAYLOAD.validate_json(first[0].body))
+    waiting = await accounts_of(harness).deletion(deletion_id_of("dad"))
+    assert waiting is not None and (waiting.step, waiting.version) == ("stopping", 0)
+    assert (await fakes.ledger.get("dad")).tasks["task_1"].cancel_requested
+    later = fakes.queue.take()
+    assert len(later) == 1 and later[0].schedule_at is not None and later[0].schedule_at > NOW
+    assert later[0].name != first[0].name
+    await clock.advance(61)
+    await harness.handler().handle(TASK_PAYLOAD.validate_json(later[0].body))
+    await erase_to_end(harness)
+    done = await accounts_of(harness).deletion(deletion_id_of("dad"))
+    assert done is not None and done.step == "finished"
+    assert await accounts_of(harness).listed("dad", 10) == []
