@@ -18,12 +18,15 @@ from shared.agent.service import RunService
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
 from shared.attachments.voice import VoiceClips
+from shared.auth.accounts import Accounts, FirebaseAccounts, InMemoryAccounts
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
 from shared.egress.gate import Egress
 from shared.egress.provenance import InMemoryProvenanceStore, ProvenanceStore
 from shared.egress.providers import ModelProvider, SecretMinter, Speaker, Transcriber
 from shared.egress.screen import Screen
+from shared.erasure.service import Erasures
+from shared.erasure.steps import Eraser, ErasureParts
 from shared.export.contents import Sources
 from shared.export.service import Exports
 from shared.families.allowance import SendLimits
@@ -35,6 +38,7 @@ from shared.observe.setup import process_metrics, process_tracer
 from shared.policies import family_policy_of, limits_of, task_policy_of
 from shared.prompts import DEFAULT_DIR, load_prompt
 from shared.queue.base import TaskQueue
+from shared.store.accounts import AccountStore
 from shared.store.base import (
     ConversationStore,
     FamilyStore,
@@ -53,6 +57,7 @@ from shared.store.memory import (
     posts_beside,
     sections_beside,
 )
+from shared.store.memory.accounts import accounts_beside
 from shared.store.slots import RunSlots
 from shared.tasks.handler import TaskHandler
 from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
@@ -232,6 +237,8 @@ def assemble(
     transcriber: Transcriber | None = None,
     openings: OpeningStore | None = None,
     provenance: ProvenanceStore | None = None,
+    accounts: AccountStore | None = None,
+    auth: Accounts | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
@@ -272,9 +279,13 @@ def assemble(
     attachments = Attachments(files, settings.attachment_decodes_at_once)
     families = families if families is not None else InMemoryFamilyStore()
     household = Families(families, clock, ids, family_policy_of(settings))
-    preferences = Preferences(
-        settings_store if settings_store is not None else InMemorySettingsStore(), clock
-    )
+    settings_store = settings_store if settings_store is not None else InMemorySettingsStore()
+    provenance = provenance if provenance is not None else InMemoryProvenanceStore()
+    if accounts is None:
+        held = (store, ledger, sections, lessons, families, settings_store, provenance)
+        accounts = accounts_beside(held)
+    erasures = Erasures(accounts, families, queue, clock)
+    preferences = Preferences(settings_store, clock, erasures)
 
     delivery = Delivery(
         posts if posts is not None else posts_beside(store, families),
@@ -286,7 +297,6 @@ def assemble(
         limits.history_messages,
         SendLimits(settings.family_messages_per_minute, settings.family_message_bytes_per_hour),
     )
-    provenance = provenance if provenance is not None else InMemoryProvenanceStore()
     egress = Egress(
         provider,
         Screen(provenance, preferences),
@@ -313,6 +323,7 @@ def assemble(
         files=files,
         slots=slots,
         screen=FamilyScreen(preferences),
+        tombstones=erasures,
     )
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
@@ -353,6 +364,21 @@ def assemble(
             timedelta(minutes=settings.voice_session_minutes),
         ),
         SpokenReplies(egress, store, files),
+        erasures,
+        Eraser(
+            ErasureParts(
+                accounts,
+                families,
+                store,
+                ledger,
+                files,
+                auth if auth is not None else InMemoryAccounts(),
+                queue,
+                clock,
+                runs.stop,
+                scheduler.cancel_task,
+            )
+        ),
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -386,5 +412,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         transcriber=build_transcriber(settings),
         openings=stores.openings,
         provenance=stores.provenance,
+        accounts=stores.accounts,
+        auth=FirebaseAccounts(settings.project_id),
     )
     return components, stores

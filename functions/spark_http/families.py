@@ -1,5 +1,6 @@
 """The family routes (DESIGN §8): a family made, read and joined, its invites, its
-members' roles and progress, and the caller's own settings."""
+members' roles and progress, and the caller's own settings and account (its erasure,
+DESIGN §15, the caller's own or, by a parent, a dependent's)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from starlette.responses import JSONResponse, Response
 
 from shared.schemas.api import (
     CreateFamilyRequest,
+    DeletionResponse,
+    EraseAccountRequest,
     FamilyInfo,
     FamilyResponse,
     InviteInfo,
@@ -24,6 +27,7 @@ from shared.schemas.api import (
     SettingsRequest,
     SettingsResponse,
 )
+from shared.schemas.deletions import Deletion
 from shared.schemas.server import Family
 from spark_http.edge import Edge, Routed
 
@@ -154,6 +158,25 @@ async def update_settings(edge: Edge, request: Request) -> Response:
     return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
 
 
+async def erase_account(edge: Edge, request: Request) -> Response:
+    """``DELETE /api/spark/me``: erase the caller's account (202 ``{deletionId}``)."""
+    user, _ = await edge.read(request, EraseAccountRequest)
+    return _erasing(await edge.agent.erase_account(user.uid))
+
+
+async def erase_dependent(edge: Edge, request: Request) -> Response:
+    """``DELETE .../families/{id}/members/{uid}/account``: a parent erases a dependent's."""
+    user, _ = await edge.read(request, EraseAccountRequest)
+    params = request.path_params
+    deletion = await edge.agent.erase_dependent(user.uid, params["family_id"], params["member_id"])
+    return _erasing(deletion)
+
+
+def _erasing(deletion: Deletion) -> Response:
+    answer = DeletionResponse(deletionId=deletion.id)
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"), status_code=202)
+
+
 def _family(family: Family, status: int = 200) -> Response:
     answer = FamilyResponse(family=FamilyInfo.of(family))
     return JSONResponse(answer.model_dump(by_alias=True, mode="json"), status_code=status)
@@ -170,6 +193,8 @@ ROUTES = (
     Routed(f"{FAMILY}/members/{{member_id}}", "PATCH", set_role),
     Routed(f"{FAMILY}/members/{{member_id}}", "DELETE", remove_member),
     Routed(f"{FAMILY}/members/{{member_id}}/name", "PUT", rename_member),
+    Routed(f"{FAMILY}/members/{{member_id}}/account", "DELETE", erase_dependent),
     Routed(f"{FAMILY}/progress", "GET", family_progress),
     Routed("/api/spark/me/settings", "PATCH", update_settings),
+    Routed("/api/spark/me", "DELETE", erase_account),
 )

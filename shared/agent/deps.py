@@ -6,6 +6,7 @@ loop depends only on these interfaces (DESIGN §2: dependencies point inward).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -60,6 +61,21 @@ class HistoryScreen(Protocol):
         ...
 
 
+class Tombstones(Protocol):
+    """Whose accounts are being erased, or were (``Erasures.erased``)."""
+
+    async def erased(self, user_ids: Sequence[str]) -> frozenset[str]:
+        """Those of ``user_ids`` whose erasure has begun, as the store says now."""
+        ...
+
+
+class NoTombstones:
+    """Nobody's account is being erased (a test's agent without erasures)."""
+
+    async def erased(self, user_ids: Sequence[str]) -> frozenset[str]:
+        return frozenset()
+
+
 class Unscreened:
     """The screen of an agent without one: the history as it is."""
 
@@ -82,6 +98,8 @@ class RunDeps:
     # The user's run slots, taken and freed in their ledger (``RunSlot``).
     slots: RunSlots
     screen: HistoryScreen = field(default_factory=Unscreened)
+    # Read before a conversation is created: none is, for an account being erased.
+    tombstones: Tombstones = field(default_factory=NoTombstones)
     # What the model and the tools say of themselves, which holds for the process: read
     # once here, so a run builds each request from data rather than asking them again.
     label: str = field(init=False)

@@ -7,7 +7,8 @@ records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resume
 streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
 ``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
 ``Exports`` streams a person's data as a zip,
-``LiveSessions`` and ``SpokenReplies`` are voice),
+``LiveSessions`` and ``SpokenReplies`` are voice, ``Erasures`` and ``Eraser`` erase
+accounts),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -31,12 +32,16 @@ from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
 from shared.clock import Clock
-from shared.errors import SparkError, VoiceUnavailable
+from shared.erasure.service import Erasures
+from shared.erasure.steps import Eraser
+from shared.errors import ConfigurationError, SparkError, VoiceUnavailable
 from shared.export.service import Exports
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families
+from shared.schemas.deletions import Deletion
 from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.tasks import EraseTask
 from shared.schemas.uichat import ChatRequest
 from shared.store import versions
 from shared.store.base import LessonStore
@@ -67,6 +72,8 @@ class Agent(FamilyVerbs):
         exports: Exports,
         live: LiveSessions | None = None,
         speech: SpokenReplies | None = None,
+        erasures: Erasures | None = None,
+        eraser: Eraser | None = None,
     ) -> None:
         self._runs = runs
         self._opening = runs.opening
@@ -85,6 +92,8 @@ class Agent(FamilyVerbs):
         self._exports = exports
         self._live = live
         self._speech = speech
+        self._erasures = erasures
+        self._eraser = eraser
 
     # -- the api function ----------------------------------------------------------------
 
@@ -290,6 +299,7 @@ class Agent(FamilyVerbs):
         origin: str | None = None,
     ) -> Upload:
         """An upload session for one file under the user's uploads (``Uploads.start``)."""
+        await self._alive(user_id)
         return await self._uploads.start(user_id, file_name, content_type, size_bytes, origin)
 
     async def lesson_versions(self, user_id: str, lesson_id: str) -> versions.History:
@@ -312,7 +322,26 @@ class Agent(FamilyVerbs):
         (``Exports.start_for_dependent``)."""
         return await self._exports.start_for_dependent(parent_id, family_id, member_id)
 
+    async def erase_account(self, user_id: str) -> Deletion:
+        """Begin erasing the caller's account (``Erasures.erase``): its record."""
+        return (await self._erasing().erase(user_id)).deletion
+
+    async def erase_dependent(self, user_id: str, family_id: str, member_id: str) -> Deletion:
+        """A parent begins erasing a dependent's account (``Erasures.erase_dependent``)."""
+        return (await self._erasing().erase_dependent(user_id, family_id, member_id)).deletion
+
+    def _erasing(self) -> Erasures:
+        if self._erasures is None:
+            raise ConfigurationError("This process erases no accounts.")
+        return self._erasures
+
     # -- the tasks function --------------------------------------------------------------
+
+    async def erase_step(self, task: EraseTask) -> Deletion | None:
+        """Take an erasure one step on (``Eraser.step``)."""
+        if self._eraser is None:
+            raise ConfigurationError("This process erases no accounts.")
+        return await self._eraser.step(task)
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``RunService.claim``)."""

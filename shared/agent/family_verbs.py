@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shared.agent.opening import ERASED
 from shared.attachments.service import Requested
 from shared.auth.base import User
-from shared.errors import FamilyNotFound, NoFamily
+from shared.erasure.service import Erasures
+from shared.errors import AccountDeleted, FamilyNotFound, NoFamily
 from shared.families import progress
 from shared.families.delivery import Delivered, Delivery, StoredFile
 from shared.families.membership import NOT_YOURS
@@ -28,6 +30,17 @@ class FamilyVerbs:
     _delivery: Delivery
     _preferences: Preferences
     _lessons: LessonStore
+    _erasures: Erasures | None
+
+    async def _alive(self, user_id: str) -> None:
+        """Refuse a write under an account whose erasure has begun (a fresh read): the
+        caller's ID token may outlive their account by up to an hour.
+
+        Raises:
+            AccountDeleted: it has begun.
+        """
+        if self._erasures is not None and await self._erasures.erased([user_id]):
+            raise AccountDeleted(ERASED)
 
     @property
     def families(self) -> Families:
@@ -75,6 +88,7 @@ class FamilyVerbs:
         idempotency_key: str | None = None,
     ) -> Delivered:
         """The user's own message to family members, verbatim (``Delivery.deliver``)."""
+        await self._alive(user_id)
         return await self._delivery.deliver(
             user_id,
             text,
@@ -90,6 +104,7 @@ class FamilyVerbs:
 
     async def create_family(self, user: User, name: str, display_name: str | None) -> Family:
         """A new family, with ``user`` its parent (``Families.create``)."""
+        await self._alive(user.uid)
         return await self._families.create(user, name, display_name)
 
     async def current_family(self, user_id: str) -> Family:
@@ -98,6 +113,7 @@ class FamilyVerbs:
 
     async def join_family(self, user: User, token: str, display_name: str | None) -> Family:
         """Join with an invite link's token (``Families.join``)."""
+        await self._alive(user.uid)
         return await self._families.join(user, token, display_name)
 
     async def invite(
@@ -142,6 +158,7 @@ class FamilyVerbs:
         self, user_id: str, *, ai_reads_family_messages: bool
     ) -> UserSettings:
         """The user's settings changed (``Preferences.update``)."""
+        await self._alive(user_id)
         return await self._preferences.update(
             user_id, ai_reads_family_messages=ai_reads_family_messages
         )

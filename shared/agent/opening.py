@@ -19,11 +19,13 @@ from shared.agent.watch import Watch
 from shared.attachments.service import Attachments, Checked, Requested
 from shared.attachments.voice import CheckedClip, Listened, Listener, VoiceClips
 from shared.auth.base import User
-from shared.errors import NotFound, RateLimited, RunInProgress
+from shared.errors import AccountDeleted, NotFound, RateLimited, RunInProgress
 from shared.ids import IdGenerator, reserved
 from shared.schemas.documents import Author, ContentPart, Conversation, Message
 from shared.store.base import LessonStore
 from shared.store.limits import CLOSING_RESERVE
+
+ERASED = "This account is being deleted, so nothing more can be saved for it."
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,10 @@ class Opening:
                 if not create or reserved(conversation_id):
                     raise
                 new = True
+        if new and user.uid in await self._deps.tombstones.erased([user.uid]):
+            # A fresh read, not a memory: the erasure's last sweep deletes whatever a
+            # send that raced its record's first write made (``shared/erasure/steps.py``).
+            raise AccountDeleted(ERASED)
         if document_id is not None and await self._lessons.get(user.uid, document_id) is None:
             raise NotFound("No lesson with this documentId.")
         # Only what needs no download here: a refused send must not read the files.

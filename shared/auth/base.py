@@ -10,9 +10,12 @@ from shared.errors import Unauthenticated
 
 # A uid becomes a Firestore path segment: no slashes, not "." / "..", not __reserved__,
 # and not one of the server's own top-level collections (``SERVER_COLLECTIONS``).
-_UID = re.compile(r"^(?!\.\.?$)(?!__.*__$)(?!(?:families|inviteTokens)$)[^/]{1,128}$")
-SERVER_COLLECTIONS = ("families", "inviteTokens")
-"""Top-level collections that are not a user's: the family system's truth (§8)."""
+_UID = re.compile(
+    r"^(?!\.\.?$)(?!__.*__$)(?!(?:families|inviteTokens|deletions|appCheckTokens)$)[^/]{1,128}$"
+)
+SERVER_COLLECTIONS = ("families", "inviteTokens", "deletions", "appCheckTokens")
+"""Top-level collections that are not a user's: the family system's truth (§8), the
+records of erased accounts (§15) and App Check's spent tokens."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── VoiceUnavailable        409 voice_unavailable     (offline: no audio provider)
     │   ├── VoiceSessionUsed        409 voice_session_used    (redeemed in another conversation)
     │   ├── VoiceSessionEnded       410 voice_session_ended
+    │   ├── AccountDeleted          410 account_deleted       (the caller's erasure has begun)
     │   ├── InviteGone              410 invite_gone           (the link worked once)
     │   │   ├── InviteExpired       410 invite_expired
     │   │   ├── InviteUsedUp        410 invite_used_up
@@ -112,6 +113,7 @@ from shared.errors.families import (
     TooManyInvites,
 )
 from shared.errors.requests import (
+    AccountDeleted,
     AlreadyAnswered,
     Forbidden,
     IdempotencyKeyReused,
@@ -143,6 +145,7 @@ from shared.errors.voice import (
 
 __all__ = [
     "INTERNAL_MESSAGE",
+    "AccountDeleted",
     "AlreadyAnswered",
     "AlreadyInFamily",
     "AuthUnavailable",

@@ -52,6 +52,13 @@ class NotFound(RequestError):
     code = "not_found"
 
 
+class AccountDeleted(RequestError):
+    """The caller's account is being erased (or was): nothing more is written for it."""
+
+    status = 410
+    code = "account_deleted"
+
+
 class MethodNotAllowed(RequestError):
     """The path exists; ``allow`` lists the methods it takes (sent as ``Allow``)."""
 

@@ -8,8 +8,9 @@ for runs queued or waiting before it was made.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -18,12 +19,21 @@ from shared.schemas.documents import UserSettings
 from shared.store.base import SettingsStore
 
 
+class Tombstones(Protocol):
+    """Whose accounts are being erased, or were (``Erasures.erased``)."""
+
+    async def erased(self, user_ids: Sequence[str]) -> frozenset[str]: ...
+
+
 class Preferences:
     """Reading and changing users' settings; one per process."""
 
-    def __init__(self, store: SettingsStore, clock: Clock) -> None:
+    def __init__(
+        self, store: SettingsStore, clock: Clock, tombstones: Tombstones | None = None
+    ) -> None:
         self._store = store
         self._clock = clock
+        self._tombstones = tombstones
 
     async def of(self, user_id: str) -> UserSettings:
         """The user's settings as stored now (the defaults if never changed)."""
@@ -44,12 +54,21 @@ class Preferences:
 
     async def opted_out(self, user_ids: Iterable[str]) -> frozenset[str]:
         """Those of ``user_ids`` who do not let any model read their family messages, as
-        the store says now (one read for all of them)."""
+        the store says now (one read of the settings for all of them). A member whose
+        account is being erased, or was, counts as opted out (DESIGN §15): their settings
+        are gone with it, their messages in the others' copies stay, and no model may
+        be given them; read beside the settings, fresh too."""
         wanted = list(dict.fromkeys(user_ids))
         if not wanted:
             return frozenset()
-        found = await self._store.get(wanted)
-        return frozenset(uid for uid, s in found.items() if not s.ai_reads_family_messages)
+        if self._tombstones is None:
+            found, erased = await self._store.get(wanted), frozenset[str]()
+        else:
+            found, erased = await asyncio.gather(
+                self._store.get(wanted), self._tombstones.erased(wanted)
+            )
+        chose = frozenset(uid for uid, s in found.items() if not s.ai_reads_family_messages)
+        return chose | erased
 
 
 def settings_violations(truth: dict[str, Any] | None, mirror: dict[str, Any] | None) -> list[str]:

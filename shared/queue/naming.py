@@ -27,3 +27,8 @@ def expire_name(task_id: str) -> str:
 
 def follow_up_name(message_id: str, attempt: int) -> str:
     return f"follow-{message_id}-{attempt}"
+
+
+def erase_name(deletion_id: str, step: int) -> str:
+    """The task that takes an erasure on from its record's version ``step``."""
+    return f"erase-{deletion_id}-{step}"

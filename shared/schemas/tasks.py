@@ -60,6 +60,22 @@ class FollowUpTask(_Payload):
     attempt: int = Field(default=0, ge=0, le=100)
 
 
-AnyTask = ToolTask | ReplyTask | WatchdogTask | ExpireTask | FollowUpTask
+class EraseTask(BaseModel):
+    """Take an account's erasure one step on (DESIGN §15): ``step`` is the version of its
+    deletion record this delivery was enqueued after (the task's name); the record, not
+    the task, says what is left to do."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    kind: Literal["erase"] = "erase"
+    user_id: str = Field(min_length=1, max_length=128)
+    deletion_id: str = _ID
+    step: int = Field(default=0, ge=0)
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(by_alias=True).encode()
+
+
+AnyTask = ToolTask | ReplyTask | WatchdogTask | ExpireTask | FollowUpTask | EraseTask
 TaskPayload = Annotated[AnyTask, Field(discriminator="kind")]
 TASK_PAYLOAD: TypeAdapter[AnyTask] = TypeAdapter(TaskPayload)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -146,6 +146,26 @@ class CloudStorageFileStore:
         # Not even NotFound is the caller's: it means the bucket is missing.
         with unavailable(UNAVAILABLE):
             return await asyncio.to_thread(start)
+
+    async def listed(self, prefix: str, limit: int) -> list[str]:
+        def names(bucket: Any) -> list[str]:
+            return [blob.name for blob in bucket.list_blobs(prefix=prefix, max_results=limit)]
+
+        with unavailable(UNAVAILABLE):
+            return await asyncio.to_thread(lambda: names(self._bucket()))
+
+    async def delete(self, paths: Sequence[str]) -> int:
+        if not paths:
+            return 0
+        missing: list[str] = []
+
+        def delete(bucket: Any) -> None:
+            # One batched request of deletes; a file already gone is noted, not an error.
+            bucket.delete_blobs(list(paths), on_error=lambda blob: missing.append(blob.name))
+
+        with unavailable(UNAVAILABLE):
+            await asyncio.to_thread(lambda: delete(self._bucket()))
+        return len(paths) - len(missing)
 
     def close(self) -> None:
         self._client.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -93,6 +93,23 @@ class FileStore(Protocol):
         origin whose requests the session URL answers with CORS headers. ``name`` (its
         owner's name for it) is kept with the file, and ``stat`` gives it back. Nothing
         is stored until the client uploads.
+        """
+        ...
+
+    async def listed(self, prefix: str, limit: int) -> list[str]:
+        """At most ``limit`` paths of the files under ``prefix``, in path order.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        ...
+
+    async def delete(self, paths: Sequence[str]) -> int:
+        """Delete the files at ``paths`` (one already gone is no error): how many were
+        there.
+
+        Raises:
+            StoreError: the store failed (some may be deleted: deleting again is safe).
         """
         ...
 
@@ -197,6 +214,14 @@ class InMemoryFileStore:
             )
         del self.sessions[url]
         return await self._put(session.path, data, session.content_type, session.name)
+
+    async def listed(self, prefix: str, limit: int) -> list[str]:
+        async with self._lock:
+            return sorted(p for p in self._files if p.startswith(prefix))[:limit]
+
+    async def delete(self, paths: Sequence[str]) -> int:
+        async with self._lock:
+            return sum(self._files.pop(p, None) is not None for p in paths)
 
     def paths(self) -> list[str]:
         """Every stored path, sorted (for tests)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared.observe import setup, tracing
-from shared.schemas.tasks import AnyTask, FollowUpTask, ToolTask
+from shared.schemas.tasks import AnyTask, EraseTask, FollowUpTask, ToolTask
 
 Outcome = Literal["done", "busy", "retry", "dead_letter", "error"]
 """``done``: acknowledged; ``busy``: another delivery holds it; ``retry``: it is to run
@@ -46,7 +46,8 @@ def delivered(task: AnyTask) -> Iterator[None]:
     seen, began, attempt = _Delivery(), time.monotonic(), attempt_of(task)
     token = _current.set(seen)
     try:
-        with tracing.delivery(task.kind, attempt, task.conversation_id) as span:
+        about = task.deletion_id if isinstance(task, EraseTask) else task.conversation_id
+        with tracing.delivery(task.kind, attempt, about) as span:
             try:
                 yield
             except BaseException:

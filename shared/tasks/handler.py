@@ -28,6 +28,7 @@ from shared.schemas.documents import Conversation, ToolCall
 from shared.schemas.server import TaskRecord
 from shared.schemas.tasks import (
     AnyTask,
+    EraseTask,
     ExpireTask,
     ReplyTask,
     ToolTask,
@@ -93,6 +94,9 @@ class TaskHandler:
     async def _handle(self, task: AnyTask) -> Verdict:
         if isinstance(task, ToolTask):
             return await self._tool_task(task)
+        if isinstance(task, EraseTask):
+            await self._agent.erase_step(task)
+            return "done"
         user_id, conversation_id = task.user_id, task.conversation_id
         if isinstance(task, ReplyTask):
             run = await self._agent.claim(user_id, conversation_id, task.run_id)

@@ -166,3 +166,19 @@ async def test_file_store_streams_a_file_in_pieces(files: FileStore) -> None:
     assert [len(p) async for p in files.chunks(even, 1000)] == [1000, 1000]
     with pytest.raises(NotFound):
         [piece async for piece in files.chunks(a_path("gone.pdf"), 1000)]
+
+
+async def test_file_store_lists_and_deletes_under_a_prefix_in_pages(files: FileStore) -> None:
+    """An erasure's pages (DESIGN §15): the files under one user's prefix, in path order,
+    a page at a time, and nobody else's; deleting one already gone is no error."""
+    user = f"u{secrets.token_hex(4)}"
+    mine = [f"{user}/uploads/f{n}.png" for n in range(5)]
+    for path in [*mine, f"{user}x/uploads/other.png"]:
+        await files.write(path, b"png", "image/png")
+    first = await files.listed(f"{user}/", 3)
+    assert first == mine[:3]
+    assert await files.delete([*first, f"{user}/uploads/never.png"]) == 3
+    assert await files.listed(f"{user}/", 3) == mine[3:]
+    assert await files.delete(mine) == 2
+    assert await files.listed(f"{user}/", 3) == []
+    assert await files.stat(f"{user}x/uploads/other.png") is not None

@@ -245,3 +245,16 @@ def test_rules_what_the_server_keeps_for_its_answers_is_server_only(db: firestor
         assert httpx.patch(rest(path), json=body, headers=as_user(uid)).status_code == 403
     listing = httpx.get(rest(f"{uid}/server/archivedFiles"), headers=as_user(uid))
     assert listing.status_code == 403
+
+
+@pytest.mark.parametrize("reader", ["erased", "someone-else", "deletions", None])
+def test_rules_deletion_records_are_server_only(db: firestore.Client, reader: str | None) -> None:
+    """An erasure's record (``/deletions/{id}``, DESIGN §15) is the functions' alone:
+    not the erased user's, not a user whose uid happens to be "deletions"."""
+    deletion_id = f"del_{secrets.token_hex(8)}"
+    db.document("deletions", deletion_id).set({"id": deletion_id, "uidHash": "0" * 64})
+    for path in (f"deletions/{deletion_id}", "deletions"):
+        assert httpx.get(rest(path), headers=as_user(reader)).status_code == 403, (reader, path)
+    body = {"fields": {"step": {"stringValue": "finished"}}}
+    patched = httpx.patch(rest(f"deletions/{deletion_id}"), json=body, headers=as_user(reader))
+    assert patched.status_code == 403

@@ -35,6 +35,7 @@ from shared.families import membership
 from shared.families.audit import family_violations
 from shared.families.membership import Person
 from shared.lessons import progress
+from shared.schemas.deletions import Deletion, deletion_id_of, uid_hash
 from shared.schemas.documents import (
     ArchiveSegment,
     ContentPart,
@@ -45,6 +46,7 @@ from shared.schemas.documents import (
     TaskDocument,
 )
 from shared.schemas.server import Family, Invite, TaskLedger, TaskRecord
+from shared.store.accounts import AccountStore
 from shared.store.base import (
     ConversationStore,
     FamilyStore,
@@ -69,6 +71,7 @@ from shared.store.memory import (
     InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
 )
+from shared.store.memory.accounts import accounts_beside
 from shared.tasks import sections
 from shared.tasks.sections import Step
 from tests import lesson_ops
@@ -1428,3 +1431,77 @@ async def test_ledger_store_judges_again_when_either_changed_between_read_and_wr
     assert section is not None
     assert (ledger.next_seq, ledger.tasks["task_a"].status) == (11, "completed")
     assert (section.title, section.status, section.summary) == ("Renamed", "completed", "Done.")
+
+
+# -- an account's erasure (DESIGN §15) -------------------------------------------------
+
+
+@dataclass
+class Erasing:
+    accounts: AccountStore
+    conversations: ConversationStore
+    ledgers: TaskLedgerStore
+
+
+@pytest.fixture(params=["memory", "firestore"])
+async def erasing(request: pytest.FixtureRequest, emulators: object) -> AsyncIterator[Erasing]:
+    if request.param == "memory":
+        conversations, ledgers = InMemoryConversationStore(), InMemoryTaskLedgerStore()
+        yield Erasing(accounts_beside([conversations, ledgers]), conversations, ledgers)
+        return
+    stores = connect(PROJECT)
+    yield Erasing(stores.accounts, stores.conversations, stores.ledgers)
+    stores.close()
+
+
+def a_deletion(uid: str) -> Deletion:
+    return Deletion(id=deletion_id_of(uid), uid_hash=uid_hash(uid), requested_at=NOW)
+
+
+async def test_account_store_begins_a_deletion_once_and_its_tombstone_is_read(
+    erasing: Erasing,
+) -> None:
+    uid, other = f"u{secrets.token_hex(4)}", f"u{secrets.token_hex(4)}"
+    accounts = erasing.accounts
+    assert await accounts.deletion(deletion_id_of(uid)) is None
+    assert await accounts.erased([uid, other]) == frozenset()
+    first = await accounts.begin(a_deletion(uid))
+    again = await accounts.begin(a_deletion(uid).model_copy(update={"requested_by": "parent"}))
+    assert again == first and again.requested_by == "self"
+    assert await accounts.deletion(first.id) == first
+    assert await accounts.erased([uid, other, uid]) == frozenset({uid})
+
+
+async def test_account_store_pages_the_users_documents_at_any_depth_with_its_record(
+    erasing: Erasing,
+) -> None:
+    uid, other = f"u{secrets.token_hex(4)}", f"u{secrets.token_hex(4)}"
+    accounts, conversations = erasing.accounts, erasing.conversations
+    made = sorted((conversation() for _ in range(3)), key=lambda c: c.id)
+    for one in made:
+        await conversations.create(uid, one)
+    segment = ArchiveSegment(
+        conversation_id=made[0].id, segment=1, messages=[message(1)], created_at=NOW
+    )
+    await conversations.archive(uid, segment)
+    await erasing.ledgers.mutate(uid, lambda led: led.model_copy(update={"next_seq": 1}))
+    kept = conversation()
+    await conversations.create(other, kept)
+    read = await accounts.begin(a_deletion(uid))
+
+    everything = await accounts.listed(uid, 100)
+    assert everything == sorted(everything) and len(everything) == 5
+    assert (uid, "server") in everything
+    assert (uid, "client", "conversations", made[0].id, "archive", "000001") in everything
+    page = await accounts.listed(uid, 2)
+    assert page == everything[:2]
+    after = read.model_copy(update={"version": 1, "step": "documents"})
+    assert await accounts.commit(read, after, page)
+    # A second delivery of the same page, judged on the record it read, writes nothing.
+    late = read.model_copy(update={"version": 1, "step": "files"})
+    assert not await accounts.commit(read, late, everything[2:])
+    assert await accounts.listed(uid, 100) == everything[2:]
+    assert await accounts.deletion(read.id) == after
+    assert await accounts.commit(after, after.model_copy(update={"version": 2}), everything[2:])
+    assert await accounts.listed(uid, 100) == []
+    assert await conversations.get(other, kept.id) is not None

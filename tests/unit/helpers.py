@@ -20,6 +20,7 @@ from shared.agent.events import UNSENT, AgentEvent
 from shared.agent.facade import Agent
 from shared.agent.loop import Run
 from shared.agent.transcript import Frame
+from shared.auth.accounts import InMemoryAccounts
 from shared.auth.base import StaticTokenVerifier, User
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
@@ -87,6 +88,8 @@ class Fakes:
     provenance: InMemoryProvenanceStore = field(default_factory=InMemoryProvenanceStore)
     # A send's admission with its message; none: the one over ``store`` and ``ledger``.
     openings: InMemoryOpeningStore | None = None
+    # Sign-in accounts, the last thing an erasure deletes.
+    auth: InMemoryAccounts = field(default_factory=InMemoryAccounts)
 
     @property
     def sections(self) -> InMemoryTaskDocumentStore:
@@ -148,6 +151,7 @@ def make_service(
         transcriber=transcriber,
         openings=fakes.openings,
         provenance=fakes.provenance,
+        auth=fakes.auth,
     )
     return Harness(
         components.agent,

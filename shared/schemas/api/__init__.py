@@ -69,6 +69,8 @@ from shared.schemas.api.problems import (
     Problem,
 )
 from shared.schemas.api.settings import (
+    DeletionResponse,
+    EraseAccountRequest,
     ModelResponse,
     SettingsInfo,
     SettingsRequest,
@@ -89,8 +91,10 @@ __all__ = [
     "CancelTaskResponse",
     "ConversationId",
     "CreateFamilyRequest",
+    "DeletionResponse",
     "DeliveredResponse",
     "DocumentId",
+    "EraseAccountRequest",
     "ErrorBody",
     "ErrorDetail",
     "FamilyInfo",

@@ -1,8 +1,10 @@
-"""The bodies of a user's settings (the AI opt-out) and of the model a deployment runs."""
+"""The bodies of a user's settings (the AI opt-out), of an account's erasure, and of the
+model a deployment runs."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -50,3 +52,18 @@ class SettingsResponse(BaseModel):
     """``{settings}``: the caller's settings after the change."""
 
     settings: SettingsInfo
+
+
+class EraseAccountRequest(Inbound):
+    """``DELETE /api/spark/me`` (and a parent's, for a dependent): the typed
+    confirmation; anything else is refused (400) and nothing changes."""
+
+    confirm: Literal["delete my account"] = Field(
+        description='Exactly "delete my account": what the person typed to confirm.'
+    )
+
+
+class DeletionResponse(BaseModel):
+    """``{deletionId}``: the erasure begun (202); its record stays, without content."""
+
+    deletion_id: str = Field(alias="deletionId", description="The erasure's record id.")

@@ -28,6 +28,9 @@ class Author(Document):
     user_id: str
     display_name: str | None = None
     role: FamilyRole | None = None
+    # The author's account was erased (DESIGN §15): the message stays in the others'
+    # copies, and no model is given it any more.
+    deleted: bool | None = None
 
 
 class MessageError(Document):

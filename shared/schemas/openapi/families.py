@@ -6,6 +6,8 @@ from typing import Any
 
 from shared.schemas.api import (
     CreateFamilyRequest,
+    DeletionResponse,
+    EraseAccountRequest,
     FamilyResponse,
     InviteRequest,
     InviteResponse,
@@ -30,7 +32,28 @@ def family_paths() -> dict[str, Any]:
     member = path_id("userId", r"^[^/]{1,128}$")
     invite = path_id("inviteId")
     changed = (200, "The family after the change.", FamilyResponse)
+    erasing = (202, "The erasure has begun; it runs as a task, in pages.", DeletionResponse)
     return {
+        "/api/spark/me": {
+            "delete": operation(
+                "Delete the caller's account: everything under /{uid}, their files, and "
+                "last their sign-in (DESIGN §15). Their messages in others' copies stay, "
+                "marked author.deleted and withheld from every model. 400 for a wrong "
+                "confirmation; 409 last_parent when they are the only parent of a "
+                "family with others (nothing deleted).",
+                erasing,
+                EraseAccountRequest,
+            )
+        },
+        FAMILIES + "/{familyId}/members/{userId}/account": {
+            "delete": operation(
+                "A parent deletes a dependent's account, as DELETE /api/spark/me does "
+                "(parents of that family, for a dependent member only; 404 otherwise).",
+                erasing,
+                EraseAccountRequest,
+                (family, member),
+            )
+        },
         FAMILIES: {
             "post": operation(
                 "Create a family; the caller becomes its parent (one family per user).",

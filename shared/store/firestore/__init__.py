@@ -1,7 +1,7 @@
 """The stores on Cloud Firestore (the only package that imports it): conversations,
 task ledgers, lessons, families, task sections, family messages' posts, users'
-settings and a send's admission with its message (openings), all on one client per
-process (``connect``)."""
+settings, a send's admission with its message (openings) and accounts' erasures, all
+on one client per process (``connect``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from google.cloud.firestore import AsyncClient, Client
 
 from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
+from shared.store.firestore.accounts import FirestoreAccountStore
 from shared.store.firestore.conversations import FirestoreConversationStore
 from shared.store.firestore.families import FirestoreFamilyStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
@@ -21,6 +22,7 @@ from shared.store.firestore.settings import FirestoreSettingsStore
 from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
 __all__ = [
+    "FirestoreAccountStore",
     "FirestoreConversationStore",
     "FirestoreFamilyStore",
     "FirestoreLessonStore",
@@ -49,6 +51,7 @@ class FirestoreStores:
     settings: FirestoreSettingsStore
     openings: FirestoreOpeningStore
     provenance: FirestoreProvenanceStore
+    accounts: FirestoreAccountStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -73,4 +76,5 @@ def connect(
         FirestoreSettingsStore(client),
         FirestoreOpeningStore(client, conversations, ledgers),
         FirestoreProvenanceStore(client),
+        FirestoreAccountStore(client),
     )

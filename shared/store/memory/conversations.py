@@ -15,6 +15,7 @@ from shared.schemas.documents import (
 from shared.schemas.server import (
     ArchivedFile,
 )
+from shared.store.accounts import Path
 from shared.store.base import (
     ConversationStore,
     Decision,
@@ -170,6 +171,30 @@ class InMemoryConversationStore(ConversationStore):
 
         return Listening(stop)
 
+    def held(self, user_id: str) -> list[Path]:
+        """The paths of every document kept for ``user_id`` (as on Firestore)."""
+        paths: list[Path] = [_live(uid, cid) for uid, cid in self._documents if uid == user_id]
+        paths += [
+            (*_live(uid, cid), "archive", f"{n:06d}")
+            for uid, cid, n in self._segments
+            if uid == user_id
+        ]
+        return paths + [path for path in self._files if path[0] == user_id]
+
+    def drop(self, path: Path) -> None:
+        """Delete the document at ``path`` (nothing if there is none); a conversation's
+        watchers see it go."""
+        if len(path) == 4 and path[1:3] == ("client", "conversations"):
+            key = (path[0], path[3])
+            if self._documents.pop(key, None) is not None:
+                deliver = self._delivering.get(key)
+                if deliver is not None:
+                    deliver(None)
+        elif len(path) == 6 and path[1:3] == ("client", "conversations") and path[4] == "archive":
+            self._segments.pop((path[0], path[3], int(path[5])), None)
+        else:
+            self._files.pop(path, None)
+
     def _store(self, key: tuple[str, str], document: dict[str, Any], fields: set[str]) -> None:
         # Stored documents are never changed in place (``apply`` copies what it changes),
         # so listeners may keep them.
@@ -179,6 +204,10 @@ class InMemoryConversationStore(ConversationStore):
         deliver = self._delivering.get(key)
         if deliver is not None:
             deliver(self._documents[key])
+
+
+def _live(user_id: str, conversation_id: str) -> Path:
+    return (user_id, "client", "conversations", conversation_id)
 
 
 def _view(document: dict[str, Any] | None) -> RunView | None:

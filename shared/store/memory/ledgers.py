@@ -16,6 +16,7 @@ from shared.schemas.documents import (
 from shared.schemas.server import (
     TaskLedger,
 )
+from shared.store.accounts import Path
 from shared.store.base import (
     ConversationStore,
     LedgerAndSections,
@@ -59,6 +60,14 @@ class InMemoryTaskLedgerStore(TaskLedgerStore):
         if document != self._documents.get(user_id):
             self._documents[user_id] = copy.deepcopy(document)
             self.writes += 1
+
+    def held(self, user_id: str) -> list[Path]:
+        """The ledger's path, if ``user_id`` has one (``/{uid}/server``)."""
+        return [(user_id, "server")] if user_id in self._documents else []
+
+    def drop(self, path: Path) -> None:
+        if len(path) == 2 and path[1] == "server":
+            self._documents.pop(path[0], None)
 
     async def apply_with_sections(
         self, user_id: str, change: LedgerAndSections[R]
@@ -118,6 +127,14 @@ class InMemoryTaskDocumentStore(TaskDocumentStore):
     async def listing(self, user_id: str, after: str | None, limit: int) -> list[TaskDocument]:
         ids = page((tid for uid, tid in self._documents if uid == user_id), after, limit)
         return [TaskDocument.model_validate(self._documents[(user_id, t)]) for t in ids]
+
+    def held(self, user_id: str) -> list[Path]:
+        """The paths of ``user_id``'s sections (``/{uid}/client/tasks/{taskId}``)."""
+        return [(uid, "client", "tasks", tid) for uid, tid in self._documents if uid == user_id]
+
+    def drop(self, path: Path) -> None:
+        if len(path) == 4 and path[1:3] == ("client", "tasks"):
+            self._documents.pop((path[0], path[3]), None)
 
     async def recent(
         self, user_id: str, limit: int = 20, conversation_id: str | None = None

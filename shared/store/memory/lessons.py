@@ -18,6 +18,7 @@ from shared.schemas.documents import (
 from shared.schemas.server import (
     LessonsProgress,
 )
+from shared.store.accounts import Path
 from shared.store.base import (
     NO_LESSON,
     KeptVersion,
@@ -44,6 +45,22 @@ class InMemoryLessonStore:
         self._progress_kept = progress_kept
         self.progress_writes = 0
         self.refills = 0
+
+    def held(self, user_id: str) -> list[Path]:
+        """The paths of ``user_id``'s lessons, their kept versions and progress summary."""
+        paths: list[Path] = [_lesson(uid, lid) for uid, lid in self._documents if uid == user_id]
+        for (uid, lid), kept in self._versions.items():
+            if uid == user_id:
+                paths += [(*_lesson(uid, lid), "versions", f"{v:06d}") for v in kept]
+        return paths + ([progress.summary_path(user_id)] if user_id in self._progress else [])
+
+    def drop(self, path: Path) -> None:
+        if path == progress.summary_path(path[0]):
+            self._progress.pop(path[0], None)
+        elif len(path) == 4 and path[1:3] == ("client", "lessons"):
+            self._documents.pop((path[0], path[3]), None)
+        elif len(path) == 6 and path[1:3] == ("client", "lessons") and path[4] == "versions":
+            self._versions.get((path[0], path[3]), {}).pop(int(path[5]), None)
 
     async def get(self, user_id: str, lesson_id: str) -> Lesson | None:
         document = self._documents.get((user_id, lesson_id))
@@ -153,3 +170,7 @@ class InMemoryLessonStore:
     async def version(self, user_id: str, lesson_id: str, version: int) -> LessonVersion | None:
         document = self._versions.get((user_id, lesson_id), {}).get(version)
         return None if document is None else LessonVersion.model_validate(document)
+
+
+def _lesson(user_id: str, lesson_id: str) -> Path:
+    return (user_id, "client", "lessons", lesson_id)
