@@ -190,3 +190,29 @@ async def test_the_api_asks_app_check_on_every_route_but_health(jwks_url: str) -
     # nothing behind.
     replies = [t for t in harness.fakes.queue.take() if t.name.startswith("reply-")]
     assert len(replies) == 1
+
+
+@pytest.mark.parametrize("route", ["answers", "approvals", "tool-results"])
+async def test_every_route_that_starts_a_model_call_takes_a_token_once(
+    jwks_url: str, route: str
+) -> None:
+    """An answer, an approval and a client tool's result each start the model again (as
+    a message does): their App Check token is limited-use, as /chat's is for the same
+    approvals, and a replay is refused before anything behind the door is asked."""
+    from spark_http.app import ApiApp
+
+    from shared.llm.scripted import ScriptedProvider
+    from tests.unit.helpers import ALICE, StaticTokenVerifier, make_service, serving
+
+    harness = make_service(ScriptedProvider([]))
+    check, _ = door("enforce", jwks_url)
+    api = ApiApp(
+        harness.agent, StaticTokenVerifier({"alice-token": ALICE}), harness.settings, check
+    )
+    once = {"Authorization": "Bearer alice-token", "X-Firebase-AppCheck": token()}
+    url = f"/api/spark/agent/conversations/conv_none/{route}"
+    async with serving(api) as client:
+        first = await client.post(url, headers=once, json={})
+        assert first.json()["error"]["code"] != "app_check_replayed"
+        again = await client.post(url, headers=once, json={})
+        assert (again.status_code, again.json()["error"]["code"]) == (401, "app_check_replayed")
