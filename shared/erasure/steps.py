@@ -179,7 +179,7 @@ class Eraser:
     async def _files(self, user_id: str, record: Deletion, then: Step) -> Move:
         """One page of the user's files deleted (``{uid}/…``); ``then`` once none is left."""
         files = self._parts.files
-        paths = await files.listed(f"{user_id}/", self._parts.page)
+        paths = [f.path for f in await files.listing(f"{user_id}/", None, self._parts.page)]
         if not paths:
             return Move(replace_step(record, then))
         gone = await files.delete(paths)

@@ -147,21 +147,14 @@ class CloudStorageFileStore:
         with unavailable(UNAVAILABLE):
             return await asyncio.to_thread(start)
 
-    async def listed(self, prefix: str, limit: int) -> list[str]:
-        def names(bucket: Any) -> list[str]:
-            return [blob.name for blob in bucket.list_blobs(prefix=prefix, max_results=limit)]
-
-        with unavailable(UNAVAILABLE):
-            return await asyncio.to_thread(lambda: names(self._bucket()))
-
     async def delete(self, paths: Sequence[str]) -> int:
         if not paths:
             return 0
-        missing: list[str] = []
+        missing: list[Any] = []  # what delete_blobs was given: the paths
 
         def delete(bucket: Any) -> None:
             # One batched request of deletes; a file already gone is noted, not an error.
-            bucket.delete_blobs(list(paths), on_error=lambda blob: missing.append(blob.name))
+            bucket.delete_blobs(list(paths), on_error=missing.append)
 
         with unavailable(UNAVAILABLE):
             await asyncio.to_thread(lambda: delete(self._bucket()))

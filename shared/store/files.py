@@ -96,14 +96,6 @@ class FileStore(Protocol):
         """
         ...
 
-    async def listed(self, prefix: str, limit: int) -> list[str]:
-        """At most ``limit`` paths of the files under ``prefix``, in path order.
-
-        Raises:
-            StoreError: the store failed.
-        """
-        ...
-
     async def delete(self, paths: Sequence[str]) -> int:
         """Delete the files at ``paths`` (one already gone is no error): how many were
         there.
@@ -214,10 +206,6 @@ class InMemoryFileStore:
             )
         del self.sessions[url]
         return await self._put(session.path, data, session.content_type, session.name)
-
-    async def listed(self, prefix: str, limit: int) -> list[str]:
-        async with self._lock:
-            return sorted(p for p in self._files if p.startswith(prefix))[:limit]
 
     async def delete(self, paths: Sequence[str]) -> int:
         async with self._lock:
