@@ -2,7 +2,8 @@
 validates, asks the ``Agent`` facade and answers; ``responses.guarded`` maps errors.
 
 The endpoints live by concern: ``conversations`` (a message, its stream, a stop, people's
-answers, a task's cancel), ``files`` (uploads, a message's files), ``voice``, ``lessons``,
+answers, a task's cancel), ``manage`` (a title, a delete, a regenerated reply,
+feedback), ``files`` (uploads, a message's files), ``voice``, ``lessons``,
 ``families`` (and the caller's settings) and ``about`` (health, OpenAPI, model).
 """
 
@@ -15,7 +16,7 @@ from shared.agent.facade import Agent
 from shared.appcheck.guard import AppCheck
 from shared.auth.base import TokenVerifier
 from shared.config import Settings
-from spark_http import about, chat, conversations, families, files, lessons, voice
+from spark_http import about, chat, conversations, families, files, lessons, manage, voice
 from spark_http.edge import Edge
 from spark_http.responses import guarded
 from spark_http.routing import Router
@@ -24,6 +25,7 @@ from spark_http.routing import Router
 ROUTES = (
     *conversations.ROUTES,
     *chat.ROUTES,
+    *manage.ROUTES,
     *files.ROUTES,
     *voice.ROUTES,
     *lessons.ROUTES,

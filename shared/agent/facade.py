@@ -6,7 +6,8 @@ the runs' parts together and claims, continues and stops runs, ``People``
 records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
 streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
 ``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
-``LiveSessions`` and ``SpokenReplies`` are voice),
+``LiveSessions`` and ``SpokenReplies`` are voice, ``Conversations`` renames, rates
+and deletes conversations),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -21,6 +22,7 @@ from shared.agent.chat import Chats
 from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.family_verbs import FamilyVerbs
 from shared.agent.loop import Run
+from shared.agent.manage import Conversations, Rated
 from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
 from shared.agent.service import Hearing, Next, RunService, Sent, Stopped, WhenBusy
@@ -34,7 +36,7 @@ from shared.errors import SparkError, VoiceUnavailable
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families
-from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.documents import Conversation, Lesson, Rating
 from shared.schemas.uichat import ChatRequest
 from shared.store import versions
 from shared.store.base import LessonStore
@@ -62,6 +64,7 @@ class Agent(FamilyVerbs):
         delivery: Delivery,
         preferences: Preferences,
         chats: Chats,
+        conversations: Conversations,
         live: LiveSessions | None = None,
         speech: SpokenReplies | None = None,
     ) -> None:
@@ -81,6 +84,7 @@ class Agent(FamilyVerbs):
         self._chats = chats
         self._live = live
         self._speech = speech
+        self._conversations = conversations
 
     # -- the api function ----------------------------------------------------------------
 
@@ -129,6 +133,26 @@ class Agent(FamilyVerbs):
         if sent.hearing is not None:
             return replace(sent, body=self.stream_hearing(sent.hearing))
         return sent if sent.run is None else replace(sent, body=self.stream(sent.run))
+
+    async def rename(self, user_id: str, conversation_id: str, title: str) -> Conversation:
+        """Title one of the user's conversations (``Conversations.rename``)."""
+        return await self._conversations.rename(user_id, conversation_id, title)
+
+    async def delete_conversation(self, user_id: str, conversation_id: str) -> None:
+        """Delete the user's copy of a conversation and all kept of it
+        (``Conversations.delete``)."""
+        await self._conversations.delete(user_id, conversation_id)
+
+    async def rate(
+        self,
+        user_id: str,
+        conversation_id: str,
+        message_id: str,
+        rating: Rating,
+        comment: str | None = None,
+    ) -> Rated:
+        """Keep the user's feedback on a reply (``Conversations.rate``)."""
+        return await self._conversations.rate(user_id, conversation_id, message_id, rating, comment)
 
     async def start_voice_session(self, user_id: str) -> VoiceSession:
         """A live-audio session's secret, within the user's allowance (``LiveSessions``).

@@ -8,8 +8,9 @@ anonymously.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.api_core import exceptions as gexc
@@ -95,6 +96,19 @@ class CloudStorageFileStore:
             lambda bucket: bucket.blob(path).upload_from_string(data, content_type=content_type),
         )
         return FileInfo(path, content_type, len(data))
+
+    async def delete(self, paths: Sequence[str] = (), prefix: str | None = None) -> int:
+        def work(bucket: Any) -> int:
+            names = list(paths)
+            if prefix is not None:
+                names += [b.name for b in bucket.list_blobs(prefix=prefix)]
+            for name in dict.fromkeys(names):
+                with contextlib.suppress(gexc.NotFound):  # deleted already: a second delete
+                    bucket.blob(name).delete()
+            return len(names)
+
+        deleted: int = await self._call(prefix or "", work)
+        return deleted
 
     async def start_upload(
         self,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,6 +57,11 @@ class FileStore(Protocol):
 
     async def write(self, path: str, data: bytes, content_type: str) -> FileInfo:
         """Store ``data`` at ``path`` (replacing any file there) with ``content_type``."""
+        ...
+
+    async def delete(self, paths: Sequence[str] = (), prefix: str | None = None) -> int:
+        """Delete the files at ``paths`` and (``prefix``) every file whose path starts
+        with it; how many were named. A file already gone is no error (idempotent)."""
         ...
 
     async def start_upload(
@@ -133,6 +139,16 @@ class InMemoryFileStore:
         async with self._lock:
             self._files[path] = (bytes(data), content_type, name)
         return FileInfo(path, content_type, len(data), name)
+
+    async def delete(self, paths: Sequence[str] = (), prefix: str | None = None) -> int:
+        async with self._lock:
+            names = [
+                *paths,
+                *(p for p in self._files if prefix is not None and p.startswith(prefix)),
+            ]
+            for name in names:
+                self._files.pop(name, None)
+        return len(names)
 
     async def start_upload(
         self,

@@ -19,6 +19,8 @@ from shared.schemas.api import (
     DeliveredResponse,
     ErrorBody,
     FamilyResponse,
+    FeedbackRequest,
+    FeedbackResponse,
     InviteRequest,
     InviteResponse,
     InvitesResponse,
@@ -27,6 +29,9 @@ from shared.schemas.api import (
     ModelResponse,
     NameRequest,
     ProgressResponse,
+    RegenerateRequest,
+    RenameRequest,
+    RenameResponse,
     RestoreRequest,
     RestoreResponse,
     ResumeResponse,
@@ -44,6 +49,7 @@ from shared.schemas.api import (
 from shared.schemas.openapi.agent import agent_paths
 from shared.schemas.openapi.chat import chat_paths
 from shared.schemas.openapi.families import family_paths
+from shared.schemas.openapi.manage import manage_paths
 from shared.schemas.uichat import ChatRequest
 
 OPENAPI_PATH = Path(__file__).resolve().parents[3] / "schemas" / "openapi.json"
@@ -78,6 +84,11 @@ _MODELS: tuple[type[BaseModel], ...] = (
     SpeechRequest,
     ModelResponse,
     ChatRequest,
+    RenameRequest,
+    RenameResponse,
+    RegenerateRequest,
+    FeedbackRequest,
+    FeedbackResponse,
     ErrorBody,
 )
 
@@ -98,7 +109,7 @@ def openapi() -> dict[str, Any]:
             '{"error": {"code", "message", "requestId", "details"?}}: the message in plain '
             "words, and for a body that did not validate (400) each problem in details.",
         },
-        "paths": {**agent_paths(), **chat_paths(), **family_paths()},
+        "paths": {**agent_paths(), **manage_paths(), **chat_paths(), **family_paths()},
         "components": {
             "schemas": schemas,
             "securitySchemes": {
