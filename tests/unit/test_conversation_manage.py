@@ -243,14 +243,17 @@ async def test_delete_of_what_is_not_the_callers_is_404_and_changes_nothing() ->
 # -- nothing in flight makes a deleted conversation again ---------------------------------
 
 
+AFTER = 10_000
+
+
 class Paused(ScriptedProvider):
-    """Streams a first word, then waits for ``go`` before the rest."""
+    """Streams a first word, then waits for ``go`` before ``AFTER`` more (each handed
+    over only when asked for: ``read`` counts them)."""
 
     def __init__(self) -> None:
-        super().__init__([Step.reply("unused")])
-        self.steps.clear()
+        super().__init__([])
         self.go = asyncio.Event()
-        self.rest_read = False
+        self.read = 0
 
     async def stream(self, request: ModelRequest) -> Any:
         self.requests.append(request)
@@ -258,8 +261,10 @@ class Paused(ScriptedProvider):
         for event in first:
             yield event
         await self.go.wait()
-        self.rest_read = True
-        yield TextDelta(" world")
+        for _ in range(AFTER):
+            self.read += 1
+            yield TextDelta(" more")
+            await asyncio.sleep(0)
         yield Finish("stop")
 
 
@@ -267,7 +272,8 @@ class Paused(ScriptedProvider):
 async def test_a_delete_while_a_reply_streams_is_never_undone_by_the_run(throttle_ms: int) -> None:
     """The run's next throttled write (``throttle_ms`` 0: one per word) or, with none
     (an hour's throttle), its closing write finds the conversation gone: nothing is
-    made again, the run ends and its slot is free."""
+    made again, the run ends and its slot is free. Its next write refused, the run
+    stops reading the model."""
     provider = Paused()
     service = make_service(provider, throttle_ms=throttle_ms)
     sent = await service.agent.send(ALICE, "hello", None)
@@ -288,6 +294,8 @@ async def test_a_delete_while_a_reply_streams_is_never_undone_by_the_run(throttl
     assert stored(service, cid) is None
     assert service.store.writes == writes  # not one write landed after the delete
     assert (await service.fakes.ledger.get("alice")).runs == {}  # its slot is free
+    if throttle_ms == 0:
+        assert provider.read < AFTER
 
 
 class Gate:
