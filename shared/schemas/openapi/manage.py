@@ -1,5 +1,6 @@
 """The routes by which a person manages a conversation (DESIGN §15) in the OpenAPI
-document: a title, a delete, the last reply made again, and feedback on a reply."""
+document: a title, a delete and feedback on a reply (the last reply made again,
+``regenerate``, is not built yet)."""
 
 from __future__ import annotations
 
@@ -7,28 +8,24 @@ from typing import Any
 
 from shared.schemas.api import (
     MESSAGE_ID_PATTERN,
-    AckResponse,
     FeedbackRequest,
     FeedbackResponse,
-    RegenerateRequest,
     RenameRequest,
     RenameResponse,
 )
 from shared.schemas.openapi.parts import (
     CONVERSATION,
     PREFIX,
-    SSE,
     error_responses,
     json_body,
     path_id,
-    post,
 )
 
 _ERRORS = (400, 401, 404, 405, 413, 415, 500, 503)
 
 
 def manage_paths() -> dict[str, Any]:
-    """The conversation's own path (PATCH, DELETE), its regenerate and a reply's feedback."""
+    """The conversation's own path (PATCH, DELETE) and a reply's feedback."""
     conversation = PREFIX + "/conversations/{conversationId}"
     rename = {
         "summary": "Give the conversation a title (1 to 120 characters, not all spaces). A "
@@ -55,17 +52,6 @@ def manage_paths() -> dict[str, Any]:
             **error_responses(401, 404, 405, 500, 503),
         },
     }
-    _regenerate = post(
-        "Make the conversation's last reply again, as a send of the same user turn: the "
-        "new reply is appended with regenerates: messageId (the old one stays; clients "
-        "show the newest of a chain). 400 for any message but the last reply.",
-        RegenerateRequest,
-        {
-            "200": {"description": "The new reply, streamed.", "content": SSE},
-            "202": {"description": "Accepted or queued.", "content": json_body(AckResponse)},
-        },
-    )
-    _regenerate["post"]["parameters"] = [CONVERSATION]
     feedback = {
         "summary": "Rate one of Spark AI Agent's replies (up or down, with a comment if "
         "wished): kept for quality review and shown to its author as the message's "
