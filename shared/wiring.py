@@ -12,6 +12,7 @@ from shared.agent.background import Background
 from shared.agent.chat import Chats
 from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent
+from shared.agent.manage import Conversations
 from shared.agent.people import People
 from shared.agent.resume import Resumes
 from shared.agent.service import RunService
@@ -355,6 +356,7 @@ def assemble(
             ledger,
             clock,
         ),
+        Conversations(store, scheduler.sections, files, scheduler, clock),
         LiveSessions(
             egress,
             scheduler,

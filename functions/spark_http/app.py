@@ -2,9 +2,9 @@
 validates, asks the ``Agent`` facade and answers; ``responses.guarded`` maps errors.
 
 The endpoints live by concern: ``conversations`` (a message, its stream, a stop, people's
-answers, a task's cancel), ``files`` (uploads, a message's files), ``voice``, ``lessons``,
-``families`` (and the caller's settings), ``exports`` (a person's data as a zip) and
-``about`` (health, OpenAPI, model).
+answers, a task's cancel), ``manage`` (a title, a delete, feedback), ``files``
+(uploads, a message's files), ``voice``, ``lessons``, ``families`` (and the caller's
+settings), ``exports`` (a person's data as a zip) and ``about`` (health, OpenAPI, model).
 """
 
 from __future__ import annotations
@@ -16,7 +16,17 @@ from shared.agent.facade import Agent
 from shared.appcheck.guard import AppCheck
 from shared.auth.base import TokenVerifier
 from shared.config import Settings
-from spark_http import about, chat, conversations, exports, families, files, lessons, voice
+from spark_http import (
+    about,
+    chat,
+    conversations,
+    exports,
+    families,
+    files,
+    lessons,
+    manage,
+    voice,
+)
 from spark_http.edge import Edge
 from spark_http.responses import guarded
 from spark_http.routing import Router
@@ -25,6 +35,7 @@ from spark_http.routing import Router
 ROUTES = (
     *conversations.ROUTES,
     *chat.ROUTES,
+    *manage.ROUTES,
     *files.ROUTES,
     *voice.ROUTES,
     *lessons.ROUTES,

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
 
+from shared.agent.manage import NO_MESSAGE
 from shared.errors import (
     FamilyNotFound,
     InviteNotFound,
@@ -52,8 +53,13 @@ class LessonId(_Id):
     regex = "[A-Za-z0-9_-]{1,128}"
 
 
+class MessageId(_Id):
+    regex = "[A-Za-z0-9_-]{1,128}"
+
+
 register_url_convertor("conversation", ConversationId())
 register_url_convertor("lesson", LessonId())
+register_url_convertor("message", MessageId())
 
 # What an id in the path that can name nothing answers, by its parameter: as an id of
 # its kind that names nothing does. Firestore reserves ids of the form __x__ (``reserved``;
@@ -63,6 +69,7 @@ _NAMES_NOTHING: dict[str, Callable[[], NotFound]] = {
     "conversation_id": lambda: NotFound(NO_CONVERSATION),
     "chat_id": lambda: NotFound(NO_CONVERSATION),
     "lesson_id": lambda: NotFound(NO_LESSON),
+    "message_id": lambda: NotFound(NO_MESSAGE),
     "task_id": lambda: NotFound(NO_TASK),
     "family_id": lambda: FamilyNotFound(NOT_YOURS),
     "invite_id": lambda: InviteNotFound(NO_INVITE),

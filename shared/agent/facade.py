@@ -7,8 +7,8 @@ records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resume
 streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
 ``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
 ``Exports`` streams a person's data as a zip,
-``LiveSessions`` and ``SpokenReplies`` are voice, ``Erasures`` and ``Eraser`` erase
-accounts),
+``LiveSessions`` and ``SpokenReplies`` are voice, ``Conversations`` renames, rates
+and deletes conversations, ``Erasures`` and ``Eraser`` erase accounts),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -23,6 +23,7 @@ from shared.agent.chat import Chats
 from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.family_verbs import FamilyVerbs
 from shared.agent.loop import Run
+from shared.agent.manage import Conversations, Rated
 from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
 from shared.agent.service import Hearing, Next, RunService, Sent, Stopped, WhenBusy
@@ -40,7 +41,7 @@ from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.schemas.deletions import Deletion
-from shared.schemas.documents import Conversation, Lesson
+from shared.schemas.documents import Conversation, Lesson, Rating
 from shared.schemas.tasks import EraseTask
 from shared.schemas.uichat import ChatRequest
 from shared.store import versions
@@ -70,6 +71,7 @@ class Agent(FamilyVerbs):
         preferences: Preferences,
         chats: Chats,
         exports: Exports,
+        conversations: Conversations,
         live: LiveSessions | None = None,
         speech: SpokenReplies | None = None,
         erasures: Erasures | None = None,
@@ -94,6 +96,7 @@ class Agent(FamilyVerbs):
         self._speech = speech
         self._erasures = erasures
         self._eraser = eraser
+        self._conversations = conversations
 
     # -- the api function ----------------------------------------------------------------
 
@@ -142,6 +145,26 @@ class Agent(FamilyVerbs):
         if sent.hearing is not None:
             return replace(sent, body=self.stream_hearing(sent.hearing))
         return sent if sent.run is None else replace(sent, body=self.stream(sent.run))
+
+    async def rename(self, user_id: str, conversation_id: str, title: str) -> Conversation:
+        """Title one of the user's conversations (``Conversations.rename``)."""
+        return await self._conversations.rename(user_id, conversation_id, title)
+
+    async def delete_conversation(self, user_id: str, conversation_id: str) -> None:
+        """Delete the user's copy of a conversation and all kept of it
+        (``Conversations.delete``)."""
+        await self._conversations.delete(user_id, conversation_id)
+
+    async def rate(
+        self,
+        user_id: str,
+        conversation_id: str,
+        message_id: str,
+        rating: Rating,
+        comment: str | None = None,
+    ) -> Rated:
+        """Keep the user's feedback on a reply (``Conversations.rate``)."""
+        return await self._conversations.rate(user_id, conversation_id, message_id, rating, comment)
 
     async def start_voice_session(self, user_id: str) -> VoiceSession:
         """A live-audio session's secret, within the user's allowance (``LiveSessions``).

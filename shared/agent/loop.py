@@ -35,6 +35,7 @@ from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Emit, Frame, Transcript
 from shared.errors import (
     INTERNAL_MESSAGE,
+    NotFound,
     ProviderSilent,
     RunEnded,
     RunInterrupted,
@@ -233,6 +234,9 @@ class Run:
             elif now - writer.last_write >= limits.poll_seconds:
                 try:
                     probe = await self.deps.store.probe(self.user_id, self.conversation_id)
+                except NotFound:
+                    self._interrupt(RunInterrupted("The conversation was deleted."))
+                    return
                 except SparkError:
                     continue
                 if probe.run_id != self.run_id:

@@ -8,16 +8,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from shared.clock import Clock
-from shared.errors import ConversationTooLarge, RunEnded, SparkError
+from shared.errors import ConversationTooLarge, NotFound, RunEnded, SparkError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 Write = Callable[[], Awaitable[Any]]
-# Writes that can never succeed: the run was stopped, closed or taken over, or the
-# document is full. Retrying cannot help; the run must end instead.
-PERMANENT = (RunEnded, ConversationTooLarge)
+# Writes that can never succeed: the run was stopped, closed or taken over, the
+# document is full, or it was deleted. Retrying cannot help; the run must end instead.
+PERMANENT = (RunEnded, ConversationTooLarge, NotFound)
 
 
 class ThrottledWriter:

@@ -118,6 +118,12 @@ class TaskTools(Protocol):
         """Cancel the tasks that have not started (their slots free at once)."""
         ...
 
+    async def cancel_conversation(self, user_id: str, conversation_id: str) -> None:
+        """Cancel every task of the conversation (it is being deleted), in one write:
+        those not started end at once (their slots free), a running one is asked to
+        stop at its tool's next step."""
+        ...
+
     async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:
         """Cancel one of the user's tasks and return its record. One that has not started
         (or waits for its user's answer) is cancelled at once: its section ends with

@@ -16,7 +16,8 @@ only the mirror written into their own subtree (``FamilyMirror``)::
 Beside them, each user's server-only upkeep of what the api answers from (never parsed
 again on a read): ``LessonsProgress`` (``/{userId}/server/progress/lessons``),
 ``SentMessages`` (``/{userId}/server/family/sent``) and ``ArchivedFile``
-(``/{userId}/server/archivedFiles/{id}``).
+(``/{userId}/server/archivedFiles/{id}``); ``DeletedConversation``, what is left of a
+conversation its owner deleted (``/{userId}/server/deletedConversations/{id}``).
 """
 
 from __future__ import annotations
@@ -329,3 +330,13 @@ class ArchivedFile(Document):
     conversation_id: str
     path: str
     segments: list[int] = Field(default_factory=list)
+
+
+class DeletedConversation(Document):
+    """``/{userId}/server/deletedConversations/{conversationId}``: a conversation its owner
+    deleted, written in the commit that deletes it (no content): a delete repeated is
+    told from one of an id that never named anything (204, not 404), and a delete that
+    failed half-way is finished by the next."""
+
+    conversation_id: str
+    deleted_at: Timestamp

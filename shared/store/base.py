@@ -72,6 +72,7 @@ __all__ = [
     "Transacted",
     "archived_file_path",
     "changed",
+    "deleted_path",
     "files_named",
     "kept_out",
     "next_version",
@@ -103,6 +104,11 @@ def files_named(messages: Sequence[Message]) -> list[str]:
                 if part.file.text_path is not None:
                     found[part.file.text_path] = None
     return list(found)
+
+
+def deleted_path(user_id: str, conversation_id: str) -> tuple[str, ...]:
+    """Where the tombstone of the user's deleted conversation is (server-only)."""
+    return (user_id, "server", "deletedConversations", conversation_id)
 
 
 def archived_file_path(user_id: str, conversation_id: str, path: str) -> tuple[str, ...]:
@@ -280,11 +286,32 @@ class ConversationStore(Protocol):
         (cheap: no read, no serialisation); ``None`` otherwise."""
         ...
 
-    async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
-        """Write (or rewrite: a move that died half-way is redone) one archive segment,
-        and index the files its messages name (``index``) before or with it.
+    async def delete(self, user_id: str, conversation_id: str, now: datetime) -> list[str]:
+        """Delete the conversation, leaving its tombstone (``DeletedConversation``, in
+        the same commit), then its archive segments and their file index entries;
+        every path of a file its messages (live and archived) named, once each, for the
+        caller to delete the files. Idempotent: for a conversation deleted already,
+        what is left of it is deleted (``[]``, or the files its leftover segments name).
+
+        The document is deleted on the condition that it is the version read (its
+        messages are all those whose files are returned); every write after it is
+        refused, as every write is conditioned on the document existing: ``mutate``
+        and ``apply`` raise ``NotFound``, and so do ``archive`` and ``index``.
 
         Raises:
+            NotFound: this user has no conversation with this id, and deleted none.
+            StoreError: the store failed (what was deleted stays deleted; again
+                deletes the rest).
+        """
+        ...
+
+    async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
+        """Write (or rewrite: a move that died half-way is redone) one archive segment,
+        and index the files its messages name (``index``) before or with it, on the
+        condition that the conversation exists.
+
+        Raises:
+            NotFound: the conversation does not exist (nothing was written).
             StoreError: the store failed.
         """
         ...
@@ -294,6 +321,7 @@ class ConversationStore(Protocol):
         path its messages name (``files_named``), this segment's number. Idempotent.
 
         Raises:
+            NotFound: the conversation does not exist (nothing was written).
             StoreError: the store failed.
         """
         ...

@@ -122,6 +122,22 @@ class CloudStorageFileStore:
         )
         return FileInfo(path, content_type, len(data))
 
+    async def delete(self, paths: Sequence[str] = (), prefix: str | None = None) -> int:
+        def work(bucket: Any) -> int:
+            named = dict.fromkeys(paths)
+            if prefix is not None:
+                named.update(dict.fromkeys(b.name for b in bucket.list_blobs(prefix=prefix)))
+            names = list(named)
+            if not names:
+                return 0
+            missing: list[Any] = []  # what delete_blobs was given: the paths
+            # One batched request of deletes; a file already gone is noted, not an error.
+            bucket.delete_blobs(names, on_error=missing.append)
+            return len(names) - len(missing)
+
+        with unavailable(UNAVAILABLE):
+            return await asyncio.to_thread(lambda: work(self._bucket()))
+
     async def start_upload(
         self,
         path: str,
@@ -146,19 +162,6 @@ class CloudStorageFileStore:
         # Not even NotFound is the caller's: it means the bucket is missing.
         with unavailable(UNAVAILABLE):
             return await asyncio.to_thread(start)
-
-    async def delete(self, paths: Sequence[str]) -> int:
-        if not paths:
-            return 0
-        missing: list[Any] = []  # what delete_blobs was given: the paths
-
-        def delete(bucket: Any) -> None:
-            # One batched request of deletes; a file already gone is noted, not an error.
-            bucket.delete_blobs(list(paths), on_error=missing.append)
-
-        with unavailable(UNAVAILABLE):
-            await asyncio.to_thread(lambda: delete(self._bucket()))
-        return len(paths) - len(missing)
 
     def close(self) -> None:
         self._client.close()

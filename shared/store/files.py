@@ -77,6 +77,15 @@ class FileStore(Protocol):
         """Store ``data`` at ``path`` (replacing any file there) with ``content_type``."""
         ...
 
+    async def delete(self, paths: Sequence[str] = (), prefix: str | None = None) -> int:
+        """Delete the files at ``paths`` and (``prefix``) every file whose path starts
+        with it: how many there were. A file already gone is no error (idempotent).
+
+        Raises:
+            StoreError: the store failed (some may be deleted: deleting again is safe).
+        """
+        ...
+
     async def start_upload(
         self,
         path: str,
@@ -93,15 +102,6 @@ class FileStore(Protocol):
         origin whose requests the session URL answers with CORS headers. ``name`` (its
         owner's name for it) is kept with the file, and ``stat`` gives it back. Nothing
         is stored until the client uploads.
-        """
-        ...
-
-    async def delete(self, paths: Sequence[str]) -> int:
-        """Delete the files at ``paths`` (one already gone is no error): how many were
-        there.
-
-        Raises:
-            StoreError: the store failed (some may be deleted: deleting again is safe).
         """
         ...
 
@@ -174,6 +174,14 @@ class InMemoryFileStore:
             self._files[path] = (bytes(data), content_type, name)
         return FileInfo(path, content_type, len(data), name)
 
+    async def delete(self, paths: Sequence[str] = (), prefix: str | None = None) -> int:
+        async with self._lock:
+            names = {
+                *paths,
+                *(p for p in self._files if prefix is not None and p.startswith(prefix)),
+            }
+            return sum(self._files.pop(name, None) is not None for name in names)
+
     async def start_upload(
         self,
         path: str,
@@ -206,10 +214,6 @@ class InMemoryFileStore:
             )
         del self.sessions[url]
         return await self._put(session.path, data, session.content_type, session.name)
-
-    async def delete(self, paths: Sequence[str]) -> int:
-        async with self._lock:
-            return sum(self._files.pop(p, None) is not None for p in paths)
 
     def paths(self) -> list[str]:
         """Every stored path, sorted (for tests)."""

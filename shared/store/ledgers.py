@@ -148,3 +148,12 @@ class TaskDocumentStore(Protocol):
             StoreError: the store failed.
         """
         ...
+
+    async def delete(self, user_id: str, conversation_id: str) -> int:
+        """Delete every section of the conversation's tasks (a query on
+        ``conversationId``); how many. Idempotent.
+
+        Raises:
+            StoreError: the store failed (again deletes the rest).
+        """
+        ...

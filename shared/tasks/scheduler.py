@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 NO_TASK = "No task with this id."
+CONVERSATION_DELETED = "Cancelled: its conversation was deleted."
 
 
 @dataclass
@@ -260,6 +261,20 @@ class TaskScheduler(RunTasks, TokenBudget):
         granted = await self._apply(
             user_id, lambda led: ledgers.cancel(led, task_ids, now, self.policy)
         )
+        await self._dispatch_quietly(user_id, granted)
+
+    async def cancel_conversation(self, user_id: str, conversation_id: str) -> None:
+        """``TaskPort.cancel_conversation``."""
+        now = self.clock.now()
+
+        def change(ledger: TaskLedger) -> tuple[TaskLedger, list[TaskRecord]]:
+            ids = [t for t, r in ledger.tasks.items() if r.conversation_id == conversation_id]
+            updated, granted = ledgers.cancel(ledger, ids, now, self.policy)
+            for task_id in ids:
+                updated = ledgers.request_cancel(updated, task_id, now)
+            return updated, granted
+
+        granted = await self._apply(user_id, change, Ending(CONVERSATION_DELETED))
         await self._dispatch_quietly(user_id, granted)
 
     async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:

@@ -74,11 +74,16 @@ class Spoken:
     cached: bool
 
 
+def speech_prefix(user_id: str, conversation_id: str) -> str:
+    """Where the audio of a conversation's replies is kept (its delete empties it)."""
+    return f"{user_id}/speech/{conversation_id}/"
+
+
 def cache_path(user_id: str, conversation_id: str, message_id: str, voice_key: str) -> str:
     """Where a reply's audio is kept: under the owner's prefix, beside nothing a client
     uploads (``{uid}/uploads/`` is theirs; this is the server's)."""
     voice = hashlib.sha256(voice_key.encode()).hexdigest()[:16]
-    return f"{user_id}/speech/{conversation_id}/{message_id}-{voice}"
+    return f"{speech_prefix(user_id, conversation_id)}{message_id}-{voice}"
 
 
 class SpokenReplies:
@@ -122,7 +127,7 @@ class SpokenReplies:
             # Audio kept from before an opt-out is replayed: that gives no model anything.
             data = await self._files.read(path, MAX_SPEECH_BYTES)
             return Spoken(media_type, _once(data), cached=True)
-        made = self._made(user_id, text, path, media_type)
+        made = self._made(user_id, conversation_id, text, path, media_type)
         # The first chunk before any answer: a provider that fails at once (or a day's
         # tokens spent) is an error answer, not a 200 whose audio stops before it starts.
         try:
@@ -132,7 +137,7 @@ class SpokenReplies:
         return Spoken(media_type, _after(first, made), cached=False)
 
     async def _made(
-        self, user_id: str, text: str, path: str, media_type: str
+        self, user_id: str, conversation_id: str, text: str, path: str, media_type: str
     ) -> AsyncGenerator[bytes, None]:
         """The provider's audio, passed on as it comes; once whole, kept. A stream cut
         short (the provider failed, the listener left) is not kept."""
@@ -143,6 +148,11 @@ class SpokenReplies:
                 yield chunk
         try:
             await self._files.write(path, bytes(audio), media_type)
+            # Storage has no precondition on a Firestore document: read afresh after the
+            # write instead. A delete removes the document before the audio, so either
+            # its sweep finds this file, or this read finds the conversation gone.
+            if await self._store.get(user_id, conversation_id) is None:
+                await self._files.delete([path])
         except Exception:  # the next request makes it again
             log.warning("speech %s: not cached", path, exc_info=True)
 

@@ -46,6 +46,22 @@ async def test_file_store_writes_then_stats_and_reads(files: FileStore) -> None:
     assert await files.head(path, 10_000) == data
 
 
+async def test_file_store_deletes_paths_and_a_prefix_and_again_is_no_error(
+    files: FileStore,
+) -> None:
+    owner = f"u{secrets.token_hex(4)}"
+    kept = [f"{owner}/uploads/kept.png", f"{owner}/speech/c2/m1"]
+    gone = [f"{owner}/uploads/a.png", f"{owner}/speech/c1/m1", f"{owner}/speech/c1/m2"]
+    for path in [*kept, *gone]:
+        await files.write(path, b"x", "image/png")
+    await files.delete([gone[0]], prefix=f"{owner}/speech/c1/")
+    for path in gone:
+        assert await files.stat(path) is None
+    for path in kept:
+        assert await files.stat(path) is not None
+    await files.delete([gone[0]], prefix=f"{owner}/speech/c1/")  # again: nothing left
+
+
 async def test_file_store_missing_file(files: FileStore) -> None:
     path = a_path()
     assert await files.stat(path) is None

@@ -596,6 +596,7 @@ async def test_store_archive_indexes_the_files_its_segments_name(
     holds) are all indexed."""
     uid = f"u{secrets.token_hex(4)}"
     cid = "dm_" + secrets.token_hex(4)
+    await store.create(uid, conversation().model_copy(update={"id": cid}))
     one = ArchiveSegment(
         conversation_id=cid,
         segment=1,
@@ -629,6 +630,88 @@ async def test_store_archive_indexes_the_files_its_segments_name(
     # ``index`` alone (segments archived before the index existed) adds the same.
     await store.index(uid, two.model_copy(update={"segment": 4}))
     assert sorted(await store.archived_file(uid, cid, "u/a.png")) == [1, 2, 4]
+
+
+async def test_store_delete_leaves_nothing_and_again_finds_what_is_left(
+    store: ConversationStore,
+) -> None:
+    """A delete takes the document, its segments and their file index, and names every
+    file they held; a second delete is no error (its tombstone), while an id that never
+    named a conversation is not found."""
+    uid = f"u{secrets.token_hex(4)}"
+    created = conversation().model_copy(update={"messages": [with_files(1, ["u/live.png"])]})
+    await store.create(uid, created)
+    old = ArchiveSegment(
+        conversation_id=created.id,
+        segment=1,
+        messages=[with_files(2, ["u/old.pdf"])],
+        created_at=NOW,
+    )
+    await store.archive(uid, old)
+    files = await store.delete(uid, created.id, NOW)
+    assert sorted(files) == ["u/live.png", "u/live.png.txt", "u/old.pdf", "u/old.pdf.txt"]
+    assert await store.get(uid, created.id) is None
+    assert await store.segments(uid, created.id) == []
+    assert await store.archived_file(uid, created.id, "u/old.pdf") == []
+    assert await store.delete(uid, created.id, NOW) == []
+    with pytest.raises(NotFound):
+        await store.delete(uid, "conv_never", NOW)
+    with pytest.raises(NotFound):
+        await store.delete("someone-else", created.id, NOW)
+
+
+async def test_store_a_write_after_a_delete_recreates_nothing(store: ConversationStore) -> None:
+    """No zombie writes (DESIGN §15): every write that comes after a delete, from a
+    process that remembers the document (a run's streaming write, its closing write, a
+    task's result) or one that never read it, and a roll-over's segment and index, is
+    refused; nothing of the conversation is made again."""
+    uid = f"u{secrets.token_hex(4)}"
+    run = new_run("run_1", "msg_r", NOW, NOW, None)
+    created = conversation().model_copy(update={"active_run": run})
+    await store.create(uid, created)
+    others: list[FirestoreStores] = []
+    if isinstance(store, FirestoreConversationStore):
+        others = [connect(PROJECT)]
+    other = others[0].conversations if others else store
+    await other.get(uid, created.id)  # another process remembers it too
+    assert run.message is not None
+    partial = run.message.model_copy(update={"content": [ContentPart.of_text("Hel")]})
+    streamed = await store.mutate(uid, created.id, lambda c: put_message(c, "run_1", partial, NOW))
+    assert streamed.active_run is not None
+
+    await store.delete(uid, created.id, NOW)
+
+    more = partial.model_copy(update={"content": [ContentPart.of_text("Hello")]})
+    done = more.model_copy(update={"status": "complete"})
+    writes = [
+        lambda s: s.mutate(uid, created.id, lambda c: put_message(c, "run_1", more, NOW)),
+        lambda s: s.mutate(
+            uid,
+            created.id,
+            lambda c: c.model_copy(update={"messages": [*c.messages, done], "active_run": None}),
+        ),
+        lambda s: s.mutate(uid, created.id, lambda c: c.model_copy(update={"title": "Back"})),
+    ]
+    for writer in (store, other):
+        for write in writes:
+            with pytest.raises(NotFound):
+                await write(writer)
+    segment = ArchiveSegment(
+        conversation_id=created.id,
+        segment=1,
+        messages=[with_files(1, ["u/a.png"])],
+        created_at=NOW,
+    )
+    for writer in (store, other):
+        with pytest.raises(NotFound):
+            await writer.archive(uid, segment)
+        with pytest.raises(NotFound):
+            await writer.index(uid, segment)
+    assert await store.get(uid, created.id) is None
+    assert await store.segments(uid, created.id) == []
+    assert await store.archived_file(uid, created.id, "u/a.png") == []
+    for connection in others:
+        connection.close()
 
 
 @pytest.fixture(params=["memory", "firestore"])
@@ -1265,6 +1348,20 @@ async def test_section_store_lists_a_users_sections_a_page_at_a_time(
     assert [(t.id, t.status) for t in first] == [("task_0", "queued"), ("task_1", "queued")]
     assert [t.id for t in await sections_store.listing(uid, "task_1", 2)] == ["task_2"]
     assert await sections_store.listing(f"other-{uid}", None, 2) == []
+
+
+async def test_section_store_deletes_a_conversations_sections_only(
+    sections_store: TaskDocumentStore,
+) -> None:
+    uid = f"u-{secrets.token_hex(4)}"
+    for n, conversation_id in enumerate(["c1", "c2", "c1"]):
+        record = task_record(f"task_{n}", conversation_id, NOW + timedelta(seconds=n))
+        await sections_store.apply(
+            uid, record.task_id, lambda s, r=record: sections.follow(s, r, NOW)
+        )
+    assert await sections_store.delete(uid, "c1") == 2
+    assert [t.id for t in await sections_store.recent(uid)] == ["task_1"]
+    assert await sections_store.delete(uid, "c1") == 0
 
 
 # -- the ledger and its sections in one write ------------------------------------------

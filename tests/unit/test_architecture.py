@@ -139,6 +139,7 @@ EDGE_MAY_IMPORT = (
 # entry, ``TaskHandler`` (it drives the agent, so the facade cannot hold it).
 EDGE_VALUES = {
     "shared.agent.people": {"Resumed"},
+    "shared.agent.manage": {"NO_MESSAGE"},
     "shared.attachments.service": {"Requested"},
     "shared.families.messages": {"Target", "is_shared", "NO_CONVERSATION"},
     "shared.families.membership": {"NO_INVITE", "NO_MEMBER", "NOT_YOURS"},

@@ -413,3 +413,17 @@ async def test_speech_is_refused_once_todays_tokens_are_spent() -> None:
         refused = await client.post(url, headers=ALICE, json={"messageId": "msg_r"})
     assert refused.status_code == 429
     assert voice.spoken == []
+
+
+async def test_speech_cached_after_its_conversation_was_deleted_is_not_kept() -> None:
+    """No zombie writes (DESIGN §15): a reply being read aloud when its conversation is
+    deleted keeps no audio once it is whole (Storage has no precondition on the
+    conversation: the audio is removed once a fresh read finds the conversation gone)."""
+    clock = ManualClock()
+    h = harness(ScriptedProvider([Step.reply("Sure.")]), clock, ScriptedVoice(clock))
+    conversation_id = await with_reply(h)
+    spoken = await h.agent.speak("alice", conversation_id, "msg_r")
+    await h.agent.delete_conversation("alice", conversation_id)
+    heard = [chunk async for chunk in spoken.chunks]
+    assert heard  # the listener still hears it to the end
+    assert [p for p in h.fakes.files.paths() if "/speech/" in p] == []

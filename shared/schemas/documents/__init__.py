@@ -27,16 +27,22 @@ from shared.schemas.documents.base import (
     Via,
 )
 from shared.schemas.documents.conversation import (
+    MAX_AUTO_TITLE,
+    MAX_COMMENT,
     MAX_STATE_CHARS,
+    MAX_TITLE,
     ActiveRun,
     ArchiveClaim,
     ArchiveMarker,
     ArchiveSegment,
     Author,
     Conversation,
+    Feedback,
     Message,
     MessageError,
+    Rating,
     StepState,
+    TitleSource,
     Usage,
 )
 from shared.schemas.documents.family import (
@@ -65,8 +71,11 @@ from shared.schemas.documents.tasks import (
 )
 
 __all__ = [
+    "MAX_AUTO_TITLE",
+    "MAX_COMMENT",
     "MAX_DESCRIPTION_CHARS",
     "MAX_STATE_CHARS",
+    "MAX_TITLE",
     "ActiveRun",
     "ArchiveClaim",
     "ArchiveMarker",
@@ -80,6 +89,7 @@ __all__ = [
     "FamilyMember",
     "FamilyMirror",
     "FamilyRole",
+    "Feedback",
     "FileRef",
     "FinishReason",
     "KeyOutput",
@@ -90,6 +100,7 @@ __all__ = [
     "MessageStatus",
     "ModelFinishReason",
     "PartType",
+    "Rating",
     "Role",
     "RunStatus",
     "StepState",
@@ -98,6 +109,7 @@ __all__ = [
     "TaskStatus",
     "TaskUpdate",
     "Timestamp",
+    "TitleSource",
     "ToolCall",
     "ToolCallStatus",
     "ToolResult",

@@ -62,6 +62,24 @@ class StepState(Document):
     data: str = Field(max_length=MAX_STATE_CHARS)
 
 
+Rating = Literal["up", "down"]
+TitleSource = Literal["user", "auto"]
+MAX_TITLE = 120
+"""The longest title a person may give a conversation."""
+MAX_AUTO_TITLE = 60
+"""The longest title made for a conversation after its first reply."""
+MAX_COMMENT = 2000
+
+
+class Feedback(Document):
+    """Its author's rating of one of Spark AI Agent's replies (and why), kept for quality
+    review; the latest replaces the one before."""
+
+    rating: Rating
+    comment: str | None = Field(default=None, max_length=MAX_COMMENT)
+    at: Timestamp
+
+
 class Message(Document):
     """One entry of the append-only ``messages`` array (or a run's in-flight message).
 
@@ -93,6 +111,11 @@ class Message(Document):
     # (User messages) "voice": the transcript of an utterance spoken in a live-audio
     # session (DESIGN §9); unset for typed text.
     input: Literal["voice"] | None = None
+    # (Assistant replies) the reply this one was made again for (the same user turn);
+    # clients show the newest of a chain. The older reply stays: messages are append-only.
+    regenerates: str | None = None
+    # (Assistant replies) what its author thought of it.
+    feedback: Feedback | None = None
 
     @property
     def text(self) -> str:
@@ -170,7 +193,10 @@ class Conversation(Document):
     kind: ConversationKind = "agent"
     participant_ids: list[str]
     family_id: str | None = None
-    title: str | None = None
+    title: str | None = Field(default=None, max_length=MAX_TITLE)
+    # Who gave the title: its owner (never replaced by a title made automatically), or
+    # the one made after the first reply.
+    title_source: TitleSource | None = None
     created_at: Timestamp
     updated_at: Timestamp
     last_message_at: Timestamp

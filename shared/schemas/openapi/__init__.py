@@ -21,6 +21,8 @@ from shared.schemas.api import (
     EraseAccountRequest,
     ErrorBody,
     FamilyResponse,
+    FeedbackRequest,
+    FeedbackResponse,
     InviteRequest,
     InviteResponse,
     InvitesResponse,
@@ -29,6 +31,9 @@ from shared.schemas.api import (
     ModelResponse,
     NameRequest,
     ProgressResponse,
+    RegenerateRequest,
+    RenameRequest,
+    RenameResponse,
     RestoreRequest,
     RestoreResponse,
     ResumeResponse,
@@ -47,6 +52,7 @@ from shared.schemas.openapi.agent import agent_paths
 from shared.schemas.openapi.chat import chat_paths
 from shared.schemas.openapi.exports import export_paths
 from shared.schemas.openapi.families import family_paths
+from shared.schemas.openapi.manage import manage_paths
 from shared.schemas.uichat import ChatRequest
 
 OPENAPI_PATH = Path(__file__).resolve().parents[3] / "schemas" / "openapi.json"
@@ -83,6 +89,11 @@ _MODELS: tuple[type[BaseModel], ...] = (
     SpeechRequest,
     ModelResponse,
     ChatRequest,
+    RenameRequest,
+    RenameResponse,
+    RegenerateRequest,
+    FeedbackRequest,
+    FeedbackResponse,
     ErrorBody,
 )
 
@@ -104,7 +115,13 @@ def openapi() -> dict[str, Any]:
             "message in plain words, for a body that did not validate (400) each problem "
             "in details, and for a 429 the seconds to wait (as Retry-After says).",
         },
-        "paths": {**agent_paths(), **chat_paths(), **family_paths(), **export_paths()},
+        "paths": {
+            **agent_paths(),
+            **manage_paths(),
+            **chat_paths(),
+            **family_paths(),
+            **export_paths(),
+        },
         "components": {
             "schemas": schemas,
             "securitySchemes": {

@@ -11,11 +11,12 @@ from typing import Any
 
 from google.api_core import exceptions as gexc
 from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
+from google.cloud.firestore_v1.base_query import FieldFilter
 
 from shared.errors import NotFound, StoreError
 from shared.ids import reserved
 from shared.schemas.documents import ArchiveSegment, Conversation
-from shared.schemas.server import ArchivedFile
+from shared.schemas.server import ArchivedFile, DeletedConversation
 from shared.store.base import (
     ConversationStore,
     Decision,
@@ -23,12 +24,20 @@ from shared.store.base import (
     RunProbe,
     RunView,
     archived_file_path,
+    deleted_path,
     files_named,
 )
 from shared.store.firestore.batcher import WriteBatcher
 from shared.store.firestore.cas import Again, compare_and_set, confirmed, judged
 from shared.store.firestore.common import ids_after, unavailable
-from shared.store.firestore.raw import Writes, create_write, update_write
+from shared.store.firestore.raw import (
+    Writes,
+    create_write,
+    delete_write,
+    exists_write,
+    set_write,
+    update_write,
+)
 from shared.store.limits import CLOSING_RESERVE, check_size
 from shared.store.listeners import Key, Listeners, Listening
 from shared.store.patch import Patch, Sizes, diff
@@ -210,36 +219,98 @@ class FirestoreConversationStore(ConversationStore):
         # The index entries first (or in the same batch): a lookup that finds the
         # segment in the marker finds its files in the index.
         ref = self._segment_ref(user_id, segment.conversation_id, segment.segment)
-        await self._commit(
-            [*self._indexing(user_id, segment), (ref, segment.to_firestore(), False)],
-            "Firestore archive",
-        )
+        writes = [
+            *self._indexing(user_id, segment),
+            set_write(ref._document_path, segment.to_firestore()),
+        ]
+        await self._commit(user_id, segment.conversation_id, writes)
 
     async def index(self, user_id: str, segment: ArchiveSegment) -> None:
-        await self._commit(self._indexing(user_id, segment), "Firestore archive")
+        await self._commit(user_id, segment.conversation_id, self._indexing(user_id, segment))
 
-    def _indexing(self, user_id: str, segment: ArchiveSegment) -> list[tuple[Any, Any, bool]]:
+    def _indexing(self, user_id: str, segment: ArchiveSegment) -> list[Any]:
         """The index entries of the files ``segment`` names: merged, each adding the
         segment's number to its ``segments`` (``ArrayUnion``: no read needed)."""
         cid = segment.conversation_id
         return [
-            (
-                self._client.document(*archived_file_path(user_id, cid, path)),
+            set_write(
+                self._client.document(*archived_file_path(user_id, cid, path))._document_path,
                 {"conversationId": cid, "path": path, "segments": ArrayUnion([segment.segment])},
-                True,
+                merge=True,
             )
             for path in files_named(segment.messages)
         ]
 
-    async def _commit(self, writes: list[tuple[Any, Any, bool]], tried: str) -> None:
-        """``writes`` (reference, fields, merge) in batches of Firestore's 500 at most,
-        in order: atomic when they fit one batch (a segment's few files always do)."""
-        with unavailable(tried):
-            for start in range(0, len(writes), _BATCH_WRITES):
+    async def _commit(self, user_id: str, conversation_id: str, writes: list[Any]) -> None:
+        """``writes`` in batches of Firestore's 500 at most, in order (atomic when they
+        fit one batch: a segment's few files always do), each batch on the condition
+        that the conversation still exists (``exists_write``, which changes nothing): a
+        move under way when the conversation is deleted recreates none of it.
+
+        Raises:
+            NotFound: the conversation does not exist (that batch and those after it
+                were not written).
+        """
+        if reserved(conversation_id):
+            raise NotFound("No conversation with this id.")
+        guard = exists_write(self._ref(user_id, conversation_id)._document_path)
+        with unavailable("Firestore archive"):
+            for start in range(0, len(writes), _BATCH_WRITES - 1):
+                try:
+                    await self._writes.commit([guard, *writes[start : start + _BATCH_WRITES - 1]])
+                except gexc.NotFound as exc:
+                    raise NotFound("No conversation with this id.") from exc
+
+    async def delete(self, user_id: str, conversation_id: str, now: datetime) -> list[str]:
+        if reserved(conversation_id):
+            raise NotFound("No conversation with this id.")
+        key = (user_id, conversation_id)
+        deleted = await compare_and_set(
+            lambda fresh: self._delete_read(key, now),
+            too_fast="The conversation is changing too fast to delete; please try again.",
+            tried="Firestore delete",
+            forget=lambda: self._forget(key),
+        )
+        self._forget(key)
+        ref = self._ref(*key)
+        named = files_named(deleted.messages) if deleted is not None else []
+        with unavailable("Firestore delete"):
+            archive = [s async for s in ref.collection("archive").stream()]
+            for snapshot in archive:
+                segment = ArchiveSegment.model_validate(snapshot.to_dict())
+                named += files_named(segment.messages)
+            index = self._client.collection(user_id).document("server").collection("archivedFiles")
+            query = index.where(filter=FieldFilter("conversationId", "==", conversation_id))
+            entries = [s.reference async for s in query.stream()]
+            refs = [s.reference for s in archive] + entries
+            for start in range(0, len(refs), _BATCH_WRITES):
                 batch = self._client.batch()
-                for ref, fields, merge in writes[start : start + _BATCH_WRITES]:
-                    batch.set(ref, fields, merge=merge)
+                for gone in refs[start : start + _BATCH_WRITES]:
+                    batch.delete(gone)
                 await batch.commit()
+        return list(dict.fromkeys(named))
+
+    async def _delete_read(self, key: tuple[str, str], now: datetime) -> Conversation | None:
+        """One compare-and-set delete: the version read now, deleted on the condition
+        that it is still the latest (so the files it names are all those it held), with
+        its tombstone; ``None`` when only the tombstone is there.
+
+        Raises:
+            NotFound: neither is there.
+        """
+        tombstone = self._client.document(*deleted_path(*key))
+        version = await self._read(*key)
+        if version is None:
+            with unavailable("Firestore read"):
+                if not (await tombstone.get()).exists:
+                    raise NotFound("No conversation with this id.")
+            return None
+        record = DeletedConversation(conversation_id=key[1], deleted_at=now).to_firestore()
+        path = self._ref(*key)._document_path
+        await self._writes.commit(
+            [delete_write(path, version.update_time), set_write(tombstone._document_path, record)]
+        )
+        return version.conversation
 
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
         listing = self._ref(user_id, conversation_id).collection("archive").order_by("segment")

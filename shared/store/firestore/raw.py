@@ -143,6 +143,43 @@ def update_write(
     return result
 
 
+def set_write(path: str, data: Mapping[str, Any], *, merge: bool = False) -> Any:
+    """The ``Write`` of ``DocumentReference.set`` (no precondition): the whole document,
+    or with ``merge`` only the fields ``data`` names (``ArrayUnion`` added to)."""
+    if merge:
+        result = update_write(path, data)
+        result.ClearField("current_document")
+        return result
+    result = _Write()
+    result.update.name = path
+    fields = result.update.fields
+    for key, value in data.items():
+        if isinstance(value, Sentinel | ArrayUnion):
+            raise ValueError(f"a set document's field cannot be a transform: {key}")
+        encode(fields[key], value)
+    return result
+
+
+def delete_write(path: str, last_update_time: datetime.datetime) -> Any:
+    """The ``Write`` of ``DocumentReference.delete`` on the condition that the document
+    was last written at ``last_update_time``."""
+    result = _Write()
+    result.delete = path
+    encode_time(result.current_document.update_time, last_update_time)
+    return result
+
+
+def exists_write(path: str) -> Any:
+    """A ``Write`` that changes nothing (an update of no field) on the condition that the
+    document exists: in a commit, the writes beside it land only if it does. A write
+    that changes nothing leaves the document's ``update_time`` as it was."""
+    result = _Write()
+    result.update.name = path
+    result.update_mask.SetInParent()
+    result.current_document.exists = True
+    return result
+
+
 def encode_time(target: Any, when: datetime.datetime) -> None:
     """Set the ``Timestamp`` message ``target`` to ``when`` (a naive time is UTC's, as
     the library takes it; its nanoseconds kept, if it has them)."""

@@ -83,3 +83,16 @@ class FirestoreTaskDocumentStore(TaskDocumentStore):
         with unavailable("Firestore read"):
             found = [s.to_dict() or {} async for s in query.stream()]
         return [TaskDocument.model_validate(d) for d in found]
+
+    async def delete(self, user_id: str, conversation_id: str) -> int:
+        query = self._tasks(user_id).where(
+            filter=FieldFilter("conversationId", "==", conversation_id)
+        )
+        with unavailable("Firestore delete"):
+            refs = [s.reference async for s in query.stream()]
+            for start in range(0, len(refs), 500):
+                batch = self._client.batch()
+                for ref in refs[start : start + 500]:
+                    batch.delete(ref)
+                await batch.commit()
+        return len(refs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncGenerator, Callable
+from datetime import datetime
 from typing import Any
 
 from shared.errors import NotFound, StoreError
@@ -50,6 +51,8 @@ class InMemoryConversationStore(ConversationStore):
         self._segments: dict[tuple[str, str, int], dict[str, Any]] = {}
         self._files: dict[tuple[str, ...], dict[str, Any]] = {}
         self.segment_reads = 0
+        # The conversations deleted, and when (``DeletedConversation``).
+        self.tombstones: dict[tuple[str, str], datetime] = {}
         self._delivering: dict[Key, Callable[[dict[str, Any] | None], None]] = {}
         self.listeners: Listeners[dict[str, Any] | None, RunView | None] = Listeners(
             self._listen, _view
@@ -116,11 +119,27 @@ class InMemoryConversationStore(ConversationStore):
         return None if document is None else Sizes.of(document).total
 
     async def archive(self, user_id: str, segment: ArchiveSegment) -> None:
-        await self.index(user_id, segment)
-        key = (user_id, segment.conversation_id, segment.segment)
-        self._segments[key] = copy.deepcopy(segment.to_firestore())
+        async with self._lock:
+            self._exists(user_id, segment.conversation_id)
+            self._index(user_id, segment)
+            key = (user_id, segment.conversation_id, segment.segment)
+            self._segments[key] = copy.deepcopy(segment.to_firestore())
 
     async def index(self, user_id: str, segment: ArchiveSegment) -> None:
+        async with self._lock:
+            self._exists(user_id, segment.conversation_id)
+            self._index(user_id, segment)
+
+    def _exists(self, user_id: str, conversation_id: str) -> None:
+        """As Firestore's precondition on the conversation (``exists_write``).
+
+        Raises:
+            NotFound: there is no such conversation.
+        """
+        if (user_id, conversation_id) not in self._documents:
+            raise NotFound("No conversation with this id.")
+
+    def _index(self, user_id: str, segment: ArchiveSegment) -> None:
         for path in files_named(segment.messages):
             entry = self._files.setdefault(
                 archived_file_path(user_id, segment.conversation_id, path),
@@ -128,6 +147,27 @@ class InMemoryConversationStore(ConversationStore):
             )
             if segment.segment not in entry["segments"]:
                 entry["segments"] = [*entry["segments"], segment.segment]
+
+    async def delete(self, user_id: str, conversation_id: str, now: datetime) -> list[str]:
+        async with self._lock:
+            key = (user_id, conversation_id)
+            document = self._documents.pop(key, None)
+            if document is None and key not in self.tombstones:
+                raise NotFound("No conversation with this id.")
+            self.tombstones.setdefault(key, now)
+            named: list[str] = []
+            if document is not None:
+                named = files_named(Conversation.model_validate(document).messages)
+                deliver = self._delivering.get((user_id, conversation_id))
+                if deliver is not None:
+                    deliver(None)
+            for number in sorted(k for k in self._segments if k[:2] == key):
+                segment = ArchiveSegment.model_validate(self._segments.pop(number))
+                named += files_named(segment.messages)
+            for path, entry in list(self._files.items()):
+                if path[0] == user_id and entry["conversationId"] == conversation_id:
+                    del self._files[path]
+            return list(dict.fromkeys(named))
 
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
         found = sorted(

@@ -146,6 +146,16 @@ class InMemoryTaskDocumentStore(TaskDocumentStore):
         ]
         return sorted(mine, key=lambda t: t.created_at, reverse=True)[:limit]
 
+    async def delete(self, user_id: str, conversation_id: str) -> int:
+        gone = [
+            key
+            for key, d in self._documents.items()
+            if key[0] == user_id and d["conversationId"] == conversation_id
+        ]
+        for key in gone:
+            del self._documents[key]
+        return len(gone)
+
 
 class InMemoryOpeningStore(OpeningStore):
     """``OpeningStore`` over the in-memory conversations and ledgers: both locks held for
