@@ -228,8 +228,8 @@ ROUTES = (
     Routed("/api/spark/agent/messages", "POST", post_message, app_check="consume"),
     Routed(f"{CONVERSATION}/stream", "GET", resume),
     Routed(f"{CONVERSATION}/stop", "POST", stop),
-    Routed(f"{CONVERSATION}/answers", "POST", answers),
-    Routed(f"{CONVERSATION}/approvals", "POST", approvals),
-    Routed(f"{CONVERSATION}/tool-results", "POST", tool_results),
+    Routed(f"{CONVERSATION}/answers", "POST", answers, app_check="consume"),
+    Routed(f"{CONVERSATION}/approvals", "POST", approvals, app_check="consume"),
+    Routed(f"{CONVERSATION}/tool-results", "POST", tool_results, app_check="consume"),
     Routed("/api/spark/agent/tasks/{task_id}/cancel", "POST", cancel_task),
 )

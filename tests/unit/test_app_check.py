@@ -190,3 +190,35 @@ async def test_the_api_asks_app_check_on_every_route_but_health(jwks_url: str) -
     # nothing behind.
     replies = [t for t in harness.fakes.queue.take() if t.name.startswith("reply-")]
     assert len(replies) == 1
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("answers", {"toolCallId": "call-1", "answers": {"q": "yes"}}),
+        ("approvals", {"toolCallId": "call-1", "approved": True}),
+        ("tool-results", {"toolCallId": "call-1", "output": "done", "status": "ok"}),
+    ],
+)
+async def test_a_replayed_token_is_refused_on_every_route_that_resumes_a_run(
+    jwks_url: str, route: str, body: dict[str, object]
+) -> None:
+    """An answer, an approval or a client tool's result starts the model again, as a
+    new message does: its App Check token works once, as through ``/chat``."""
+    from spark_http.app import ApiApp
+
+    from shared.llm.scripted import ScriptedProvider
+    from tests.unit.helpers import ALICE, StaticTokenVerifier, make_service, serving
+
+    harness = make_service(ScriptedProvider([]))
+    check, _ = door("enforce", jwks_url)
+    api = ApiApp(
+        harness.agent, StaticTokenVerifier({"alice-token": ALICE}), harness.settings, check
+    )
+    once = {"Authorization": "Bearer alice-token", "X-Firebase-AppCheck": token()}
+    path = f"/api/spark/agent/conversations/conv-1/{route}"
+    async with serving(api) as client:
+        first = await client.post(path, headers=once, json=body)
+        assert first.json()["error"]["code"] != "app_check_replayed"
+        again = await client.post(path, headers=once, json=body)
+        assert (again.status_code, again.json()["error"]["code"]) == (401, "app_check_replayed")
