@@ -240,3 +240,13 @@ def admit_upload(ledger: TaskLedger, now: datetime, limits: UserLimits) -> TaskL
         )
     counted = today.model_copy(update={"uploads": today.uploads + 1})
     return ledger.model_copy(update={"usage": counted})
+
+
+def withdraw_uploads(ledger: TaskLedger, now: datetime, count: int) -> TaskLedger:
+    """Give back ``count`` of today's uploads, counted for files a refused send wrote
+    and then removed (the day's count never goes below none)."""
+    today = usage_today(ledger, now)
+    if not count or not today.uploads:
+        return ledger
+    given = today.model_copy(update={"uploads": max(today.uploads - count, 0)})
+    return ledger.model_copy(update={"usage": given})

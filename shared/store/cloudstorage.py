@@ -8,6 +8,7 @@ anonymously.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -95,6 +96,10 @@ class CloudStorageFileStore:
             lambda bucket: bucket.blob(path).upload_from_string(data, content_type=content_type),
         )
         return FileInfo(path, content_type, len(data))
+
+    async def delete(self, path: str) -> None:
+        with contextlib.suppress(NotFound):  # gone already: what was asked
+            await self._call(path, lambda bucket: bucket.blob(path).delete())
 
     async def start_upload(
         self,

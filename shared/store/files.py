@@ -58,6 +58,10 @@ class FileStore(Protocol):
         """Store ``data`` at ``path`` (replacing any file there) with ``content_type``."""
         ...
 
+    async def delete(self, path: str) -> None:
+        """Remove the file at ``path``; none there is no error."""
+        ...
+
     async def start_upload(
         self,
         path: str,
@@ -128,6 +132,10 @@ class InMemoryFileStore:
 
     async def write(self, path: str, data: bytes, content_type: str) -> FileInfo:
         return await self._put(path, data, content_type, None)
+
+    async def delete(self, path: str) -> None:
+        async with self._lock:
+            self._files.pop(path, None)
 
     async def _put(self, path: str, data: bytes, content_type: str, name: str | None) -> FileInfo:
         async with self._lock:

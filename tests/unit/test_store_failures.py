@@ -192,6 +192,7 @@ class Bucket:
         raise self.error
 
     get_blob = download_as_bytes = upload_from_string = create_resumable_upload_session = _fail
+    delete = _fail
 
 
 FILE_CALLS: dict[str, Callable[[cloudstorage.CloudStorageFileStore], Awaitable[object]]] = {
@@ -199,6 +200,7 @@ FILE_CALLS: dict[str, Callable[[cloudstorage.CloudStorageFileStore], Awaitable[o
     "read": lambda files: files.read("a.txt", 10),
     "write": lambda files: files.write("a.txt", b"x", "text/plain"),
     "start_upload": lambda files: files.start_upload("a.txt", "text/plain", 1, None),
+    "delete": lambda files: files.delete("a.txt"),
 }
 
 
@@ -217,6 +219,7 @@ async def test_store_missing_file_is_not_found_but_a_missing_bucket_fails() -> N
     with pytest.raises(NotFound):
         await files.read("a.txt", 10)
     assert await files.stat("a.txt") is None
+    await files.delete("a.txt")  # gone already: nothing to do
     # Starting an upload into a bucket that is not there is ours to fix, not the user's.
     with pytest.raises(StoreError) as failed:
         await files.start_upload("a.txt", "text/plain", 1, None)

@@ -22,6 +22,7 @@ from shared.store.allowance import (
     spend,
     until_midnight,
     usage_today,
+    withdraw_uploads,
 )
 from shared.store.voice_grants import (
     VOICE_KEPT,
@@ -85,5 +86,6 @@ __all__ = [
     "until_midnight",
     "usage_today",
     "wait",
+    "withdraw_uploads",
     "withdraw_voice",
 ]
