@@ -19,6 +19,7 @@ Nothing else holds a provider (``providers.py``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -56,8 +57,14 @@ CHARS_PER_TOKEN = 4
 """Tokens are estimated from characters where a provider reports none (speech) or
 before it has (a reservation): about four characters each."""
 REPLY_ALLOWANCE = 4_096
-"""Tokens reserved for a task tool's reply before it is written (about a long
-lesson); settled to what it really used."""
+"""Tokens reserved for a chat step's reply, which has no bound of its own (a run's
+reply may be as long as the model makes it); settled to what it really used."""
+TASK_REPLY_TOKENS = 16_384
+"""The bound of a task tool's reply that sets none itself (``ModelRequest.max_tokens``;
+a lesson of 60,000 characters fits): the provider stops it there, so what is reserved
+is what it can cost. A fixed allowance smaller than the replies (4,096, when lessons
+took ~10,000) let concurrent drafter calls, each within its reservation at the start,
+carry the day to twice its budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +105,10 @@ def request_chars(request: ModelRequest) -> int:
 
 
 def _estimate(request: ModelRequest) -> int:
-    return math.ceil(request_chars(request) / CHARS_PER_TOKEN) + REPLY_ALLOWANCE
+    """What ``request`` may cost: its input, estimated from its size, and its reply's
+    bound (``REPLY_ALLOWANCE`` without one)."""
+    reply = REPLY_ALLOWANCE if request.max_tokens is None else request.max_tokens
+    return math.ceil(request_chars(request) / CHARS_PER_TOKEN) + reply
 
 
 E = TypeVar("E")
@@ -210,6 +220,8 @@ class Egress:
         self._screened(withheld, "task")
         request = screened(request, withheld)
         _check_size(request_chars(request), bound, "The request")
+        if request.max_tokens is None:  # bounded, so that its reservation holds it
+            request = dataclasses.replace(request, max_tokens=TASK_REPLY_TOKENS)
         meter = meter or self._budget.meter(user_id)
         estimate = _estimate(request)
         reservation = await meter.reserve(estimate, "task")
