@@ -19,6 +19,7 @@ from shared.clock import ManualClock
 from shared.errors import SlotsTaken, StoreError
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
 from shared.schemas.documents import Message, Usage
+from shared.schemas.server import TaskLedger
 from shared.store.memory import (
     InMemoryConversationStore,
     InMemoryOpeningStore,
@@ -46,10 +47,11 @@ class Held:
         try:
             await self.answer[n].wait()
             yield TextDelta(self.replies[n])
-            yield Finish("stop", Usage(input_tokens=7, output_tokens=1))
         except (asyncio.CancelledError, GeneratorExit):
             self.cancelled += 1
             raise
+        # Closed here, the request had its answer: nothing was cancelled.
+        yield Finish("stop", Usage(input_tokens=7, output_tokens=1))
 
 
 class GatedOpenings(InMemoryOpeningStore):
@@ -215,7 +217,9 @@ async def test_a_failed_commit_cancels_the_request_and_shows_nothing() -> None:
 
     assert model.cancelled == 1
     assert not store.writes
-    assert not service.fakes.ledger.writes  # the admission was never written either
+    # The admission was never written either: only the request's reservation, given
+    # back as it was cancelled unanswered.
+    assert await service.fakes.ledger.get("alice") == TaskLedger()
 
 
 async def test_a_history_changed_meanwhile_asks_again_on_the_committed_one() -> None:

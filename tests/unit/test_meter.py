@@ -6,10 +6,14 @@ reservation."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncGenerator, Callable
 from typing import ClassVar
 
-from shared.errors import ToolError
+import pytest
+from pydantic import BaseModel
+
+from shared.errors import RateLimited, ToolError
 from shared.llm.base import (
     ChatMessage,
     Finish,
@@ -17,11 +21,14 @@ from shared.llm.base import (
     ModelRequest,
     ProviderName,
     TextDelta,
+    ToolCallRequest,
 )
+from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Usage
 from shared.schemas.server import TaskLedger
 from shared.tasks.ledger import spend
-from tests.unit.helpers import Harness, make_service
+from shared.tools.base import Tool, ToolContext, ToolRegistry
+from tests.unit.helpers import ALICE, Harness, make_service
 
 DAILY = 50_000
 
@@ -87,3 +94,61 @@ async def test_concurrent_drafter_calls_near_the_budget_stay_within_it() -> None
     (bound,) = {r.max_tokens for r in model.requests}
     assert bound is not None and model.output_tokens <= bound
     assert await tokens_today(harness) <= DAILY + bound
+
+
+class Topic(BaseModel):
+    topic: str
+
+
+async def look(args: Topic, context: ToolContext) -> str:
+    return f"Notes on {args.topic}."
+
+
+STEP_USAGE = Usage(input_tokens=60, output_tokens=40)
+
+
+def looking(n: int) -> Step:
+    """A model step that asks for one more look (a run would go on for every step)."""
+    call = ToolCallRequest(f"c{n}", "look", json.dumps({"topic": f"t{n}"}))
+    return Step([call, Finish("tool_calls", STEP_USAGE)])
+
+
+@pytest.mark.leaves_steps
+async def test_three_runs_with_one_token_left_pass_the_budget_by_one_step_at_most() -> None:
+    gate = asyncio.Event()
+
+    class Held(ScriptedProvider):
+        """Each step answers once the test lets it: the first run's first step is in
+        flight while the other two are admitted."""
+
+        async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+            await gate.wait()
+            async for event in super().stream(request):
+                yield event
+
+    provider = Held([looking(n) for n in range(30)])
+    tool = Tool("look", "Look something up.", Topic, "Looking", look, "inline")
+    harness = make_service(
+        provider, tools=ToolRegistry([tool]), daily_tokens_per_user=1000, runs_per_user=3
+    )
+    await spent_before(harness, 999)
+    runs = [await harness.start(ALICE, f"look into {n}") for n in range(3)]  # all admitted
+    gate.set()
+    await asyncio.gather(*(run.execute() for run in runs))
+
+    # Each model call reserved before it left: the first took the last token, so no
+    # other step of any run was made, and the day passed its budget by that one step.
+    assert len(provider.requests) == 1
+    assert await tokens_today(harness) == 999 + STEP_USAGE.input_tokens + STEP_USAGE.output_tokens
+    stored = [await harness.store.get("alice", run.conversation_id) for run in runs]
+    errors = [m.error.code for c in stored if c for m in c.messages if m.error is not None]
+    assert errors.count("rate_limited") == 3  # each run ends saying why
+
+
+async def test_a_user_without_budget_sends_no_head_start() -> None:
+    provider = ScriptedProvider([])
+    harness = make_service(provider, daily_tokens_per_user=1000)
+    await spent_before(harness, 1000)
+    with pytest.raises(RateLimited):
+        await harness.agent.send(ALICE, "one more", None)
+    assert provider.requests == []  # nothing reached the provider's wire

@@ -9,7 +9,6 @@ is imported from here (the scheduler reads them as ``ledgers.<name>``).
 from __future__ import annotations
 
 from shared.store.allowance import (
-    RUN_RESERVE,
     SLOT_RETRY_SECONDS,
     SPENT,
     UserLimits,
@@ -53,7 +52,6 @@ from shared.tasks.ledger.tasks import (
 
 __all__ = [
     "FINISHED",
-    "RUN_RESERVE",
     "SLOT_RETRY_SECONDS",
     "SPENT",
     "VOICE_KEPT",
