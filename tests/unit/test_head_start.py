@@ -291,16 +291,12 @@ class Paced:
             self.closed = True
 
 
-async def _spend(usage: Usage) -> None:
-    raise AssertionError("a taken head start spends nothing")
-
-
 async def test_a_taken_head_start_hands_the_stream_to_its_run() -> None:
     # Events kept before the take are replayed; once one more arrives the pump stops and
     # the run reads the rest itself, in its own task (one task switch less a token).
     reply = Paced("a", "b", "c")
     request = ModelRequest(system="s", messages=[])
-    head = HeadStart(request, reply.stream(), _spend)
+    head = HeadStart(request, reply.stream())
     reply.go.set()
     await until(lambda: len(reply.readers) == 1)
     events = head.take(request)
@@ -325,7 +321,7 @@ async def test_a_taken_head_start_hands_the_stream_to_its_run() -> None:
 async def test_a_run_that_stops_reading_after_the_handover_closes_the_request() -> None:
     reply = Paced("a", "b", "c")
     request = ModelRequest(system="s", messages=[])
-    head = HeadStart(request, reply.stream(), _spend)
+    head = HeadStart(request, reply.stream())
     events = head.take(request)
     assert events is not None
     reply.go.set()
