@@ -66,8 +66,9 @@ Endpoint = Callable[[Edge, Request], Awaitable[Response]]
 
 AppChecked = Literal["none", "check", "consume"]
 """What App Check asks of a route's callers: nothing (the health check), a valid token,
-or (a call that costs money: a new run, speech, a voice session) a limited-use token,
-spent by the call."""
+or (a call that costs money: any that starts a model call, a new message's or an
+answer's, an approval's or a tool result's; speech; a voice session) a limited-use
+token, spent by the call."""
 
 
 class Routed(NamedTuple):

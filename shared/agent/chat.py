@@ -181,16 +181,25 @@ class Chats:
         except UnreadablePart as exc:
             raise RequestError(str(exc)) from None
         if asked.text is not None:
-            sent = await self._opening.send(
-                user,
-                asked.text,
-                request.id,
-                when_busy=request.when_busy,
-                document_id=request.document_id,
-                attachments=[await self._kept(user.uid, f) for f in asked.files],
-                listening=True,
-                create=True,
-            )
+            kept: list[Requested] = []
+            try:
+                for file in asked.files:  # one by one: those kept before a refusal undone
+                    kept.append(await self._kept(user.uid, file))
+                sent = await self._opening.send(
+                    user,
+                    asked.text,
+                    request.id,
+                    when_busy=request.when_busy,
+                    document_id=request.document_id,
+                    attachments=kept,
+                    listening=True,
+                    create=True,
+                )
+            except RequestError:
+                # Refused (404, 409, 429, a file the rules refuse) before its message
+                # was written: its files are not left behind, nor counted as uploads.
+                await self._uploads.give_back(user.uid, [k.storage_path for k in kept])
+                raise
             if sent.run is None:  # it waits its turn behind a live run
                 queued: Chunk = {"type": "data-queued", "data": {"messageId": sent.user_message_id}}
                 return _said(queued, "other")

@@ -86,19 +86,15 @@ class RunEnd:
         self._released = False  # the slot was freed with the final write
 
     async def release(self) -> None:
-        """Free the user's run slot and count the tokens this run used; the run is
-        counted by how it ended (every run's end passes here once)."""
+        """Free the user's run slot; the run is counted by how it ended (every run's end
+        passes here once). Its tokens were counted step by step, by the egress."""
         if (metrics := observe.process_metrics()) is not None:
             metrics.run_ended(self.ending, self.deps.clock.monotonic() - self._began)
         if not self._released:
-            await self._slot().release(self._tokens())
+            await self._slot().release()
 
     def _slot(self) -> RunSlot:
         return RunSlot(self.deps.slots, self.deps.tasks, self.user_id, self.run_id)
-
-    def _tokens(self) -> int:
-        usage = self.transcript.message().usage
-        return usage.input_tokens + usage.output_tokens if usage else 0
 
     def _tasks(
         self, queued: Sequence[ParsedCall], paused: Sequence[ParsedCall]
@@ -142,7 +138,6 @@ class RunEnd:
                     closed = await self._slot().close(
                         self.conversation_id,
                         closing,
-                        self._tokens(),
                         reserve=0 if keep == 0 else CLOSING_RESERVE,
                     )
                     self._released = True

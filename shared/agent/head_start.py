@@ -10,25 +10,21 @@ request the committed conversation gives: a head start built on that very conver
 (``guess``) asked for it already, screened as it was sent, so the run builds none; on
 another, the run builds its own and takes the head start only if they are equal. A
 refused or failed send, or a different request (someone wrote to the conversation
-meanwhile), ``discard``s it: the provider's
-request is cancelled (usually before its first byte) and any usage it already reported
-is counted in the user's budget.
+meanwhile), ``discard``s it: the provider's request is cancelled (usually before its
+first byte). Like every model call it reserved its tokens from the user's day before
+it left (the egress's meter), so a user without budget sends none, and what it used is
+counted however it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from shared.llm.base import Finish, ModelEvent, ModelRequest
-from shared.schemas.documents import Conversation, Usage
-
-log = logging.getLogger(__name__)
-
-Spend = Callable[[Usage], Awaitable[None]]
+from shared.schemas.documents import Conversation
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,28 +48,30 @@ class HeadStart:
         self,
         request: ModelRequest,
         stream: AsyncGenerator[ModelEvent, None],
-        spend: Spend,
         guess: Conversation | None = None,
     ) -> None:
         self.request = request
         # The conversation ``request`` was built on: a run on this very conversation
         # would build this very request, so it takes it without building its own.
         self.guess = guess
-        self._spend = spend
         self._stream = stream
         self._events: asyncio.Queue[ModelEvent | _End | _Handover] = asyncio.Queue()
-        self._finish: Finish | None = None
         self._taken = False
         self._handover = False  # taken by a run: the pump hands the stream over
+        # The reply finished before anyone took it: its stream is left open, not read to
+        # its end, since the egress counts its tokens as it closes, and they must not be
+        # counted before the send's admission (they would refuse the send they are for).
+        self._kept = False
         self._task = asyncio.create_task(self._pump(stream))
 
     async def _pump(self, stream: AsyncGenerator[ModelEvent, None]) -> None:
         handed = False
         try:
             async for event in stream:
-                if isinstance(event, Finish):
-                    self._finish = event
                 self._events.put_nowait(event)
+                if isinstance(event, Finish):  # nothing follows it
+                    self._kept = True
+                    break
                 if self._handover:
                     # The run reads the rest itself (``_replay``): through this task and the
                     # queue each token cost one more task switch and a queue pass (the
@@ -88,7 +86,7 @@ class HeadStart:
         else:
             self._events.put_nowait(_End())
         finally:
-            if not handed:
+            if not handed and not self._kept:
                 await stream.aclose()
 
     def take(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None] | None:
@@ -116,22 +114,19 @@ class HeadStart:
                 yield event
         finally:
             # The run stopped reading (a stop, a takeover): the request goes with it.
-            if handed:
+            if handed or self._kept:
                 await self._stream.aclose()
             else:
                 self._task.cancel()
 
     async def discard(self) -> None:
-        """Cancel the request unless a run took it; count what it had used, if the
-        provider said (a request cancelled before its finish reports nothing)."""
+        """Cancel the request unless a run took it (the egress settles its reservation
+        to what it used as its stream closes)."""
         if self._taken:
             return
         self._taken = True
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        if self._finish is not None:
-            try:
-                await self._spend(self._finish.usage)
-            except Exception:  # the send's own outcome stands; say so and go on
-                log.warning("a discarded head start's usage was not counted", exc_info=True)
+        if self._kept:
+            await self._stream.aclose()

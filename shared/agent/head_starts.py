@@ -9,15 +9,13 @@ import asyncio
 import contextlib
 import logging
 from datetime import datetime, timedelta
-from functools import partial
 
 from shared.agent.deps import RunDeps
 from shared.agent.draft import Draft, new_conversation, run_of
 from shared.agent.head_start import HeadStart
 from shared.agent.runs import open_run
 from shared.egress.screen import Screening
-from shared.queue.port import TaskTools
-from shared.schemas.documents import Usage
+from shared.errors import RateLimited
 
 log = logging.getLogger(__name__)
 # How long a user refused a reply goes without head starts (``HeadStarts.refused``).
@@ -29,9 +27,8 @@ Early = asyncio.Task[HeadStart | None]
 class HeadStarts:
     """Head starts of this process's sends, and the users who go without them."""
 
-    def __init__(self, deps: RunDeps, tasks: TaskTools) -> None:
+    def __init__(self, deps: RunDeps) -> None:
         self._deps = deps
-        self._tasks = tasks
         # Users this process saw refused a reply (a limit), and when: their next sends
         # get no head start for a while, so a user past a limit does not have each
         # refused send's prompt go to the provider first. A guess, in this process only:
@@ -100,20 +97,14 @@ class HeadStarts:
         except Exception as exc:  # only a head start lost: the run asks once opened
             log.debug("run %s: no head start (%s)", record.run_id, exc)
             return None
-        spend = partial(self._spend, user_id)
-        return HeadStart(
-            request, await self._deps.model.chat(user_id, request, screening), spend, guess
-        )
-
-    async def _spend(self, user_id: str, usage: Usage) -> None:
-        """Count what a discarded head start had used (it was no run's): rare, as a
-        request cancelled before its finish reports nothing."""
         try:
-            meter = self._tasks.meter(user_id)
-            reservation = await meter.reserve(0, "chat")
-            await meter.settle(reservation, usage.input_tokens + usage.output_tokens)
-        except Exception:
-            log.warning("%s: a head start's tokens went uncounted", user_id, exc_info=True)
+            # Reserved from the user's day before it leaves, as every model call: a
+            # user without budget sends none (the run is refused or asks itself).
+            stream = await self._deps.model.chat(user_id, request, screening)
+        except RateLimited:
+            self.refused(user_id)
+            return None
+        return HeadStart(request, stream, guess)
 
     @staticmethod
     async def drop(early: Early | None) -> None:

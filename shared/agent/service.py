@@ -54,7 +54,7 @@ class RunService:
         self._voice = voice or VoiceClips(deps.files, deps.model, 0)
         self._watch = Watch(deps, scheduler)
         self._claims = Claims(deps, self._watch)
-        starts = HeadStarts(deps, scheduler)
+        starts = HeadStarts(deps)
         # The facade and the chat route send through it directly: a send's parameters
         # are written where they are taken and where they are used, not forwarded here.
         self.opening = Opening(

@@ -55,7 +55,7 @@ class RunSlot:
         self,
         conversation_id: str,
         closing: Callable[[Conversation | None], Conversation],
-        tokens: int,
+        tokens: int = 0,
         reserve: int = 0,
     ) -> Conversation:
         """Write the run's end (``closing``) and free the place, counting ``tokens``, in

@@ -10,7 +10,8 @@ sets:
   ``app_check_replayed``, so the app knows to fetch a fresh limited-use token.
 
 The edge calls ``admit`` once per request, saying whether the call costs money (a
-new run, speech, a voice session: their tokens are limited-use and consumed).
+new run or one started again by an answer, an approval or a tool's result, speech, a
+voice session: their tokens are limited-use and consumed).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -150,6 +151,10 @@ class UploadAllowance(Protocol):
         """
         ...
 
+    async def withdraw_uploads(self, user_id: str, count: int) -> None:
+        """Give back ``count`` of today's sessions (files written, then removed)."""
+        ...
+
 
 class Uploads:
     """Starts upload sessions into the callers' own ``{uid}/uploads/``."""
@@ -200,6 +205,17 @@ class Uploads:
         await self._allowance.admit_upload(user_id)
         await self._files.write(path, data, media_type)
         return path
+
+    async def give_back(self, user_id: str, paths: Sequence[str]) -> None:
+        """Undo ``keep`` for ``paths``, files of a send refused before its message was
+        written: each removed and its upload given back to the day's count.
+
+        Raises:
+            StoreError: a file or the count could not be changed.
+        """
+        for path in paths:
+            await self._files.delete([path])
+        await self._allowance.withdraw_uploads(user_id, len(paths))
 
     def _fresh(
         self, user_id: str, file_name: str, content_type: str, size_bytes: int

@@ -6,10 +6,10 @@ secrets all go through it, in every process, and it does three things to each:
 * **screen** (``screen.py``): what the user's model may no longer be sent is worked
   out afresh from the provenance record and the authors' settings, and blanked from
   the request (or the text to be spoken);
-* **meter**: a call outside a run reserves an estimate of its tokens from the user's
-  day before it is made and settles what it used after; a reservation has a lease, so
-  a call whose client left, whose stream broke or whose process died is still charged
-  (a run's own calls are reserved by its slot and counted when it is released);
+* **meter**: every call reserves an estimate of its tokens from the user's day before
+  it is made (a run's each step, its head start included, as a task tool's each call)
+  and settles what it used after; a reservation has a lease, so a call whose client
+  left, whose stream broke or whose process died is still charged;
 * **bound**: each kind of call has a size limit, checked before anything is sent,
   and a deadline, after which it fails as a provider that went silent.
 
@@ -19,6 +19,8 @@ Nothing else holds a provider (``providers.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -56,8 +58,14 @@ CHARS_PER_TOKEN = 4
 """Tokens are estimated from characters where a provider reports none (speech) or
 before it has (a reservation): about four characters each."""
 REPLY_ALLOWANCE = 4_096
-"""Tokens reserved for a task tool's reply before it is written (about a long
-lesson); settled to what it really used."""
+"""Tokens reserved for a chat step's reply, which has no bound of its own (a run's
+reply may be as long as the model makes it); settled to what it really used."""
+TASK_REPLY_TOKENS = 16_384
+"""The bound of a task tool's reply that sets none itself (``ModelRequest.max_tokens``;
+a lesson of 60,000 characters fits): the provider stops it there, so what is reserved
+is what it can cost. A fixed allowance smaller than the replies (4,096, when lessons
+took ~10,000) let concurrent drafter calls, each within its reservation at the start,
+carry the day to twice its budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +105,49 @@ def request_chars(request: ModelRequest) -> int:
     return size
 
 
+def _input_estimate(request: ModelRequest) -> int:
+    return math.ceil(request_chars(request) / CHARS_PER_TOKEN)
+
+
 def _estimate(request: ModelRequest) -> int:
-    return math.ceil(request_chars(request) / CHARS_PER_TOKEN) + REPLY_ALLOWANCE
+    """What ``request`` may cost: its input, estimated from its size, and its reply's
+    bound (``REPLY_ALLOWANCE`` without one)."""
+    reply = REPLY_ALLOWANCE if request.max_tokens is None else request.max_tokens
+    return _input_estimate(request) + reply
+
+
+async def _unreserved(reserving: asyncio.Future[str], meter: Meter) -> None:
+    """Give back a reservation (made or still being made) for a call not made."""
+    try:
+        reservation = await reserving
+    except Exception:
+        return  # none was made
+    await meter.settle(reservation, 0)
+
+
+async def _settled(
+    stream: AsyncGenerator[ModelEvent, None], meter: Meter, reservation: str, sent: int
+) -> AsyncGenerator[ModelEvent, None]:
+    """``stream``, its reservation settled however it ends: to the usage the provider
+    reported, else (a stream stopped or broken before its finish) to an estimate of
+    what it used: its input, ``sent`` tokens, once anything came back, and the text so
+    far. One that never answered is charged nothing, as a provider bills none."""
+    used: int | None = None
+    answered = 0
+    try:
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                if isinstance(event, Finish):
+                    used = event.usage.input_tokens + event.usage.output_tokens
+                elif isinstance(event, TextDelta):
+                    answered += len(event.text) + 1
+                else:
+                    answered += len(event.arguments) + 1
+                yield event
+    finally:
+        if used is None:
+            used = sent + math.ceil(answered / CHARS_PER_TOKEN) if answered else 0
+        await meter.settle(reservation, used)
 
 
 E = TypeVar("E")
@@ -180,27 +229,37 @@ class Egress:
     async def chat(
         self, user_id: str, request: ModelRequest, screening: Screening | None = None
     ) -> AsyncGenerator[ModelEvent, None]:
-        """The model's reply to a run's ``request``, sent for ``user_id`` once screened
-        (by ``screening``'s read when given, begun for this request; else read now).
-        The run bounds it itself (its history, the provider's silence, its lease) and
-        its slot reserves its tokens, so its events pass straight from the adapter.
+        """The model's reply to one step of a run, ``request``, sent for ``user_id`` once
+        screened (by ``screening``'s read when given, begun for this request; else read
+        now) and its tokens reserved from the user's day (in the same wait as the
+        screen's read), settled to what it used however its stream ends. The run bounds
+        it itself (its history, the provider's silence, its lease).
 
         Raises:
+            RateLimited: today's tokens are spent (nothing is sent).
             StoreError: what the screen must read could not be read (nothing is sent).
             PayloadTooLarge: the request is over the chat size.
             ValueError: ``screening`` is another user's, or was taken already.
         """
-        if screening is not None:
-            withheld = await screening.take(user_id)
-        else:
-            withheld = await self._screen.withheld(user_id)
+        _check_size(request_chars(request), self._bounds["chat"], "The request")
+        meter = self._budget.meter(user_id)
+        reserving = asyncio.ensure_future(meter.reserve(_estimate(request), "chat"))
+        try:
+            if screening is not None:
+                withheld = await screening.take(user_id)
+            else:
+                withheld = await self._screen.withheld(user_id)
+        except BaseException:
+            await _unreserved(reserving, meter)
+            raise
+        reservation = await reserving
         self._screened(withheld, "chat")
         request = screened(request, withheld)
-        _check_size(request_chars(request), self._bounds["chat"], "The request")
         call = spans.Call("chat", self.provider, self.label, "chat")
-        return spans.watched(
+        stream = spans.watched(
             self._model.stream(request), self._tracer, self._metrics, call, bool(withheld)
         )
+        return _settled(stream, meter, reservation, _input_estimate(request))
 
     async def _metered(
         self, user_id: str, request: ModelRequest, meter: Meter | None
@@ -210,6 +269,8 @@ class Egress:
         self._screened(withheld, "task")
         request = screened(request, withheld)
         _check_size(request_chars(request), bound, "The request")
+        if request.max_tokens is None:  # bounded, so that its reservation holds it
+            request = dataclasses.replace(request, max_tokens=TASK_REPLY_TOKENS)
         meter = meter or self._budget.meter(user_id)
         estimate = _estimate(request)
         reservation = await meter.reserve(estimate, "task")

@@ -104,7 +104,7 @@ def _content(message: ChatMessage) -> list[dict[str, Any]]:
 def _wire_request(model: str, max_tokens: int, request: ModelRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
-        "max_tokens": max_tokens,
+        "max_tokens": request.max_tokens or max_tokens,
         "messages": merged_turns(request.messages, _content, assistant="assistant", key="content"),
         "stream": True,
     }

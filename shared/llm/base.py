@@ -218,9 +218,14 @@ def merged_turns(
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
+    """What one model call is given. ``max_tokens``: the most its reply may take (the
+    provider stops it there), and so what the egress reserves for it; ``None``: the
+    provider's own limit (Anthropic's adapter sends its default)."""
+
     system: str
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSpec] = ()
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

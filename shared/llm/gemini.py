@@ -128,6 +128,8 @@ def _wire_request(request: ModelRequest) -> dict[str, Any]:
             for t in request.tools
         ]
         body["tools"] = [{"functionDeclarations": declarations}]
+    if request.max_tokens is not None:
+        body["generationConfig"] = {"maxOutputTokens": request.max_tokens}
     return body
 
 

@@ -100,6 +100,8 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
     }
     if request.tools:
         body["tools"] = _wire_tools(request.tools)
+    if request.max_tokens is not None:
+        body["max_completion_tokens"] = request.max_tokens
     return body
 
 

@@ -57,15 +57,17 @@ def until_midnight(now: datetime) -> int:
 SPENT = "You have used today's allowance of Spark AI Agent; it renews at midnight (UTC)."
 
 
-def check_tokens(ledger: TaskLedger, now: datetime, limits: UserLimits) -> None:
-    """Refuse any model call once the user's tokens for today are spent (what is
-    reserved for calls under way counts as spent).
+def check_tokens(
+    ledger: TaskLedger, now: datetime, limits: UserLimits, *, reserved: bool = True
+) -> None:
+    """Refuse any model call once the user's tokens for today are spent (with
+    ``reserved``, what is reserved for calls under way counts as spent).
 
     Raises:
         RateLimited: they are spent.
     """
-    reserved = sum(r.tokens for r in ledger.reservations.values())
-    if usage_today(ledger, now).tokens + reserved >= limits.daily_tokens:
+    held = sum(r.tokens for r in ledger.reservations.values()) if reserved else 0
+    if usage_today(ledger, now).tokens + held >= limits.daily_tokens:
         raise RateLimited(SPENT, until_midnight(now), limit="daily_tokens")
 
 
@@ -118,20 +120,15 @@ def _waiting(ledger: TaskLedger, now: datetime, limits: UserLimits) -> dict[str,
     return {k: w for k, w in ledger.waiting.items() if w.since + limits.slot > now}
 
 
-RUN_RESERVE = 4_096
-"""Tokens charged for each run whose slot lapsed without being released (its process
-died before it could count what it used): about one long reply."""
-
-
-def _lapsed_runs_charged(ledger: TaskLedger, now: datetime) -> TaskLedger:
-    """``ledger`` without the slots that lapsed unreleased, each of their runs charged
-    ``RUN_RESERVE`` (DESIGN §13: a run's slot is its reservation)."""
-    lapsed = {k: v for k, v in ledger.runs.items() if v.until <= now}
+def _dead_runs_dropped(ledger: TaskLedger, now: datetime) -> TaskLedger:
+    """``ledger`` without the slots that lapsed unreleased (their process died). Their
+    runs' tokens are counted already: each step's as it ended, and the step in flight
+    by its reservation, charged whole when its lease ends (DESIGN §13)."""
+    lapsed = {k for k, v in ledger.runs.items() if v.until <= now}
     if not lapsed:
         return ledger
     runs = {k: v for k, v in ledger.runs.items() if k not in lapsed}
-    charged = spend(ledger, now, RUN_RESERVE * sum(len(v.members) for v in lapsed.values()))
-    return charged.model_copy(update={"runs": runs})
+    return ledger.model_copy(update={"runs": runs})
 
 
 def _with_runs(
@@ -161,8 +158,10 @@ def admit_run(
         RateLimited: today's tokens are spent; or, without ``wait``, every slot is taken
             (``SlotsTaken``). Nothing is written then.
     """
-    ledger = _lapsed_runs_charged(ledger, now)
-    check_tokens(ledger, now, limits)
+    ledger = _dead_runs_dropped(ledger, now)
+    # What is spent, not what is reserved: a send's own first request (its head start)
+    # may hold the reservation already. Each model call reserves as it is made.
+    check_tokens(ledger, now, limits, reserved=False)
     live, waiting = _live(ledger, now), _waiting(ledger, now, limits)
     held = live.get(conversation_id)
     if held is None and len(live) >= limits.runs_at_once:
@@ -209,7 +208,7 @@ def release_run(
     today. Returns the waiting runs to wake, oldest first, as many as slots are free:
     ``(conversation id, run id)``; each stays recorded until it is admitted or released.
     """
-    ledger = _lapsed_runs_charged(ledger, now)
+    ledger = _dead_runs_dropped(ledger, now)
     runs: dict[str, RunSlot] = {}
     for conversation_id, slot in _live(ledger, now).items():
         left = [r for r in slot.members if r != run_id]
@@ -240,3 +239,13 @@ def admit_upload(ledger: TaskLedger, now: datetime, limits: UserLimits) -> TaskL
         )
     counted = today.model_copy(update={"uploads": today.uploads + 1})
     return ledger.model_copy(update={"usage": counted})
+
+
+def withdraw_uploads(ledger: TaskLedger, now: datetime, count: int) -> TaskLedger:
+    """Give back ``count`` of today's uploads, counted for files a refused send wrote
+    and then removed (the day's count never goes below none)."""
+    today = usage_today(ledger, now)
+    if not count or not today.uploads:
+        return ledger
+    given = today.model_copy(update={"uploads": max(today.uploads - count, 0)})
+    return ledger.model_copy(update={"usage": given})

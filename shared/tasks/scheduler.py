@@ -183,6 +183,11 @@ class TaskScheduler(RunTasks, TokenBudget):
         now = self.clock.now()
         await self._apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
 
+    async def withdraw_uploads(self, user_id: str, count: int) -> None:
+        """``UploadAllowance.withdraw_uploads``."""
+        now = self.clock.now()
+        await self._apply(user_id, lambda led: (ledgers.withdraw_uploads(led, now, count), None))
+
     async def claim(
         self, user_id: str, task_id: str, attempt: int, section: SectionChange | None = None
     ) -> Claimed:

@@ -431,7 +431,8 @@ async def test_a_send_whose_message_is_not_written_writes_no_admission_either() 
     service = make_service(Gauge([]), fakes=fakes)
     with pytest.raises(StoreError):
         await service.agent.send(ALICE, "hi", None)
-    assert fakes.ledger.writes == 0
+    # Only its head start's reservation, given back as it was cancelled unanswered.
+    assert fakes.ledger.writes == 2
     assert await fakes.ledger.get("alice") == TaskLedger()
 
 
@@ -439,12 +440,13 @@ async def test_a_send_is_one_write_of_the_ledger_and_a_queued_one_none() -> None
     gauge = Gauge([Step.reply("One.")])
     service = make_service(gauge)
     run = await service.start(ALICE, "one")
-    assert service.fakes.ledger.writes == 1  # the slot, with the message
+    # The head start's reservation (the egress's meter), then the slot with the message.
+    assert service.fakes.ledger.writes == 2
     assert (await service.fakes.ledger.get("alice")).runs[run.conversation_id].run_id == (
         run.record.run_id
     )
     sent = await service.agent.send(ALICE, "two", run.conversation_id, when_busy="queue")
-    assert sent.queued and service.fakes.ledger.writes == 1  # it took no slot, freed none
+    assert sent.queued and service.fakes.ledger.writes == 2  # it took no slot, freed none
     await run.execute()
 
 

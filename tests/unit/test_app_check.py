@@ -192,13 +192,19 @@ async def test_the_api_asks_app_check_on_every_route_but_health(jwks_url: str) -
     assert len(replies) == 1
 
 
-@pytest.mark.parametrize("route", ["answers", "approvals", "tool-results"])
-async def test_every_route_that_starts_a_model_call_takes_a_token_once(
-    jwks_url: str, route: str
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("answers", {"toolCallId": "call-1", "answers": {"q": "yes"}}),
+        ("approvals", {"toolCallId": "call-1", "approved": True}),
+        ("tool-results", {"toolCallId": "call-1", "output": "done", "status": "ok"}),
+    ],
+)
+async def test_a_replayed_token_is_refused_on_every_route_that_resumes_a_run(
+    jwks_url: str, route: str, body: dict[str, object]
 ) -> None:
-    """An answer, an approval and a client tool's result each start the model again (as
-    a message does): their App Check token is limited-use, as /chat's is for the same
-    approvals, and a replay is refused before anything behind the door is asked."""
+    """An answer, an approval or a client tool's result starts the model again, as a
+    new message does: its App Check token works once, as through ``/chat``."""
     from spark_http.app import ApiApp
 
     from shared.llm.scripted import ScriptedProvider
@@ -210,9 +216,9 @@ async def test_every_route_that_starts_a_model_call_takes_a_token_once(
         harness.agent, StaticTokenVerifier({"alice-token": ALICE}), harness.settings, check
     )
     once = {"Authorization": "Bearer alice-token", "X-Firebase-AppCheck": token()}
-    url = f"/api/spark/agent/conversations/conv_none/{route}"
+    path = f"/api/spark/agent/conversations/conv-1/{route}"
     async with serving(api) as client:
-        first = await client.post(url, headers=once, json={})
+        first = await client.post(path, headers=once, json=body)
         assert first.json()["error"]["code"] != "app_check_replayed"
-        again = await client.post(url, headers=once, json={})
+        again = await client.post(path, headers=once, json=body)
         assert (again.status_code, again.json()["error"]["code"]) == (401, "app_check_replayed")

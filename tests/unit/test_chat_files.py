@@ -14,6 +14,7 @@ import pytest
 
 from shared.attachment_rules import MAX_ATTACHMENTS, MAX_BYTES
 from shared.llm.scripted import ScriptedProvider, Step
+from shared.schemas.server import TaskLedger
 from shared.schemas.uichat import (
     ChatRequest,
     FileNotTaken,
@@ -21,8 +22,9 @@ from shared.schemas.uichat import (
     UnreadablePart,
     turn,
 )
+from shared.tasks.ledger import spend
 from tests.samples import pdf_with_pages, png_with_gps
-from tests.unit.helpers import Harness, api_of, make_service, serving
+from tests.unit.helpers import ALICE, Harness, api_of, make_service, serving
 
 CHAT = "/api/spark/agent/chat"
 ALICE_AUTH = {"Authorization": "Bearer alice-token"}
@@ -175,3 +177,33 @@ async def test_a_chat_body_over_its_bound_is_413(client: httpx.AsyncClient) -> N
     )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
+
+
+async def _uploads_today(harness: Harness) -> int:
+    usage = (await harness.fakes.ledger.get("alice")).usage
+    return usage.uploads if usage is not None else 0
+
+
+@pytest.mark.leaves_steps
+@pytest.mark.parametrize("refusal", ["busy", "spent"])
+async def test_a_refused_chat_send_leaves_no_file_and_spends_no_upload(
+    refusal: str,
+) -> None:
+    harness = make_service(ScriptedProvider([]), daily_tokens_per_user=1000)
+    conversation_id = "conv_files"
+    if refusal == "busy":  # a reply being written there: 409
+        live = await harness.start(ALICE, "hello")
+        conversation_id = live.conversation_id
+    else:  # today's tokens spent: 429
+
+        def spent(ledger: TaskLedger) -> tuple[TaskLedger, None]:
+            return spend(ledger, harness.deps.clock.now(), 1000), None
+
+        await harness.fakes.ledger.apply("alice", spent)
+    before = await _uploads_today(harness)
+    body = {**chat(file_part(data_url("image/png", png_with_gps()))), "id": conversation_id}
+    async with serving(api_of(harness)) as client:
+        response = await client.post(CHAT, headers=ALICE_AUTH, json=body)
+    assert response.status_code == (409 if refusal == "busy" else 429), response.text
+    assert harness.fakes.files.paths() == []
+    assert await _uploads_today(harness) == before

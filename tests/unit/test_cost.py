@@ -24,8 +24,9 @@ async def test_cost_of_streamed_replies() -> None:
     writes = counts["conversation writes"]
     assert isinstance(writes, int)
     assert 2 * REPLIES < writes <= REPLIES * (2 + streaming_bound(SECONDS))
-    # The per-user run slot: taken, then freed with the tokens used.
-    assert counts["ledger writes"] == 2 * REPLIES
+    # The per-user run slot taken and freed, and the one model step's tokens reserved
+    # before it and settled after (DESIGN §13: every model call is metered).
+    assert counts["ledger writes"] == 4 * REPLIES
     # One watchdog per run, which finds the run closed and does nothing.
     assert counts["task calls"] == {"watchdog": REPLIES}
 
@@ -37,5 +38,5 @@ async def test_cost_of_background_replies_adds_a_claim_and_a_task() -> None:
     assert isinstance(background["conversation writes"], int)
     extra = background["conversation writes"] - streamed["conversation writes"]
     assert REPLIES - 1 <= extra <= REPLIES + 1  # the task claims the queued run: one write
-    assert background["ledger writes"] == 2 * REPLIES
+    assert background["ledger writes"] == 4 * REPLIES
     assert background["task calls"] == {"watchdog": REPLIES, "reply": REPLIES}

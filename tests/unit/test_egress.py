@@ -21,9 +21,10 @@ from shared.llm.base import (
     ToolCallRequest,
 )
 from shared.llm.scripted import ScriptedProvider, Step
-from shared.schemas.server import TaskLedger
+from shared.schemas.server import Reservation, TaskLedger
 from shared.store.archive import roll_over_stored
-from shared.tasks.ledger import RUN_RESERVE, UserLimits, admit_run, release_run
+from shared.tasks.budget import RESERVATION_LEASE
+from shared.tasks.ledger import UserLimits, admit_run, reserve, settle, spend
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, egress_of, run_frames
 from tests.unit.test_admission import deliver
@@ -201,18 +202,20 @@ async def test_speech_left_unsettled_is_charged_whole_when_its_lease_ends() -> N
     assert after.tokens - (before.tokens if before else 0) >= len(reply.strip()) // 4
 
 
-def test_a_run_whose_slot_lapsed_unreleased_is_charged_at_the_next_write() -> None:
+def test_a_dead_runs_step_in_flight_is_charged_its_reservation_and_its_slot_nothing() -> None:
     limits = UserLimits(runs_at_once=2, daily_tokens=100_000)
     now = datetime(2026, 1, 1, tzinfo=UTC)
     ledger, _ = admit_run(TaskLedger(), "run_dead", "c1", now, limits)
-    # Its process died: nothing released it. Later, another send is admitted.
-    later = now + limits.slot + timedelta(seconds=1)
+    ledger = spend(ledger, now, 300)  # its first step, settled as it ended
+    step = Reservation(tokens=5_000, until=now + RESERVATION_LEASE, kind="chat")
+    ledger = reserve(ledger, "step_2", step, now, limits)
+    # Its process died in its second step: nothing settled it, nothing released it.
+    later = now + max(limits.slot, RESERVATION_LEASE) + timedelta(seconds=1)
     ledger, _ = admit_run(ledger, "run_next", "c2", later, limits)
     assert list(ledger.runs) == ["c2"]
-    assert ledger.usage is not None and ledger.usage.tokens == RUN_RESERVE
-    # Released in time, a run is charged what it used, not the reserve.
-    ledger, _ = release_run(ledger, "run_next", later, 120, limits)
-    assert ledger.usage is not None and ledger.usage.tokens == RUN_RESERVE + 120
+    ledger = settle(ledger, "unrelated", 0, later)  # any later change of the ledger
+    assert ledger.usage is not None and ledger.usage.tokens == 300 + 5_000
+    assert not ledger.reservations
 
 
 async def test_a_screening_read_ahead_serves_one_request_of_its_own_user() -> None:

@@ -19,6 +19,7 @@ from shared.clock import ManualClock
 from shared.errors import SlotsTaken, StoreError
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
 from shared.schemas.documents import Message, Usage
+from shared.schemas.server import TaskLedger
 from shared.store.memory import (
     InMemoryConversationStore,
     InMemoryOpeningStore,
@@ -40,7 +41,7 @@ class Held:
         self.answer: list[asyncio.Event] = [asyncio.Event() for _ in replies]
         self.cancelled = 0
         self.read_out = 0
-        """Replies read to their end (the reader asked for more after ``Finish``)."""
+        """Replies whose text was read (the reader asked for what follows it)."""
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         n = len(self.requests)
@@ -48,11 +49,12 @@ class Held:
         try:
             await self.answer[n].wait()
             yield TextDelta(self.replies[n])
-            yield Finish("stop", Usage(input_tokens=7, output_tokens=1))
             self.read_out += 1
         except (asyncio.CancelledError, GeneratorExit):
             self.cancelled += 1
             raise
+        # Closed here, the request had its answer: nothing was cancelled.
+        yield Finish("stop", Usage(input_tokens=7, output_tokens=1))
 
 
 class GatedOpenings(InMemoryOpeningStore):
@@ -218,7 +220,9 @@ async def test_a_failed_commit_cancels_the_request_and_shows_nothing() -> None:
 
     assert model.cancelled == 1
     assert not store.writes
-    assert not service.fakes.ledger.writes  # the admission was never written either
+    # The admission was never written either: only the request's reservation, given
+    # back as it was cancelled unanswered.
+    assert await service.fakes.ledger.get("alice") == TaskLedger()
 
 
 async def test_a_history_changed_meanwhile_asks_again_on_the_committed_one() -> None:
@@ -290,16 +294,12 @@ class Paced:
             self.closed = True
 
 
-async def _spend(usage: Usage) -> None:
-    raise AssertionError("a taken head start spends nothing")
-
-
 async def test_a_taken_head_start_hands_the_stream_to_its_run() -> None:
     # Events kept before the take are replayed; once one more arrives the pump stops and
     # the run reads the rest itself, in its own task (one task switch less a token).
     reply = Paced("a", "b", "c")
     request = ModelRequest(system="s", messages=[])
-    head = HeadStart(request, reply.stream(), _spend)
+    head = HeadStart(request, reply.stream())
     reply.go.set()
     await until(lambda: len(reply.readers) == 1)
     events = head.take(request)
@@ -324,7 +324,7 @@ async def test_a_taken_head_start_hands_the_stream_to_its_run() -> None:
 async def test_a_run_that_stops_reading_after_the_handover_closes_the_request() -> None:
     reply = Paced("a", "b", "c")
     request = ModelRequest(system="s", messages=[])
-    head = HeadStart(request, reply.stream(), _spend)
+    head = HeadStart(request, reply.stream())
     events = head.take(request)
     assert events is not None
     reply.go.set()

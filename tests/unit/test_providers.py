@@ -305,6 +305,22 @@ async def test_provider_sends_an_image(adapter: Adapter) -> None:
     ]
 
 
+# Where each provider's wire carries a reply's bound.
+_BOUND_FIELD: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "openai": lambda body: body.get("max_completion_tokens"),
+    "anthropic": lambda body: body.get("max_tokens"),
+    "google": lambda body: body.get("generationConfig", {}).get("maxOutputTokens"),
+}
+
+
+async def test_provider_sends_the_replys_bound(adapter: Adapter) -> None:
+    """A bounded request (a task tool's, whose reservation is its bound) is cut by the
+    provider at that bound: each adapter sends it."""
+    adapter.fake.script("bounded", Script(chunks=["Short."]))
+    await collect(adapter, [ChatMessage("user", "bounded")], max_tokens=1234)
+    assert _BOUND_FIELD[adapter.name](adapter.sent("bounded")) == 1234
+
+
 def long_history() -> list[ChatMessage]:
     history: list[ChatMessage] = []
     for n in range(12):

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from shared.clock import SystemClock
+from shared.egress import gate
 from shared.egress.gate import Egress
 from shared.egress.provenance import InMemoryProvenanceStore
 from shared.egress.screen import Screen
@@ -83,10 +84,13 @@ async def test_a_task_tools_call_and_a_failed_one_are_spans_too() -> None:
     assert SAID not in json.dumps([dict(failed.attributes or {}), failed.status.description])
 
 
-async def test_without_a_tracer_the_stream_is_the_providers_own() -> None:
+async def test_without_a_tracer_the_stream_is_the_providers_own_under_the_meter() -> None:
     provider = ScriptedProvider([Step.reply("Hi")])
     screen = Screen(InMemoryProvenanceStore(), Preferences(InMemorySettingsStore(), SystemClock()))
     egress = Egress(provider, screen, FreeBudget())
     stream = await egress.chat("alice", ModelRequest(system="s", messages=[]))
-    assert stream.ag_code is ScriptedProvider.stream.__code__  # type: ignore[attr-defined]
+    # One layer only, the meter's (it settles the call's reservation), on the provider's.
+    assert stream.ag_code is gate._settled.__code__  # type: ignore[attr-defined]
+    inner = stream.ag_frame.f_locals["stream"]  # type: ignore[attr-defined]
+    assert inner.ag_code is ScriptedProvider.stream.__code__
     assert [e async for e in stream]

@@ -192,6 +192,14 @@ class Bucket:
         raise self.error
 
     get_blob = download_as_bytes = upload_from_string = create_resumable_upload_session = _fail
+    delete = _fail
+
+    def delete_blobs(self, blobs: list[str], on_error: Callable[[str], object]) -> None:
+        """As the SDK's batch: a blob not found goes to ``on_error``; anything else fails."""
+        if not isinstance(self.error, gexc.NotFound):
+            raise self.error
+        for blob in blobs:
+            on_error(blob)
 
 
 FILE_CALLS: dict[str, Callable[[cloudstorage.CloudStorageFileStore], Awaitable[object]]] = {
@@ -199,6 +207,7 @@ FILE_CALLS: dict[str, Callable[[cloudstorage.CloudStorageFileStore], Awaitable[o
     "read": lambda files: files.read("a.txt", 10),
     "write": lambda files: files.write("a.txt", b"x", "text/plain"),
     "start_upload": lambda files: files.start_upload("a.txt", "text/plain", 1, None),
+    "delete": lambda files: files.delete(["a.txt"]),
 }
 
 
@@ -217,6 +226,7 @@ async def test_store_missing_file_is_not_found_but_a_missing_bucket_fails() -> N
     with pytest.raises(NotFound):
         await files.read("a.txt", 10)
     assert await files.stat("a.txt") is None
+    assert await files.delete(["a.txt"]) == 0  # gone already: nothing to do
     # Starting an upload into a bucket that is not there is ours to fix, not the user's.
     with pytest.raises(StoreError) as failed:
         await files.start_upload("a.txt", "text/plain", 1, None)

@@ -338,8 +338,9 @@ async def test_a_delivery_writes_each_document_only_as_often_as_it_changes() -> 
     """One delivery of a task whose result is followed up, its writes counted. The
     conversation, three: one judges the call and starts it, one records the result and
     opens the follow-up (the ledger's admission in the same commit), one closes it (the
-    release in the same commit). The ledger, four: the claim (with the section shown
-    running), the admission, the release, the finish (with the section ended). The
+    release in the same commit). The ledger, six: the claim (with the section shown
+    running), the admission, the follow-up's model step reserved and settled, the
+    release, the finish (with the section ended). The
     conversation took five before the call was judged and started in one write, and
     the result recorded with the follow-up's opening."""
     provider = ScriptedProvider([calls(("make_lesson", "call_1")), Step.reply("Done.")])
@@ -356,4 +357,4 @@ async def test_a_delivery_writes_each_document_only_as_often_as_it_changes() -> 
     ledger_writes = f.ledger.writes - before[1]
     (task_id,) = f.sections.writes
     section_writes = f.sections.writes[task_id] - before[2].get(task_id, 0)
-    assert (conversation_writes, ledger_writes, section_writes) == (3, 4, 2)
+    assert (conversation_writes, ledger_writes, section_writes) == (3, 6, 2)

@@ -9,7 +9,6 @@ is imported from here (the scheduler reads them as ``ledgers.<name>``).
 from __future__ import annotations
 
 from shared.store.allowance import (
-    RUN_RESERVE,
     SLOT_RETRY_SECONDS,
     SPENT,
     UserLimits,
@@ -22,6 +21,7 @@ from shared.store.allowance import (
     spend,
     until_midnight,
     usage_today,
+    withdraw_uploads,
 )
 from shared.store.voice_grants import (
     VOICE_KEPT,
@@ -52,7 +52,6 @@ from shared.tasks.ledger.tasks import (
 
 __all__ = [
     "FINISHED",
-    "RUN_RESERVE",
     "SLOT_RETRY_SECONDS",
     "SPENT",
     "VOICE_KEPT",
@@ -85,5 +84,6 @@ __all__ = [
     "until_midnight",
     "usage_today",
     "wait",
+    "withdraw_uploads",
     "withdraw_voice",
 ]
