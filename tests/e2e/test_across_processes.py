@@ -53,7 +53,7 @@ def test_e2e_a_later_task_after_one_that_finished_is_run_not_dropped(
     fake_openai.script(brief(topic), Script(chunks=["<lesson><h1>Volcanoes</h1></lesson>"]))
     first = post_stream(functions.api + SEND, alice, {"text": "make a volcano lesson"})
     conversation_id = first[0].data["conversationId"]
-    wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
 
     lesson = make_lesson(db, alice.uid, "lesson_old_volcanoes")
     fake_openai.script(
@@ -75,7 +75,7 @@ def test_e2e_a_later_task_after_one_that_finished_is_run_not_dropped(
     response = httpx.post(url, headers=auth(alice), json=decision, timeout=30)
     assert response.status_code == 202
 
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 8), timeout=45)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 8))
     assert calls(doc)[request["toolCallId"]]["status"] == "complete"
     assert not lesson.get().exists
     assert doc["messages"][-1]["content"][0]["text"] == "Deleted."
@@ -103,7 +103,7 @@ def test_e2e_a_users_task_tools_one_after_another_all_run(
             body["conversationId"] = conversation_id
         events = post_stream(functions.api + SEND, alice, body)
         conversation_id = events[0].data["conversationId"]
-        doc = wait_for(partial(settled, db, alice.uid, conversation_id, 4 * (n + 1)), timeout=30)
+        doc = wait_for(partial(settled, db, alice.uid, conversation_id, 4 * (n + 1)))
         assert doc["messages"][-1]["content"][0]["text"] == f"Lesson {n} is ready."
     assert all(c["status"] == "complete" for c in calls(doc).values())
 

@@ -91,7 +91,7 @@ def stored_reply(db: firestore.Client, uid: str, chat_id: str) -> dict[str, Any]
             return None
         return last
 
-    reply: dict[str, Any] = wait_for(rest, 30)
+    reply: dict[str, Any] = wait_for(rest)
     return reply
 
 
@@ -173,7 +173,7 @@ def test_e2e_a_resume_on_the_other_process_replays_then_follows_without_duplicat
         draft = (doc.get("activeRun") or {}).get("message") or {}
         return any(p.get("text") for p in draft.get("content", []))
 
-    wait_for(writing, 20)
+    wait_for(writing)
     resumed = transport(functions, alice, action="resume", chatId=chat_id)
     sender.join(60)
     assert text_of(resumed["message"]) == text_of(sent["message"]) == "".join(words)
@@ -189,7 +189,7 @@ def test_e2e_a_stop_ends_the_chat_for_its_listener_with_abort(
     fake_openai.script("ai sdk stop me", Script(chunks=words, delay=0.05))
     chat_id = "chat_" + secrets.token_hex(6)
     sent, sender = sending(functions, alice, chat_id, "ai sdk stop me")
-    wait_for(lambda: "activeRun" in (conversation_doc(db, alice.uid, chat_id) or {}), 20)
+    wait_for(lambda: "activeRun" in (conversation_doc(db, alice.uid, chat_id) or {}))
     stop = httpx.post(
         functions.api + conversation_path(chat_id, "stop"),
         headers=auth(alice, sse=False),

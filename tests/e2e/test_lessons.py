@@ -180,7 +180,7 @@ def test_a_wipe_waits_for_approval_then_the_lesson_before_it_can_be_restored(
         timeout=10,
     )
     assert approved.status_code == 202
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     assert doc["messages"][-1]["content"][0]["text"] == "I started it again."
     assert "Nothing here." in lesson_doc(db, alice.uid, lesson_id)["body"]
 

@@ -133,7 +133,7 @@ def test_e2e_answer_without_a_stream_is_answered_by_a_task(
         json={"toolCallId": call_id, "answers": {"0": "Year 5"}},
     )
     assert response.status_code == 202 and response.json()["status"] == "accepted"
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     assert doc["messages"][-1]["content"][0]["text"] == "Year 5, noted."
 
 
@@ -222,7 +222,7 @@ def test_e2e_approval_runs_or_declines_the_stored_call_once(
         assert response.status_code == 202 and response.json()["status"] == "accepted"
     else:
         assert text_of(post_stream(url, alice, decision)) == "Done as you said."
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     assert doc["messages"][-1]["content"][0]["text"] == "Done as you said."
     assert lesson.get().exists is not approved
     call = doc["messages"][1]["content"][0]["toolCall"]
@@ -244,7 +244,9 @@ def test_e2e_client_tool_result_and_a_client_tool_timing_out(
                 then=Script(chunks=["It is about tides."]),
             ),
         )
-        events = post_stream(impatient.url + SEND, alice, {"text": "explain my selection"})
+        # Asked on an instance that waits its usual 300 s: the answer is in long before,
+        # however slow the machine (the timeout is set by the instance that asked).
+        events = post_stream(functions.api + SEND, alice, {"text": "explain my selection"})
         assert [e.event for e in events] == ["run_start", "tool_start", "done"]
         conversation_id = events[0].data["conversationId"]
         call_id = events[1].data["id"]
@@ -269,7 +271,7 @@ def test_e2e_client_tool_result_and_a_client_tool_timing_out(
             {"text": "explain this one too", "conversationId": conversation_id},
         )
         assert events[-1].data["status"] == "waiting"
-        doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 8), timeout=30)
+        doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 8))
         assert doc["messages"][-1]["content"][0]["text"] == "I could not read it."
         timed_out = doc["messages"][-2]["content"][0]["toolResult"]
         assert timed_out["status"] == "error"

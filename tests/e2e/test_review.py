@@ -115,7 +115,7 @@ def test_review_work_runs_on_cloud_tasks_and_appends_structured_feedback(
     assert (queued["tool"], queued["displayText"]) == ("review_work", "Reviewing science.pdf")
     conversation_id = events[0].data["conversationId"]
 
-    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=30)
+    doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     assert [m["role"] for m in doc["messages"]] == ["user", "assistant", "tool", "assistant"]
     (result,) = [p["toolResult"] for p in doc["messages"][2]["content"] if "toolResult" in p]
     assert result["status"] == "ok"

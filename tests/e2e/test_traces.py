@@ -196,7 +196,7 @@ def test_e2e_a_run_its_task_and_the_follow_up_are_one_trace_without_content(
     fake_openai.script(brief(topic), Script(chunks=drafted))  # 4 output tokens
     events = post_stream(functions.api + SEND, alice, {"text": ask})
     conversation_id = events[0].data["conversationId"]
-    wait_for(lambda: settled(db, alice.uid, conversation_id, 4), timeout=45)
+    wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
 
     def first_run() -> Span | None:
         return next(
@@ -210,8 +210,8 @@ def test_e2e_a_run_its_task_and_the_follow_up_are_one_trace_without_content(
             None,
         )
 
-    run = wait_for(first_run, timeout=20)
-    spans = wait_for(lambda: _complete(t := receiver.trace(run.trace)) and t, timeout=20)
+    run = wait_for(first_run)
+    spans = wait_for(lambda: _complete(t := receiver.trace(run.trace)) and t)
 
     # One trace across both functions, each a separate process (service).
     assert {s.service for s in spans} >= {"spark-api", "spark-tasks"}

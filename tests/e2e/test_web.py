@@ -288,7 +288,7 @@ def test_web_a_reply_streams_in_from_firestore_and_ends_as_stored(
     expect(box).to_have_value("")
     conv = conversation_id(page)
     expect(articles(page, "You")).to_have_count(1)
-    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv))
     reply = articles(page, "Spark AI Agent").last
     expect(reply).to_have_attribute("data-status", "complete")
     shot(page, "02-reply-streamed")
@@ -320,7 +320,7 @@ def test_web_a_tool_step_shows_then_folds_into_done_1_step(
     page = open_page(context, web, user)
     send(page, "web: use a skill")
     conv = conversation_id(page)
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     reply = articles(page, "Spark AI Agent").last
     done = reply.get_by_role("button", name="Done (1 step)")
     expect(done).to_have_attribute("aria-expanded", "false")
@@ -385,7 +385,7 @@ def test_web_a_question_is_answered_through_its_cards(
     expect(articles(page, "Spark AI Agent").last).to_contain_text(
         "Thanks, a Year 9 lesson of an hour."
     )
-    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv))
     assert stored == "Thanks, a Year 9 lesson of an hour."
     # The hidden result (the answers as the model reads them) is never shown.
     expect(page.get_by_text('"answers"')).to_have_count(0)
@@ -429,7 +429,7 @@ def test_web_an_approval_survives_a_reload_and_is_approved(
     panel.get_by_role("button", name="Approve").click()
     expect(panel).to_be_hidden()
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Done with that.")
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     doc = conversation_doc(db, user.uid, conv) or {}
     calls = [
         p["toolCall"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_call"
@@ -457,7 +457,7 @@ def test_web_a_reload_mid_reply_shows_the_same_text_continuing(
     expect(reply).to_have_attribute("data-status", "streaming")
     before = normal(reply.locator(".text").inner_text())
     assert before.startswith("tide0 tide1 tide2 tide3"), before
-    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv))
     expect(reply).to_have_attribute("data-status", "complete")
     assert normal(reply.locator(".text").inner_text()) == normal(stored) == normal("".join(words))
     on_phone(page, "reload-continued", reply)
@@ -477,7 +477,7 @@ def test_web_two_tabs_send_at_once_one_runs_the_other_queues(
     first = open_page(context, web, user)
     send(first, "web: opening")
     conv = conversation_id(first)
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     second = context.new_page()
     second.goto(f"{web}/#/c/{conv}")
     expect(articles(second, "Spark AI Agent")).to_have_count(1)
@@ -490,8 +490,8 @@ def test_web_two_tabs_send_at_once_one_runs_the_other_queues(
     for page in (first, second):
         expect(page.locator("article[data-status=queued]")).to_have_count(1, timeout=10_000)
     shot(first, "06-two-tabs-queued")
-    wait_for(lambda: (d := conversation_doc(db, user.uid, conv)) and len(d["messages"]) >= 6, 45)
-    stored = wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: (d := conversation_doc(db, user.uid, conv)) and len(d["messages"]) >= 6)
+    stored = wait_for(lambda: last_reply_text(db, user.uid, conv))
     for page in (first, second):
         expect(articles(page, "Spark AI Agent")).to_have_count(3)
         expect(articles(page, "You")).to_have_count(3)
@@ -555,7 +555,7 @@ def test_web_an_image_is_uploaded_attached_and_shown(
     wait_for(lambda: shown.evaluate("i => i.complete && i.naturalWidth > 0"))
     # Upright (EXIF orientation 6): 80 wide, 120 high, as the server normalised it.
     assert shown.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [80, 120]
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     shot(page, "08-image")
     doc = conversation_doc(db, user.uid, conv) or {}
     part = next(p for p in doc["messages"][0]["content"] if p["type"] == "image")
@@ -589,7 +589,7 @@ def test_web_an_xss_reply_is_inert(
     sign_in(page, web, user)
     send(page, "web: be nasty")
     conv = conversation_id(page)
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     reply = articles(page, "Spark AI Agent").last
     expect(reply.locator("strong")).to_have_text("bold")
     for link in reply.locator("a").all():
@@ -635,7 +635,7 @@ def test_web_axe_finds_no_serious_or_critical_violation(
         sign_in(page, web, user)
         send(page, "web: audit me")
         conv = conversation_id(page)
-        wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+        wait_for(lambda: last_reply_text(db, user.uid, conv))
         expect(page.get_by_role("button", name="Done (1 step)")).to_be_visible()
         found += audit(page)
         # The family panel as a parent sees it: members, an invite link, the opt-out.
@@ -686,7 +686,7 @@ def test_web_the_page_answers_get_editor_selection_from_its_editor(
     send(page, "web: what did I select?")
     conv = conversation_id(page)
     expect(articles(page, "Spark AI Agent").last).to_contain_text("You selected a cat.")
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     doc = conversation_doc(db, user.uid, conv) or {}
     results = [
         p["toolResult"] for m in doc["messages"] for p in m["content"] if p["type"] == "tool_result"
@@ -715,7 +715,7 @@ def test_web_a_task_shows_its_section_and_the_lesson_its_preview(
     send(page, "web: a lesson on tides")
     conv = conversation_id(page)
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Your lesson is ready.")
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     first = articles(page, "Spark AI Agent").first
     first.get_by_role("button", name="Done (1 step)").click()
     section = first.get_by_role("region", name="Task:")

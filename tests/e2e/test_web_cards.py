@@ -156,7 +156,7 @@ def test_cards_an_approval_reads_in_words_its_arguments_behind_details(
     message.get_by_role("button", name="Deny").click()
     expect(panel).to_be_hidden()
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Deleted, and nothing sent.")
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     assert not db.document(f"{user.uid}/client/lessons/{lesson_id}").get().exists
     doc = conversation_doc(db, user.uid, conv) or {}
     calls = {
@@ -207,7 +207,7 @@ def test_cards_a_task_section_shows_its_progress_steps_as_they_come(
     element_shot(section, "cards-task-drafting")
     found = audit(page)
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Your lesson is ready.")
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     first = articles(page, "Spark AI Agent").first
     first.get_by_role("button", name="Done (1 step)").click()
     expect(section).to_contain_text("completed")
@@ -257,7 +257,7 @@ def test_cards_a_running_task_is_cancelled_from_the_page(
     expect(section.get_by_role("list", name="Progress")).to_contain_text("Drafting the lesson")
     element_shot(section, "cards-task-running")
     section.get_by_role("button", name="Cancel").click()
-    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled", 30)
+    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled")
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Cancelled, as you asked.")
     # Its call has its result: the step is folded into "Done (1 step)", to be opened.
     first = articles(page, "Spark AI Agent").first
@@ -301,7 +301,7 @@ def test_cards_a_queued_task_is_cancelled_from_the_page(
     expect(section).to_contain_text("queued")
     on_phone(page, "task-queued", section)  # and cancelled on a phone
     section.get_by_role("button", name="Cancel").click()
-    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled", 30)
+    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled")
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Cancelled before it started.")
     first = articles(page, "Spark AI Agent").first
     first.get_by_role("button", name="Done (1 step)").click()
@@ -367,7 +367,7 @@ def test_cards_a_waiting_task_shows_its_question_and_goes_on_once_answered(
     expect(articles(page, "Spark AI Agent").last).to_contain_text(
         "Here is your feedback on task 2."
     )
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     first = articles(page, "Spark AI Agent").first
     first.get_by_role("button", name="Done (1 step)").click()
     expect(section).to_contain_text("completed")
@@ -424,7 +424,7 @@ def test_cards_an_earlier_lesson_version_is_restored_from_the_lesson_panel(
     conv = conversation_id(page)
     lesson = page.get_by_role("region", name="Lesson: Tides")
     expect(lesson).to_contain_text("The sea rises twice a day.")
-    wait_for(lambda: last_reply_text(db, user.uid, conv), timeout=30)
+    wait_for(lambda: last_reply_text(db, user.uid, conv))
     send(page, "cards: change the lesson")
     expect(lesson).to_contain_text("The sea is calm today.")
     lesson_id = (conversation_doc(db, user.uid, conv) or {})["documentId"]
