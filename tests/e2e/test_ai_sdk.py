@@ -27,7 +27,7 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_people import QUESTION, make_lesson
 from tests.e2e.test_tasks import LESSON_ARGS, brief
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 from tests.samples import png_with_gps
 
 pytestmark = pytest.mark.emulator
@@ -91,7 +91,7 @@ def stored_reply(db: firestore.Client, uid: str, chat_id: str) -> dict[str, Any]
             return None
         return last
 
-    reply: dict[str, Any] = wait_for(rest, 30)
+    reply: dict[str, Any] = wait_for(rest)
     return reply
 
 
@@ -173,7 +173,7 @@ def test_e2e_a_resume_on_the_other_process_replays_then_follows_without_duplicat
         draft = (doc.get("activeRun") or {}).get("message") or {}
         return any(p.get("text") for p in draft.get("content", []))
 
-    wait_for(writing, 20)
+    wait_for(writing)
     resumed = transport(functions, alice, action="resume", chatId=chat_id)
     sender.join(60)
     assert text_of(resumed["message"]) == text_of(sent["message"]) == "".join(words)
@@ -186,17 +186,22 @@ def test_e2e_a_stop_ends_the_chat_for_its_listener_with_abort(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     words = [f" w{n}" for n in range(200)]
-    fake_openai.script("ai sdk stop me", Script(chunks=words, delay=0.05))
+    # The model never gets past its twentieth word: only the stop can end this chat.
+    hold = Hold(at=20)
+    fake_openai.script("ai sdk stop me", Script(chunks=words, hold=hold))
     chat_id = "chat_" + secrets.token_hex(6)
-    sent, sender = sending(functions, alice, chat_id, "ai sdk stop me")
-    wait_for(lambda: "activeRun" in (conversation_doc(db, alice.uid, chat_id) or {}), 20)
-    stop = httpx.post(
-        functions.api + conversation_path(chat_id, "stop"),
-        headers=auth(alice, sse=False),
-        timeout=30,
-    )
-    assert stop.status_code in (200, 202), stop.text
-    sender.join(60)
+    try:
+        sent, sender = sending(functions, alice, chat_id, "ai sdk stop me")
+        hold.wait_held()
+        stop = httpx.post(
+            functions.api + conversation_path(chat_id, "stop"),
+            headers=auth(alice, sse=False),
+            timeout=30,
+        )
+        assert stop.status_code in (200, 202), stop.text
+        sender.join(60)
+    finally:
+        hold.release()
     assert "abort" in sent["chunks"]
     stored = stored_reply(db, alice.uid, chat_id)
     assert stored["status"] == "stopped"

@@ -118,7 +118,7 @@ def test_audit_command_passes_a_clean_user_and_waits_for_it_to_settle(
         status="streaming",
         assistant_message_id="a3",
         started_at=now,
-        lease_expires_at=now + timedelta(minutes=1),
+        lease_expires_at=now + timedelta(hours=1),
     )
     store(db, uid, conversation(message("u2", "user", ContentPart.of_text("Hi")), active_run=going))
     (found,) = settle_and_audit(db, [uid], timeout=0.5)

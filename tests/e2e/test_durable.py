@@ -22,7 +22,7 @@ from tests.e2e.conftest import (
     settled,
     wait_for,
 )
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 
 pytestmark = pytest.mark.emulator
 
@@ -37,11 +37,11 @@ def text_of(events: list[SseEvent]) -> str:
     return "".join(e.data["content"] for e in events if e.event == "text")
 
 
-def streamed_text(db: firestore.Client, uid: str, conversation_id: str) -> str:
-    """The text of the reply as its run last wrote it into the document ('' before)."""
+def streamed(db: firestore.Client, uid: str, conversation_id: str) -> str:
+    """The text of the reply being written, as its last streaming write left it."""
     doc = conversation_doc(db, uid, conversation_id) or {}
     message = (doc.get("activeRun") or {}).get("message") or {}
-    return "".join(p.get("text") or "" for p in message.get("content", []) if p["type"] == "text")
+    return "".join(p.get("text", "") for p in message.get("content", []))
 
 
 @pytest.mark.parametrize("cut", [1, 2, 7, 15])
@@ -55,26 +55,32 @@ def test_e2e_resume_from_another_instance_joins_up_exactly(
 ) -> None:
     chunks = [f"tóken {n} 🙂 " for n in range(20)]
     trigger = f"resume me at {cut}"
-    fake_openai.script(trigger, Script(chunks=chunks, delay=0.05))
-    with httpx.stream(
-        "POST", functions.api + SEND, headers=auth(alice), json={"text": trigger}, timeout=30
-    ) as r:
-        received: list[SseEvent] = []
-        for item in read_events(r):
-            if isinstance(item, SseEvent):
-                received.append(item)
-                if len(received) == cut:
-                    break  # the connection drops here
-    conversation_id = received[0].data["conversationId"]
-    headers = {**auth(alice), "Last-Event-ID": received[-1].id}
-    with httpx.stream(
-        "GET",
-        second_api.url + conversation_path(conversation_id, "stream"),
-        headers=headers,
-        timeout=30,
-    ) as r:
-        assert r.status_code == 200
-        resumed = events_of(r)
+    # Every word sent, the finish held: the run is live until the resume has joined it.
+    hold = Hold(at=len(chunks))
+    fake_openai.script(trigger, Script(chunks=chunks, delay=0.05, hold=hold))
+    try:
+        with httpx.stream(
+            "POST", functions.api + SEND, headers=auth(alice), json={"text": trigger}, timeout=30
+        ) as r:
+            received: list[SseEvent] = []
+            for item in read_events(r):
+                if isinstance(item, SseEvent):
+                    received.append(item)
+                    if len(received) == cut:
+                        break  # the connection drops here
+        conversation_id = received[0].data["conversationId"]
+        headers = {**auth(alice), "Last-Event-ID": received[-1].id}
+        with httpx.stream(
+            "GET",
+            second_api.url + conversation_path(conversation_id, "stream"),
+            headers=headers,
+            timeout=30,
+        ) as r:
+            assert r.status_code == 200
+            hold.release()
+            resumed = events_of(r)
+    finally:
+        hold.release()
 
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     stored = "".join(p["text"] for p in doc["messages"][1]["content"] if p["type"] == "text")
@@ -117,26 +123,29 @@ def test_e2e_stop_ends_the_run_on_another_instance_keeping_what_was_streamed(
     db: firestore.Client,
     fake_openai: FakeOpenAI,
 ) -> None:
-    # 30 s of reply: however slow the machine, the stop comes long before its end.
-    chunks = [f"w{n} " for n in range(300)]
-    fake_openai.script("stop me", Script(chunks=chunks, delay=0.1))
-    with httpx.stream(
-        "POST", functions.api + SEND, headers=auth(alice), json={"text": "stop me"}, timeout=30
-    ) as r:
-        events: list[SseEvent] = []
-        for item in read_events(r):
-            if not isinstance(item, SseEvent):
-                continue
-            events.append(item)
-            if len(events) == 5:
-                conversation_id = events[0].data["conversationId"]
-                answer = httpx.post(
-                    second_api.url + conversation_path(conversation_id, "stop"),
-                    headers=auth(alice, sse=False),
-                )
-                assert answer.status_code == 202
-                assert answer.json()["status"] == "stopping"
-    # (How soon the producer notices is a benchmark's question, not this test's.)
+    chunks = [f"w{n} " for n in range(60)]
+    # The model never gets past its tenth word: only the stop can end this run.
+    hold = Hold(at=10)
+    fake_openai.script("stop me", Script(chunks=chunks, hold=hold))
+    try:
+        with httpx.stream(
+            "POST", functions.api + SEND, headers=auth(alice), json={"text": "stop me"}, timeout=30
+        ) as r:
+            events: list[SseEvent] = []
+            for item in read_events(r):
+                if not isinstance(item, SseEvent):
+                    continue
+                events.append(item)
+                if len(events) == 3:
+                    conversation_id = events[0].data["conversationId"]
+                    answer = httpx.post(
+                        second_api.url + conversation_path(conversation_id, "stop"),
+                        headers=auth(alice, sse=False),
+                    )
+                    assert answer.status_code == 202
+                    assert answer.json()["status"] == "stopping"
+    finally:
+        hold.release()
     assert events[-1].event == "done" and events[-1].data["status"] == "stopped"
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     message = doc["messages"][1]
@@ -159,9 +168,10 @@ def test_e2e_ten_racing_sends_from_several_tabs_open_exactly_one_run(
 ) -> None:
     with httpx.stream("POST", functions.api + SEND, headers=auth(alice), json={"text": "hi"}) as r:
         conversation_id = events_of(r)[0].data["conversationId"]
-    # Long enough that every send meets the live run, even when a loaded machine starts
-    # some of the ten threads late (a send after the run's end rightly opens another).
-    fake_openai.script("race", Script(chunks=["slow ", "reply"], delay=2.0))
+    # Held until every send is answered: each meets the live run, however late a loaded
+    # machine starts its thread (a send after the run's end rightly opens another).
+    hold = Hold(at=1)
+    fake_openai.script("race", Script(chunks=["slow ", "reply"], hold=hold))
     barrier = threading.Barrier(10)
     statuses: list[int] = []
     codes: list[str] = []
@@ -182,6 +192,9 @@ def test_e2e_ten_racing_sends_from_several_tabs_open_exactly_one_run(
     threads = [threading.Thread(target=send, args=(n,)) for n in range(10)]
     for thread in threads:
         thread.start()
+    # The one send that opened the run streams until it is released: its thread waits.
+    wait_for(lambda: len(statuses) == 9, what="the nine sends that lost the race")
+    hold.release()
     for thread in threads:
         thread.join()
     assert sorted(statuses) == [200] + [409] * 9
@@ -193,8 +206,9 @@ def test_e2e_ten_racing_sends_from_several_tabs_open_exactly_one_run(
 def test_e2e_queued_messages_are_answered_in_order(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
-    # Slow enough that the two messages posted meanwhile find it live, on a busy machine.
-    fake_openai.script("q first", Script(chunks=["Answer ", "one."], delay=1.5))
+    # Held until the two messages posted meanwhile are queued: they find it live.
+    hold = Hold(at=1)
+    fake_openai.script("q first", Script(chunks=["Answer ", "one."], hold=hold))
     fake_openai.script("q second", Script(chunks=["Answer two."]))
     fake_openai.script("q third", Script(chunks=["Answer three."]))
     with httpx.stream(
@@ -214,6 +228,7 @@ def test_e2e_queued_messages_are_answered_in_order(
         doc = conversation_doc(db, alice.uid, conversation_id) or {}
         # Every tab sees the queued messages at once.
         assert [m["content"][0]["text"] for m in doc["queuedMessages"]] == ["q second", "q third"]
+        hold.release()
         list(items)
 
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 6))
@@ -233,25 +248,24 @@ def test_e2e_killed_instance_mid_stream_is_closed_by_its_watchdog(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     fragile = extra_api(functions, SPARK_RUN_LEASE_SECONDS="3")
+    chunks = [f"k{n} " for n in range(100)]
+    hold = Hold(at=8)  # the model is mid-reply when its instance dies
     try:
-        chunks = [f"k{n} " for n in range(100)]
-        fake_openai.script("kill me", Script(chunks=chunks, delay=0.1))
+        fake_openai.script("kill me", Script(chunks=chunks, hold=hold))
         with httpx.stream(
             "POST", fragile.url + SEND, headers=auth(alice), json={"text": "kill me"}, timeout=30
         ) as r:
-            received: list[SseEvent] = []
-            for item in read_events(r):
-                if isinstance(item, SseEvent):
-                    received.append(item)
-                    if len(received) == 8:
-                        break
-            conversation_id = received[0].data["conversationId"]
-            wait_for(lambda: streamed_text(db, alice.uid, conversation_id))  # a write landed
+            start = next(e for e in read_events(r) if isinstance(e, SseEvent))
+            conversation_id = start.data["conversationId"]
+            hold.wait_held()
+            wait_for(lambda: streamed(db, alice.uid, conversation_id), what="a streaming write")
             fragile.kill()
     finally:
+        hold.release()
         fragile.stack.stop()
 
-    # Closed by its watchdog once its lease (3 s) and grace (1 s) lapse, with no new message.
+    # Closed by its watchdog (its lease, 3 s, and grace, 1 s, after its last write), with
+    # no new message: nothing else would close it before the wait gives up (60 s).
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     message = doc["messages"][1]
     assert message["status"] == "error" and message["error"]["code"] == "run_interrupted"
@@ -268,13 +282,20 @@ def test_e2e_killed_instance_mid_stream_is_closed_by_its_watchdog(
 
 
 def test_e2e_silent_model_fails_the_run_with_a_clear_error(
-    second_api: ExtraApi, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script("be silent", Script(chunks=["late"], first_delay=6))
-    with httpx.stream(
-        "POST", second_api.url + SEND, headers=auth(alice), json={"text": "be silent"}, timeout=30
-    ) as r:
-        events = events_of(r)
+    # Silent until the run has given up on it (this api allows 2 s of silence).
+    impatient = extra_api(functions, SPARK_PROVIDER_IDLE_SECONDS="2")
+    hold = Hold(at=0)
+    fake_openai.script("be silent", Script(chunks=["late"], hold=hold))
+    try:
+        with httpx.stream(
+            "POST", impatient.url + SEND, headers=auth(alice), json={"text": "be silent"}
+        ) as r:
+            events = events_of(r)
+    finally:
+        hold.release()
+        impatient.stack.stop()
     assert events[-1].event == "error" and events[-1].data["code"] == "provider_timeout"
     conversation_id = events[0].data["conversationId"]
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))

@@ -31,7 +31,7 @@ from tests.e2e.conftest import (
     settled,
     wait_for,
 )
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 
 pytestmark = pytest.mark.emulator
 
@@ -253,7 +253,9 @@ def test_e2e_opt_out_keeps_a_members_words_from_every_later_request(
             then=Script(chunks=["Kid shared a code."]),
         ),
     )
-    fake_openai.script(slow, Script(chunks=["Thinking", " it", " over."], first_delay=4))
+    # Held until Kid has opted out: the queued message always waits behind it.
+    hold = Hold(at=0)
+    fake_openai.script(slow, Script(chunks=["Thinking", " it", " over."], hold=hold))
     fake_openai.script(queued, Script(chunks=["Noted."]))
     for trigger in (again, own, dad_reads):
         fake_openai.script(
@@ -269,28 +271,33 @@ def test_e2e_opt_out_keeps_a_members_words_from_every_later_request(
     assert secret in said(fake_openai.requests_for(read)[-1])  # before the opt-out
 
     # A slow reply holds the conversation; a message queued behind it waits...
-    with httpx.stream(
-        "POST",
-        functions.api + SEND,
-        headers=auth(home.mum),
-        json={"text": slow, "conversationId": conversation_id},
-        timeout=60,
-    ) as streaming:
-        assert streaming.status_code == 200
-        waiting = httpx.post(
+    try:
+        with httpx.stream(
+            "POST",
             functions.api + SEND,
-            headers=auth(home.mum, sse=False),
-            json={"text": queued, "conversationId": conversation_id, "whenBusy": "queue"},
+            headers=auth(home.mum),
+            json={"text": slow, "conversationId": conversation_id},
             timeout=60,
-        )
-        assert waiting.status_code == 202, waiting.text
-        # ...while Kid opts out.
-        opted = api.patch(SETTINGS, headers=as_(home.kid), json={"aiReadsFamilyMessages": False})
-        assert (
-            opted.status_code == 200 and opted.json()["settings"]["aiReadsFamilyMessages"] is False
-        )
-        after_opt_out = len(fake_openai.requests)
-        list(read_events(streaming))
+        ) as streaming:
+            assert streaming.status_code == 200
+            waiting = httpx.post(
+                functions.api + SEND,
+                headers=auth(home.mum, sse=False),
+                json={"text": queued, "conversationId": conversation_id, "whenBusy": "queue"},
+                timeout=60,
+            )
+            assert waiting.status_code == 202, waiting.text
+            # ...while Kid opts out.
+            opted = api.patch(
+                SETTINGS, headers=as_(home.kid), json={"aiReadsFamilyMessages": False}
+            )
+            assert opted.status_code == 200
+            assert opted.json()["settings"]["aiReadsFamilyMessages"] is False
+            after_opt_out = len(fake_openai.requests)
+            hold.release()
+            list(read_events(streaming))
+    finally:
+        hold.release()
     mirror = db.document(home.kid.uid, "client", "settings", "current").get().to_dict()
     assert mirror is not None and mirror["aiReadsFamilyMessages"] is False
     wait_for(lambda: settled(db, home.mum.uid, conversation_id, 6))

@@ -212,7 +212,7 @@ def test_package_serves_both_entry_points_against_the_emulators(
                 return None
             return doc
 
-        doc = wait_for(answered, 30)
+        doc = wait_for(answered)
         reply = doc["messages"][1]
         assert (reply["role"], reply["status"]) == ("assistant", "complete")
         assert reply["content"][0]["text"].startswith("[Offline model]")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -81,6 +80,8 @@ from tests.lesson_ops import Op
 pytestmark = pytest.mark.emulator
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
+# A listener's next snapshot comes in well under a second: this is only a safety net.
+WATCH_SECONDS = 60
 
 
 def message(n: int, text: str = "") -> Message:
@@ -367,7 +368,7 @@ async def test_ledger_store_starts_one_export_between_two_processes(
 async def _until(snapshots: AsyncIterator[RunView | None], count: int) -> RunView:
     """Read versions until one has ``count`` messages (intermediate ones may be skipped)."""
     while True:
-        snapshot = await asyncio.wait_for(anext(snapshots), 10)
+        snapshot = await asyncio.wait_for(anext(snapshots), WATCH_SECONDS)
         assert snapshot is not None
         if len(snapshot.messages) == count:
             return snapshot
@@ -427,15 +428,15 @@ async def test_store_listener_that_ends_by_itself_fails_its_followers(
     await store.create(uid, created)
     try:
         async with contextlib.aclosing(store.watch(uid, created.id)) as first:
-            assert await asyncio.wait_for(anext(first), 10) is not None
+            assert await asyncio.wait_for(anext(first), WATCH_SECONDS) is not None
             assert watches[0].is_active
             rpc = watches[0]._rpc
             assert rpc is not None
             rpc.close()  # the stream ends; the SDK closes the listener on its own thread
             with pytest.raises(StoreError, match="reconnect"):
-                await asyncio.wait_for(anext(first), 10)
+                await asyncio.wait_for(anext(first), WATCH_SECONDS)
         async with contextlib.aclosing(store.watch(uid, created.id)) as second:
-            assert await asyncio.wait_for(anext(second), 10) is not None
+            assert await asyncio.wait_for(anext(second), WATCH_SECONDS) is not None
         assert len(watches) == 2
     finally:
         stores.close()
@@ -443,7 +444,7 @@ async def test_store_listener_that_ends_by_itself_fails_its_followers(
 
 async def test_store_watch_of_a_missing_conversation_says_none(store: ConversationStore) -> None:
     async with contextlib.aclosing(store.watch("nobody", "conv_missing")) as snapshots:
-        first = await asyncio.wait_for(anext(snapshots), 10)
+        first = await asyncio.wait_for(anext(snapshots), WATCH_SECONDS)
     assert first is None
 
 
@@ -928,8 +929,8 @@ def test_lesson_store_progress_matches_the_lessons_after_every_kind_of_write(
     """Creates, a student's answers, restores, deletions, a write behind the others'
     clocks and summaries lost (lessons from before them), in random orders: after each
     step the stored summary breaks none of its rules, and the progress is the lessons'
-    (``tests/lesson_ops.py``). Bounded: 8 examples (and the two written out), 90 s."""
-    started = time.monotonic()
+    (``tests/lesson_ops.py``). Bounded by its examples (8, and the two written out), not
+    by time: a time budget ran fewer of them on a slower machine."""
 
     async def scripted_on(script: list[Op]) -> None:
         uid = f"u{secrets.token_hex(4)}"
@@ -948,8 +949,7 @@ def test_lesson_store_progress_matches_the_lessons_after_every_kind_of_write(
     @example([*(Op("create", n, 2, read=False) for n in range(6)), Op("answer", 5, 2, skew=7)])
     @example([Op("create", 0), Op("create", 1), Op("forget", 0, read=False), Op("answer", 0)])
     def scripted(script: list[Op]) -> None:
-        if time.monotonic() - started < 90:
-            asyncio.run(scripted_on(script))
+        asyncio.run(scripted_on(script))
 
     scripted()
 

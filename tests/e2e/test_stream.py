@@ -16,7 +16,7 @@ from tests.e2e.conftest import (
     unsigned_token,
     wait_for,
 )
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 
 pytestmark = pytest.mark.emulator
 
@@ -139,8 +139,20 @@ def test_e2e_stream_without_finish_reason_is_an_error(
 def test_e2e_keepalive_comment_during_silence(
     api_url: str, alice: StackUser, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script("think first", Script(chunks=["Done thinking."], first_delay=2.5))
-    _, items = stream(api_url, alice, {"text": "think first"})
+    # The model is silent until the client has seen a keep-alive (1 s of silence here).
+    hold = Hold(at=0)
+    fake_openai.script("think first", Script(chunks=["Done thinking."], hold=hold))
+    items: list[Any] = []
+    try:
+        with httpx.stream(
+            "POST", api_url + PATH, headers=headers(alice), json={"text": "think first"}
+        ) as r:
+            for item in read_events(r):
+                items.append(item)
+                if item == ": keep-alive":
+                    hold.release()
+    finally:
+        hold.release()
     first_text = next(
         n for n, i in enumerate(items) if isinstance(i, SseEvent) and i.event == "text"
     )
@@ -150,22 +162,27 @@ def test_e2e_keepalive_comment_during_silence(
 def test_e2e_second_send_while_streaming_is_409(
     api_url: str, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script("slow one", Script(chunks=["a", "b", "c", "d"], delay=0.3))
-    with httpx.stream(
-        "POST", api_url + PATH, headers=headers(alice), json={"text": "slow one"}
-    ) as r:
-        events = read_events(r)
-        start = next(events)
-        assert isinstance(start, SseEvent)
-        conversation_id = start.data["conversationId"]
-        clash = httpx.post(
-            api_url + PATH,
-            headers=headers(alice),
-            json={"text": "me too", "conversationId": conversation_id},
-        )
-        assert clash.status_code == 409
-        assert clash.json()["error"]["code"] == "run_in_progress"
-        rest = [e for e in events if isinstance(e, SseEvent)]
+    hold = Hold(at=1)  # the run is live until the second send is answered
+    fake_openai.script("slow one", Script(chunks=["a", "b", "c", "d"], hold=hold))
+    try:
+        with httpx.stream(
+            "POST", api_url + PATH, headers=headers(alice), json={"text": "slow one"}
+        ) as r:
+            events = read_events(r)
+            start = next(events)
+            assert isinstance(start, SseEvent)
+            conversation_id = start.data["conversationId"]
+            clash = httpx.post(
+                api_url + PATH,
+                headers=headers(alice),
+                json={"text": "me too", "conversationId": conversation_id},
+            )
+            hold.release()
+            assert clash.status_code == 409
+            assert clash.json()["error"]["code"] == "run_in_progress"
+            rest = [e for e in events if isinstance(e, SseEvent)]
+    finally:
+        hold.release()
     assert rest[-1].event == "done"
     doc = conversation_doc(db, alice.uid, conversation_id)
     assert doc is not None
@@ -176,14 +193,18 @@ def test_e2e_client_disconnect_loses_nothing(
     api_url: str, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     chunks = [f"w{n} " for n in range(10)]
-    fake_openai.script("leave early", Script(chunks=chunks, delay=0.1))
-    with httpx.stream(
-        "POST", api_url + PATH, headers=headers(alice), json={"text": "leave early"}
-    ) as r:
-        events = read_events(r)
-        start = next(events)
-        assert isinstance(start, SseEvent)
-        next(events)  # first text, then hang up
+    hold = Hold(at=1)  # the rest of the reply comes only once the client has gone
+    fake_openai.script("leave early", Script(chunks=chunks, hold=hold))
+    try:
+        with httpx.stream(
+            "POST", api_url + PATH, headers=headers(alice), json={"text": "leave early"}
+        ) as r:
+            events = read_events(r)
+            start = next(events)
+            assert isinstance(start, SseEvent)
+            next(events)  # first text, then hang up
+    finally:
+        hold.release()
     conversation_id = start.data["conversationId"]
 
     def finished() -> dict[str, Any] | None:
@@ -199,27 +220,33 @@ def test_e2e_streaming_text_is_visible_in_firestore_before_the_end(
     api_url: str, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     chunks = [f"t{n} " for n in range(15)]
-    fake_openai.script("watch it grow", Script(chunks=chunks, delay=0.1))
-    seen: list[str] = []
-    with httpx.stream(
-        "POST", api_url + PATH, headers=headers(alice), json={"text": "watch it grow"}
-    ) as r:
-        for item in read_events(r):
-            if isinstance(item, SseEvent) and item.event == "run_start":
-                conversation_id = item.data["conversationId"]
-            elif isinstance(item, SseEvent) and item.event == "text" and len(seen) < 40:
-                doc = conversation_doc(db, alice.uid, conversation_id)
-                assert doc is not None
-                if "activeRun" not in doc:
-                    break  # this reader fell behind the run (a loaded machine): it ended
-                # The in-flight message lives in activeRun, outside the messages array.
-                assert [m["role"] for m in doc["messages"]] == ["user"]
-                message = doc["activeRun"]["message"]
-                if message["status"] == "streaming" and message["content"]:
-                    seen.append(message["content"][0]["text"])
-    partial = [text for text in seen if text != "".join(chunks)]
-    assert partial, "no intermediate write was visible while streaming"
-    assert all("".join(chunks).startswith(text) for text in partial)
+    # Held mid-reply: what Firestore shows then is a write made while streaming.
+    hold = Hold(at=7)
+    fake_openai.script("watch it grow", Script(chunks=chunks, delay=0.1, hold=hold))
+
+    def in_flight() -> dict[str, Any] | None:
+        doc = conversation_doc(db, alice.uid, conversation_id) or {}
+        message = (doc.get("activeRun") or {}).get("message") or {}
+        return doc if message.get("status") == "streaming" and message["content"] else None
+
+    try:
+        with httpx.stream(
+            "POST", api_url + PATH, headers=headers(alice), json={"text": "watch it grow"}
+        ) as r:
+            items = read_events(r)
+            start = next(i for i in items if isinstance(i, SseEvent))
+            conversation_id = start.data["conversationId"]
+            hold.wait_held()
+            doc = wait_for(in_flight, what="a streaming write of the reply")
+            hold.release()
+            ended = [i for i in items if isinstance(i, SseEvent)]
+    finally:
+        hold.release()
+    # The in-flight message lives in activeRun, outside the messages array.
+    assert [m["role"] for m in doc["messages"]] == ["user"]
+    partial = doc["activeRun"]["message"]["content"][0]["text"]
+    assert partial and "".join(chunks).startswith(partial) and partial != "".join(chunks)
+    assert ended[-1].event == "done"
 
 
 def test_e2e_bad_requests_change_nothing(

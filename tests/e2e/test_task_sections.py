@@ -31,7 +31,7 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.test_review import FEEDBACK
 from tests.e2e.test_tasks import brief, finished, ledger, script_lesson, send, wait_for
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 from tests.samples import pdf_with_pages
 
 pytestmark = pytest.mark.emulator
@@ -62,13 +62,18 @@ class Statuses:
                     shown.append(status)
             self._lock.notify_all()
 
-    def close(self, *, after: dict[str, str], timeout: float = 15) -> None:
+    def shown(self, now: dict[str, str]) -> None:
+        """Wait until each section in ``now`` shows its status (60 s: a safety net)."""
+        with self._lock:
+            if not self._lock.wait_for(
+                lambda: all(self.seen.get(t, [""])[-1] == s for t, s in now.items()), 60
+            ):
+                raise AssertionError(f"gave up after 60 s waiting for the listener to see {now}")
+
+    def close(self, *, after: dict[str, str]) -> None:
         """Stop listening once each section in `after` has shown its status: a read of
         the document can see a status before the listener's snapshot brings it."""
-        with self._lock:
-            self._lock.wait_for(
-                lambda: all(self.seen.get(t, [""])[-1] == s for t, s in after.items()), timeout
-            )
+        self.shown(after)
         self._watch.unsubscribe()
 
 
@@ -78,6 +83,8 @@ def test_e2e_three_tasks_at_once_and_a_fourth_queued_each_a_section_in_order(
     user = new_user(emulators[1])
     listener = Statuses(db, user.uid)
     topics = [f"estuaries {n}" for n in range(4)]
+    # The drafts are held until the listener has seen the fourth wait: three hold slots.
+    hold = Hold(at=0)
     for topic in topics:
         script_lesson(
             fake_openai,
@@ -85,13 +92,15 @@ def test_e2e_three_tasks_at_once_and_a_fourth_queued_each_a_section_in_order(
             topic,
             Script(
                 chunks=[f"<lesson><h1>{topic}</h1><h2>Starter</h2>", "<p>Go.</p></lesson>"],
-                first_delay=1,
+                hold=hold,
             ),
         )
-    conversations = [
-        send(functions.api, user, f"section lesson: {topic}")[0].data["conversationId"]
-        for topic in topics
-    ]
+    try:
+        sent = [send(functions.api, user, f"section lesson: {topic}") for topic in topics]
+        listener.shown({sent[3][-2].data["taskId"]: "queued"})
+    finally:
+        hold.release()
+    conversations = [events[0].data["conversationId"] for events in sent]
     for c in conversations:
         wait_for(lambda c=c: finished(db, user.uid, c), "every follow-up", 60)
 
@@ -100,7 +109,7 @@ def test_e2e_three_tasks_at_once_and_a_fourth_queued_each_a_section_in_order(
         statuses = [s.to_dict()["status"] for s in sections_of(db, user.uid).stream()]
         return {} if statuses == ["completed"] * 4 else None
 
-    wait_for(all_done, "every section to complete", 30)
+    wait_for(all_done, "every section to complete")
     listed = [
         s.to_dict()
         for s in sections_of(db, user.uid)
@@ -208,8 +217,10 @@ def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
     plan = {
         "lessons": [{"title": "Sources", "focus": "Where"}, {"title": "Mouths", "focus": "End"}]
     }
+    # The plan comes only once the cancel has been answered.
+    hold = Hold(at=0)
     fake_openai.script(
-        "Plan a sequence of 2 lessons.", Script(chunks=[json.dumps(plan)], first_delay=4)
+        "Plan a sequence of 2 lessons.", Script(chunks=[json.dumps(plan)], hold=hold)
     )
     drafted = len(fake_openai.requests_for("Write the lesson."))  # by other tests
     listener = Statuses(db, alice.uid)
@@ -224,7 +235,10 @@ def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
         ),
         "the plan to be asked for",
     )
-    answer = cancel(functions.api, alice, task_id)
+    try:
+        answer = cancel(functions.api, alice, task_id)
+    finally:
+        hold.release()
     assert answer.status_code == 202, answer.text
     assert answer.json() == {
         "taskId": task_id,
@@ -234,7 +248,7 @@ def test_e2e_cancel_a_running_task_at_its_next_step_and_a_queued_one_at_once(
 
     section = section_when(db, alice.uid, task_id, "cancelled")
     assert section["summary"] == "Cancelled by the user."
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up")
     results = [p["toolResult"] for m in doc["messages"] for p in m["content"] if "toolResult" in p]
     assert [(r["status"], json.loads(r["outputJson"])) for r in results] == [
         ("error", {"error": "Cancelled by the user."})
@@ -255,19 +269,23 @@ def test_e2e_cancel_a_queued_task_at_once(
 ) -> None:
     user = new_user(emulators[1])
     topics = [f"deltas {n}" for n in range(4)]
+    hold = Hold(at=0)  # the three hold their slots until the fourth is cancelled
     for topic in topics:
         script_lesson(
             fake_openai,
             f"queued lesson: {topic}",
             topic,
-            Script(chunks=[f"<lesson><h1>{topic}</h1><p>Go.</p></lesson>"], first_delay=2),
+            Script(chunks=[f"<lesson><h1>{topic}</h1><p>Go.</p></lesson>"], hold=hold),
         )
-    sent = [send(functions.api, user, f"queued lesson: {topic}") for topic in topics]
-    fourth = sent[3][-2].data["taskId"]
-    assert ledger(db, user.uid)["tasks"][fourth]["status"] == "queued"
-    answer = cancel(functions.api, user, fourth)
-    assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
-    assert section_of(db, user.uid, fourth)["status"] == "cancelled"
+    try:
+        sent = [send(functions.api, user, f"queued lesson: {topic}") for topic in topics]
+        fourth = sent[3][-2].data["taskId"]
+        assert ledger(db, user.uid)["tasks"][fourth]["status"] == "queued"
+        answer = cancel(functions.api, user, fourth)
+        assert answer.status_code == 200 and answer.json()["status"] == "cancelled"
+        assert section_of(db, user.uid, fourth)["status"] == "cancelled"
+    finally:
+        hold.release()
     for events in sent:
         conversation_id = events[0].data["conversationId"]
         wait_for(lambda c=conversation_id: finished(db, user.uid, c), "every follow-up", 60)
@@ -342,7 +360,7 @@ def test_e2e_a_task_asks_its_user_and_completes_in_the_same_section(
         *((1, n, text) for n, text in enumerate(REVIEW_STEPS, 1)),
         *((2, n, text) for n, text in enumerate(REVIEW_STEPS, 4)),
     ]
-    doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
+    doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up")
     assert doc["messages"][-1]["content"] == [
         {"type": "text", "text": "Here is your feedback on task 2."}
     ]
@@ -421,10 +439,12 @@ def test_e2e_progress_steps_append_across_a_redelivered_and_a_retried_attempt(
         ),
     )
     fake_openai.script("Plan a sequence of 3 lessons.", Script(chunks=[json.dumps(PLAN)]))
+    # The first draft is held until its attempt has been delivered again meanwhile.
+    hold = Hold(at=0)
     for index, lesson in enumerate(PLAN["lessons"]):
         draft = Script(
             chunks=[f"<lesson><h1>{lesson['title']}</h1><h2>Starter</h2>", "<p>Go.</p></lesson>"],
-            first_delay=2 if index == 0 else 0,
+            hold=hold if index == 0 else None,
         )
         if index == 1:
             fake_openai.script(planned_brief(topic, index), Script(status=400), after=draft)
@@ -434,15 +454,15 @@ def test_e2e_progress_steps_append_across_a_redelivered_and_a_retried_attempt(
     conversation_id = events[0].data["conversationId"]
     task_id = events[-2].data["taskId"]
     updates = Updates(db, alice.uid, task_id)
-    wait_for(
-        lambda: {} if fake_openai.requests_for(planned_brief(topic, 0)) else None,
-        "the first lesson's draft",
-    )
-    # Delivered again while its first attempt runs: the other delivery holds it.
-    assert redeliver(functions, alice.uid, conversation_id, task_id, 1) == 409
+    try:
+        hold.wait_held("the first lesson's draft")
+        # Delivered again while its first attempt runs: the other delivery holds it.
+        assert redeliver(functions, alice.uid, conversation_id, task_id, 1) == 409
+    finally:
+        hold.release()
 
     section = section_when(db, alice.uid, task_id, "completed", 60)
-    wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up", 30)
+    wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up")
     # Delivered again once it is over: each attempt is stale, nothing changes.
     assert redeliver(functions, alice.uid, conversation_id, task_id, 1) == 200
     assert redeliver(functions, alice.uid, conversation_id, task_id, 2) == 200
@@ -549,7 +569,7 @@ def test_e2e_a_task_whose_call_rolled_over_into_the_archive_stays_readable(
             live = json.dumps(doc.get("messages") or [], default=str)
             return doc if doc.get("archived") and call_id not in live else None
 
-        doc = wait_for(archived, "the task's call to roll over into the archive", 30)
+        doc = wait_for(archived, "the task's call to roll over into the archive")
     finally:
         small.stack.stop()
     assert doc["archived"]["count"] >= 4

@@ -19,6 +19,7 @@ from shared.queue.base import SIGNATURE_HEADER, TASK_NAME_HEADER, sign
 from shared.queue.naming import attempt_name
 from shared.schemas.tasks import ToolTask
 from tests.e2e.conftest import (
+    WAIT_SECONDS,
     Functions,
     SseEvent,
     StackUser,
@@ -26,7 +27,8 @@ from tests.e2e.conftest import (
     new_user,
     read_events,
 )
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.e2e.conftest import wait_for as poll
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 
 pytestmark = pytest.mark.emulator
 
@@ -65,15 +67,11 @@ def send(api_url: str, user: StackUser, text: str) -> list[SseEvent]:
 
 
 def wait_for(
-    check: Callable[[], dict[str, Any] | None], what: str, timeout: float = 60
+    check: Callable[[], dict[str, Any] | None], what: str, timeout: float = WAIT_SECONDS
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found is not None:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``check()``'s first value that is not None (``timeout``: a safety net only)."""
+    (found,) = poll(lambda: (value := check()) is not None and [value], timeout, what)
+    return found  # type: ignore[no-any-return]
 
 
 def finished(db: firestore.Client, uid: str, conversation_id: str) -> dict[str, Any] | None:
@@ -134,11 +132,13 @@ def test_e2e_task_tool_queues_then_firestore_gains_result_and_follow_up(
 def test_e2e_task_delivered_three_more_times_has_one_effect(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
+    # The delivery Cloud Tasks makes is held in its draft while three more arrive.
+    hold = Hold(at=0)
     script_lesson(
         fake_openai,
         "plan a lesson on volcanoes",
         "volcanoes",
-        Script(chunks=["<lesson><h1>Volcanoes</h1></lesson>"], first_delay=0.5),
+        Script(chunks=["<lesson><h1>Volcanoes</h1></lesson>"], hold=hold),
     )
     events = send(functions.api, alice, "plan a lesson on volcanoes")
     conversation_id = events[0].data["conversationId"]
@@ -151,6 +151,10 @@ def test_e2e_task_delivered_three_more_times_has_one_effect(
     ).to_bytes()
     key = os.environ["SPARK_TASKS_LOCAL_KEY"]
     name = attempt_name(task_id_for(conversation_id, queued["toolCallId"]), 1)
+
+    def drafts() -> list[dict[str, Any]]:
+        return fake_openai.requests_for(brief("volcanoes"))
+
     headers = {
         "Content-Type": "application/json",
         SIGNATURE_HEADER: sign(key, body, name, int(time.time())),
@@ -160,16 +164,26 @@ def test_e2e_task_delivered_three_more_times_has_one_effect(
     def redeliver(_: int) -> int:
         return httpx.post(functions.tasks, content=body, headers=headers, timeout=30).status_code
 
-    with ThreadPoolExecutor(3) as pool:
-        statuses = list(pool.map(redeliver, range(3)))
+    try:
+        hold.wait_held("the first delivery's draft")
+        with ThreadPoolExecutor(3) as pool:
+            answers = [pool.submit(redeliver, n) for n in range(3)]
+            # Each is answered, unless it slipped through: then its draft waits too.
+            poll(
+                lambda: all(a.done() for a in answers) or len(drafts()) > 1,
+                what="the three deliveries to be answered (or one of them to draft)",
+            )
+            hold.release()
+            statuses = [a.result() for a in answers]
+    finally:
+        hold.release()
     assert all(s in (200, 409) for s in statuses)
 
+    # Every delivery has been answered: whatever they did is done.
     doc = wait_for(lambda: finished(db, alice.uid, conversation_id), "the follow-up")
-    time.sleep(1.0)  # let any duplicate delivery finish, had it slipped through
-    doc = conversation_doc(db, alice.uid, conversation_id) or doc
     assert len(tool_results(doc)) == 1
     assert [m["role"] for m in doc["messages"]] == ["user", "assistant", "tool", "assistant"]
-    assert len(fake_openai.requests_for(brief("volcanoes"))) == 1
+    assert len(drafts()) == 1
 
 
 def test_e2e_failing_tool_ends_with_error_result_and_a_plain_message(
@@ -205,21 +219,26 @@ def test_e2e_fourth_concurrent_task_waits_queued_until_a_slot_frees(
 ) -> None:
     user = new_user(emulators[1])
     topics = [f"rivers {n}" for n in range(4)]
+    # The drafts are held until the four are counted: three hold their slots meanwhile.
+    hold = Hold(at=0)
     for topic in topics:
         script_lesson(
             fake_openai,
             f"lesson: {topic}",
             topic,
-            Script(chunks=["<lesson><h1>R</h1></lesson>"], first_delay=1),
+            Script(chunks=["<lesson><h1>R</h1></lesson>"], hold=hold),
         )
-    conversations = [
-        send(functions.api, user, f"lesson: {topic}")[0].data["conversationId"] for topic in topics
-    ]
-
-    statuses = sorted(t["status"] for t in ledger(db, user.uid)["tasks"].values())
-    assert statuses == ["queued", "running", "running", "running"]
-    fourth = conversation_doc(db, user.uid, conversations[3]) or {}
-    assert [t["status"] for t in fourth["tasks"].values()] == ["queued"]
+    try:
+        conversations = [
+            send(functions.api, user, f"lesson: {topic}")[0].data["conversationId"]
+            for topic in topics
+        ]
+        statuses = sorted(t["status"] for t in ledger(db, user.uid)["tasks"].values())
+        assert statuses == ["queued", "running", "running", "running"]
+        fourth = conversation_doc(db, user.uid, conversations[3]) or {}
+        assert [t["status"] for t in fourth["tasks"].values()] == ["queued"]
+    finally:
+        hold.release()
 
     docs = [
         wait_for(lambda c=c: finished(db, user.uid, c), "all follow-ups", 60) for c in conversations

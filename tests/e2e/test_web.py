@@ -41,7 +41,7 @@ from tests.e2e.conftest import (
     wait_for,
 )
 from tests.e2e.test_tasks import script_lesson
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 from tests.samples import png_with_gps
 from tools.stack import Stack, free_port
 from tools.web import ROOT, build
@@ -53,8 +53,9 @@ SHOTS = ROOT / ".stack" / "screenshots"
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
-# Every wait in the page is bounded: a stuck page fails its test in seconds, not minutes.
-TIMEOUT_MS = 20_000
+# Every wait in the page is bounded, as a safety net only: a stuck page fails its test in
+# a minute, not never; what is awaited takes a second or a few, on a loaded machine too.
+TIMEOUT_MS = 60_000
 expect.set_options(timeout=TIMEOUT_MS)
 
 
@@ -472,8 +473,12 @@ def test_web_two_tabs_send_at_once_one_runs_the_other_queues(
     fake_openai: FakeOpenAI,
 ) -> None:
     user = new_user(emulators[1])
-    fake_openai.script("web: first tab", Script(chunks=[f"one{n} " for n in range(12)], delay=0.1))
-    fake_openai.script("web: second tab", Script(chunks=["two done."]))
+    # Whichever send wins, its reply is held until the other is seen queued in both tabs.
+    hold = Hold(at=0)
+    fake_openai.script(
+        "web: first tab", Script(chunks=[f"one{n} " for n in range(12)], delay=0.1, hold=hold)
+    )
+    fake_openai.script("web: second tab", Script(chunks=["two done."], hold=hold))
     first = open_page(context, web, user)
     send(first, "web: opening")
     conv = conversation_id(first)
@@ -487,10 +492,13 @@ def test_web_two_tabs_send_at_once_one_runs_the_other_queues(
     first.evaluate("document.getElementById('send').click()")
     second.evaluate("document.getElementById('send').click()")
     # One of them waits its turn, shown queued in both tabs at once.
-    for page in (first, second):
-        expect(page.locator("article[data-status=queued]")).to_have_count(1, timeout=10_000)
-    shot(first, "06-two-tabs-queued")
-    wait_for(lambda: (d := conversation_doc(db, user.uid, conv)) and len(d["messages"]) >= 6, 45)
+    try:
+        for page in (first, second):
+            expect(page.locator("article[data-status=queued]")).to_have_count(1)
+        shot(first, "06-two-tabs-queued")
+    finally:
+        hold.release()
+    wait_for(lambda: (d := conversation_doc(db, user.uid, conv)) and len(d["messages"]) >= 6)
     stored = wait_for(lambda: last_reply_text(db, user.uid, conv))
     for page in (first, second):
         expect(articles(page, "Spark AI Agent")).to_have_count(3)
@@ -509,16 +517,21 @@ def test_web_stop_ends_the_reply_stopped_keeping_its_text(
     fake_openai: FakeOpenAI,
 ) -> None:
     user = new_user(emulators[1])
-    fake_openai.script("web: stop me", Script(chunks=[f"slow{n} " for n in range(60)], delay=0.2))
-    page = open_page(context, web, user)
-    send(page, "web: stop me")
-    conv = conversation_id(page)
-    reply = articles(page, "Spark AI Agent").last
-    expect(reply).to_contain_text("slow2 ")
-    stop = page.get_by_role("button", name="Stop")
-    expect(stop).to_be_enabled()
-    stop.click()
-    expect(reply).to_have_attribute("data-status", "stopped")
+    # The model never gets past its third word: only the stop can end this reply.
+    hold = Hold(at=3)
+    fake_openai.script("web: stop me", Script(chunks=[f"slow{n} " for n in range(60)], hold=hold))
+    try:
+        page = open_page(context, web, user)
+        send(page, "web: stop me")
+        conv = conversation_id(page)
+        reply = articles(page, "Spark AI Agent").last
+        expect(reply).to_contain_text("slow2 ")
+        stop = page.get_by_role("button", name="Stop")
+        expect(stop).to_be_enabled()
+        stop.click()
+        expect(reply).to_have_attribute("data-status", "stopped")
+    finally:
+        hold.release()
     expect(reply).to_contain_text("Stopped.")
     expect(stop).to_be_disabled()
     shot(page, "07-stopped")

@@ -44,7 +44,7 @@ from tests.e2e.test_web import (
     send,
     shot,
 )
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 from tests.samples import pdf_with_pages
 
 pytestmark = pytest.mark.emulator
@@ -100,6 +100,12 @@ def family_with_mum(api: str, user: StackUser, mum: StackUser) -> None:
             json={"token": link.json()["token"], "displayName": "Mum"},
         )
         assert joined.status_code == 200, joined.text
+
+
+def cancel_asked(db: firestore.Client, uid: str) -> bool:
+    """Whether any of ``uid``'s tasks has been asked to stop (its ledger record says so)."""
+    tasks = (db.collection(uid).document("server").get().to_dict() or {}).get("tasks") or {}
+    return any(t.get("cancelRequested") for t in tasks.values())
 
 
 def task_doc(db: firestore.Client, uid: str, conv: str) -> dict[str, Any] | None:
@@ -240,24 +246,29 @@ def test_cards_a_running_task_is_cancelled_from_the_page(
     fake_openai: FakeOpenAI,
 ) -> None:
     user = new_user(emulators[1])
-    # A slow draft: the task is running (drafting) when Cancel is pressed, and stops at
-    # its next step, once the draft is in.
+    # A held draft: the task is running (drafting) when Cancel is pressed, and stops at
+    # its next step, once the draft is in (let go once the cancel has been asked for).
     draft = ["<lesson><h1>Slow</h1>", *(f"<p>Line {n}.</p>" for n in range(12)), "</lesson>"]
+    hold = Hold(at=1)
     script_lesson(
         fake_openai,
         "cards: a slow lesson",
         "a slow lesson to cancel",
-        Script(chunks=draft, delay=0.4),
+        Script(chunks=draft, delay=0.1, hold=hold),
         follow_up="Cancelled, as you asked.",
     )
-    page = open_page(context, web, user)
-    send(page, "cards: a slow lesson")
-    conv = conversation_id(page)
-    section = page.get_by_role("region", name="Task: Creating lesson")
-    expect(section.get_by_role("list", name="Progress")).to_contain_text("Drafting the lesson")
-    element_shot(section, "cards-task-running")
-    section.get_by_role("button", name="Cancel").click()
-    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled", 30)
+    try:
+        page = open_page(context, web, user)
+        send(page, "cards: a slow lesson")
+        conv = conversation_id(page)
+        section = page.get_by_role("region", name="Task: Creating lesson")
+        expect(section.get_by_role("list", name="Progress")).to_contain_text("Drafting the lesson")
+        element_shot(section, "cards-task-running")
+        section.get_by_role("button", name="Cancel").click()
+        wait_for(lambda: cancel_asked(db, user.uid), what="the cancel to reach the task")
+    finally:
+        hold.release()
+    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled")
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Cancelled, as you asked.")
     # Its call has its result: the step is folded into "Done (1 step)", to be opened.
     first = articles(page, "Spark AI Agent").first
@@ -282,8 +293,9 @@ def test_cards_a_queued_task_is_cancelled_from_the_page(
     once): its section says so, with Cancel, and Cancel, pressed on a phone, ends it at
     once without its tool ever starting. The three are asked through the api."""
     user = new_user(emulators[1])
-    # Slow drafts hold the three slots while the page opens the fourth's conversation.
-    slow = Script(chunks=["<lesson><h1>Busy</h1></lesson>"], first_delay=10)
+    # Held drafts hold the three slots until the fourth has been cancelled.
+    hold = Hold(at=0)
+    slow = Script(chunks=["<lesson><h1>Busy</h1></lesson>"], hold=hold)
     for n in range(3):
         script_lesson(fake_openai, f"cards: busy lesson {n}", f"busy lesson {n}", slow)
         send_by_api(functions.api, user, f"cards: busy lesson {n}")
@@ -300,8 +312,11 @@ def test_cards_a_queued_task_is_cancelled_from_the_page(
     section = page.get_by_role("region", name="Task: Creating lesson")
     expect(section).to_contain_text("queued")
     on_phone(page, "task-queued", section)  # and cancelled on a phone
-    section.get_by_role("button", name="Cancel").click()
-    wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled", 30)
+    try:
+        section.get_by_role("button", name="Cancel").click()
+        wait_for(lambda: (task_doc(db, user.uid, conv) or {}).get("status") == "cancelled")
+    finally:
+        hold.release()
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Cancelled before it started.")
     first = articles(page, "Spark AI Agent").first
     first.get_by_role("button", name="Done (1 step)").click()

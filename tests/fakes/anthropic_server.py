@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.openai_server import Script, _Dropped
+from tests.fakes.openai_server import Script, _Dropped, hold_before
 
 SIGNATURE = "c2lnbmF0dXJlLW9mLXRoZS1mYWtl"
 THOUGHT = "The user wants a tool; I will call it."
@@ -172,6 +172,7 @@ class FakeAnthropic:
     async def _stream(self, script: Script) -> AsyncIterator[bytes]:
         if script.first_delay:
             await asyncio.sleep(script.first_delay)
+        await hold_before(script, 0)
         yield message_start()
         yield event("ping", {})
         index = 0
@@ -189,6 +190,7 @@ class FakeAnthropic:
             start = {"type": "text", "text": ""}
             yield event("content_block_start", {"index": index, "content_block": start})
         for n, text in enumerate(script.chunks):
+            await hold_before(script, n)
             if script.disconnect_after is not None and n >= script.disconnect_after:
                 raise _Dropped
             if script.error_after is not None and n >= script.error_after:
@@ -198,6 +200,7 @@ class FakeAnthropic:
             if script.delay and n:
                 await asyncio.sleep(script.delay)
             yield text_delta(index, text)
+        await hold_before(script, len(script.chunks))
         if script.chunks:
             yield event("content_block_stop", {"index": index})
             index += 1

@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.openai_server import Script, _Dropped
+from tests.fakes.openai_server import Script, _Dropped, hold_before
 
 SIGNATURE = "dGhvdWdodC1zaWduYXR1cmU="
 
@@ -209,6 +209,7 @@ class FakeGemini:
         if script.first_delay:
             await asyncio.sleep(script.first_delay)
         for n, text in enumerate(script.chunks):
+            await hold_before(script, n)
             if script.disconnect_after is not None and n >= script.disconnect_after:
                 raise _Dropped
             if script.error_after is not None and n >= script.error_after:
@@ -218,6 +219,7 @@ class FakeGemini:
             if script.delay and n:
                 await asyncio.sleep(script.delay)
             yield chunk([{"text": text}])
+        await hold_before(script, len(script.chunks))
         calls = []
         for name, arguments in script.tool_calls:
             part: dict[str, Any] = {"functionCall": {"name": name, "args": json.loads(arguments)}}

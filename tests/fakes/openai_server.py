@@ -48,6 +48,10 @@ class Script:
     very last event (Anthropic's ``message_stop``). ``then`` answers instead when the
     request ends with tool results (the agent's next step after its tools ran);
     its own ``then``, after the next round, and so on.
+    ``hold`` stops the stream before chunk ``hold.at`` (``at=0``: before anything;
+    ``len(chunks)``: after the text, before any tool call and the finish) until
+    the test releases it: a model that is mid-reply, or silent, for exactly as long as a
+    test needs, on a machine of any speed (``delay`` only paces).
     ``thinking`` makes a provider that keeps opaque state write some (Anthropic: a
     signed thinking block; Gemini: a thought signature on each call); OpenAI's has
     none. The Anthropic and Gemini fakes play the same scripts in their own formats.
@@ -64,6 +68,49 @@ class Script:
     stop_event: bool = True
     thinking: bool = False
     then: Script | None = None
+    hold: Hold | None = None
+
+
+class Hold:
+    """Where a scripted stream waits for the test: chunks before ``at`` go out at once,
+    the rest once ``release`` is called (``release(upto)``: only those before ``upto``).
+
+    ``held`` is set once a stream is waiting at the hold (everything before it sent), so
+    a test can wait for "the model is mid-reply" instead of sleeping. Threads of the test
+    and the fake server's loop share it. A test must release every hold it makes (in a
+    ``finally``), or the run waiting on it stays open until the provider's idle timeout.
+    """
+
+    def __init__(self, at: int = 0) -> None:
+        self._limit: float = at
+        self._lock = threading.Lock()
+        self.held = threading.Event()
+
+    def release(self, upto: int | None = None) -> None:
+        """Let the stream go on: every chunk, or those before ``upto``."""
+        with self._lock:
+            self._limit = float("inf") if upto is None else max(self._limit, upto)
+            self.held.clear()
+
+    def wait_held(self, what: str = "the model's stream to reach its hold") -> None:
+        """Block until a stream waits at the hold (a safety net of 60 s)."""
+        if not self.held.wait(60):
+            raise AssertionError(f"gave up after 60 s waiting for {what}")
+
+    async def passing(self, n: int) -> None:
+        """Return once chunk ``n`` may be sent (polled: the server's loop never blocks)."""
+        while True:
+            with self._lock:
+                if n < self._limit:
+                    return
+                self.held.set()
+            await asyncio.sleep(0.01)
+
+
+async def hold_before(script: Script, n: int) -> None:
+    """Wait, if ``script`` holds before chunk ``n``, until the test releases it."""
+    if script.hold is not None:
+        await script.hold.passing(n)
 
 
 class _Dropped(Exception):
@@ -214,8 +261,10 @@ class FakeOpenAI:
     async def _stream(self, script: Script) -> AsyncIterator[bytes]:
         if script.first_delay:
             await asyncio.sleep(script.first_delay)
+        await hold_before(script, 0)
         yield chunk({"role": "assistant", "content": ""})
         for n, text in enumerate(script.chunks):
+            await hold_before(script, n)
             if script.disconnect_after is not None and n >= script.disconnect_after:
                 raise _Dropped
             if script.error_after is not None and n >= script.error_after:
@@ -225,6 +274,7 @@ class FakeOpenAI:
             if script.delay and n:
                 await asyncio.sleep(script.delay)
             yield chunk({"content": text})
+        await hold_before(script, len(script.chunks))
         for index, (name, arguments) in enumerate(script.tool_calls):
             half = len(arguments) // 2
             yield chunk(

@@ -32,7 +32,7 @@ from tests.e2e.conftest import (
     settled,
     wait_for,
 )
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 from tests.faults.conftest import audit
 
 pytestmark = pytest.mark.emulator
@@ -77,10 +77,17 @@ def test_fault_provider_failures_keep_everything_and_close_the_run(
 
 
 def test_fault_provider_silence(
-    second_api: ExtraApi, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script("fault: silence", Script(chunks=["late"], first_delay=5))
-    events = stream(second_api.url + SEND, alice, {"text": "fault: silence"})
+    # Silent until the run has given up on it (this api allows 2 s of silence).
+    impatient = extra_api(functions, SPARK_PROVIDER_IDLE_SECONDS="2")
+    hold = Hold(at=0)
+    fake_openai.script("fault: silence", Script(chunks=["late"], hold=hold))
+    try:
+        events = stream(impatient.url + SEND, alice, {"text": "fault: silence"})
+    finally:
+        hold.release()
+        impatient.stack.stop()
     assert events[-1].data["code"] == "provider_timeout"
     conversation_id = events[0].data["conversationId"]
     audit(wait_for(lambda: settled(db, alice.uid, conversation_id, 2)), ["fault: silence"], {})
@@ -134,7 +141,9 @@ def test_fault_two_tabs_racing(
 ) -> None:
     first = stream(functions.api + SEND, alice, {"text": "fault: tabs"})
     conversation_id = first[0].data["conversationId"]
-    fake_openai.script("fault: tab", Script(chunks=["x"], delay=0.2))
+    # Held until both tabs are answered: the second always meets the first one's run.
+    hold = Hold(at=0)
+    fake_openai.script("fault: tab", Script(chunks=["x"], hold=hold))
     barrier = threading.Barrier(2)
     codes: list[int] = []
 
@@ -148,10 +157,13 @@ def test_fault_two_tabs_racing(
         codes.append(response.status_code)
 
     threads = [threading.Thread(target=tab, args=(api,)) for api in (functions.api, second_api.url)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        hold.release()
     assert sorted(codes) == [202, 409]
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 4))
     audit(doc, ["fault: tabs", "fault: tab"], {})
@@ -198,22 +210,19 @@ def test_fault_the_api_killed_mid_stream(
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     fragile = extra_api(functions, SPARK_RUN_LEASE_SECONDS="3")
+    hold = Hold(at=6)  # the model is mid-reply when its instance dies
     try:
-        fake_openai.script("fault: kill", Script(chunks=[f"k{n} " for n in range(80)], delay=0.1))
+        fake_openai.script("fault: kill", Script(chunks=[f"k{n} " for n in range(80)], hold=hold))
         with httpx.stream(
             "POST", fragile.url + SEND, headers=auth(alice), json={"text": "fault: kill"}
         ) as r:
-            seen = []
-            for item in read_events(r):
-                if isinstance(item, SseEvent):
-                    seen.append(item)
-                    if len(seen) == 6:
-                        break
-            time.sleep(0.6)
+            start = next(e for e in read_events(r) if isinstance(e, SseEvent))
+            hold.wait_held()
             fragile.kill()
     finally:
+        hold.release()
         fragile.stack.stop()
-    conversation_id = seen[0].data["conversationId"]
+    conversation_id = start.data["conversationId"]
     doc = wait_for(lambda: settled(db, alice.uid, conversation_id, 2))
     assert doc["messages"][1]["error"]["code"] == "run_interrupted"
     audit(doc, ["fault: kill"], {})
