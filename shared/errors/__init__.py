@@ -54,6 +54,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
     │   └── RunStopped              409 run_stopped           (its owner asked it to stop)
     ├── AuthUnavailable             503 auth_unavailable      (token keys unreachable)
+    ├── Busy                        503 busy                  (bodies at once; Retry-After)
     ├── QueueUnavailable            503 queue_unavailable     (Cloud Tasks failed)
     ├── StoreError                  503 store_unavailable     (Firestore failed)
     │   └── ConversationTooLarge    507 conversation_too_large
@@ -78,6 +79,7 @@ from shared.errors.base import (
 )
 from shared.errors.failures import (
     AuthUnavailable,
+    Busy,
     ConfigurationError,
     ContentFiltered,
     ConversationTooLarge,
@@ -146,6 +148,7 @@ __all__ = [
     "AlreadyAnswered",
     "AlreadyInFamily",
     "AuthUnavailable",
+    "Busy",
     "ConfigurationError",
     "ContentFiltered",
     "ConversationTooLarge",

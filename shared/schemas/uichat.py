@@ -42,6 +42,13 @@ from shared.schemas.api import (
     ToolResultRequest,
 )
 
+MAX_MESSAGES = 10_000
+"""Messages one chat body may hold (the client's whole conversation)."""
+MAX_PARTS = 500
+"""Parts one message may have."""
+MAX_BODY_PARTS = 20_000
+"""Parts all the messages of one chat body may have together."""
+
 
 class _Lenient(BaseModel):
     """The transport's shapes: fields the AI SDK adds (metadata, provider state) are
@@ -72,7 +79,7 @@ class UiPart(_Lenient):
 class UiMessage(_Lenient):
     id: str = Field(max_length=128)
     role: Literal["user", "assistant", "system"]
-    parts: list[UiPart] = Field(max_length=500)
+    parts: list[UiPart] = Field(max_length=MAX_PARTS)
 
 
 class ChatRequest(_Lenient):
@@ -82,7 +89,7 @@ class ChatRequest(_Lenient):
     mean something here."""
 
     id: ConversationId
-    messages: list[UiMessage] = Field(min_length=1, max_length=10_000)
+    messages: list[UiMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     message_id: str | None = Field(default=None, alias="messageId", max_length=128)
     when_busy: Literal["reject", "queue"] = Field(default="reject", alias="whenBusy")
