@@ -77,36 +77,48 @@ def _fields(model: type[BaseModel], *but: str) -> list[str]:
     return [i.alias or n for n, i in model.model_fields.items() if (i.alias or n) not in but]
 
 
-def _routes() -> dict[str, tuple[int, str]]:
-    """Each path the body is read at (ijson's prefixes), with its nesting level and what
-    is read there; every other path is skipped."""
+def _routes() -> dict[str, str]:
+    """Each path the body is read at (as ijson spells a prefix: ``messages.item.id``), with
+    what is read there; every other path is skipped."""
     message, part = "messages.item", "messages.item.parts.item"
     routes = {
-        "": (0, "root"),
-        "messages": (1, "messages"),
-        message: (2, "message"),
-        f"{message}.parts": (3, "parts"),
-        part: (4, "part"),
-        f"{part}.output": (5, "output"),
-        f"{part}.approval": (5, "approval"),
+        "": "root",
+        "messages": "messages",
+        message: "message",
+        f"{message}.parts": "parts",
+        part: "part",
+        f"{part}.output": "output",
+        f"{part}.approval": "approval",
     }
-    routes |= {k: (1, "field") for k in _fields(ChatRequest, "messages")}
-    routes |= {f"{message}.{k}": (3, "field") for k in _fields(UiMessage, "parts")}
-    routes |= {f"{part}.{k}": (5, "field") for k in _fields(UiPart, "output", "approval")}
-    routes |= {f"{part}.approval.{k}": (6, "field") for k in _fields(UiApproval)}
+    routes |= dict.fromkeys(_fields(ChatRequest, "messages"), "field")
+    routes |= dict.fromkeys((f"{message}.{k}" for k in _fields(UiMessage, "parts")), "field")
+    fields = _fields(UiPart, "output", "approval")
+    routes |= dict.fromkeys((f"{part}.{k}" for k in fields), "field")
+    routes |= dict.fromkeys((f"{part}.approval.{k}" for k in _fields(UiApproval)), "field")
     return routes
 
 
 _ROUTES = _routes()
+# The paths read inside each path read, by key ("item": an array's element).
+_CHILDREN: dict[str, dict[str, str]] = {}
+for _path in _ROUTES:
+    if _path:
+        _parent, _, _key = _path.rpartition(".")
+        _CHILDREN.setdefault(_parent, {})[_key] = _path
+_ARRAYS = frozenset(("messages", "messages.item.parts"))
+_MAPS = frozenset(
+    ("", "messages.item", "messages.item.parts.item", "messages.item.parts.item.approval")
+)
 
 
 class _Body:
     """The body's parse: fed bytes, it builds the dict ``ChatRequest`` validates."""
 
     def __init__(self) -> None:
-        self._events: list[tuple[str, str, Any]] = ijson.sendable_list()
-        self._parser = ijson.parse_coro(self._events, use_float=True)
-        self._depth = 0
+        self._events: list[tuple[str, Any]] = ijson.sendable_list()
+        self._parser = ijson.basic_parse_coro(self._events, use_float=True)
+        self._stack: list[str | None] = []
+        self._key = ""
         self._values = 0
         self._parts = 0
         self._root: dict[str, Any] | None = None
@@ -172,30 +184,47 @@ class _Body:
         finally:
             del self._events[:]
 
-    def _take(self, events: list[tuple[str, str, Any]]) -> None:
-        for prefix, event, value in events:
+    def _take(self, events: list[tuple[str, Any]]) -> None:
+        """The parser's events, each where the path it is at says. The path is kept here
+        (``_stack``: each open container's path if it is read, else ``None``), not asked
+        of ijson: its prefixes join every key above a value, so long keys nested deep
+        cost their length times the depth, per event."""
+        stack = self._stack
+        for event, value in events:
+            if event == "map_key":
+                if self._output is None:
+                    self._key = value
+                else:
+                    self._build(event, value)
+                continue
+            if event in _CLOSE:
+                stack.pop()
+                if self._output is not None:
+                    self._build(event, value)
+                continue
+            self._values += 1
+            if self._values > MAX_VALUES:
+                raise PayloadTooLarge(TOO_MANY_VALUES)
+            where = self._where() if self._output is None else None
             if event in _OPEN:
-                level = self._depth
-                self._depth += 1
-                if self._depth > MAX_DEPTH:
+                if len(stack) >= MAX_DEPTH:
                     raise RequestError(TOO_DEEP)
-            elif event in _CLOSE:
-                self._depth -= 1
-                level = self._depth
-            else:
-                level = self._depth
-            if event != "map_key" and event not in _CLOSE:
-                self._values += 1
-                if self._values > MAX_VALUES:
-                    raise PayloadTooLarge(TOO_MANY_VALUES)
+                # A container read where the other kind is read is skipped (and refused).
+                read = where in (_ARRAYS if event == "start_array" else _MAPS)
+                stack.append(where if read else None)
             if self._output is not None:
                 self._build(event, value)
-                continue
-            route = _ROUTES.get(prefix)
-            # A dotted key could spell a read path elsewhere: the level tells them apart.
-            if route is None or route[0] != level or event == "map_key" or event in _CLOSE:
-                continue
-            self._handlers[route[1]](prefix, event, value)
+            elif where is not None:
+                self._handlers[_ROUTES[where]](where, event, value)
+
+    def _where(self) -> str | None:
+        """The path of the value that comes next, if it is read."""
+        if not self._stack:
+            return ""
+        top = self._stack[-1]
+        if top is None:
+            return None
+        return _CHILDREN[top].get("item" if top in _ARRAYS else self._key)
 
     def _opened(self, prefix: str, event: str, value: Any) -> Any:
         """What is read at ``prefix``: an object, whose fields are read into it next."""
@@ -252,7 +281,7 @@ class _Body:
             return
         self._output = ObjectBuilder()
         self._output.event(event, value)
-        self._output_level, self._built = self._depth - 1, 1
+        self._output_level, self._built = len(self._stack) - 1, 1
 
     def _build(self, event: str, value: Any) -> None:
         """The next event of a tool's output: built, up to ``MAX_OUTPUT_VALUES``."""
@@ -264,7 +293,7 @@ class _Body:
                 self._built += 1
                 if self._built > MAX_OUTPUT_VALUES:
                     output.value, output.containers = None, []  # let what was built go
-        if event in _CLOSE and self._depth == self._output_level:
+        if event in _CLOSE and len(self._stack) == self._output_level:
             whole = output.value if self._built <= MAX_OUTPUT_VALUES else _OVERSIZED
             self._into["messages.item.parts.item"]["output"] = whole
             self._output = None

@@ -186,6 +186,11 @@ async def test_chat_body_budget_holds_a_body_until_room_is_given_back() -> None:
         b'{"id": "conv_body", "messages": [',
         b'["conv_body"]',
         b'{"id": "\xff"}',
+        # Objects and arrays where a string or a list is read: refused by their type.
+        posted(id={"a": {"b": 1}}),
+        posted(messages={"a": [1]}),
+        b'{"id": "conv_body", "messages": [{"id": "m", "role": "user", "parts": {"a": 1}}]}',
+        b'{"id": "conv_body", "messages": [[{"id": "m", "role": "user", "parts": []}]]}',
     ],
 )
 async def test_chat_body_that_is_not_a_json_object_is_400(
@@ -194,3 +199,24 @@ async def test_chat_body_that_is_not_a_json_object_is_400(
     response = await client.post(CHAT, headers=HEADERS, content=content)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.leaves_steps
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"[" * (2 * MIB),
+        # Long keys nested deep: a path that joins every key above a value would hold
+        # the keys' length times the depth.
+        b"".join(b'{"' + bytes([97 + n]) * (256 * 1024) + b'": ' for n in range(20))
+        + b"0"
+        + b"}" * 20,
+    ],
+)
+async def test_chat_body_nested_hostile_shapes_are_read_in_bounded_memory(
+    client: httpx.AsyncClient, traced: None, junk: bytes
+) -> None:
+    content = posted()[:-1] + b', "junk": ' + junk + b"}"
+    response, peak = await peak_of_post(client, content)
+    assert response.status_code in (200, 400), response.text
+    assert peak < 3 * len(content), f"{peak:,} bytes for a body of {len(content):,}"
