@@ -337,6 +337,7 @@ async def read_chat(request: Request, limit: int) -> ChatRequest:
     if batch:
         await asyncio.to_thread(body.feed, b"".join(batch))
     data = await asyncio.to_thread(body.end)
+    del body  # the parser, and its copy of the longest string it gathered (a file's URL)
     try:
         return await asyncio.to_thread(ChatRequest.model_validate, data)
     except ValidationError as exc:
