@@ -1,5 +1,5 @@
 """The bytes of request bodies one process reads at once (an AI SDK chat's, whose 32 MiB
-cost up to 2.75 times their size while they are read: ``chatbody``)."""
+cost up to 3.5 times their size while they are read: ``chatbody``)."""
 
 from __future__ import annotations
 
