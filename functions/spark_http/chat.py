@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.agent.uistream import HEADERS
-from shared.schemas.uichat import ChatRequest
+from spark_http.chatbody import read_chat
 from spark_http.edge import Edge, Routed
+from spark_http.requests import declared_size, json_only
 from spark_http.responses import sse_response
 
 CHAT = "/api/spark/agent/chat"
@@ -26,9 +27,19 @@ def _ui_response(body: AsyncIterator[bytes]) -> Response:
 
 async def chat(edge: Edge, request: Request) -> Response:
     """``POST /api/spark/agent/chat``: a user's message, or answers to the calls that
-    wait (approvals, client tools' outputs), and the reply that follows."""
-    user, body = await edge.read(request, ChatRequest, edge.settings.max_chat_request_bytes)
-    return _ui_response(await edge.agent.chat(user, body))
+    wait (approvals, client tools' outputs), and the reply that follows.
+
+    The body holds its declared length (or the bound, when it declares none) of the
+    process's budget while it is read and its files are kept (``chatbody``)."""
+    user = await edge.caller(request)
+    json_only(request)
+    limit = edge.settings.max_chat_request_bytes
+    size = declared_size(request, limit)
+    wait = edge.settings.chat_body_wait_seconds
+    async with edge.chat_bodies.held(limit if size is None else size, wait):
+        body = await read_chat(request, limit)
+        reply = await edge.agent.chat(user, body)
+    return _ui_response(reply)
 
 
 async def resume(edge: Edge, request: Request) -> Response:

@@ -14,12 +14,13 @@ from shared.appcheck.guard import HEADER, AppCheck
 from shared.appcheck.replays import InMemorySpentTokens
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
+from spark_http.budget import ByteBudget
 from spark_http.requests import Body, bearer_token, read_json, wants_event_stream
 
 
 class Edge:
-    """The ``Agent`` facade (the one thing an endpoint asks for work), the caller's check
-    and the settings, for one process."""
+    """The ``Agent`` facade (the one thing an endpoint asks for work), the caller's check,
+    the settings and the budget of chat bodies read at once, for one process."""
 
     def __init__(
         self,
@@ -30,6 +31,7 @@ class Edge:
     ) -> None:
         self.agent = agent
         self.settings = settings
+        self.chat_bodies = ByteBudget(settings.chat_body_budget_bytes)
         self._verifier = verifier
         self._app_check = app_check or AppCheck("off", None, InMemorySpentTokens())
 

@@ -37,17 +37,42 @@ def _bytes(limit: int) -> str:
     return f"{limit:,} bytes"
 
 
+def too_large(limit: int) -> str:
+    return f"The request body must be at most {_bytes(limit)}."
+
+
+def declared_size(request: Request, limit: int) -> int | None:
+    """The body's length as its ``Content-Length`` says (``None``: it does not say).
+
+    Raises:
+        PayloadTooLarge: it says more than ``limit`` bytes.
+    """
+    declared = request.headers.get("content-length")
+    if declared is None or not declared.isdigit():
+        return None
+    if int(declared) > limit:
+        raise PayloadTooLarge(too_large(limit))
+    return int(declared)
+
+
+def json_only(request: Request) -> None:
+    """Raises:
+    UnsupportedMediaType: the body is said to be something other than JSON."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type not in _JSON_LIKE:
+        raise UnsupportedMediaType(
+            "Send the request body as JSON (Content-Type: application/json)."
+        )
+
+
 async def read_bounded(request: Request, limit: int) -> bytes:
     """The raw body, refused past ``limit`` bytes."""
-    too_large = f"The request body must be at most {_bytes(limit)}."
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(too_large)
+    declared_size(request, limit)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(too_large)
+            raise PayloadTooLarge(too_large(limit))
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -58,16 +83,12 @@ async def read_json(request: Request, model: type[Body], limit: int) -> Body:
     Raises:
         UnsupportedMediaType, PayloadTooLarge, RequestError: with a message saying why.
     """
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type not in _JSON_LIKE:
-        raise UnsupportedMediaType(
-            "Send the request body as JSON (Content-Type: application/json)."
-        )
+    json_only(request)
     return parse_json(await read_bounded(request, limit), model)
 
 
 MAX_DEPTH = 32
-_TOO_DEEP = f"The request body nests deeper than {MAX_DEPTH} levels."
+TOO_DEEP = f"The request body nests deeper than {MAX_DEPTH} levels."
 
 
 def _depth(value: object) -> int:
@@ -108,11 +129,11 @@ def parse_json(raw: bytes, model: type[Body]) -> Body:
         # ValueError covers JSONDecodeError and an integer past Python's 4,300 digits.
         raise RequestError("The request body is not valid JSON.") from None
     except RecursionError:
-        raise RequestError(_TOO_DEEP) from None
+        raise RequestError(TOO_DEEP) from None
     if not isinstance(data, dict):
         raise RequestError("The request body must be a JSON object.")
     if _depth(data) > MAX_DEPTH:
-        raise RequestError(_TOO_DEEP)
+        raise RequestError(TOO_DEEP)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from shared.errors import (
     INTERNAL_MESSAGE,
+    Busy,
     InvalidBody,
     MethodNotAllowed,
     RateLimited,
@@ -57,7 +58,7 @@ def error_response(exc: SparkError, request_id: str | None = None) -> JSONRespon
     )
     body = ErrorBody(error=detail)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    if isinstance(exc, RateLimited):
+    if isinstance(exc, RateLimited | Busy):
         headers = {"Retry-After": str(exc.retry_after)}
     if isinstance(exc, MethodNotAllowed):
         headers = {"Allow": ", ".join(exc.allow)}

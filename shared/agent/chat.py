@@ -12,6 +12,7 @@ refused (404), as our own routes refuse it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from shared.agent.loop import Run
@@ -173,7 +174,8 @@ class Chats:
         if is_shared(request.id):
             raise RequestError(FAMILY_CHAT)
         try:
-            asked = turn(request)
+            # Off the event loop: a file's data: URL is decoded here (up to 25 MB).
+            asked = await asyncio.to_thread(turn, request)
         except FileTooLarge as exc:
             raise PayloadTooLarge(str(exc)) from None
         except FileNotTaken as exc:

@@ -161,6 +161,25 @@ class Settings(Deployment):
     # An AI SDK chat's body carries its files as data: URLs (25 MB is 33.3 MB of
     # base64), and the transport posts the whole conversation: Cloud Run's own bound.
     max_chat_request_bytes: int = 32 * 1024 * 1024
+    # Reading a chat body costs up to about 3.5 times its size at its peak (a data:
+    # URL's string as the parser gathers it and as a str, then its file's bytes, then
+    # that file read back to be made ready:
+    # docs/concepts/ai-sdk.md; bench/chat_memory.py measures it), so the bodies one
+    # instance reads at once are held to a budget that leaves its 512 MiB room.
+    chat_body_budget_bytes: int = setting(
+        "SPARK_CHAT_BODY_BUDGET_BYTES",
+        64 * 1024 * 1024,
+        "the bytes of AI SDK chat bodies (as each declares its length; one that does not "
+        "counts as the largest, 32 MiB) one process reads at once",
+        minimum=32 * 1024 * 1024,
+    )
+    chat_body_wait_seconds: int = setting(
+        "SPARK_CHAT_BODY_WAIT_SECONDS",
+        5,
+        "how long a chat body waits for room in that budget before it is refused (503, "
+        "with Retry-After)",
+        minimum=0,
+    )
     lesson_versions_kept: int = setting(
         "SPARK_LESSON_VERSIONS_KEPT",
         DEFAULT_LESSON_VERSIONS_KEPT,

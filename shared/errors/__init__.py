@@ -55,6 +55,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
     │   └── RunStopped              409 run_stopped           (its owner asked it to stop)
     ├── AuthUnavailable             503 auth_unavailable      (token keys unreachable)
+    ├── Busy                        503 busy                  (bodies at once; Retry-After)
     ├── QueueUnavailable            503 queue_unavailable     (Cloud Tasks failed)
     ├── StoreError                  503 store_unavailable     (Firestore failed)
     │   └── ConversationTooLarge    507 conversation_too_large
@@ -79,6 +80,7 @@ from shared.errors.base import (
 )
 from shared.errors.failures import (
     AuthUnavailable,
+    Busy,
     ConfigurationError,
     ContentFiltered,
     ConversationTooLarge,
@@ -149,6 +151,7 @@ __all__ = [
     "AlreadyAnswered",
     "AlreadyInFamily",
     "AuthUnavailable",
+    "Busy",
     "ConfigurationError",
     "ContentFiltered",
     "ConversationTooLarge",

@@ -85,6 +85,19 @@ class QueueUnavailable(SparkError):
     code = "queue_unavailable"
 
 
+class Busy(SparkError):
+    """The instance holds as many request bodies as its memory allows (an AI SDK chat's:
+    ``SPARK_CHAT_BODY_BUDGET_BYTES``); ``retry_after`` says when to try again (seconds).
+    Another instance, or this one a moment later, has room."""
+
+    status = 503
+    code = "busy"
+
+    def __init__(self, message: str, retry_after: int, detail: str | None = None) -> None:
+        super().__init__(message, detail)
+        self.retry_after = max(1, retry_after)
+
+
 class StoreError(SparkError):
     status = 503
     code = "store_unavailable"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +42,13 @@ from shared.schemas.api import (
     ToolCallId,
     ToolResultRequest,
 )
+
+MAX_MESSAGES = 10_000
+"""Messages one chat body may hold (the client's whole conversation)."""
+MAX_PARTS = 500
+"""Parts one message may have."""
+MAX_BODY_PARTS = 20_000
+"""Parts all the messages of one chat body may have together."""
 
 
 class _Lenient(BaseModel):
@@ -72,7 +80,7 @@ class UiPart(_Lenient):
 class UiMessage(_Lenient):
     id: str = Field(max_length=128)
     role: Literal["user", "assistant", "system"]
-    parts: list[UiPart] = Field(max_length=500)
+    parts: list[UiPart] = Field(max_length=MAX_PARTS)
 
 
 class ChatRequest(_Lenient):
@@ -82,7 +90,7 @@ class ChatRequest(_Lenient):
     mean something here."""
 
     id: ConversationId
-    messages: list[UiMessage] = Field(min_length=1, max_length=10_000)
+    messages: list[UiMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     message_id: str | None = Field(default=None, alias="messageId", max_length=128)
     when_busy: Literal["reject", "queue"] = Field(default="reject", alias="whenBusy")
@@ -125,6 +133,23 @@ class FileNotTaken(UnreadablePart):
 _MAX_BASE64 = (MAX_BYTES + 2) // 3 * 4
 
 
+# A slice of base64 decoded at a time: a whole number of 4-character groups.
+_SLICE = 256 * 1024
+
+
+def _decoded(url: str, start: int) -> bytes:
+    """The base64 from ``start`` of ``url``, decoded a slice at a time into one buffer,
+    whose bytes are handed on uncopied (``BytesIO.getvalue`` shares them).
+
+    Raises:
+        binascii.Error: not valid base64.
+    """
+    out = io.BytesIO()
+    for at in range(start, len(url), _SLICE):
+        out.write(base64.b64decode(url[at : at + _SLICE], validate=True))
+    return out.getvalue()
+
+
 def _file(part: UiPart, index: int) -> ChatFile:
     """The file a ``file`` part carries in its ``data:`` URL, judged by the rules of an
     attachment that need no store.
@@ -137,29 +162,31 @@ def _file(part: UiPart, index: int) -> ChatFile:
     name = (part.filename or "").strip() or f"file-{index + 1}"
     label = f"The file {name!r}"
     url = part.url or ""
-    scheme, _, rest = url.partition(":")
+    scheme = url[: max(url.find(":"), 0)]
     if scheme.lower() != "data":
         raise UnreadablePart(
             f"{label} is a link ({scheme or 'no scheme'}:); Spark AI Agent fetches nothing "
             "from a link. Send the file itself, as a data: URL "
             "(convertFileListToFileUIParts makes one)."
         )
-    header, comma, payload = rest.partition(",")
-    said, *params = header.split(";")
-    if not comma or "base64" not in (p.strip().lower() for p in params):
+    # Indexes, not partition(): the URL is up to 33 MB, and its payload is read a slice
+    # at a time (_decoded), never copied whole.
+    comma = url.find(",")
+    said, *params = url[len(scheme) + 1 : max(comma, 0)].split(";")
+    if comma < 0 or "base64" not in (p.strip().lower() for p in params):
         raise UnreadablePart(f"{label} is not a base64 data: URL.")
     media_type = (part.media_type or said).strip().lower()
     if media_type not in ACCEPTED:
         raise FileNotTaken(
             f"{label} is {media_type!r}; only JPEG, PNG and PDF files can be attached."
         )
-    if len(payload) > _MAX_BASE64:
+    if len(url) - comma - 1 > _MAX_BASE64:
         raise FileTooLarge(
             f"{label} is over {size_text(MAX_BYTES)}; attachments can be at most "
             f"{size_text(MAX_BYTES)}."
         )
     try:
-        data = base64.b64decode(payload, validate=True)
+        data = _decoded(url, comma + 1)
     except (binascii.Error, ValueError):
         raise UnreadablePart(f"{label} is not valid base64 in its data: URL.") from None
     if not data:

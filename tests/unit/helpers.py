@@ -181,10 +181,11 @@ async def run_to_end(
     return conversation_id, [f.event for f in frames]
 
 
-def api_of(harness: Harness) -> ApiApp:
-    """The api on ``harness``'s agent; ``alice-token`` and ``bob-token`` sign in."""
+def api_of(harness: Harness, settings: Settings | None = None) -> ApiApp:
+    """The api on ``harness``'s agent (with ``settings``, by default the harness's);
+    ``alice-token`` and ``bob-token`` sign in."""
     verifier = StaticTokenVerifier({"alice-token": ALICE, "bob-token": BOB})
-    return ApiApp(harness.agent, verifier, harness.settings)
+    return ApiApp(harness.agent, verifier, settings or harness.settings)
 
 
 @contextlib.asynccontextmanager

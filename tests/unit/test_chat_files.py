@@ -6,6 +6,7 @@ is written."""
 from __future__ import annotations
 
 import base64
+import tracemalloc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -207,3 +208,18 @@ async def test_a_refused_chat_send_leaves_no_file_and_spends_no_upload(
     assert response.status_code == (409 if refusal == "busy" else 429), response.text
     assert harness.fakes.files.paths() == []
     assert await _uploads_today(harness) == before
+
+
+def test_a_data_url_file_is_decoded_into_one_copy_of_its_bytes() -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(6 * 1024 * 1024)
+    request = ChatRequest.model_validate(chat(file_part(data_url("image/png", png))))
+    tracemalloc.start()
+    try:
+        (taken,) = turn(request).files
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert taken.data == png
+    # The file's bytes, once, and a slice of its base64 at a time: not another copy of
+    # its URL, nor of its bytes.
+    assert peak < len(png) * 1.3, f"{peak:,} bytes to decode {len(png):,}"

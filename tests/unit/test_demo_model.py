@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import re2
 
 from shared.clock import SystemClock
 from shared.lessons.grammar import validate
+from shared.llm import demo
 from shared.llm.base import ChatMessage, ModelRequest, ToolCallRequest
 from shared.llm.demo import EXAMPLES, PREFIX, Turn, respond
 from shared.llm.demo_drafts import SAMPLE_NOTE, lesson_xml, plan_json, review_json
@@ -193,3 +195,31 @@ async def test_the_api_says_the_demo_model_answers_and_what_it_recognises() -> N
         answered = await client.get(MODEL, headers=AUTH)
     assert refused.status_code == 401
     assert answered.json() == {"model": "offline model", "demo": True, "examples": list(EXAMPLES)}
+
+
+def test_demo_model_patterns_are_all_linear_time() -> None:
+    """A backtracking engine spent 1.2 s of the event loop's CPU on 32 KB of "make "
+    (a lazy ``.*?`` tried from each "make"); RE2 matches in time linear in the text."""
+    patterns = [v for v in vars(demo).values() if hasattr(v, "search") and hasattr(v, "pattern")]
+    assert len(patterns) >= 12
+    assert all(isinstance(p, re2._Regexp) for p in patterns), [
+        p.pattern for p in patterns if not isinstance(p, re2._Regexp)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "tool"),
+    [
+        ("make " * 6000 + "a lesson about tides", "create_lesson"),
+        ("delete " * 6000 + "the lesson", "delete_lesson"),
+        ("Tell Zoë I'll be home by six", "list_family_members"),
+    ],
+)
+def test_demo_model_reads_long_and_unicode_messages_as_short_ones(text: str, tool: str) -> None:
+    reply, _ = turn(text, OPEN)
+    assert [c.name for c in reply.calls] == [tool]
+
+
+def test_demo_model_takes_tell_me_as_no_message_to_send() -> None:
+    reply, _ = turn("Tell me about volcanoes")
+    assert reply.calls == ()
