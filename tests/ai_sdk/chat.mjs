@@ -55,6 +55,9 @@ const requests = [];
 function tapped(kind, stream) {
   const seen = { kind, chunks: [] };
   requests.push(seen);
+  // The test may wait for this line (its stream is open: the server has answered) to
+  // let a held model go on, instead of pacing the model in real time.
+  process.stderr.write(`open ${kind}\n`);
   if (stream === null) return null;
   return stream.pipeThrough(
     new TransformStream({

@@ -25,6 +25,8 @@ if (input.action === 'resume') {
     abortSignal: undefined,
   });
 }
+// The test may wait for this line (the server has answered) to let a held model go on.
+process.stderr.write('open\n');
 if (stream === null) {
   console.log(JSON.stringify({ message: null, chunks: [] }));
   process.exit(0);

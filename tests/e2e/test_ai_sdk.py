@@ -10,6 +10,7 @@ import json
 import secrets
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,25 +37,51 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAT = "/api/spark/agent/chat"
 
 
-def node(script: str, functions: Functions, user: StackUser, **given: Any) -> Any:
+def node(
+    script: str,
+    functions: Functions,
+    user: StackUser,
+    opened: Callable[[], None] | None = None,
+    **given: Any,
+) -> Any:
     """What ``tests/ai_sdk/<script>`` printed (JSON), run with the chat route, ``user``'s
-    token and ``given``."""
+    token and ``given``; ``opened`` is called once the script says its (first) stream is
+    open (``open`` on stderr): the server has answered, so a held model may go on."""
     given = {"api": functions.api + CHAT, "token": user.token, **given}
-    done = subprocess.run(
+    process = subprocess.Popen(
         ["node", str(ROOT / "tests" / "ai_sdk" / script), json.dumps(given)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        timeout=90,
-        check=False,
     )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    assert process.stdout is not None and process.stderr is not None
+    said: list[str] = []
+
+    def listen(lines: Any, told: Callable[[], None] | None) -> None:
+        for line in lines:  # (its own thread: stdout is read meanwhile, never blocked)
+            said.append(line)
+            if told is not None and line.startswith("open"):
+                told()
+                told = None
+
+    listener = threading.Thread(target=listen, args=(process.stderr, opened), daemon=True)
+    listener.start()
+    out = process.stdout.read()
+    process.wait(timeout=90)
+    listener.join(10)
+    assert process.returncode == 0, "".join(said)
+    return json.loads(out)
 
 
-def transport(functions: Functions, user: StackUser, **request: Any) -> dict[str, Any]:
+def transport(
+    functions: Functions,
+    user: StackUser,
+    opened: Callable[[], None] | None = None,
+    **request: Any,
+) -> dict[str, Any]:
     """What the AI SDK's transport read: ``{message, chunks}`` (``message`` None: 204)."""
-    read: dict[str, Any] = node("transport.mjs", functions, user, **request)
+    read: dict[str, Any] = node("transport.mjs", functions, user, opened, **request)
     return read
 
 
@@ -161,9 +188,10 @@ def test_e2e_a_resume_on_the_other_process_replays_then_follows_without_duplicat
     functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
 ) -> None:
     words = [f" word{n}" for n in range(40)]
-    # Long enough for the resume (a Node process starting) to find it being written on a
-    # busy machine.
-    fake_openai.script("ai sdk slow", Script(chunks=words, delay=0.1))
+    # Held after ten words until the resume (a Node process) has its stream open: it
+    # finds the reply being written however slow the machine.
+    hold = Hold(at=10)
+    fake_openai.script("ai sdk slow", Script(chunks=words, hold=hold))
     chat_id = "chat_" + secrets.token_hex(6)
     sent, sender = sending(functions, alice, chat_id, "ai sdk slow")
 
@@ -173,8 +201,11 @@ def test_e2e_a_resume_on_the_other_process_replays_then_follows_without_duplicat
         draft = (doc.get("activeRun") or {}).get("message") or {}
         return any(p.get("text") for p in draft.get("content", []))
 
-    wait_for(writing)
-    resumed = transport(functions, alice, action="resume", chatId=chat_id)
+    try:
+        wait_for(writing)
+        resumed = transport(functions, alice, opened=hold.release, action="resume", chatId=chat_id)
+    finally:
+        hold.release()
     sender.join(60)
     assert text_of(resumed["message"]) == text_of(sent["message"]) == "".join(words)
     # One text part, begun once: the replay and the live rest are not two copies.
@@ -211,10 +242,19 @@ def test_e2e_a_stop_ends_the_chat_for_its_listener_with_abort(
 # --- a chat as a front end holds it: the AI SDK's own Chat (tests/ai_sdk/chat.mjs) -----
 
 
-def chat(functions: Functions, user: StackUser, chat_id: str, messages: Any, **action: Any) -> Any:
+def chat(
+    functions: Functions,
+    user: StackUser,
+    chat_id: str,
+    messages: Any,
+    opened: Callable[[], None] | None = None,
+    **action: Any,
+) -> Any:
     """One thing a person does in a fresh AI SDK ``Chat`` holding ``messages``: what it
     shows after it (``messages``), and the chunk types of each request it made."""
-    return node("chat.mjs", functions, user, chatId=chat_id, messages=messages, action=action)
+    return node(
+        "chat.mjs", functions, user, opened, chatId=chat_id, messages=messages, action=action
+    )
 
 
 def _state(call: dict[str, Any], result: dict[str, Any] | None) -> str:
@@ -325,6 +365,7 @@ def follow_up_streaming(db: firestore.Client, uid: str, chat_id: str) -> None:
 
 
 SLOW_FOLLOW_UP = [f" step{n}." for n in range(30)]
+"""A follow-up held after five steps until the next resume's stream is open."""
 
 
 def test_e2e_a_task_tool_shows_its_section_and_its_follow_up_on_the_next_resume(
@@ -335,7 +376,7 @@ def test_e2e_a_task_tool_shows_its_section_and_its_follow_up_on_the_next_resume(
         Script(
             chunks=["Creating that now."],
             tool_calls=[("create_lesson", LESSON_ARGS % "dunes")],
-            then=Script(chunks=SLOW_FOLLOW_UP, delay=0.1),
+            then=Script(chunks=SLOW_FOLLOW_UP, hold=(hold := Hold(at=5))),
         ),
     )
     fake_openai.script(
@@ -350,8 +391,13 @@ def test_e2e_a_task_tool_shows_its_section_and_its_follow_up_on_the_next_resume(
     assert tool["state"] == "input-available"
     assert sent["requests"][0]["chunks"][-1] == "finish"
     # The task runs elsewhere; its follow-up is found by the next resume.
-    follow_up_streaming(db, alice.uid, chat_id)
-    resumed = chat(functions, alice, chat_id, sent["messages"], resume=True)
+    try:
+        follow_up_streaming(db, alice.uid, chat_id)
+        resumed = chat(
+            functions, alice, chat_id, sent["messages"], opened=hold.release, resume=True
+        )
+    finally:
+        hold.release()
     follow_up = resumed["messages"][-1]
     assert follow_up["id"] != asked["id"]
     # It opens with the task's result, and its section in its final state, under the
@@ -374,7 +420,7 @@ def test_e2e_an_approval_approved_after_a_reload_runs_the_call_and_the_reply_goe
         Script(
             chunks=["Let me delete it."],
             tool_calls=[("delete_lesson", '{"lessonId": "lesson_ai_sdk_ok"}')],
-            then=Script(chunks=SLOW_FOLLOW_UP, delay=0.1),
+            then=Script(chunks=SLOW_FOLLOW_UP, hold=(hold := Hold(at=5))),
         ),
     )
     chat_id = "chat_" + secrets.token_hex(6)
@@ -389,8 +435,13 @@ def test_e2e_an_approval_approved_after_a_reload_runs_the_call_and_the_reply_goe
     (posted,) = approved["requests"]
     assert posted["chunks"] == ["start", "start-step", "data-accepted", "finish-step", "finish"]
     # The approved call runs on a task; the reply goes on, found by the next resume.
-    follow_up_streaming(db, alice.uid, chat_id)
-    resumed = chat(functions, alice, chat_id, approved["messages"], resume=True)
+    try:
+        follow_up_streaming(db, alice.uid, chat_id)
+        resumed = chat(
+            functions, alice, chat_id, approved["messages"], opened=hold.release, resume=True
+        )
+    finally:
+        hold.release()
     (resume,) = resumed["requests"]
     assert resume["chunks"][:6] == [
         "start",
