@@ -24,7 +24,7 @@ from tests.e2e import test_web
 from tests.e2e.conftest import Functions, StackUser
 from tests.e2e.test_ai_sdk import stored_reply, stored_text
 from tests.e2e.test_web import normal, open_page, served, shot
-from tests.fakes.openai_server import FakeOpenAI, Script
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 from tools.web import ROOT, bundle
 
 pytestmark = pytest.mark.emulator
@@ -92,13 +92,20 @@ def test_usechat_a_reply_streams_onto_the_page_as_firestore_keeps_it(
     db: firestore.Client,
     fake_openai: FakeOpenAI,
 ) -> None:
-    # Two seconds of words: the first chat on a fresh api process holds back its first
-    # frames while the process warms up, and the rest must still arrive as a stream.
+    # Let go in stages, each once the page shows the last: it must grow on the page,
+    # however fast or slow the machine (it was two seconds of paced words).
     words = [f"word{n} " for n in range(40)]
-    fake_openai.script("usechat: stream please", Script(chunks=words, delay=0.05))
+    hold = Hold(at=10)
+    fake_openai.script("usechat: stream please", Script(chunks=words, hold=hold))
     page = open_page(context, web, alice, token=True)
     watch_reply(page)
-    send(page, "usechat: stream please")
+    try:
+        send(page, "usechat: stream please")
+        for shown, upto in ((9, 20), (19, 30), (29, None)):
+            expect(replies(page).first).to_contain_text(f"word{shown}")
+            hold.release(upto)
+    finally:
+        hold.release()
     expect(replies(page)).to_have_count(1)
     expect(replies(page).first).to_contain_text("word39")
     expect(page.get_by_role("status")).to_have_text("ready")
@@ -180,16 +187,21 @@ def test_usechat_a_reload_mid_reply_resumes_it_without_repeating_a_word(
     fake_openai: FakeOpenAI,
 ) -> None:
     words = [f"slow{n} " for n in range(60)]
-    fake_openai.script("usechat: a long one", Script(chunks=words, delay=0.05))
+    # Held after ten words until the reloaded page has asked for it: still being written.
+    hold = Hold(at=10)
+    fake_openai.script("usechat: a long one", Script(chunks=words, hold=hold))
     page = open_page(context, web, alice, token=True)
-    send(page, "usechat: a long one")
-    expect(replies(page).first).to_contain_text("slow5")
-    url = page.url
-    # The reload drops the POST's stream (a disconnect, not a stop); the new page's
-    # useChat asks for the reply being written and is given it from the start.
-    with page.expect_response(lambda r: r.url.endswith("/stream")) as resumed:
-        page.reload()
-    assert resumed.value.status == 200, "nothing was being written any more: reload sooner"
+    try:
+        send(page, "usechat: a long one")
+        expect(replies(page).first).to_contain_text("slow9")
+        url = page.url
+        # The reload drops the POST's stream (a disconnect, not a stop); the new page's
+        # useChat asks for the reply being written and is given it from the start.
+        with page.expect_response(lambda r: r.url.endswith("/stream")) as resumed:
+            page.reload()
+        assert resumed.value.status == 200, "nothing was being written any more"
+    finally:
+        hold.release()
     assert page.url == url
     expect(replies(page).first).to_contain_text("slow59")
     expect(page.get_by_role("status")).to_have_text("ready")
