@@ -279,22 +279,31 @@ def test_web_a_reply_streams_in_from_firestore_and_ends_as_stored(
 ) -> None:
     user = new_user(emulators[1])
     words = [f"word{n} " for n in range(24)]
-    fake_openai.script("web: stream please", Script(chunks=words, delay=0.08))
+    # Let go in stages, each once the page shows the last: the reply grows on the page
+    # however fast or slow the machine (it was two seconds of paced words).
+    hold = Hold(at=6)
+    fake_openai.script("web: stream please", Script(chunks=words, hold=hold))
     page = open_page(context, web, user)
     shot(page, "01-signed-in")
     watch_renders(page)
     box = page.get_by_role("textbox", name="Message")
-    box.fill("web: stream please")
-    box.press("Enter")  # sends, as the Send button does
-    expect(box).to_have_value("")
-    conv = conversation_id(page)
-    expect(articles(page, "You")).to_have_count(1)
+    try:
+        box.fill("web: stream please")
+        box.press("Enter")  # sends, as the Send button does
+        expect(box).to_have_value("")
+        conv = conversation_id(page)
+        expect(articles(page, "You")).to_have_count(1)
+        for shown, upto in ((5, 12), (11, 18), (17, None)):
+            expect(articles(page, "Spark AI Agent").last).to_contain_text(f"word{shown} ")
+            hold.release(upto)
+    finally:
+        hold.release()
     stored = wait_for(lambda: last_reply_text(db, user.uid, conv))
     reply = articles(page, "Spark AI Agent").last
     expect(reply).to_have_attribute("data-status", "complete")
     shot(page, "02-reply-streamed")
     renders = [r for r in page.evaluate("window.__renders") if r]
-    # Throttled writes every 200 ms over ~2 s of tokens: several partial renders.
+    # Three stages, each shown before the next was let go: several partial renders.
     assert len(renders) >= 3, renders
     assert normal(renders[-1]) == normal(stored) == normal("".join(words))
     assert all(normal(stored).startswith(normal(r)) for r in renders), renders
@@ -448,16 +457,22 @@ def test_web_a_reload_mid_reply_shows_the_same_text_continuing(
 ) -> None:
     user = new_user(emulators[1])
     words = [f"tide{n} " for n in range(30)]
-    fake_openai.script("web: reload me", Script(chunks=words, delay=0.1))
+    # Held after six words until the reloaded page shows the reply still streaming.
+    hold = Hold(at=6)
+    fake_openai.script("web: reload me", Script(chunks=words, hold=hold))
     page = open_page(context, web, user)
-    send(page, "web: reload me")
-    conv = conversation_id(page)
-    reply = articles(page, "Spark AI Agent").last
-    expect(reply).to_contain_text("tide3 ")
-    page.reload()
-    expect(reply).to_have_attribute("data-status", "streaming")
-    before = normal(reply.locator(".text").inner_text())
-    assert before.startswith("tide0 tide1 tide2 tide3"), before
+    try:
+        send(page, "web: reload me")
+        conv = conversation_id(page)
+        reply = articles(page, "Spark AI Agent").last
+        expect(reply).to_contain_text("tide5 ")
+        page.reload()
+        expect(reply).to_have_attribute("data-status", "streaming")
+        expect(reply).to_contain_text("tide5 ")
+        before = normal(reply.locator(".text").inner_text())
+        assert before.startswith("tide0 tide1 tide2 tide3"), before
+    finally:
+        hold.release()
     stored = wait_for(lambda: last_reply_text(db, user.uid, conv))
     expect(reply).to_have_attribute("data-status", "complete")
     assert normal(reply.locator(".text").inner_text()) == normal(stored) == normal("".join(words))
