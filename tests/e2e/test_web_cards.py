@@ -184,34 +184,39 @@ def test_cards_a_task_section_shows_its_progress_steps_as_they_come(
     fake_openai: FakeOpenAI,
 ) -> None:
     user = new_user(emulators[1])
-    # The draft takes a couple of seconds: the section is seen drafting, then on.
+    # The draft is held after its first piece until the page has been seen drafting
+    # (it was three seconds of paced pieces): then it goes on.
     draft = ["<lesson><h1>Tides</h1>", *(f"<p>Line {n}.</p>" for n in range(8)), "</lesson>"]
+    hold = Hold(at=1)
     script_lesson(
         fake_openai,
         "cards: a lesson on tides",
         "tides step by step",
-        Script(chunks=draft, delay=0.3),
+        Script(chunks=draft, hold=hold),
     )
     page = open_page(context, web, user)
-    send(page, "cards: a lesson on tides")
-    conv = conversation_id(page)
-    section = page.get_by_role("region", name="Task: Creating lesson")
-    steps = section.get_by_role("list", name="Progress")
-    expect(section).to_contain_text("running")
-    expect(steps).to_contain_text("Drafting the lesson")
-    # Every count of steps the page showed, as it showed them.
-    page.evaluate(
-        """() => {
-        window.__steps = [];
-        new MutationObserver(() => {
-          const list = document.querySelector('section.task ol.updates');
-          const n = list ? list.children.length : 0;
-          if (window.__steps[window.__steps.length - 1] !== n) window.__steps.push(n);
-        }).observe(document.getElementById('messages'), {childList: true, subtree: true});
-      }"""
-    )
-    element_shot(section, "cards-task-drafting")
-    found = audit(page)
+    try:
+        send(page, "cards: a lesson on tides")
+        conv = conversation_id(page)
+        section = page.get_by_role("region", name="Task: Creating lesson")
+        steps = section.get_by_role("list", name="Progress")
+        expect(section).to_contain_text("running")
+        expect(steps).to_contain_text("Drafting the lesson")
+        # Every count of steps the page showed, as it showed them.
+        page.evaluate(
+            """() => {
+            window.__steps = [];
+            new MutationObserver(() => {
+              const list = document.querySelector('section.task ol.updates');
+              const n = list ? list.children.length : 0;
+              if (window.__steps[window.__steps.length - 1] !== n) window.__steps.push(n);
+            }).observe(document.getElementById('messages'), {childList: true, subtree: true});
+          }"""
+        )
+        element_shot(section, "cards-task-drafting")
+        found = audit(page)
+    finally:
+        hold.release()
     expect(articles(page, "Spark AI Agent").last).to_contain_text("Your lesson is ready.")
     wait_for(lambda: last_reply_text(db, user.uid, conv))
     first = articles(page, "Spark AI Agent").first
