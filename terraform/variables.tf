@@ -131,6 +131,8 @@ variable "limits" {
     SPARK_QUEUED_MESSAGE_BYTES             = optional(number, 131072)
     SPARK_ATTACHMENT_DECODES_AT_ONCE       = optional(number, 1)
     SPARK_VOICE_DECODES_AT_ONCE            = optional(number, 1)
+    SPARK_CHAT_BODY_BUDGET_BYTES           = optional(number, 67108864)
+    SPARK_CHAT_BODY_WAIT_SECONDS           = optional(number, 5)
     SPARK_TASK_CALLS_PER_STEP              = optional(number, 5)
     SPARK_TASKS_QUEUED_PER_USER            = optional(number, 20)
     SPARK_HISTORY_CHARS                    = optional(number, 200000)
@@ -172,9 +174,11 @@ variable "limits" {
         SPARK_FAMILY_MAX_MEMBERS            = 2
         SPARK_VOICE_SECRET_SECONDS          = 10
         SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR = 65536
+        SPARK_CHAT_BODY_BUDGET_BYTES        = 33554432
+        SPARK_CHAT_BODY_WAIT_SECONDS        = 0
       }, name, 1)
     ])
-    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES and SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR; 2 for SPARK_FAMILY_MAX_MEMBERS; 10 for SPARK_VOICE_SECRET_SECONDS)."
+    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES and SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR; 2 for SPARK_FAMILY_MAX_MEMBERS; 10 for SPARK_VOICE_SECRET_SECONDS; 33554432 for SPARK_CHAT_BODY_BUDGET_BYTES; 0 for SPARK_CHAT_BODY_WAIT_SECONDS)."
   }
 }
 

@@ -378,7 +378,14 @@ def test_e2e_a_reserved_id_in_any_path_is_404_json_never_5xx(
     fid = api.post(FAMILIES, headers=as_(mum), json={"name": "Reserved"}).json()["family"]["id"]
     assert join(api, kid, invite(api, mum, fid, "dependent")["token"]).status_code == 200
     link_id = invite(api, mum, fid, "parent")["invite"]["id"]
-    ids = {"family_id": fid, "invite_id": link_id, "member_id": kid.uid, "task_id": "task_1"}
+    ids = {
+        "family_id": fid,
+        "invite_id": link_id,
+        "member_id": kid.uid,
+        "task_id": "task_1",
+        "message_id": "msg_1",
+        "conversation_id": "conv_1",
+    }
     answers: dict[str, tuple[int, str]] = {}
     for caller in (mum, kid, people.eve):
         for method, path, body in id_routes(ids):

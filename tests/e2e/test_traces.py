@@ -228,10 +228,14 @@ def test_e2e_a_run_its_task_and_the_follow_up_are_one_trace_without_content(
     # start, agent/head_start.py), so it is the request's child, beside the run.
     (chat,) = _children(spans, run, "chat fake-model") or _children(spans, request, "chat ")
     assert chat.kind == CLIENT and chat.service == "spark-api"
-    # ... and it leaves before the opening's commit starts (what bench/tracing.py (c)
-    # times as the spans on the way to the first token rests on this order).
-    opening = min(_children(spans, request, "firestore commit"), key=lambda s: s.start)
-    assert chat.parent == request.id and chat.start < opening.start
+    # ... its tokens reserved first (the request's first commit: every model call is
+    # metered, DESIGN §13), and it leaves before the opening's commit starts (what
+    # bench/tracing.py (c) times as the spans on the way to the first token rests on
+    # this order).
+    reserved, opening, *_ = sorted(
+        _children(spans, request, "firestore commit"), key=lambda s: s.start
+    )
+    assert chat.parent == request.id and reserved.start < chat.start < opening.start
     assert chat.attributes["gen_ai.request.model"] == "fake-model"
     assert chat.attributes["gen_ai.provider.name"] == "openai"
     assert _tokens(chat) == (3, 4)

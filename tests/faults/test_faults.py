@@ -32,6 +32,7 @@ from tests.e2e.conftest import (
     settled,
     wait_for,
 )
+from tests.e2e.test_durable import streamed
 from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 from tests.faults.conftest import audit
 
@@ -218,6 +219,10 @@ def test_fault_the_api_killed_mid_stream(
         ) as r:
             start = next(e for e in read_events(r) if isinstance(e, SseEvent))
             hold.wait_held()
+            conversation_id = start.data["conversationId"]
+            # Killed once its reply is in the document (as a process dies mid-reply),
+            # not in the instant between its opening and its watchdog's enqueue.
+            wait_for(lambda: streamed(db, alice.uid, conversation_id), what="a streaming write")
             fragile.kill()
     finally:
         hold.release()

@@ -26,7 +26,7 @@ from shared.schemas.documents import (
     LessonVersion,
     TaskDocument,
 )
-from shared.schemas.server import Receipt
+from shared.schemas.server import ArchivedFile, Receipt
 from tests.terraform.code import config_variables, firestore_collections, firestore_queries
 from tests.terraform.conftest import PROJECT, ROOT
 from tests.terraform.hcl import Config, Ref, Scope, dynamic_blocks
@@ -395,6 +395,7 @@ def test_unindexed_fields_are_real_fields_of_real_collections(config: Config, sc
         "lessons": Lesson,
         "versions": LessonVersion,
         "tasks": TaskDocument,
+        "archivedFiles": ArchivedFile,  # listed to delete a conversation's (no exemption)
     }
     assert set(models) == firestore_collections()
     queried = {field for query in firestore_queries() for field in query.fields}
