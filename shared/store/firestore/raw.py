@@ -90,14 +90,21 @@ def mask_path(path: Sequence[str]) -> str:
 
 def create_write(path: str, data: Mapping[str, Any]) -> Any:
     """The ``Write`` of ``DocumentReference.create``: the whole document, if none exists."""
+    result = _whole(path, data, "created")
+    result.current_document.exists = False
+    return result
+
+
+def _whole(path: str, data: Mapping[str, Any], what: str) -> Any:
+    """A ``Write`` of the whole document ``data`` at ``path``, with no precondition (a
+    transform is refused: ``what`` says of which kind of write)."""
     result = _Write()
     result.update.name = path
     fields = result.update.fields
     for key, value in data.items():
         if isinstance(value, Sentinel | ArrayUnion):
-            raise ValueError(f"a created document's field cannot be a transform: {key}")
+            raise ValueError(f"a {what} document's field cannot be a transform: {key}")
         encode(fields[key], value)
-    result.current_document.exists = False
     return result
 
 
@@ -150,14 +157,7 @@ def set_write(path: str, data: Mapping[str, Any], *, merge: bool = False) -> Any
         result = update_write(path, data)
         result.ClearField("current_document")
         return result
-    result = _Write()
-    result.update.name = path
-    fields = result.update.fields
-    for key, value in data.items():
-        if isinstance(value, Sentinel | ArrayUnion):
-            raise ValueError(f"a set document's field cannot be a transform: {key}")
-        encode(fields[key], value)
-    return result
+    return _whole(path, data, "set")
 
 
 def delete_write(path: str, last_update_time: datetime.datetime) -> Any:
