@@ -6,20 +6,26 @@ JSON inside prose, write a number as ``7,731`` or ``77-31`` and a time as ``4.30
 and some words arrive with a zero-width joiner inside or a Cyrillic letter in place of
 a Latin one. So before anything is compared, a text is folded into *tokens*:
 
-* markup goes (a tag is a separator; an entity such as ``&nbsp;`` or ``&#112;`` is the
-  character it names), and so do JSON escapes (``\\n`` is a separator, ``\\u0070`` the
-  character);
+* markup goes: a tag inside a word is nothing (``pi<span>ck</span>``) and any other tag
+  a separator (``<br>``, ``<p>``); an entity such as ``&nbsp;`` or ``&#112;`` is the
+  character it names; JSON escapes too (``\\n`` is a separator, ``\\u0070`` the
+  character). What only looks like a tag (``a<b then pick me up>``, or words in a tag's
+  attribute) is also read as text: ``tokens(text, tags=False)``, which the screen
+  reads as well;
 * each character is put in Unicode's compatibility form (NFKC: full-width and styled
-  letters become plain ones), case-folded, stripped if it is default-ignorable (joiners,
-  soft hyphens, variation selectors: invisible), and folded to the letter it is
-  confusable with (the Unicode confusables data, UTS #39, as ``confusable_homoglyphs``
-  ships it: Cyrillic ``а`` is ``a``);
+  letters become plain ones), stripped of accents and other combining marks (``é`` is
+  ``e``), case-folded, stripped if it is default-ignorable (joiners, soft hyphens,
+  variation selectors: invisible), folded to the letter it is confusable with (the
+  Unicode confusables data, UTS #39, as ``confusable_homoglyphs`` ships it: Cyrillic
+  ``а`` is ``a``), and a digit of any script is its ASCII digit;
 * every run of anything that is not a letter or a digit separates tokens, letters and
   digits side by side are separate tokens (``30pm`` is ``30`` and ``pm``), and digit
-  tokens with only separators between them are one digit sequence (``7,731``,
-  ``77-31`` and ``7731`` are all ``7731``; ``4:30pm`` and ``4.30 pm`` are ``430 pm``);
-* a character of a script written without spaces (Han, kana, Hangul syllables) is a
-  token of its own, so a quote from the middle of a Chinese sentence is found too.
+  groups with one separator between them are one digit sequence (``7,731``, ``77-31``
+  and ``7731`` are all ``7731``; ``4:30pm`` and ``4.30 pm`` are ``430 pm``), which keeps
+  the parts that spaces set apart (``07700 900-123``: ``07700`` and ``900123``);
+* a character of a script written without spaces (Han, kana, Hangul syllables; Thai,
+  Lao, Khmer and Myanmar letters) is a token of its own, so a quote from the middle of a
+  Chinese sentence is found too.
 
 Each token keeps the span of the original text it came from, so what is found can be
 blanked where it stands.
@@ -33,17 +39,25 @@ import os
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+from typing import Literal
 
 import confusable_homoglyphs
 
-_UNIT = re.compile(
-    r"<[^<>]{0,256}>"  # a tag
-    r"|&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"  # an entity
+_ESCAPE = (
+    r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"  # an entity
     r"|\\u[0-9a-fA-F]{4}"  # a JSON escape of a character
     r"|\\[nrtbf\"'\\/]"  # a JSON escape of a separator
 )
+_UNIT = re.compile(r"<(/?[A-Za-z][A-Za-z0-9]{0,31})\b[^<>]{0,256}>|" + _ESCAPE)  # or a tag
+_ESCAPE_UNIT = re.compile(_ESCAPE)
 _SEPARATOR = " "
+# Tags that stand inside a word as well as between words: read as nothing, so
+# ``pi<b>ck</b>`` is "pick" (a tag between words has spaces or other tags around it).
+_INLINE = re.compile(
+    r"a|abbr|b|bdi|bdo|cite|code|data|del|dfn|em|font|i|ins|kbd|mark|q|s|samp|small|span"
+    r"|strong|sub|sup|time|tt|u|var|wbr"
+)
 
 # Default-ignorable code points that are not of category Cf (format characters, which
 # are all dropped): variation selectors, the combining grapheme joiner, Hangul fillers,
@@ -65,18 +79,34 @@ _IGNORABLE = frozenset(
 )
 
 
+Kind = Literal["word", "number", "han", "kana", "hangul", "unspaced"]
+"""What a token is: a word or a number of a spaced script, or one character of a script
+written without spaces (``words.py`` weighs each kind's share of a run)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Token:
-    """One token of a folded text: its key, and the span of the original it covers."""
+    """One token of a folded text: its key, the span of the original it covers, and
+    for a number written in parts set apart by spaces, those parts."""
 
     key: str
     start: int
     end: int
+    parts: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> Kind:
+        """What the token is (one character of a script without spaces, or not)."""
+        if len(self.key) == 1:
+            script = _script(self.key)
+            if script is not None:
+                return script
+        return "number" if self.key.isdigit() else "word"
 
     @property
     def spaceless(self) -> bool:
         """Whether it is one character of a script written without spaces."""
-        return len(self.key) == 1 and _spaceless(self.key)
+        return len(self.key) == 1 and _script(self.key) is not None
 
 
 @cache
@@ -98,39 +128,66 @@ def _confusables() -> dict[str, str]:
     return folded
 
 
-def _spaceless(char: str) -> bool:
+def _script(char: str) -> Kind | None:
+    """The script without spaces ``char`` belongs to, if it does."""
     code = ord(char)
-    return (
-        0x3040 <= code <= 0x30FF  # Hiragana, Katakana
-        or 0x3400 <= code <= 0x4DBF  # CJK extension A
+    if code < 0x0E00:
+        return None
+    if (
+        0x3400 <= code <= 0x4DBF  # CJK extension A
         or 0x4E00 <= code <= 0x9FFF  # CJK unified ideographs
         or 0xF900 <= code <= 0xFAFF  # CJK compatibility ideographs
-        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
         or 0x20000 <= code <= 0x3134F  # CJK extensions B-H
-    )
+        or 0x3005 <= code <= 0x3007  # iteration mark, closing mark, ideographic zero
+    ):
+        return "han"
+    if 0x3040 <= code <= 0x30FF:  # Hiragana, Katakana
+        return "kana"
+    if 0xAC00 <= code <= 0xD7AF or 0x1100 <= code <= 0x11FF or 0x3130 <= code <= 0x318F:
+        return "hangul"  # syllables, and the jamo they are written with
+    if (
+        0x0E00 <= code <= 0x0EFF  # Thai, Lao
+        or 0x1000 <= code <= 0x109F  # Myanmar
+        or 0x1780 <= code <= 0x17FF  # Khmer
+    ):
+        return "unspaced"
+    return None
+
+
+def _spaceless(char: str) -> bool:
+    return _script(char) is not None
 
 
 def _ignorable(char: str) -> bool:
     return unicodedata.category(char) == "Cf" or ord(char) in _IGNORABLE
 
 
+@lru_cache(maxsize=8192)
 def _fold_char(char: str) -> str:
-    """One character as it is compared (possibly several, possibly none)."""
+    """One character as it is compared (possibly several, possibly none); the last few
+    thousand kept, as a text repeats its characters (and no text can grow the cache)."""
     if char.isascii():
         return char.lower()
     confusable = _confusables()
     out = []
-    for one in unicodedata.normalize("NFKC", char).casefold():
+    # Compatibility forms, then accents and other combining marks dropped (decomposed,
+    # the marks left out, composed again: a Hangul syllable comes back whole).
+    plain = unicodedata.normalize("NFKD", char)
+    plain = "".join(c for c in plain if unicodedata.category(c) not in ("Mn", "Me"))
+    for one in unicodedata.normalize("NFC", plain).casefold():
         if _ignorable(one):
             continue
-        out.append(confusable.get(one, one))
+        digit = unicodedata.decimal(one, None)
+        out.append(str(digit) if digit is not None else confusable.get(one, one))
     return "".join(out)
 
 
-def _unit(text: str) -> str:
+def _unit(found: re.Match[str]) -> str:
     """What a tag, an entity or a JSON escape stands for."""
+    text = found.group()
     if text.startswith("<"):
-        return _SEPARATOR
+        name = found.group(1).lstrip("/").lower()
+        return "" if _INLINE.fullmatch(name) else _SEPARATOR
     if text.startswith("&"):
         return html.unescape(text)
     if text.startswith("\\u"):
@@ -153,14 +210,15 @@ class _Folded:
         return self.units.get(start, start + 1)
 
 
-def _folded(text: str) -> _Folded:
+def _folded(text: str, tags: bool) -> _Folded:
     out: list[str] = []
     origin: list[int] = []
     units: dict[int, int] = {}
     at = 0
-    for unit in _UNIT.finditer(text) if ("<" in text or "&" in text or "\\" in text) else ():
+    pattern = _UNIT if tags else _ESCAPE_UNIT
+    for unit in pattern.finditer(text) if ("<" in text or "&" in text or "\\" in text) else ():
         _fold_into(text, at, unit.start(), out, origin)
-        for char in _unit(unit.group()):
+        for char in _unit(unit):
             for one in _fold_char(char):
                 out.append(one)
                 origin.append(unit.start())
@@ -185,23 +243,32 @@ def _fold_into(text: str, start: int, end: int, out: list[str], origin: list[int
 _PIECE = re.compile(r"[^\W\d_]+|\d+")
 
 
-def tokens(text: str) -> list[Token]:
-    """``text``'s tokens, in order (the module's docstring says how it is folded)."""
-    folded = _folded(text)
+def tokens(text: str, tags: bool = True) -> list[Token]:
+    """``text``'s tokens, in order (the module's docstring says how it is folded); with
+    ``tags`` false, what looks like an HTML tag is read as text."""
+    folded = _folded(text, tags)
     found: list[Token] = []
-    joinable = False  # the last token is digits, with only separators after it
+    # The last token is digits with one separator after it: the next digits join it.
+    joinable = False
+    last_end = -1
     for piece in _PIECE.finditer(folded.text):
         key = piece.group()
         start, end = folded.origin[piece.start()], folded.end(piece.end() - 1)
         digits = key.isdigit()
-        if digits and joinable:
+        if digits and joinable and piece.start() - last_end == 1:
             last = found[-1]
-            found[-1] = Token(last.key + key, last.start, end)
+            parts = last.parts or (last.key,)
+            if folded.text[last_end].isspace():
+                parts = (*parts, key)
+            else:
+                parts = (*parts[:-1], parts[-1] + key)
+            found[-1] = Token(last.key + key, last.start, end, parts)
         elif not digits and not key.isascii() and any(_spaceless(c) for c in key):
             found.extend(_characters(key, piece.start(), folded))
         else:
             found.append(Token(key, start, end))
         joinable = digits
+        last_end = piece.end()
     return found
 
 

@@ -10,8 +10,10 @@ withheld as the whole run it is, unless it is too short to say anything (``ok``)
 Both sides are compared as ``fold.tokens`` makes them: in any case, with any
 punctuation, spacing, markup or escaping between the words, in look-alike letters or
 with invisible characters inside them, and numbers however they are grouped. In
-scripts written without spaces (Chinese, Japanese) each character is a token, and
-``SPACELESS_PER_WORD`` of them count as a word.
+scripts written without spaces (Chinese, Japanese, Korean, Thai) each character is a
+token, and a run is as many of them as weigh ``RUN`` words (``WEIGHTS``). What only
+looks like markup (``a<b then …>``, a tag's attribute) is read both as markup and as
+text, on both sides.
 
 What cannot be found this way: the same thing said in other words (a summary, a
 translation, a paraphrase). The docs say so.
@@ -23,22 +25,35 @@ quote split by an escape (``\\n``) is found as the words it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.egress.fold import Token, tokens
+from shared.egress.fold import Kind, Token, tokens
 
 RUN = 3
 """Words in a row of a withheld message that are blanked wherever they appear: fewer
 would blank ordinary pairs ("at seven"); more would let a model's short quotes through."""
-SPACELESS_PER_WORD = 2
-"""Characters of a script written without spaces that count as one word of a run: a run
-there is six characters, about three words of Chinese (three characters would blank
-ordinary phrases)."""
+WEIGHTS: dict[Kind, int] = {
+    "word": 40,
+    "number": 40,
+    # A Chinese character says about what two thirds of an English word does: five make
+    # a run ("明天下午" stays, "四点半在体" goes).
+    "han": 24,
+    # Kana spell sounds, often grammar and politeness ("してください" stays): ten.
+    "kana": 12,
+    # Korean is written in syllables, about three to a word: eight.
+    "hangul": 15,
+    # Thai, Lao, Khmer and Myanmar are written in letters without spaces: fifteen.
+    "unspaced": 8,
+}
+"""Each kind of token's share of a run: a run is the fewest tokens in a row weighing
+``FULL``, ``RUN`` words."""
+FULL = RUN * WEIGHTS["word"]
 MARK_CHARS = 3
 """A number this many digits long or longer is a mark (a time, a code) and is blanked
-alone; shorter ones ("5", "12") are too common to withhold."""
+alone, as is each part of it that spaces set apart (``07700 900-123``: ``07700`` and
+``900123`` too); shorter ones ("5", "12") are too common to withhold."""
 MIN_SHORT_CHARS = 4
 """A message of fewer than ``RUN`` words is withheld whole only when it holds at least
 this many letters or digits: "ok" or "yes" says nothing of the member."""
@@ -46,13 +61,12 @@ WITHHELD = "[withheld]"
 
 
 def _weight(token: Token) -> int:
-    """A token's share of a run, in ``SPACELESS_PER_WORD``ths of a word."""
-    return 1 if token.spaceless else SPACELESS_PER_WORD
+    return WEIGHTS[token.kind]
 
 
 def _runs(found: Sequence[Token]) -> Iterable[tuple[str, ...]]:
     """Each shortest run of ``found`` that weighs ``RUN`` words, from every start."""
-    need = RUN * SPACELESS_PER_WORD
+    need = FULL
     end, weight = 0, 0
     for start in range(len(found)):
         while end < len(found) and weight < need:
@@ -64,8 +78,21 @@ def _runs(found: Sequence[Token]) -> Iterable[tuple[str, ...]]:
         weight -= _weight(found[start])
 
 
-def _is_mark(token: Token) -> bool:
-    return len(token.key) >= MARK_CHARS and token.key.isdigit()
+def _marks(token: Token) -> Iterator[str]:
+    """The marks ``token`` gives, if it is a long enough number: its digits, and each
+    part of it that spaces set apart."""
+    if token.key.isdigit():
+        for mark in (token.key, *token.parts):
+            if len(mark) >= MARK_CHARS:
+                yield mark
+
+
+def _readings(text: str) -> list[list[Token]]:
+    """``text``'s tokens, and if anything in it looks like a tag, its tokens with tags
+    read as text as well (``a<b then pick me up>``, ``<span title="pick me up">``)."""
+    if "<" in text:
+        return [tokens(text), tokens(text, tags=False)]
+    return [tokens(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +105,13 @@ class Withheld:
     def of(cls, texts: Iterable[str]) -> Withheld:
         """What withholding ``texts`` means for outgoing text."""
         found: dict[int, set[tuple[str, ...]]] = {}
-        for text in texts:
-            words = tokens(text)
+        for words in (words for text in texts for words in _readings(text)):
             runs = list(_runs(words))
             for run in runs:
                 found.setdefault(len(run), set()).add(run)
             if not runs and words and sum(len(t.key) for t in words) >= MIN_SHORT_CHARS:
                 found.setdefault(len(words), set()).add(tuple(t.key for t in words))
-            found.setdefault(1, set()).update((t.key,) for t in words if _is_mark(t))
+            found.setdefault(1, set()).update((m,) for t in words for m in _marks(t))
         return cls({n: frozenset(runs) for n, runs in found.items() if runs})
 
     def __bool__(self) -> bool:
@@ -123,27 +149,32 @@ class Withheld:
         return value
 
     def _plain(self, text: str) -> str:
-        words = tokens(text)
-        keys = [t.key for t in words]
-        covered = [False] * len(words)
-        for n, runs in self.runs.items():
-            for i in range(len(keys) - n + 1):
-                if tuple(keys[i : i + n]) in runs:
-                    covered[i : i + n] = [True] * n
-        if not any(covered):
+        spans = [span for words in _readings(text) for span in self._found(words)]
+        if not spans:
             return text
         out: list[str] = []
         at = 0
-        i = 0
-        while i < len(words):
-            if not covered[i]:
-                i += 1
-                continue
-            start = words[i].start
-            while i + 1 < len(words) and covered[i + 1]:
-                i += 1
+        for start, end in _merged(spans):
             out += [text[at:start], WITHHELD]
-            at = max(at, words[i].end)
-            i += 1
+            at = end
         out.append(text[at:])
         return "".join(out)
+
+    def _found(self, words: Sequence[Token]) -> Iterator[tuple[int, int]]:
+        """The spans of the original text that ``words`` shows withheld."""
+        keys = [t.key for t in words]
+        for n, runs in self.runs.items():
+            for i in range(len(keys) - n + 1):
+                if tuple(keys[i : i + n]) in runs:
+                    yield words[i].start, words[i + n - 1].end
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` in order, those that overlap or touch as one."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
