@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from shared.agent.events import DoneEvent, TaskQueuedEvent
+from shared.clock import ManualClock
 from shared.errors import QueueUnavailable
 from shared.llm.base import Finish, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
@@ -169,7 +170,7 @@ async def test_task_delivered_three_times_has_one_result_and_one_follow_up() -> 
 
 
 async def test_failing_task_is_retried_with_backoff_then_reported() -> None:
-    tool = Flaky(failures=10)
+    tool, clock = Flaky(failures=10), ManualClock()
     provider = ScriptedProvider(
         [calls(("make_lesson", "call_1")), Step.reply("Sorry, I could not create the lesson.")]
     )
@@ -180,6 +181,7 @@ async def test_failing_task_is_retried_with_backoff_then_reported() -> None:
         tools=ToolRegistry([task_tool(tool)]),
         task_max_attempts=3,
         task_retry_base_ms=200,
+        clock=clock,
     )
     conversation_id, _ = await run_to_end(service, ALICE, "lesson please")
     handler = service.handler()
@@ -187,14 +189,16 @@ async def test_failing_task_is_retried_with_backoff_then_reported() -> None:
     for _ in range(3):
         (task,) = take(f.queue)
         due = task.schedule_at
-        delays.append(0.0 if due is None else (due - datetime.now(UTC)).total_seconds())
+        # On a clock that moves only when told: the backoff is what was asked, and a
+        # delivery before it ends is early however slow the machine is.
+        delays.append(0.0 if due is None else (due - clock.now()).total_seconds())
         early = await handler.handle(TASK_PAYLOAD.validate_json(task.body))
         if due is not None:
             assert early == "busy"  # delivered before its backoff ended
-            await handler.handle(TASK_PAYLOAD.validate_json((await when_due(task)).body))
+            await clock.advance(delays[-1])
+            await handler.handle(TASK_PAYLOAD.validate_json(task.body))
     assert take(f.queue) == []
-    assert delays[0] == 0.0
-    assert 0.1 < delays[1] < 0.25 and 0.3 < delays[2] < 0.45  # 0.2 s, then 0.4 s
+    assert delays == [0.0, 0.2, 0.4]
 
     after = await stored(service, conversation_id)
     assert len(tool.runs) == 3
