@@ -28,7 +28,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── FamilyFull              409 family_full           (SPARK_FAMILY_MAX_MEMBERS)
     │   ├── LastParent              409 last_parent           (a family keeps a parent)
     │   ├── TooManyInvites          409 too_many_invites      (open links per family)
-    │   ├── VoiceUnavailable        409 voice_unavailable     (offline: no audio provider)
+    │   ├── VoiceUnavailable        409 voice_unavailable     (no audio or transcription provider)
     │   ├── VoiceSessionUsed        409 voice_session_used    (redeemed in another conversation)
     │   ├── VoiceSessionEnded       410 voice_session_ended
     │   ├── AccountDeleted          410 account_deleted       (the caller's erasure has begun)
@@ -40,9 +40,8 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   │   └── SlotsTaken          429 rate_limited          (all run slots taken: runs wait)
     │   ├── PayloadTooLarge         413 payload_too_large
     │   ├── UnsupportedMediaType    415 unsupported_media_type
-    │   ├── UnprocessableContent    422 unprocessable_content (e.g. an encrypted PDF)
-    │   │   └── NoSpeech            422 no_speech             (a voice clip with no words)
-    │   └── VoiceUnavailable        422 voice_unavailable     (no transcription provider)
+    │   └── UnprocessableContent    422 unprocessable_content (e.g. an encrypted PDF)
+    │       └── NoSpeech            422 no_speech             (a voice clip with no words)
     ├── ProviderError               502 provider_error        (the model provider failed)
     │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
     │   ├── ProviderRateLimited     503 provider_rate_limited

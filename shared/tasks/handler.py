@@ -34,7 +34,6 @@ from shared.schemas.tasks import (
     ToolTask,
     WatchdogTask,
 )
-from shared.store.base import SectionChange
 from shared.store.limits import CLOSING_RESERVE
 from shared.tasks import deliveries, sections
 from shared.tasks.steps import Steps
@@ -236,13 +235,6 @@ class TaskHandler:
         """The task waits on the user: the ledger frees the slot until the answer queues
         it again (``People.answer``), and the section shows ``question``, in one write."""
         await self._tasks.wait(task.user_id, task.task_id, task.attempt, question)
-
-    async def _show(self, task: ToolTask, change: SectionChange) -> None:
-        try:
-            await self._tasks.show(task.user_id, task.task_id, change)
-        except Exception:
-            # The section is only a view; the tool's work goes on.
-            log.warning("task %s: its section was not updated", task.task_id, exc_info=True)
 
     async def _execute(
         self,
