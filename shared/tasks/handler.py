@@ -31,6 +31,7 @@ from shared.schemas.tasks import (
     EraseTask,
     ExpireTask,
     ReplyTask,
+    RetentionTask,
     ToolTask,
     WatchdogTask,
 )
@@ -96,6 +97,9 @@ class TaskHandler:
             return await self._tool_task(task)
         if isinstance(task, EraseTask):
             await self._agent.erase_step(task)
+            return "done"
+        if isinstance(task, RetentionTask):
+            await self._agent.sweep(task)
             return "done"
         user_id, conversation_id = task.user_id, task.conversation_id
         if isinstance(task, ReplyTask):
