@@ -14,8 +14,8 @@ expressions, templates, the functions in ``FUNCTIONS``, type constraints with
 
 from __future__ import annotations
 
-import hashlib
 import base64
+import hashlib
 import itertools
 import json
 import math

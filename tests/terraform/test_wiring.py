@@ -519,9 +519,7 @@ def test_retention_sweeps_daily_as_the_task_invoker_and_expires_files_at_that_ag
         assert env_of(config, scope, name)["SPARK_RETENTION_DAYS"] == str(days)
     bucket = config.resource("google_storage_bucket", "uploads")
     rules = dynamic_blocks(scope, bucket, "lifecycle_rule")
-    assert [(r["condition"][0]["age"], r["action"][0]["type"]) for r in rules] == [
-        (days, "Delete")
-    ]
+    assert [(r["condition"][0]["age"], r["action"][0]["type"]) for r in rules] == [(days, "Delete")]
 
 
 def test_collection_group_queries_have_a_collection_group_index(
