@@ -1,6 +1,7 @@
 """Retention on the emulators (DESIGN §15), on two processes of each function: the
 sweep, called as Cloud Scheduler calls the tasks function, deletes a conversation
-untouched for ``SPARK_RETENTION_DAYS`` (30 in the stack) with its archive, task
+untouched for ``SPARK_RETENTION_DAYS`` (9,000 in the stack, so that nothing another test
+dates back is swept) with its archive, task
 sections and files, and keeps a recent one; the orphan scan then finds nothing of the
 old one but its tombstone."""
 
@@ -23,7 +24,7 @@ from tests.e2e.conftest import Functions, StackUser, conversation_doc, read_even
 from tests.e2e.orphans import scan, tombstone
 from tests.fakes.openai_server import FakeOpenAI
 
-DAYS = 30
+DAYS = 9000
 
 
 def talk(api_url: str, user: StackUser, text: str) -> str:
