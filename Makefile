@@ -183,6 +183,7 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) bench/family_data.py
 	$(PY) bench/export.py
 	$(PY) -m tools.stack run -- $(PY) bench/erasure.py
+	$(PY) -m tools.stack run -- $(PY) bench/retention.py
 	$(PY) -m tools.stack run -- $(PY) bench/cold_start.py
 
 clean: ## Remove .venv, .tools, node_modules, .bench-peers, site and .stack (the kept local data too)

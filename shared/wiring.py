@@ -15,6 +15,7 @@ from shared.agent.facade import Agent
 from shared.agent.manage import Conversations
 from shared.agent.people import People
 from shared.agent.resume import Resumes
+from shared.agent.retention import Retention
 from shared.agent.service import RunService
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
@@ -331,6 +332,7 @@ def assemble(
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     people = People(runs.continuation, deps, scheduler)
     uploads = Uploads(files, ids, clock, scheduler)
+    conversations = Conversations(store, scheduler.sections, files, scheduler, clock)
     agent = Agent(
         runs,
         people,
@@ -356,7 +358,7 @@ def assemble(
             ledger,
             clock,
         ),
-        Conversations(store, scheduler.sections, files, scheduler, clock),
+        conversations,
         LiveSessions(
             egress,
             scheduler,
@@ -381,6 +383,7 @@ def assemble(
                 scheduler.cancel_task,
             )
         ),
+        Retention(store, conversations, queue, clock, settings.retention_days),
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)

@@ -60,6 +60,31 @@ resource "google_firestore_index" "tasks_by_conversation" {
   }
 }
 
+# The retention sweep's query (``FirestoreConversationStore.untouched``): every user's
+# conversations by `updatedAt`, one collection-group query. Automatic single-field
+# indexes are per collection; a collection-group one is declared. Declaring a field's
+# indexes replaces its automatic ones, so its per-collection ones are kept here too.
+resource "google_firestore_field" "conversations_by_update" {
+  project    = var.project_id
+  database   = google_firestore_database.default.name
+  collection = "conversations"
+  field      = "updatedAt"
+  index_config {
+    indexes {
+      order       = "ASCENDING"
+      query_scope = "COLLECTION_GROUP"
+    }
+    indexes {
+      order       = "ASCENDING"
+      query_scope = "COLLECTION"
+    }
+    indexes {
+      order       = "DESCENDING"
+      query_scope = "COLLECTION"
+    }
+  }
+}
+
 resource "google_firestore_field" "unindexed" {
   for_each = {
     for field in [

@@ -23,6 +23,21 @@ resource "google_storage_bucket" "uploads" {
       type = "Delete"
     }
   }
+  # Retention (retention.tf): every object here belongs to a conversation (attachments
+  # under {uid}/uploads/, spoken replies under {uid}/speech/{conversationId}/), and a
+  # lifecycle rule cannot match a prefix after the user's id, so the rule is the
+  # bucket's: nothing outlives the conversations the sweep deletes at the same age.
+  dynamic "lifecycle_rule" {
+    for_each = local.retention_days > 0 ? [local.retention_days] : []
+    content {
+      condition {
+        age = lifecycle_rule.value
+      }
+      action {
+        type = "Delete"
+      }
+    }
+  }
   # An overwritten or deleted upload is kept one day, then gone for good.
   lifecycle_rule {
     condition {

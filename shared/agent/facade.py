@@ -8,7 +8,8 @@ streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps famili
 ``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
 ``Exports`` streams a person's data as a zip,
 ``LiveSessions`` and ``SpokenReplies`` are voice, ``Conversations`` renames, rates
-and deletes conversations, ``Erasures`` and ``Eraser`` erase accounts),
+and deletes conversations, ``Retention`` deletes those untouched too long, ``Erasures``
+and ``Eraser`` erase accounts),
 all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
 being enqueued) is held by one ``Background``, drained on shutdown.
 """
@@ -26,6 +27,7 @@ from shared.agent.loop import Run
 from shared.agent.manage import Conversations, Rated
 from shared.agent.people import People, Resumed, TaskCancel
 from shared.agent.resume import Resumes
+from shared.agent.retention import Retention, Swept
 from shared.agent.service import Hearing, Next, RunService, Sent, Stopped, WhenBusy
 from shared.agent.sse import SSE, EventChannel, Framing, sse_stream
 from shared.agent.transcript import Cursor, Frame
@@ -42,7 +44,7 @@ from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.schemas.deletions import Deletion
 from shared.schemas.documents import Conversation, Lesson, Rating
-from shared.schemas.tasks import EraseTask
+from shared.schemas.tasks import EraseTask, RetentionTask
 from shared.schemas.uichat import ChatRequest
 from shared.store import versions
 from shared.store.base import LessonStore
@@ -76,6 +78,7 @@ class Agent(FamilyVerbs):
         speech: SpokenReplies | None = None,
         erasures: Erasures | None = None,
         eraser: Eraser | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self._runs = runs
         self._opening = runs.opening
@@ -97,6 +100,7 @@ class Agent(FamilyVerbs):
         self._erasures = erasures
         self._eraser = eraser
         self._conversations = conversations
+        self._retention = retention
 
     # -- the api function ----------------------------------------------------------------
 
@@ -365,6 +369,12 @@ class Agent(FamilyVerbs):
         if self._eraser is None:
             raise ConfigurationError("This process erases no accounts.")
         return await self._eraser.step(task)
+
+    async def sweep(self, task: RetentionTask) -> Swept:
+        """One page of the retention sweep (``Retention.sweep``)."""
+        if self._retention is None:
+            raise ConfigurationError("This process sweeps no conversations.")
+        return await self._retention.sweep(task)
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``RunService.claim``)."""

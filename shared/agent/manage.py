@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from shared.clock import Clock
-from shared.errors import NotFound, RequestError
+from shared.errors import ConversationTouched, NotFound, RequestError
 from shared.families.messages import is_shared
 from shared.queue.port import TaskPort
 from shared.schemas.documents import Conversation, Feedback, Message, Rating
@@ -129,12 +130,22 @@ class Conversations:
         assert message is not None and message.feedback is not None  # (the change kept it)
         return Rated(conversation_id, message, message.feedback)
 
-    async def delete(self, user_id: str, conversation_id: str) -> None:
+    async def delete(
+        self, user_id: str, conversation_id: str, *, untouched_before: datetime | None = None
+    ) -> bool:
         """Delete the user's copy of the conversation and everything kept of it: its run
         stopped (its next write is refused), its tasks cancelled, the document, its
         archive segments, task sections, files and spoken replies gone. A ``direct`` or
         ``family`` conversation loses only this user's copy (the others' stay, with the
         files they name). Idempotent: a conversation deleted already is no error.
+
+        With ``untouched_before`` (the retention sweep: ``retention.Retention``), only a
+        conversation last changed before then is deleted, judged on the version the
+        delete removes (``ConversationStore.delete``); one touched since is kept, and
+        so are its tasks, which are cancelled only once the document is gone.
+
+        Returns:
+            Whether it was deleted (``False``: kept, touched since ``untouched_before``).
 
         Raises:
             NotFound: the user has no conversation with this id, and deleted none.
@@ -144,12 +155,29 @@ class Conversations:
         shared = is_shared(conversation_id) or (
             conversation is not None and conversation.kind != "agent"
         )
-        if conversation is not None and not shared:
-            # Before the document goes (a delete that fails after it finds none to cancel).
-            await self._tasks.cancel_conversation(user_id, conversation_id)
-        named = await self._store.delete(user_id, conversation_id, self._clock.now())
+        if untouched_before is not None:
+            if conversation is not None and conversation.updated_at >= untouched_before:
+                return False
+            # The tasks after the document: a conversation touched between the read
+            # above and the delete is kept, with its tasks. Cancelled even when only
+            # the tombstone was there (a user's delete that failed after the document).
+            try:
+                named = await self._store.delete(
+                    user_id, conversation_id, self._clock.now(), untouched_before=untouched_before
+                )
+            except ConversationTouched:
+                return False
+            if not shared:
+                await self._tasks.cancel_conversation(user_id, conversation_id)
+        else:
+            if conversation is not None and not shared:
+                # Before the document goes (a delete that fails after it finds none to
+                # cancel).
+                await self._tasks.cancel_conversation(user_id, conversation_id)
+            named = await self._store.delete(user_id, conversation_id, self._clock.now())
         await self._sections.delete(user_id, conversation_id)
         # Only the user's own files, and none a member's copy still names.
         own = [] if shared else [p for p in named if p.startswith(f"{user_id}/")]
         await self._files.delete(own, prefix=speech_prefix(user_id, conversation_id))
         log.info("conversation %s deleted (%d files)", conversation_id, len(own))
+        return True

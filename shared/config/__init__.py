@@ -86,6 +86,13 @@ class Settings(Deployment):
     daily_uploads_per_user: int = setting(
         "SPARK_DAILY_UPLOADS_PER_USER", 100, "upload sessions a day per user"
     )
+    retention_days: int = setting(
+        "SPARK_RETENTION_DAYS",
+        0,
+        "conversations untouched this many days are deleted by a daily sweep (0: never)",
+        minimum=0,
+        shown="0 (off)",
+    )
     resume_streams_per_user: int = setting(
         "SPARK_RESUME_STREAMS_PER_USER",
         10,

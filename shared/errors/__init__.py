@@ -50,6 +50,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
     ├── TaskCancelled               --  a task tool learns its user cancelled it (never an answer)
+    ├── ConversationTouched         --  a retention delete finds it changed since (never an answer)
     ├── RunEnded                    --  a run learns it must stop writing (never an answer)
     │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
     │   └── RunStopped              409 run_stopped           (its owner asked it to stop)
@@ -83,6 +84,7 @@ from shared.errors.failures import (
     ConfigurationError,
     ContentFiltered,
     ConversationTooLarge,
+    ConversationTouched,
     IllegalTransition,
     IncompleteResponse,
     ProviderError,
@@ -154,6 +156,7 @@ __all__ = [
     "ConfigurationError",
     "ContentFiltered",
     "ConversationTooLarge",
+    "ConversationTouched",
     "FamilyFull",
     "FamilyNotFound",
     "Forbidden",

@@ -46,6 +46,14 @@ class TaskCancelled(SparkError):
     It never reaches a caller."""
 
 
+class ConversationTouched(SparkError):
+    """A retention sweep's delete found the conversation changed since its cutoff: it is
+    kept (nothing deleted). It never reaches a caller."""
+
+    status = 409
+    code = "conversation_touched"
+
+
 class RunEnded(SparkError):
     """Raised inside a run's own writes: the run record says it is over, so the producer
     must stop at once. The run ends through its own path; this never reaches a caller."""

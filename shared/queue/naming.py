@@ -32,3 +32,9 @@ def follow_up_name(message_id: str, attempt: int) -> str:
 def erase_name(deletion_id: str, step: int) -> str:
     """The task that takes an erasure on from its record's version ``step``."""
     return f"erase-{deletion_id}-{step}"
+
+
+def retention_name(cutoff: float, page: int) -> str:
+    """A page of the retention sweep of the conversations untouched since ``cutoff``
+    (epoch seconds): a redelivered page enqueues the same next page."""
+    return f"retention-{int(cutoff)}-{page}"

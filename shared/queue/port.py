@@ -120,8 +120,14 @@ class TaskTools(Protocol):
 
     async def cancel_conversation(self, user_id: str, conversation_id: str) -> None:
         """Cancel every task of the conversation (it is being deleted), in one write:
-        those not started end at once (their slots free), a running one is asked to
-        stop at its tool's next step."""
+        those not started end at once (their slots free) and, with those ended before,
+        leave the ledger (``forget_conversation``); a running one is asked to stop at
+        its tool's next step."""
+        ...
+
+    async def forget_conversation(self, user_id: str, conversation_id: str) -> None:
+        """Drop the ended records of a deleted conversation's tasks from the ledger (a
+        task that was running when it was deleted, once it has ended)."""
         ...
 
     async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -76,6 +77,24 @@ class EraseTask(BaseModel):
         return self.model_dump_json(by_alias=True).encode()
 
 
-AnyTask = ToolTask | ReplyTask | WatchdogTask | ExpireTask | FollowUpTask | EraseTask
+class RetentionTask(BaseModel):
+    """One page of the daily retention sweep (DESIGN §15): delete the conversations last
+    changed before ``cutoff``. Cloud Scheduler sends ``{"kind": "retention"}`` (the
+    cutoff is then ``SPARK_RETENTION_DAYS`` before now); a page that leaves more to do
+    enqueues the next, ``page`` + 1, with the same cutoff."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    kind: Literal["retention"] = "retention"
+    cutoff: datetime | None = None
+    page: int = Field(default=0, ge=0)
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(by_alias=True).encode()
+
+
+AnyTask = (
+    ToolTask | ReplyTask | WatchdogTask | ExpireTask | FollowUpTask | EraseTask | RetentionTask
+)
 TaskPayload = Annotated[AnyTask, Field(discriminator="kind")]
 TASK_PAYLOAD: TypeAdapter[AnyTask] = TypeAdapter(TaskPayload)

@@ -70,6 +70,7 @@ __all__ = [
     "TaskDocumentStore",
     "TaskLedgerStore",
     "Transacted",
+    "Untouched",
     "archived_file_path",
     "changed",
     "deleted_path",
@@ -116,6 +117,16 @@ def archived_file_path(user_id: str, conversation_id: str, path: str) -> tuple[s
     (server-only; the id is a hash, as a path may hold any character)."""
     key = hashlib.sha256(f"{conversation_id}\n{path}".encode()).hexdigest()
     return (user_id, "server", "archivedFiles", key)
+
+
+@dataclass(frozen=True, slots=True)
+class Untouched:
+    """A conversation (one user's copy) last changed at ``updated_at``: what a
+    retention sweep finds (``ConversationStore.untouched``)."""
+
+    user_id: str
+    conversation_id: str
+    updated_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +297,14 @@ class ConversationStore(Protocol):
         (cheap: no read, no serialisation); ``None`` otherwise."""
         ...
 
-    async def delete(self, user_id: str, conversation_id: str, now: datetime) -> list[str]:
+    async def delete(
+        self,
+        user_id: str,
+        conversation_id: str,
+        now: datetime,
+        *,
+        untouched_before: datetime | None = None,
+    ) -> list[str]:
         """Delete the conversation, leaving its tombstone (``DeletedConversation``, in
         the same commit), then its archive segments and their file index entries;
         every path of a file its messages (live and archived) named, once each, for the
@@ -296,12 +314,29 @@ class ConversationStore(Protocol):
         The document is deleted on the condition that it is the version read (its
         messages are all those whose files are returned); every write after it is
         refused, as every write is conditioned on the document existing: ``mutate``
-        and ``apply`` raise ``NotFound``, and so do ``archive`` and ``index``.
+        and ``apply`` raise ``NotFound``, and so do ``archive`` and ``index``. With
+        ``untouched_before`` (a retention sweep), that version must also have been last
+        changed before then: a conversation touched since is kept, whichever process
+        touched it (the precondition makes a write between the read and the delete
+        send the delete back to a fresh read).
 
         Raises:
             NotFound: this user has no conversation with this id, and deleted none.
+            ConversationTouched: ``untouched_before`` was given and the conversation
+                was changed at or after it (nothing was deleted).
             StoreError: the store failed (what was deleted stays deleted; again
                 deletes the rest).
+        """
+        ...
+
+    async def untouched(self, before: datetime, limit: int) -> list[Untouched]:
+        """Every user's conversations (each user's copy) last changed before
+        ``before``, least recently changed first, at most ``limit``: one page of a
+        retention sweep (one query across users, on ``updatedAt``). A page deleted,
+        the next call finds the next; one touched meanwhile is found no more.
+
+        Raises:
+            StoreError: the store failed.
         """
         ...
 

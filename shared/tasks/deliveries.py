@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from shared.observe import setup, tracing
-from shared.schemas.tasks import AnyTask, EraseTask, FollowUpTask, ToolTask
+from shared.schemas.tasks import AnyTask, EraseTask, FollowUpTask, RetentionTask, ToolTask
 
 Outcome = Literal["done", "busy", "retry", "dead_letter", "error"]
 """``done``: acknowledged; ``busy``: another delivery holds it; ``retry``: it is to run
@@ -46,7 +46,7 @@ def delivered(task: AnyTask) -> Iterator[None]:
     seen, began, attempt = _Delivery(), time.monotonic(), attempt_of(task)
     token = _current.set(seen)
     try:
-        about = task.deletion_id if isinstance(task, EraseTask) else task.conversation_id
+        about = _about(task)
         with tracing.delivery(task.kind, attempt, about) as span:
             try:
                 yield
@@ -59,6 +59,15 @@ def delivered(task: AnyTask) -> Iterator[None]:
         _current.reset(token)
         if (metrics := setup.process_metrics()) is not None:
             metrics.task_delivered(task.kind, seen.outcome, time.monotonic() - began, attempt)
+
+
+def _about(task: AnyTask) -> str:
+    """What the delivery works on: its conversation, erasure or sweep page."""
+    if isinstance(task, EraseTask):
+        return task.deletion_id
+    if isinstance(task, RetentionTask):
+        return f"retention-{task.page}"
+    return task.conversation_id
 
 
 def mark(outcome: Outcome) -> None:

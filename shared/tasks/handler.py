@@ -31,6 +31,7 @@ from shared.schemas.tasks import (
     EraseTask,
     ExpireTask,
     ReplyTask,
+    RetentionTask,
     ToolTask,
     WatchdogTask,
 )
@@ -96,6 +97,9 @@ class TaskHandler:
         if isinstance(task, EraseTask):
             await self._agent.erase_step(task)
             return "done"
+        if isinstance(task, RetentionTask):
+            await self._agent.sweep(task)
+            return "done"
         user_id, conversation_id = task.user_id, task.conversation_id
         if isinstance(task, ReplyTask):
             run = await self._agent.claim(user_id, conversation_id, task.run_id)
@@ -158,7 +162,7 @@ class TaskHandler:
             return
         if conversation is None or seen.message is None or seen.call is None:
             log.warning("task %s: its tool call is gone; dropping it", task.task_id)
-            await self._finish(task, "failed", GONE)
+            await self._gone(task, conversation is None)
             return
         message, call = seen.message, seen.call
         if seen.found == "unapproved":
@@ -179,7 +183,7 @@ class TaskHandler:
             if going is None:
                 return  # recorded; the follow-up is retried later
             if going.conversation is None:
-                await self._finish(task, "failed", GONE)
+                await self._gone(task, deleted=True)
                 return
             end = after_result(going.conversation, call.id, message, task.task_id)
         else:
@@ -335,6 +339,13 @@ class TaskHandler:
     async def _retry_later(self, task: ToolTask, delay: timedelta, error: str | None) -> None:
         deliveries.mark("retry")
         await self._tasks.reschedule(task.user_id, task.task_id, task.attempt, delay, error)
+
+    async def _gone(self, task: ToolTask, deleted: bool) -> None:
+        """End the task whose call is gone; its conversation ``deleted``, its record
+        leaves the ledger too (the delete removed its section)."""
+        await self._finish(task, "failed", GONE)
+        if deleted:
+            await self._tasks.forget_conversation(task.user_id, task.conversation_id)
 
     async def _finish(
         self,

@@ -277,10 +277,15 @@ class TaskScheduler(RunTasks, TokenBudget):
             updated, granted = ledgers.cancel(ledger, ids, now, self.policy)
             for task_id in ids:
                 updated = ledgers.request_cancel(updated, task_id, now)
-            return updated, granted
+            # Those ended (now, or before) go from the ledger with their sections.
+            return ledgers.forget(updated, conversation_id), granted
 
         granted = await self._apply(user_id, change, Ending(CONVERSATION_DELETED))
         await self._dispatch_quietly(user_id, granted)
+
+    async def forget_conversation(self, user_id: str, conversation_id: str) -> None:
+        """``TaskPort.forget_conversation``."""
+        await self._apply(user_id, lambda led: (ledgers.forget(led, conversation_id), None))
 
     async def cancel_task(self, user_id: str, task_id: str, reason: str) -> TaskRecord:
         """``TaskPort.cancel_task``: judged on the ledger inside the write that cancels or

@@ -176,6 +176,10 @@ def functions(emulators: tuple[str, str], fake_openai: FakeOpenAI) -> Iterator[F
         "SPARK_TASK_RETRY_BASE_MS": "200",
         "SPARK_TASK_LEASE_SECONDS": "20",
         "SPARK_WATCHDOG_GRACE_SECONDS": "1",
+        # The retention sweep runs only when a test calls it (test_retention.py), and
+        # then finds only what is older than this (about 25 years): nothing the other
+        # tests make, some of which date their documents months back, is that old.
+        "SPARK_RETENTION_DAYS": "9000",
     }
     if not os.environ.get("CLOUD_TASKS_EMULATOR_HOST"):
         pytest.fail("end-to-end tests need the Cloud Tasks emulator: run them with `make test`")

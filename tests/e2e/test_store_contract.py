@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from shared.agent.runs import new_run, put_message
 from shared.errors import (
     ConversationTooLarge,
+    ConversationTouched,
     IllegalTransition,
     InviteUsedUp,
     LastParent,
@@ -1602,3 +1603,36 @@ async def test_account_store_pages_the_users_documents_at_any_depth_with_its_rec
     assert await accounts.commit(after, after.model_copy(update={"version": 2}), everything[2:])
     assert await accounts.listed(uid, 100) == []
     assert await conversations.get(other, kept.id) is not None
+
+
+async def test_store_untouched_finds_the_oldest_across_users_and_keeps_one_touched_since(
+    store: ConversationStore,
+) -> None:
+    """The retention sweep's query: every user's conversations changed before a time,
+    least recently changed first; its delete takes one only while it is still that old."""
+    # Dated long before anything another test makes, so the query sees only these.
+    long_ago = datetime(1971, 1, 1, tzinfo=UTC)
+    users = [f"u{secrets.token_hex(4)}" for _ in range(3)]
+    made = []
+    for n, uid in enumerate(users):
+        created = conversation().model_copy(update={"updated_at": long_ago + timedelta(days=n)})
+        await store.create(uid, created)
+        made.append((uid, created.id))
+    fresh = conversation()  # changed at NOW: never found
+    await store.create(users[0], fresh)
+    before = long_ago + timedelta(days=2)
+
+    found = [(u.user_id, u.conversation_id) for u in await store.untouched(before, 100)]
+    mine = [f for f in found if f[0] in users]
+    assert mine == made[:2]  # oldest first; the one changed at the cutoff is not older
+    assert [(u.user_id, u.conversation_id) for u in await store.untouched(before, 1)] == made[:1]
+
+    uid, touched = made[1]
+    await store.mutate(uid, touched, lambda c: c.model_copy(update={"updated_at": NOW}))
+    with pytest.raises(ConversationTouched):
+        await store.delete(uid, touched, NOW, untouched_before=before)
+    assert await store.get(uid, touched) is not None
+    assert await store.delete(*made[0], NOW, untouched_before=before) == []
+    assert await store.get(*made[0]) is None
+    left = [(u.user_id, u.conversation_id) for u in await store.untouched(before, 100)]
+    assert [f for f in left if f[0] in users] == []

@@ -11,6 +11,7 @@ import pytest
 from tests.e2e.conftest import (  # noqa: F401 (fixtures)
     _audited,
     alice,
+    bucket,
     db,
     emulators,
     fake_openai,

@@ -14,8 +14,10 @@ expressions, templates, the functions in ``FUNCTIONS``, type constraints with
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import itertools
+import json
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -471,6 +473,8 @@ def _tostring(value: Any) -> Any:
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "alltrue": lambda items: all(_bool(i) for i in items),
+    "base64encode": lambda text: base64.b64encode(_text(text).encode()).decode(),
+    "jsonencode": lambda value: json.dumps(value, separators=(",", ":")),
     "anytrue": lambda items: any(_bool(i) for i in items),
     "contains": lambda items, value: value in items,
     "endswith": lambda text, suffix: _text(text).endswith(suffix),
@@ -850,8 +854,15 @@ def dynamic_blocks(scope: Scope, block: dict[str, Any], name: str) -> list[dict[
             for key, value in _pairs(scope.eval(body["for_each"])):
                 inner = scope.with_names({name: {"key": key, "value": value}})
                 (content,) = body["content"]
-                out.append({k: inner.eval(v) for k, v in content.items()})
+                out.append({k: _evaluated(inner, v) for k, v in content.items()})
     return out
+
+
+def _evaluated(scope: Scope, value: Any) -> Any:
+    """An argument evaluated, or a nested block (a list of bodies) with its arguments."""
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [{k: _evaluated(scope, v) for k, v in body.items()} for body in value]
+    return scope.eval(value)
 
 
 def _pairs(collection: Any) -> list[tuple[Any, Any]]:

@@ -4,6 +4,7 @@ the indexes, the package deployed. Parsed with python-hcl2 and evaluated by hcl.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -27,6 +28,7 @@ from shared.schemas.documents import (
     TaskDocument,
 )
 from shared.schemas.server import ArchivedFile, Receipt
+from shared.schemas.tasks import TASK_PAYLOAD, RetentionTask
 from tests.terraform.code import config_variables, firestore_collections, firestore_queries
 from tests.terraform.conftest import PROJECT, ROOT
 from tests.terraform.hcl import Config, Ref, Scope, dynamic_blocks
@@ -417,6 +419,7 @@ def test_apis_cover_every_service_the_resources_use(config: Config, scope: Scope
             "artifactregistry.googleapis.com",
         },
         "google_cloud_tasks_": {"cloudtasks.googleapis.com"},
+        "google_cloud_scheduler_": {"cloudscheduler.googleapis.com"},
         "google_cloud_run_": {"run.googleapis.com"},
         "google_firestore_": {"firestore.googleapis.com"},
         "google_firebaserules_": {"firebaserules.googleapis.com"},
@@ -482,3 +485,54 @@ def test_delivery_receipts_expire_by_a_ttl_policy_on_their_expires_at(
     assert "Timestamp" in json.dumps(expires)
     queried = {field for query in firestore_queries() for field in query.fields}
     assert "expiresAt" not in queried
+
+
+def test_retention_off_declares_no_sweep_and_no_lifecycle_rule(config: Config) -> None:
+    scope = config.scope(project_id=PROJECT)
+    job = config.resource("google_cloud_scheduler_job", "retention")
+    assert scope.eval(job["count"]) == 0
+    bucket = config.resource("google_storage_bucket", "uploads")
+    assert dynamic_blocks(scope, bucket, "lifecycle_rule") == []
+
+
+@pytest.mark.parametrize("days", [1, 400])
+def test_retention_sweeps_daily_as_the_task_invoker_and_expires_files_at_that_age(
+    config: Config, days: int
+) -> None:
+    scope = config.scope(project_id=PROJECT, limits={"SPARK_RETENTION_DAYS": days})
+    job = config.resource("google_cloud_scheduler_job", "retention")
+    assert scope.eval(job["count"]) == 1
+    assert scope.eval(job["region"]) == scope.variables["region"]
+    minute, hour, *every = scope.eval(job["schedule"]).split()
+    assert every == ["*", "*", "*"] and minute.isdigit() and hour.isdigit(), "once a day"
+    (target,) = job["http_target"]
+    (oidc,) = target["oidc_token"]
+    queue = queue_target(config, scope)
+    # The one identity and audience the tasks function accepts (as for Cloud Tasks' calls).
+    assert scope.eval(oidc["service_account_email"]) == queue["account"]
+    assert scope.eval(oidc["audience"]) == queue["audience"]
+    assert scope.eval(target["uri"]).rstrip("/") == queue["audience"]
+    assert scope.eval(target["http_method"]) == "POST"
+    body = base64.b64decode(scope.eval(target["body"]))
+    assert isinstance(TASK_PAYLOAD.validate_json(body), RetentionTask)
+    for name in FUNCTIONS:
+        assert env_of(config, scope, name)["SPARK_RETENTION_DAYS"] == str(days)
+    bucket = config.resource("google_storage_bucket", "uploads")
+    rules = dynamic_blocks(scope, bucket, "lifecycle_rule")
+    assert [(r["condition"][0]["age"], r["action"][0]["type"]) for r in rules] == [(days, "Delete")]
+
+
+def test_collection_group_queries_have_a_collection_group_index(
+    config: Config, scope: Scope
+) -> None:
+    source = (ROOT / "shared/store/firestore/conversations.py").read_text()
+    groups = set(re.findall(r"collection_group\(\"(\w+)\"\)", source))
+    assert groups == {"conversations"}, "the retention sweep's query: found no other"
+    field = config.resource("google_firestore_field", "conversations_by_update")
+    assert scope.eval(field["collection"]) == "conversations"
+    assert scope.eval(field["field"]) == "updatedAt"
+    (index,) = field["index_config"]
+    scopes = {(scope.eval(i["order"]), scope.eval(i["query_scope"])) for i in index["indexes"]}
+    assert ("ASCENDING", "COLLECTION_GROUP") in scopes
+    # Declared indexes replace the automatic ones: the per-collection pair stays.
+    assert {("ASCENDING", "COLLECTION"), ("DESCENDING", "COLLECTION")} <= scopes

@@ -13,7 +13,7 @@ from google.api_core import exceptions as gexc
 from google.cloud.firestore import DELETE_FIELD, ArrayUnion, AsyncClient, Client
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from shared.errors import NotFound, StoreError
+from shared.errors import ConversationTouched, NotFound, StoreError
 from shared.ids import reserved
 from shared.schemas.documents import ArchiveSegment, Conversation
 from shared.schemas.server import ArchivedFile, DeletedConversation
@@ -23,6 +23,7 @@ from shared.store.base import (
     R,
     RunProbe,
     RunView,
+    Untouched,
     archived_file_path,
     deleted_path,
     files_named,
@@ -261,12 +262,19 @@ class FirestoreConversationStore(ConversationStore):
                 except gexc.NotFound as exc:
                     raise NotFound("No conversation with this id.") from exc
 
-    async def delete(self, user_id: str, conversation_id: str, now: datetime) -> list[str]:
+    async def delete(
+        self,
+        user_id: str,
+        conversation_id: str,
+        now: datetime,
+        *,
+        untouched_before: datetime | None = None,
+    ) -> list[str]:
         if reserved(conversation_id):
             raise NotFound("No conversation with this id.")
         key = (user_id, conversation_id)
         deleted = await compare_and_set(
-            lambda fresh: self._delete_read(key, now),
+            lambda fresh: self._delete_read(key, now, untouched_before),
             too_fast="The conversation is changing too fast to delete; please try again.",
             tried="Firestore delete",
             forget=lambda: self._forget(key),
@@ -290,13 +298,19 @@ class FirestoreConversationStore(ConversationStore):
                 await batch.commit()
         return list(dict.fromkeys(named))
 
-    async def _delete_read(self, key: tuple[str, str], now: datetime) -> Conversation | None:
+    async def _delete_read(
+        self, key: tuple[str, str], now: datetime, untouched_before: datetime | None
+    ) -> Conversation | None:
         """One compare-and-set delete: the version read now, deleted on the condition
-        that it is still the latest (so the files it names are all those it held), with
-        its tombstone; ``None`` when only the tombstone is there.
+        that it is still the latest (so the files it names are all those it held, and,
+        with ``untouched_before``, its ``updatedAt`` is the one judged), with its
+        tombstone; ``None`` when only the tombstone is there.
 
         Raises:
             NotFound: neither is there.
+            ConversationTouched: the version read was changed at or after
+                ``untouched_before`` (``updatedAt`` only grows: a remembered copy that
+                says so is never out of date in that direction).
         """
         tombstone = self._client.document(*deleted_path(*key))
         version = await self._read(*key)
@@ -305,12 +319,35 @@ class FirestoreConversationStore(ConversationStore):
                 if not (await tombstone.get()).exists:
                     raise NotFound("No conversation with this id.")
             return None
+        if untouched_before is not None and version.conversation.updated_at >= untouched_before:
+            raise ConversationTouched("The conversation was changed since.")
         record = DeletedConversation(conversation_id=key[1], deleted_at=now).to_firestore()
         path = self._ref(*key)._document_path
         await self._writes.commit(
             [delete_write(path, version.update_time), set_write(tombstone._document_path, record)]
         )
         return version.conversation
+
+    async def untouched(self, before: datetime, limit: int) -> list[Untouched]:
+        # One collection-group query over every user's conversations, served by the
+        # single-field index on ``updatedAt`` at collection-group scope (Terraform's
+        # ``conversations_by_update``; automatic indexes are per collection only).
+        # Only ``updatedAt`` is read: a page costs the same whatever they hold.
+        query = (
+            self._client.collection_group("conversations")
+            .where(filter=FieldFilter("updatedAt", "<", before))
+            .order_by("updatedAt")
+            .select(["updatedAt"])
+            .limit(limit)
+        )
+        found = []
+        with unavailable("Firestore query"):
+            async for snapshot in query.stream():
+                path = snapshot.reference.path.split("/")
+                if len(path) != 4 or path[1:3] != ["client", "conversations"]:
+                    continue  # not a conversation document (no other collection has the name)
+                found.append(Untouched(path[0], path[3], snapshot.get("updatedAt")))
+        return found
 
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
         listing = self._ref(user_id, conversation_id).collection("archive").order_by("segment")

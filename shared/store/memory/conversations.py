@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator, Callable
 from datetime import datetime
 from typing import Any
 
-from shared.errors import NotFound, StoreError
+from shared.errors import ConversationTouched, NotFound, StoreError
 from shared.schemas.documents import (
     ArchiveSegment,
     Conversation,
@@ -23,6 +23,7 @@ from shared.store.base import (
     R,
     RunProbe,
     RunView,
+    Untouched,
     archived_file_path,
     files_named,
 )
@@ -148,12 +149,22 @@ class InMemoryConversationStore(ConversationStore):
             if segment.segment not in entry["segments"]:
                 entry["segments"] = [*entry["segments"], segment.segment]
 
-    async def delete(self, user_id: str, conversation_id: str, now: datetime) -> list[str]:
+    async def delete(
+        self,
+        user_id: str,
+        conversation_id: str,
+        now: datetime,
+        *,
+        untouched_before: datetime | None = None,
+    ) -> list[str]:
         async with self._lock:
             key = (user_id, conversation_id)
-            document = self._documents.pop(key, None)
+            document = self._documents.get(key)
             if document is None and key not in self.tombstones:
                 raise NotFound("No conversation with this id.")
+            if document is not None and _touched(document, untouched_before):
+                raise ConversationTouched("The conversation was changed since.")
+            self._documents.pop(key, None)
             self.tombstones.setdefault(key, now)
             named: list[str] = []
             if document is not None:
@@ -168,6 +179,14 @@ class InMemoryConversationStore(ConversationStore):
                 if path[0] == user_id and entry["conversationId"] == conversation_id:
                     del self._files[path]
             return list(dict.fromkeys(named))
+
+    async def untouched(self, before: datetime, limit: int) -> list[Untouched]:
+        found = [
+            Untouched(uid, cid, Conversation.model_validate(document).updated_at)
+            for (uid, cid), document in self._documents.items()
+        ]
+        old = [u for u in found if u.updated_at < before]
+        return sorted(old, key=lambda u: (u.updated_at, u.user_id, u.conversation_id))[:limit]
 
     async def segments(self, user_id: str, conversation_id: str) -> list[ArchiveSegment]:
         found = sorted(
@@ -244,6 +263,11 @@ class InMemoryConversationStore(ConversationStore):
         deliver = self._delivering.get(key)
         if deliver is not None:
             deliver(self._documents[key])
+
+
+def _touched(document: dict[str, Any], since: datetime | None) -> bool:
+    """Whether the stored ``document`` was changed at or after ``since`` (if given)."""
+    return since is not None and Conversation.model_validate(document).updated_at >= since
 
 
 def _live(user_id: str, conversation_id: str) -> Path:

@@ -315,6 +315,19 @@ def cancel(
     return grant(_with(ledger, *cancelled), now, policy)
 
 
+def forget(ledger: TaskLedger, conversation_id: str) -> TaskLedger:
+    """Drop the ended records of a deleted conversation's tasks (its sections went with
+    it): nothing of it stays in the ledger. One still running stays until it ends."""
+    tasks = {
+        task_id: record
+        for task_id, record in ledger.tasks.items()
+        if record.conversation_id != conversation_id or record.status not in FINISHED
+    }
+    if len(tasks) == len(ledger.tasks):
+        return ledger
+    return ledger.model_copy(update={"tasks": tasks})
+
+
 def _prune(ledger: TaskLedger, keep: int) -> TaskLedger:
     finished = sorted(
         (r for r in ledger.tasks.values() if r.status in FINISHED),
