@@ -295,7 +295,7 @@ def assemble(
         clock,
         ids,
         limits.live_doc_bytes,
-        limits.history_messages,
+        limits.history_window,
         SendLimits(settings.family_messages_per_minute, settings.family_message_bytes_per_hour),
     )
     egress = Egress(
@@ -307,6 +307,7 @@ def assemble(
         minter=live,
         tracer=process_tracer(),
         metrics=process_metrics(),
+        cached_input_percent=settings.cached_input_percent,
     )
     family = family_tools(
         household, store, preferences, delivery, provenance, clock, settings.tool_output_chars

@@ -39,8 +39,15 @@ class RunLimits:
     history_chars: int
     attachments: AttachmentBudget
     queue: QueueLimits
+    # The history window moves this many messages at once (``history.window_start``).
+    history_step: int = 1
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
+
+    @property
+    def history_window(self) -> int:
+        """The most messages the history window holds (roll-over keeps them live)."""
+        return self.history_messages + self.history_step - 1
 
     @property
     def lease(self) -> timedelta:

@@ -159,7 +159,7 @@ class RunEnd:
                 self.user_id,
                 saved,
                 limits.live_doc_bytes,
-                limits.history_messages,
+                limits.history_window,
                 now,
             )
         except SparkError:

@@ -104,8 +104,10 @@ def decode(body: dict[str, Any]) -> list[tuple[Any, ...]]:
     items: list[tuple[Any, ...]] = [
         ("tool", t["name"], t["input_schema"]) for t in body.get("tools") or []
     ]
-    if body.get("system"):
-        items.append(("system", body["system"]))
+    system = body.get("system")
+    if system:  # a string, or text blocks (with a cache breakpoint)
+        text = system if isinstance(system, str) else "".join(b["text"] for b in system)
+        items.append(("system", text))
     names: dict[str, str] = {}
     for message in body.get("messages") or []:
         content = message["content"]
