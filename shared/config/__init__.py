@@ -88,8 +88,7 @@ class Settings(Deployment):
     cached_input_percent: int = setting(
         "SPARK_CACHED_INPUT_PERCENT",
         10,
-        "the share (per cent, 0 to 100) of a cached input token a user's daily tokens are "
-        "charged",
+        "the share (per cent, 0 to 100) of a cached input token a user's daily tokens are charged",
         minimum=0,
     )
     daily_uploads_per_user: int = setting(

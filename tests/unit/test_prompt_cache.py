@@ -107,9 +107,7 @@ def test_the_character_cut_moves_in_steps_too() -> None:
     histories = [
         build_history(messages[:end], 20, budget, step=10) for end in range(30, len(messages))
     ]
-    extended = sum(
-        1 for a, b in zip(histories, histories[1:], strict=False) if b[: len(a)] == a
-    )
+    extended = sum(1 for a, b in zip(histories, histories[1:], strict=False) if b[: len(a)] == a)
     assert extended >= 0.8 * (len(histories) - 1)
     assert all(sum(len(t.text) for t in h) <= budget for h in histories)
 
