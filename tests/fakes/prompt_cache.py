@@ -28,6 +28,7 @@ import json
 import math
 import threading
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Literal
 
 Wire = Literal["openai", "anthropic", "gemini"]
@@ -104,7 +105,7 @@ def extends(before: dict[str, Any], after: dict[str, Any], wire: Wire) -> bool:
 
 def extending(bodies: list[dict[str, Any]], wire: Wire) -> float:
     """The share of ``bodies``' consecutive pairs in which the later extends the earlier."""
-    pairs = list(zip(bodies, bodies[1:], strict=False))
+    pairs = list(pairwise(bodies))
     return sum(extends(a, b, wire) for a, b in pairs) / len(pairs) if pairs else 1.0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ def test_window_start_moves_only_in_steps_and_keeps_at_least_the_limit() -> None
         for total, start in enumerate(starts):
             assert start % step == 0
             assert min(total, limit) <= total - start <= limit + step - 1
-        moves = sum(1 for a, b in zip(starts, starts[1:], strict=False) if a != b)
+        moves = sum(1 for a, b in pairwise(starts) if a != b)
         assert moves == (120 - 1 - limit) // step  # one move per `step` messages
 
 
@@ -107,7 +108,7 @@ def test_the_character_cut_moves_in_steps_too() -> None:
     histories = [
         build_history(messages[:end], 20, budget, step=10) for end in range(30, len(messages))
     ]
-    extended = sum(1 for a, b in zip(histories, histories[1:], strict=False) if b[: len(a)] == a)
+    extended = sum(1 for a, b in pairwise(histories) if b[: len(a)] == a)
     assert extended >= 0.8 * (len(histories) - 1)
     assert all(sum(len(t.text) for t in h) <= budget for h in histories)
 
