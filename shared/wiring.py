@@ -295,7 +295,7 @@ def assemble(
         clock,
         ids,
         limits.live_doc_bytes,
-        limits.history_window,
+        limits.history_messages,
         SendLimits(settings.family_messages_per_minute, settings.family_message_bytes_per_hour),
     )
     egress = Egress(

@@ -45,11 +45,6 @@ class RunLimits:
     poll_seconds: float = 1.0
 
     @property
-    def history_window(self) -> int:
-        """The most messages the history window holds (roll-over keeps them live)."""
-        return self.history_messages + self.history_step - 1
-
-    @property
     def lease(self) -> timedelta:
         """A run's lease, renewed by each of its writes."""
         return timedelta(seconds=self.lease_seconds)

@@ -159,7 +159,7 @@ class RunEnd:
                 self.user_id,
                 saved,
                 limits.live_doc_bytes,
-                limits.history_window,
+                limits.history_messages,
                 now,
             )
         except SparkError:

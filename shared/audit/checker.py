@@ -126,9 +126,8 @@ class _Checker:
 
     def rolled_over(self, conversation: Conversation, size: int, path: str) -> None:
         """Over its live budget, a settled conversation has nothing left to roll over:
-        roll-over keeps the newest ``history_messages`` (the most the model's window
-        holds) and calls still waiting live whatever their size, so only what it could
-        move counts."""
+        roll-over keeps the newest ``history_messages`` (the model's window) and calls
+        still waiting live whatever their size, so only what it could move counts."""
         if not self.audit.settled or size <= self.audit.live_doc_bytes:
             return
         movable = plan(conversation, self.audit.live_doc_bytes, self.audit.history_messages)

@@ -77,7 +77,6 @@ class Audit:
     grace: timedelta
     live_doc_bytes: int
     runs_per_user: int
-    # The most messages the model's history window holds (``Settings.history_window``).
     history_messages: int = 20
     now: datetime | None = None
     settled: bool = False
@@ -88,7 +87,7 @@ class Audit:
             grace=timedelta(seconds=settings.watchdog_grace_seconds),
             live_doc_bytes=settings.live_doc_bytes,
             runs_per_user=settings.runs_per_user,
-            history_messages=settings.history_window,
+            history_messages=settings.history_messages,
             now=now,
             settled=settled,
         )

@@ -377,11 +377,6 @@ class Settings(Deployment):
         settings.check()
         return settings
 
-    @property
-    def history_window(self) -> int:
-        """The most messages the model's history window holds (roll-over keeps them live)."""
-        return self.history_messages + self.history_step - 1
-
     def check(self) -> None:
         """Refuse configurations that must never run.
 

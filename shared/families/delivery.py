@@ -143,7 +143,7 @@ class Delivery:
         self._clock = clock
         self._ids = ids
         self._budget = live_doc_bytes
-        self._keep = history_messages  # the most the model's window holds: kept live
+        self._keep = history_messages
         self._limits = limits or SendLimits()
 
     async def deliver(

@@ -72,7 +72,6 @@ SETTINGS = replace(
     throttle_ms=0,  # every event is written at once: no timer between steps
     live_doc_bytes=16_384,  # the smallest budget, so conversations roll over
     history_messages=6,
-    history_step=2,  # the window holds 6 or 7 messages: conversations still roll over
     runs_per_user=1,
     daily_tokens_per_user=600,  # six model calls
     tasks_per_user=2,
