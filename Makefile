@@ -175,6 +175,7 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) -m tools.stack run -- $(PY) bench/task_dispatch.py
 	$(PY) -m tools.stack run -- $(PY) bench/rollover.py
 	$(PY) bench/conversation_cost.py
+	$(PY) bench/prompt_cache.py
 	$(PY) bench/attachments.py
 	$(PY) bench/audio_decode.py
 	$(PY) bench/chat_memory.py

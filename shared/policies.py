@@ -32,6 +32,7 @@ def limits_of(settings: Settings) -> RunLimits:
             settings.attachment_text_chars,
         ),
         queue=QueueLimits(settings.queued_messages_per_conversation, settings.queued_message_bytes),
+        history_step=settings.history_step,
     )
 
 

@@ -36,6 +36,8 @@ PROVIDER = "gen_ai.provider.name"
 REQUEST_MODEL = "gen_ai.request.model"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+# The part of the input tokens read from the provider's prompt cache.
+CACHED_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 # Ours, where the conventions have none.
 TIME_TO_FIRST_TOKEN = "spark.time_to_first_token_ms"

@@ -308,6 +308,7 @@ def assemble(
         minter=live,
         tracer=process_tracer(),
         metrics=process_metrics(),
+        cached_input_percent=settings.cached_input_percent,
     )
     family = family_tools(
         household, store, preferences, delivery, provenance, clock, settings.tool_output_chars

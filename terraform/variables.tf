@@ -141,6 +141,8 @@ variable "limits" {
     SPARK_ATTACHMENT_TEXT_CHARS            = optional(number, 60000)
     SPARK_MAX_STEPS                        = optional(number, 10)
     SPARK_HISTORY_MESSAGES                 = optional(number, 20)
+    SPARK_HISTORY_STEP                     = optional(number, 10)
+    SPARK_CACHED_INPUT_PERCENT             = optional(number, 10)
     SPARK_TOOL_OUTPUT_CHARS                = optional(number, 8000)
     SPARK_LESSON_VERSIONS_KEPT             = optional(number, 20)
     SPARK_TASKS_PER_USER                   = optional(number, 3)
@@ -168,6 +170,7 @@ variable "limits" {
         SPARK_TASK_RETRY_BASE_MS            = 0
         SPARK_LIVE_DOC_BYTES                = 16384
         SPARK_HISTORY_CHARS                 = 1000
+        SPARK_CACHED_INPUT_PERCENT          = 0
         SPARK_ATTACHMENT_IMAGES             = 0
         SPARK_ATTACHMENT_IMAGE_BYTES        = 0
         SPARK_ATTACHMENT_TEXT_CHARS         = 0
@@ -180,7 +183,7 @@ variable "limits" {
         SPARK_RETENTION_DAYS                = 0
       }, name, 1)
     ])
-    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 65536 for SPARK_QUEUED_MESSAGE_BYTES and SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR; 2 for SPARK_FAMILY_MAX_MEMBERS; 10 for SPARK_VOICE_SECRET_SECONDS; 33554432 for SPARK_CHAT_BODY_BUDGET_BYTES; 0 for SPARK_CHAT_BODY_WAIT_SECONDS and SPARK_RETENTION_DAYS)."
+    error_message = "Each limit must be a whole number, at least 1 (0 for SPARK_THROTTLE_MS, SPARK_WATCHDOG_GRACE_SECONDS, SPARK_TASK_RETRY_BASE_MS and the SPARK_ATTACHMENT_ size limits; 16384 for SPARK_LIVE_DOC_BYTES; 1000 for SPARK_HISTORY_CHARS; 0 for SPARK_CACHED_INPUT_PERCENT; 65536 for SPARK_QUEUED_MESSAGE_BYTES and SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR; 2 for SPARK_FAMILY_MAX_MEMBERS; 10 for SPARK_VOICE_SECRET_SECONDS; 33554432 for SPARK_CHAT_BODY_BUDGET_BYTES; 0 for SPARK_CHAT_BODY_WAIT_SECONDS and SPARK_RETENTION_DAYS)."
   }
 }
 

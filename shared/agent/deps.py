@@ -39,6 +39,8 @@ class RunLimits:
     history_chars: int
     attachments: AttachmentBudget
     queue: QueueLimits
+    # The history window moves this many messages at once (``history.window_start``).
+    history_step: int = 1
     # How often a producer that has not written lately checks for a stop or a takeover.
     poll_seconds: float = 1.0
 

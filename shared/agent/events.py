@@ -120,6 +120,8 @@ class UsageEvent:
     output_tokens: int
     finish_reason: FinishReason
     state: StepState | None = None
+    # The part of ``input_tokens`` the provider read from its prompt cache.
+    cached_input_tokens: int = 0
     type: Literal["usage"] = "usage"
 
 

@@ -13,6 +13,13 @@ as references.
 Opaque provider state (``Message.provider_state``, one entry per model step) rides on
 the assistant turn of its step, and only to the provider that wrote it: a
 conversation that moves to another provider is sent our normalised turns alone.
+
+The window moves in steps (``window_start``): its first message stays where it is
+while the conversation grows, and moves ``step`` messages on at once, so each model
+request is the one before with turns added at its end, a prefix the provider's prompt
+cache holds (docs/concepts/prompt-cache.md). Where it starts is counted over the whole
+conversation (the archived messages too), never over the live document alone, so a
+roll-over does not move it.
 """
 
 from __future__ import annotations
@@ -143,20 +150,53 @@ def to_chat(
     return chat
 
 
+def window_start(total: int, limit: int, step: int = 1) -> int:
+    """Where the window of a conversation of ``total`` messages starts (counted from its
+    first message ever): at a multiple of ``step``, as late as leaves at least ``limit``
+    messages in it. It holds from ``limit`` to ``limit + step - 1`` messages, and stays
+    put until the conversation has grown by ``step``."""
+    return max(total - limit, 0) // max(step, 1) * max(step, 1)
+
+
+def window(
+    messages: Sequence[Message], limit: int, offset: int = 0, step: int = 1
+) -> Sequence[Message]:
+    """The messages of the window, of ``messages`` (a conversation's newest, ``offset``
+    messages before them archived)."""
+    start = window_start(offset + len(messages), limit, step)
+    return messages[max(start - offset, 0) :]
+
+
 def build_history(
     messages: Sequence[Message],
     limit: int,
     max_chars: int | None = None,
     provider: ProviderName | None = None,
     shown: Mapping[str, Shown] | None = None,
+    *,
+    offset: int = 0,
+    step: int = 1,
 ) -> list[ChatMessage]:
-    """The model's view of the last ``limit`` messages, oldest first, cut (oldest first)
-    to ``max_chars`` of text: a dropped call takes its results with it, and the history
-    never starts with a result whose call is gone. Opaque state goes only to the
-    ``provider`` that wrote it; attachments show what ``shown`` holds."""
-    chat = to_chat(messages[-limit:], provider, shown)
+    """The model's view of the window over ``messages`` (``window``: at least the last
+    ``limit``, moving ``step`` at once; ``offset``: how many came before ``messages``),
+    oldest first, cut to ``max_chars`` of text: first by whole steps of messages (so the
+    cut, too, stays put from one request to the next), then, if the latest messages
+    alone are over, turn by turn, oldest first. A dropped call takes its results with
+    it, and the history never starts with a result whose call is gone. Opaque state
+    goes only to the ``provider`` that wrote it; attachments show what ``shown`` holds."""
+    total = offset + len(messages)
+    start = window_start(total, limit, step)
+    chat = to_chat(messages[max(start - offset, 0) :], provider, shown)
     if max_chars is None:
         return chat
+    if step > 1:
+        # The latest user message's place in the conversation: the cut never passes it.
+        last_user = offset + max(
+            (i for i, m in enumerate(messages) if m.role == "user"), default=len(messages)
+        )
+        while sum(_chars(turn) for turn in chat) > max_chars and start + step <= last_user:
+            start += step
+            chat = to_chat(messages[max(start - offset, 0) :], provider, shown)
     users = [i for i, turn in enumerate(chat) if turn.role == "user"]
     last_user = users[-1] if users else 0
     size = sum(_chars(turn) for turn in chat)

@@ -29,7 +29,7 @@ from shared.agent.events import (
 from shared.agent.files import FileLoader, choose
 from shared.agent.finish import Ending, RunEnd
 from shared.agent.head_start import HeadStart
-from shared.agent.history import build_history, open_document_note
+from shared.agent.history import build_history, open_document_note, window
 from shared.agent.runs import INTERRUPTED, put_message
 from shared.agent.throttle import ThrottledWriter
 from shared.agent.transcript import Emit, Frame, Transcript
@@ -287,21 +287,27 @@ class Run:
         if self.transcript.has_content:
             previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
         limits = deps.limits
-        window = previous[-limits.history_messages :]
-        shown = await self._files.load(choose(window, limits.attachments))
+        archived = self.conversation.archived
+        offset = archived.count if archived is not None else 0
+        seen = window(previous, limits.history_messages, offset, limits.history_step)
+        shown = await self._files.load(choose(seen, limits.attachments))
         history = build_history(
             previous,
             limits.history_messages,
             limits.history_chars,
             provider=deps.provider,
             shown=shown,
+            offset=offset,
+            step=limits.history_step,
         )
         # Screened at each call, against the store as it is now: an opt-out made since the
         # run was queued (or since its last step) holds for this call.
         history = await deps.screen.screen(self.user_id, history)
         tools = deps.specs if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)
-        return ModelRequest(system=system, messages=history, tools=tools)
+        # One key per conversation: its requests share their prefix (OpenAI's cache key).
+        key = derived("cache", self.user_id, self.conversation_id)
+        return ModelRequest(system=system, messages=history, tools=tools, cache_key=key)
 
     async def _open_stream(self, offer_tools: bool) -> AsyncGenerator[ModelEvent, None]:
         """The model's reply to this step's request: the head start's, if it asked for
@@ -346,6 +352,14 @@ class Run:
             state = None
             if kept is not None:
                 state = StepState(provider=kept.provider, step=self._step, data=kept.data)
-            self._record(UsageEvent(usage.input_tokens, usage.output_tokens, finish.reason, state))
+            self._record(
+                UsageEvent(
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    finish.reason,
+                    state,
+                    cached_input_tokens=usage.cached_input_tokens,
+                )
+            )
         finished(finish, "This reply")
         return calls

@@ -261,6 +261,7 @@ class Transcript:
             self._usage = Usage(
                 input_tokens=usage.input_tokens + event.input_tokens,
                 output_tokens=usage.output_tokens + event.output_tokens,
+                cached_input_tokens=usage.cached_input_tokens + event.cached_input_tokens,
             )
             self._finish = event.finish_reason
             if event.state is not None:

@@ -83,6 +83,14 @@ class Settings(Deployment):
     daily_tokens_per_user: int = setting(
         "SPARK_DAILY_TOKENS_PER_USER", 2_000_000, "model tokens a day per user"
     )
+    # Providers bill input read from their prompt cache at a tenth (Anthropic, OpenAI's
+    # newer models) to a half of the price (docs/costs.md).
+    cached_input_percent: int = setting(
+        "SPARK_CACHED_INPUT_PERCENT",
+        10,
+        "the share (per cent, 0 to 100) of a cached input token a user's daily tokens are charged",
+        minimum=0,
+    )
     daily_uploads_per_user: int = setting(
         "SPARK_DAILY_UPLOADS_PER_USER", 100, "upload sessions a day per user"
     )
@@ -158,7 +166,15 @@ class Settings(Deployment):
     )
     max_steps: int = setting("SPARK_MAX_STEPS", 10, "model calls in one reply")
     history_messages: int = setting(
-        "SPARK_HISTORY_MESSAGES", 20, "messages of history sent to the model"
+        "SPARK_HISTORY_MESSAGES", 20, "messages of history sent to the model (at least)"
+    )
+    # The window moves in steps, so that one model request extends the one before and
+    # the provider's prompt cache holds (docs/concepts/prompt-cache.md).
+    history_step: int = setting(
+        "SPARK_HISTORY_STEP",
+        10,
+        "the history window moves this many messages at once: it holds between "
+        "``SPARK_HISTORY_MESSAGES`` and that plus this, less one",
     )
     tool_output_chars: int = setting(
         "SPARK_TOOL_OUTPUT_CHARS", 8000, "characters of one tool's output the model is shown"

@@ -40,6 +40,7 @@ from shared.egress.providers import (
 from shared.egress.screen import Screen, Screening, screened
 from shared.egress.words import Withheld
 from shared.errors import PayloadTooLarge, ProviderSilent, RateLimited, ToolError
+from shared.ids import derived
 from shared.llm.base import (
     Finish,
     Meter,
@@ -51,6 +52,7 @@ from shared.llm.base import (
 )
 from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
 from shared.observe.metrics import Metrics
+from shared.schemas.documents import Usage
 
 Kind = Literal["chat", "task", "transcription", "speech", "secret"]
 
@@ -105,6 +107,15 @@ def request_chars(request: ModelRequest) -> int:
     return size
 
 
+def charged(usage: Usage, cached_percent: int = 100) -> int:
+    """The tokens a call counts against its user's day: its output, its input, and of
+    that the part read from the provider's prompt cache at ``cached_percent`` per cent
+    (rounded up), as providers bill it at a fraction of the price (docs/costs.md)."""
+    cached = min(usage.cached_input_tokens, usage.input_tokens)
+    share = math.ceil(cached * min(max(cached_percent, 0), 100) / 100)
+    return usage.input_tokens - cached + share + usage.output_tokens
+
+
 def _input_estimate(request: ModelRequest) -> int:
     return math.ceil(request_chars(request) / CHARS_PER_TOKEN)
 
@@ -126,10 +137,14 @@ async def _unreserved(reserving: asyncio.Future[str], meter: Meter) -> None:
 
 
 async def _settled(
-    stream: AsyncGenerator[ModelEvent, None], meter: Meter, reservation: str, sent: int
+    stream: AsyncGenerator[ModelEvent, None],
+    meter: Meter,
+    reservation: str,
+    sent: int,
+    cached_percent: int,
 ) -> AsyncGenerator[ModelEvent, None]:
     """``stream``, its reservation settled however it ends: to the usage the provider
-    reported, else (a stream stopped or broken before its finish) to an estimate of
+    reported (``charged``), else (a stream stopped or broken before its finish) to an estimate of
     what it used: its input, ``sent`` tokens, once anything came back, and the text so
     far. One that never answered is charged nothing, as a provider bills none."""
     used: int | None = None
@@ -138,7 +153,7 @@ async def _settled(
         async with contextlib.aclosing(stream):
             async for event in stream:
                 if isinstance(event, Finish):
-                    used = event.usage.input_tokens + event.usage.output_tokens
+                    used = charged(event.usage, cached_percent)
                 elif isinstance(event, TextDelta):
                     answered += len(event.text) + 1
                 else:
@@ -192,8 +207,11 @@ class Egress:
         bounds: dict[Kind, Bound] | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
+        cached_input_percent: int = 100,
     ) -> None:
         self._model = model
+        # What share of a token read from the prompt cache the meter counts (``charged``).
+        self._cached_percent = cached_input_percent
         self._screen = screen
         self._budget = budget
         self._speaker = speaker
@@ -259,7 +277,8 @@ class Egress:
         stream = spans.watched(
             self._model.stream(request), self._tracer, self._metrics, call, bool(withheld)
         )
-        return _settled(stream, meter, reservation, _input_estimate(request))
+        sent = _input_estimate(request)
+        return _settled(stream, meter, reservation, sent, self._cached_percent)
 
     async def _metered(
         self, user_id: str, request: ModelRequest, meter: Meter | None
@@ -269,6 +288,8 @@ class Egress:
         self._screened(withheld, "task")
         request = screened(request, withheld)
         _check_size(request_chars(request), bound, "The request")
+        if request.cache_key is None:  # a user's task calls share their prompts' prefixes
+            request = dataclasses.replace(request, cache_key=derived("cache", user_id, "task"))
         if request.max_tokens is None:  # bounded, so that its reservation holds it
             request = dataclasses.replace(request, max_tokens=TASK_REPLY_TOKENS)
         meter = meter or self._budget.meter(user_id)
@@ -282,7 +303,7 @@ class Egress:
         try:
             async for event in _within(stream, bound, "The reply"):
                 if isinstance(event, Finish):
-                    used = event.usage.input_tokens + event.usage.output_tokens
+                    used = charged(event.usage, self._cached_percent)
                 yield event
         finally:
             await meter.settle(reservation, used)

@@ -45,6 +45,7 @@ class _Seen:
     first: float | None = None  # seconds to the first chunk
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_input_tokens: int | None = None
 
 
 def started(
@@ -106,7 +107,9 @@ def _observe(span: Span, event: object, seen: _Seen) -> None:
         span.set_attribute(telemetry.TIME_TO_FIRST_TOKEN, seen.first * 1000)
     if isinstance(event, Finish):
         seen.input_tokens, seen.output_tokens = event.usage.input_tokens, event.usage.output_tokens
+        seen.cached_input_tokens = event.usage.cached_input_tokens
         span.set_attribute(telemetry.FINISH_REASONS, [event.reason])
+        span.set_attribute(telemetry.CACHED_INPUT_TOKENS, seen.cached_input_tokens)
     elif isinstance(event, Transcribed):
         seen.input_tokens, seen.output_tokens = event.usage.input_tokens, event.usage.output_tokens
     else:
@@ -146,6 +149,7 @@ async def traced(
                 seconds=time.perf_counter() - seen.began,
                 input_tokens=seen.input_tokens,
                 output_tokens=seen.output_tokens,
+                cached_input_tokens=seen.cached_input_tokens,
                 first_chunk_seconds=seen.first,
                 error=error,
             )

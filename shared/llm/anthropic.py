@@ -101,20 +101,55 @@ def _content(message: ChatMessage) -> list[dict[str, Any]]:
     return blocks
 
 
+CACHE_POINT = {"type": "ephemeral"}
+"""A prompt-cache breakpoint: the prefix up to and including its block is cached (five
+minutes, renewed by each read), and read back, at a tenth of the price, by any later
+request that starts with it."""
+
+_NO_CACHE_POINT = ("thinking", "redacted_thinking")
+"""Blocks the API refuses a breakpoint on (a thinking block is cached with its turn)."""
+
+
+def _marked(block: dict[str, Any]) -> dict[str, Any]:
+    return {**block, "cache_control": CACHE_POINT}
+
+
+def _mark_turn(turn: dict[str, Any]) -> None:
+    """A breakpoint on ``turn``'s last block that may carry one."""
+    blocks = turn["content"]
+    for index in range(len(blocks) - 1, -1, -1):
+        if blocks[index].get("type") not in _NO_CACHE_POINT:
+            blocks[index] = _marked(blocks[index])
+            return
+
+
 def _wire_request(model: str, max_tokens: int, request: ModelRequest) -> dict[str, Any]:
+    """The Messages request, with its prompt-cache breakpoints (at most four): the tools'
+    and the system prompt's, which hold for the whole conversation; the newest turn's,
+    which the next request extends (its reply, its results or the next question follow
+    it); and the one before it but one, where the previous request's newest turn ended,
+    so that request's cache is read even when this one added more blocks than the
+    API looks back over (20)."""
+    turns = merged_turns(request.messages, _content, assistant="assistant", key="content")
+    if turns:
+        _mark_turn(turns[-1])
+    if len(turns) >= 3:
+        _mark_turn(turns[-3])
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_tokens or max_tokens,
-        "messages": merged_turns(request.messages, _content, assistant="assistant", key="content"),
+        "messages": turns,
         "stream": True,
     }
     if request.system:
-        body["system"] = request.system
+        body["system"] = [_marked({"type": "text", "text": request.system})]
     if request.tools:
-        body["tools"] = [
+        tools = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in request.tools
         ]
+        tools[-1] = _marked(tools[-1])
+        body["tools"] = tools
     return body
 
 
@@ -158,6 +193,7 @@ class _StreamState:
         self.stop: ModelFinishReason | None = None
         self.stopped = False  # message_stop arrived
         self.input_tokens = 0
+        self.cached_tokens = 0
         self.output_tokens = 0
 
     def feed(self, line: str) -> tuple[TextDelta, ...]:
@@ -194,12 +230,14 @@ class _StreamState:
         return ()
 
     def _count(self, usage: dict[str, Any]) -> None:
-        # message_delta's counts are cumulative; input may also count cache reads.
+        # message_delta's counts are cumulative. ``input_tokens`` counts only what follows
+        # the last cache breakpoint; the cache's writes and reads are counted apart.
         given = sum(
             usage.get(key) or 0
             for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
         )
         self.input_tokens = max(self.input_tokens, given)
+        self.cached_tokens = max(self.cached_tokens, usage.get("cache_read_input_tokens") or 0)
         self.output_tokens = max(self.output_tokens, usage.get("output_tokens") or 0)
 
     def calls(self) -> list[ToolCallRequest]:
@@ -231,7 +269,11 @@ class _StreamState:
         if self.stop is None or not self.stopped:
             raise IncompleteResponse(CUT_OFF)
         yield from self.calls()
-        usage = Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+        usage = Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cached_input_tokens=self.cached_tokens,
+        )
         yield Finish(self.stop, usage, bounded_state("anthropic", self.opaque()))
 
 

@@ -220,12 +220,17 @@ def merged_turns(
 class ModelRequest:
     """What one model call is given. ``max_tokens``: the most its reply may take (the
     provider stops it there), and so what the egress reserves for it; ``None``: the
-    provider's own limit (Anthropic's adapter sends its default)."""
+    provider's own limit (Anthropic's adapter sends its default).
+
+    ``cache_key`` names the requests that share a prefix (one conversation's, or one
+    user's task calls), for a provider whose prompt cache is steered by one (OpenAI's
+    ``prompt_cache_key``); an opaque hash, never a name or an id as we keep it."""
 
     system: str
     messages: Sequence[ChatMessage]
     tools: Sequence[ToolSpec] = ()
     max_tokens: int | None = None
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,11 @@ def _parts(message: ChatMessage) -> list[dict[str, Any]]:
 
 
 def _wire_request(request: ModelRequest) -> dict[str, Any]:
+    # Gemini's implicit cache matches a prompt's prefix as the model reads it: the system
+    # instruction and tools (the same on every request of a conversation), then the
+    # turns, which only grow at the end (``shared.agent.history``). Explicit context
+    # caching (``cachedContents``) is not used: it bills storage by the hour, for prefixes
+    # that the implicit cache already serves at the same discount.
     body: dict[str, Any] = {
         "contents": merged_turns(request.messages, _parts, assistant="model", key="parts")
     }
@@ -211,6 +216,8 @@ class _StreamState:
                 + (usage.get("toolUsePromptTokenCount") or 0),
                 output_tokens=(usage.get("candidatesTokenCount") or 0)
                 + (usage.get("thoughtsTokenCount") or 0),
+                # Part of promptTokenCount: what the implicit cache served.
+                cached_input_tokens=usage.get("cachedContentTokenCount") or 0,
             )
         return texts
 

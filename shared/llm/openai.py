@@ -102,6 +102,10 @@ def _wire_request(model: str, request: ModelRequest) -> dict[str, Any]:
         body["tools"] = _wire_tools(request.tools)
     if request.max_tokens is not None:
         body["max_completion_tokens"] = request.max_tokens
+    if request.cache_key is not None:
+        # OpenAI caches a prompt's prefix by itself; the key sends one conversation's
+        # requests to the same cache (docs/concepts/prompt-cache.md).
+        body["prompt_cache_key"] = request.cache_key
     return body
 
 
@@ -188,9 +192,11 @@ class _StreamState:
             )
         usage = chunk.get("usage")
         if usage:
+            details = usage.get("prompt_tokens_details") or {}
             self.usage = Usage(
-                input_tokens=usage.get("prompt_tokens", 0),
-                output_tokens=usage.get("completion_tokens", 0),
+                input_tokens=usage.get("prompt_tokens") or 0,
+                output_tokens=usage.get("completion_tokens") or 0,
+                cached_input_tokens=details.get("cached_tokens") or 0,
             )
         texts = []
         for choice in chunk.get("choices") or ():

@@ -54,7 +54,10 @@ class Metrics:
         self._tokens = meter.create_histogram(
             TOKEN_USAGE,
             unit="{token}",
-            description="Tokens used per model call, by type (input, output).",
+            description=(
+                "Tokens used per model call, by type (input, output, and cached_input: "
+                "the part of input read from the prompt cache)."
+            ),
             explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS),
         )
         self._duration = meter.create_histogram(
@@ -119,10 +122,12 @@ class Metrics:
         seconds: float,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
+        cached_input_tokens: int | None = None,
         first_chunk_seconds: float | None = None,
         error: str | None = None,
     ) -> None:
-        """One provider call ended: its duration, tokens and time to first chunk."""
+        """One provider call ended: its duration, tokens (those read from the prompt
+        cache counted apart too, as ``cached_input``) and time to first chunk."""
         attributes: dict[str, str] = {
             telemetry.OPERATION: operation,
             telemetry.PROVIDER: provider,
@@ -135,10 +140,16 @@ class Metrics:
             self._duration.record(seconds, attributes)
         if first_chunk_seconds is not None:
             self._first.record(first_chunk_seconds, attributes)
-        for kind_of_token, count in (("input", input_tokens), ("output", output_tokens)):
+        counts = (
+            ("input", input_tokens),
+            ("output", output_tokens),
+            ("cached_input", cached_input_tokens),
+        )
+        for kind_of_token, count in counts:
             if count is not None:
                 self._tokens.record(count, {**attributes, TOKEN_TYPE: kind_of_token})
-                self._spent.add(count, {**attributes, TOKEN_TYPE: kind_of_token})
+                if kind_of_token != "cached_input":  # a part of input: the alert's sum holds
+                    self._spent.add(count, {**attributes, TOKEN_TYPE: kind_of_token})
 
     def screen_applied(self, kind: str) -> None:
         """A request of ``kind`` left with opted-out family text withheld."""

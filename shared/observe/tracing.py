@@ -86,6 +86,8 @@ class Usage(Protocol):
     def input_tokens(self) -> int: ...
     @property
     def output_tokens(self) -> int: ...
+    @property
+    def cached_input_tokens(self) -> int: ...
 
 
 def tracing() -> bool:
@@ -199,6 +201,7 @@ def run_ended(span: Span, ending: str, usage: Usage | None) -> None:
     if usage is not None:
         attributes[telemetry.INPUT_TOKENS] = usage.input_tokens
         attributes[telemetry.OUTPUT_TOKENS] = usage.output_tokens
+        attributes[telemetry.CACHED_INPUT_TOKENS] = usage.cached_input_tokens
     span.set_attributes(attributes)
 
 

@@ -51,7 +51,7 @@ def test_e2e_anthropic_reply_streams_and_reaches_firestore(
     reply = doc["messages"][-1]
     assert reply["content"] == [{"type": "text", "text": "Hello from Claude."}]
     assert reply["model"] == "fake-model"
-    assert reply["usage"] == {"inputTokens": 3, "outputTokens": 3}
+    assert reply["usage"] == {"inputTokens": 3, "outputTokens": 3, "cachedInputTokens": 0}
     sent = fake_anthropic.requests_for("hello claude")[-1]
     assert sent["model"] == "fake-model" and sent["stream"] is True
     assert sent["system"]  # the system prompt, at the top level where Anthropic wants it

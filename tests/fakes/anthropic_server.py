@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.fakes.openai_server import Script, _Dropped, hold_before
+from tests.fakes.prompt_cache import PromptCache, Read
 
 SIGNATURE = "c2lnbmF0dXJlLW9mLXRoZS1mYWtl"
 THOUGHT = "The user wants a tool; I will call it."
@@ -51,7 +52,14 @@ def text_delta(index: int, text: str) -> bytes:
     )
 
 
-def message_start(input_tokens: int = 3) -> bytes:
+def message_start(input_tokens: int = 3, read: Read | None = None) -> bytes:
+    """``message_start``, its usage ``input_tokens``, or, with a prompt cache's ``read``,
+    what the request took beyond the cache and what it read from it."""
+    usage = {"input_tokens": input_tokens, "output_tokens": 1}
+    if read is not None:
+        usage["input_tokens"] = read.uncached_tokens
+        usage["cache_creation_input_tokens"] = 0
+        usage["cache_read_input_tokens"] = read.cached_tokens
     message = {
         "id": "msg_fake",
         "type": "message",
@@ -60,7 +68,7 @@ def message_start(input_tokens: int = 3) -> bytes:
         "model": "fake-model",
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+        "usage": usage,
     }
     return event("message_start", {"message": message})
 
@@ -104,8 +112,10 @@ def decode(body: dict[str, Any]) -> list[tuple[Any, ...]]:
     items: list[tuple[Any, ...]] = [
         ("tool", t["name"], t["input_schema"]) for t in body.get("tools") or []
     ]
-    if body.get("system"):
-        items.append(("system", body["system"]))
+    system = body.get("system")
+    if system:  # a string, or text blocks (with a cache breakpoint)
+        text = system if isinstance(system, str) else "".join(b["text"] for b in system)
+        items.append(("system", text))
     names: dict[str, str] = {}
     for message in body.get("messages") or []:
         content = message["content"]
@@ -138,6 +148,10 @@ class FakeAnthropic:
         self.default = default or Script()
         self.scripts: dict[str, Script] = {}
         self.requests: list[dict[str, Any]] = []
+        # A prompt cache, when set (``prompt_cache.py``): each request's usage then
+        # counts what it read from the cache apart (``reads``, in order).
+        self.cache: PromptCache | None = None
+        self.reads: list[Read] = []
         self.app = Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
 
     def script(self, trigger: str, script: Script) -> None:
@@ -154,6 +168,9 @@ class FakeAnthropic:
             return JSONResponse({"type": "error", "error": error}, status_code=401)
         body = await request.json()
         self.requests.append(body)
+        read = self.cache.read(body) if self.cache is not None else None
+        if read is not None:
+            self.reads.append(read)
         script = self.scripts.get(last_user_text(body), self.default)
         if ends_with_results(body) and script.then is not None:
             script = script.then
@@ -167,13 +184,13 @@ class FakeAnthropic:
                 status_code=script.status,
                 headers={"retry-after-ms": "1", "x-should-retry": "true"},
             )
-        return StreamingResponse(self._stream(script), media_type="text/event-stream")
+        return StreamingResponse(self._stream(script, read), media_type="text/event-stream")
 
-    async def _stream(self, script: Script) -> AsyncIterator[bytes]:
+    async def _stream(self, script: Script, read: Read | None = None) -> AsyncIterator[bytes]:
         if script.first_delay:
             await asyncio.sleep(script.first_delay)
         await hold_before(script, 0)
-        yield message_start()
+        yield message_start(read=read)
         yield event("ping", {})
         index = 0
         if script.thinking:

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.fakes.openai_server import Script, _Dropped, hold_before
+from tests.fakes.prompt_cache import PromptCache, Read
 
 SIGNATURE = "dGhvdWdodC1zaWduYXR1cmU="
 
@@ -118,6 +119,10 @@ class FakeGemini:
         self.scripts: dict[str, Script] = {}
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        # A prompt cache, when set (``prompt_cache.py``): each request's usage then
+        # counts its input and the part of it the implicit cache served (``reads``).
+        self.cache: PromptCache | None = None
+        self.reads: list[Read] = []
         # Voice: each ephemeral token minted (its request), and each speech request.
         self.tokens: list[dict[str, Any]] = []
         self.speeches: list[dict[str, Any]] = []
@@ -193,6 +198,9 @@ class FakeGemini:
         if audio is not None:
             text = self.heard.get(hashlib.sha256(audio).hexdigest(), "")
             return StreamingResponse(self._transcript(text), media_type="text/event-stream")
+        read = self.cache.read(body) if self.cache is not None else None
+        if read is not None:
+            self.reads.append(read)
         script = self.scripts.get(last_user_text(body), self.default)
         if ends_with_results(body) and script.then is not None:
             script = script.then
@@ -203,9 +211,9 @@ class FakeGemini:
                 {"error": {**error, "status": status}},
                 status_code=script.status,
             )
-        return StreamingResponse(self._stream(script), media_type="text/event-stream")
+        return StreamingResponse(self._stream(script, read), media_type="text/event-stream")
 
-    async def _stream(self, script: Script) -> AsyncIterator[bytes]:
+    async def _stream(self, script: Script, read: Read | None = None) -> AsyncIterator[bytes]:
         if script.first_delay:
             await asyncio.sleep(script.first_delay)
         for n, text in enumerate(script.chunks):
@@ -231,11 +239,14 @@ class FakeGemini:
             if calls[1:]:
                 yield chunk(calls[1:])
         if script.finish:
+            prompt = read.input_tokens if read is not None else 3
             usage = {
-                "promptTokenCount": 3,
+                "promptTokenCount": prompt,
                 "candidatesTokenCount": len(script.chunks),
-                "totalTokenCount": 3 + len(script.chunks),
+                "totalTokenCount": prompt + len(script.chunks),
             }
+            if read is not None:
+                usage["cachedContentTokenCount"] = read.cached_tokens
             yield chunk([{"text": ""}], "STOP", usage)
 
 

@@ -33,6 +33,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakes.prompt_cache import PromptCache, Read
+
 
 @dataclass
 class Script:
@@ -152,6 +154,10 @@ class FakeOpenAI:
         # Answers chat requests itself when set (a test's own model, e.g. a parrot
         # repeating what it is given), ahead of any script; ``None``: not its request.
         self.answer: Callable[[dict[str, Any]], Script | None] | None = None
+        # A prompt cache, when set (``prompt_cache.py``): each chat request's usage then
+        # counts its input and the part of it read from the cache (``reads``, in order).
+        self.cache: PromptCache | None = None
+        self.reads: list[Read] = []
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._complete, methods=["POST"]),
@@ -230,9 +236,12 @@ class FakeOpenAI:
         body = await request.json()
         self.requests.append(body)
         self.wire.append((time.monotonic(), body))
+        read = self.cache.read(body) if self.cache is not None else None
+        if read is not None:
+            self.reads.append(read)
         answered = self.answer(body) if self.answer is not None else None
         if answered is not None:
-            return StreamingResponse(self._stream(answered), media_type="text/event-stream")
+            return StreamingResponse(self._stream(answered, read), media_type="text/event-stream")
         whole, first = _said(body)
         script = self.scripts.get(whole) or self.scripts.get(first) or self.default
         for key in (whole, first):
@@ -256,9 +265,9 @@ class FakeOpenAI:
                 status_code=script.status,
                 headers={"retry-after-ms": "1"},
             )
-        return StreamingResponse(self._stream(script), media_type="text/event-stream")
+        return StreamingResponse(self._stream(script, read), media_type="text/event-stream")
 
-    async def _stream(self, script: Script) -> AsyncIterator[bytes]:
+    async def _stream(self, script: Script, read: Read | None = None) -> AsyncIterator[bytes]:
         if script.first_delay:
             await asyncio.sleep(script.first_delay)
         await hold_before(script, 0)
@@ -294,14 +303,16 @@ class FakeOpenAI:
             )
         if script.finish:
             yield chunk({}, "tool_calls" if script.tool_calls else "stop")
-            yield chunk(
-                {},
-                usage={
-                    "prompt_tokens": 3,
-                    "completion_tokens": len(script.chunks),
-                    "total_tokens": 9,
-                },
-            )
+            usage: dict[str, Any] = {
+                "prompt_tokens": 3,
+                "completion_tokens": len(script.chunks),
+                "total_tokens": 9,
+            }
+            if read is not None:
+                usage["prompt_tokens"] = read.input_tokens
+                usage["total_tokens"] = read.input_tokens + len(script.chunks)
+                usage["prompt_tokens_details"] = {"cached_tokens": read.cached_tokens}
+            yield chunk({}, usage=usage)
         yield b"data: [DONE]\n\n"
 
 

@@ -58,12 +58,15 @@ async def test_run_sends_history_and_system_prompt_to_the_model() -> None:
 
 
 async def test_run_history_is_limited_to_the_latest_messages() -> None:
-    provider = ScriptedProvider([Step.reply(f"r{n}") for n in range(4)])
-    service = make_service(provider, history_messages=3)
+    provider = ScriptedProvider([Step.reply(f"r{n}") for n in range(5)])
+    # At least 3 messages, moving 4 at once (two turns): from 3 to 6 messages.
+    service = make_service(provider, history_messages=3, history_step=4)
     conversation_id, _ = await run_to_end(service, ALICE, "m0")
-    for n in range(1, 4):
+    for n in range(1, 5):
         await run_to_end(service, ALICE, f"m{n}", conversation_id)
-    assert [m.text for m in provider.requests[-1].messages] == ["m2", "r2", "m3"]
+    seen = [[m.text for m in request.messages] for request in provider.requests]
+    assert seen[3] == ["m2", "r2", "m3"]  # 7 messages: from the 5th (after 4 of them)
+    assert seen[4] == ["m2", "r2", "m3", "r3", "m4"]  # 9: it has not moved
 
 
 class AskedProvider:

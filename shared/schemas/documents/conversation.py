@@ -42,10 +42,14 @@ class MessageError(Document):
 
 # Also what one model call reports (``shared.llm.base.Finish.usage``): one type for both.
 class Usage(Document):
-    """Tokens the model provider counted for one message (all its steps together)."""
+    """Tokens the model provider counted for one message (all its steps together).
+
+    ``cached_input_tokens`` are the part of ``input_tokens`` the provider read from its
+    prompt cache (billed at a fraction of the price: docs/costs.md)."""
 
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
+    cached_input_tokens: int = Field(default=0, ge=0)
 
 
 MAX_STATE_CHARS = 16_384
