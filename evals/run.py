@@ -229,12 +229,18 @@ async def run(
     }
     before = last_kept(folder, model)
     regressed = regressions(cases, before[1]["cases"]) if before else []
-    path = folder / f"{slug(model)}-{day}.json" if write else None
-    if path is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    path = keep(folder, results) if write else None
     _summary(console, results, regressed, before[0] if before else None, path)
     return Result(path, results, regressed, reports)
+
+
+def keep(folder: Path, results: dict[str, Any]) -> Path:
+    """``results`` written as ``folder/<model>-<date>.json`` (a second run on the same
+    day replaces the first: the file is that day's last word on the model)."""
+    path = folder / f"{slug(results['model'])}-{results['date']}.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    return path
 
 
 def _summary(
@@ -287,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no such set: {', '.join(unknown)}")
     if settings.offline_model:
-        print("No model key set: the offline smoke set, on the demo model, deterministic scorers only.")
+        print("No model key: the offline smoke set, on the demo model, deterministic scorers only.")
     result = asyncio.run(run(settings, EvalSettings.from_env(), names, write=not args.no_write))
     # Offline, every smoke case must pass (the demo model is deterministic); with a model,
     # quality varies: only a regression fails the run.

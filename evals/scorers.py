@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from pydantic_ai.models import Model
 from pydantic_evals.evaluators import EvaluationReason, Evaluator, EvaluatorContext, LLMJudge
 
 from evals.cases import NO_TOOL, Expect, Inputs, Outcome
@@ -118,7 +119,9 @@ class ApprovalAsked(Evaluator[Inputs, Outcome, Expect]):
             return {}
         asked = ctx.output.approvals
         if wanted:
-            return {"approval": EvaluationReason(bool(asked), f"asked for {asked}" if asked else "none")}
+            return {
+                "approval": EvaluationReason(bool(asked), f"asked for {asked}" if asked else "none")
+            }
         return {"approval": EvaluationReason(not asked, f"asked for {asked}" if asked else "none")}
 
 
@@ -298,12 +301,10 @@ JUDGE_PREAMBLE = (
 )
 
 
-def rubric(expect: Expect, judge: str) -> list[Evaluator[Inputs, Outcome, Expect]]:
+def rubric(expect: Expect, judge: str | Model) -> list[Evaluator[Inputs, Outcome, Expect]]:
     """The judge model's evaluator of a case's rubric (none without one), with the
     inputs included: age-fitness and Socratic help depend on who asked."""
     if not expect.rubric:
         return []
-    judged = LLMJudge(
-        rubric=JUDGE_PREAMBLE + expect.rubric, model=judge, include_input=True
-    )
-    return [judged]  # type: ignore[list-item]  # LLMJudge judges any inputs and outputs
+    judged = LLMJudge(rubric=JUDGE_PREAMBLE + expect.rubric, model=judge, include_input=True)
+    return [judged]

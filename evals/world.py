@@ -26,9 +26,17 @@ from shared.auth.base import User
 from shared.clock import SystemClock
 from shared.config import Settings
 from shared.families.messages import Target
-from shared.llm.base import Finish, ModelEvent, ModelProvider, ModelRequest, ToolCallRequest
+from shared.llm.base import (
+    Finish,
+    ModelEvent,
+    ModelProvider,
+    ModelRequest,
+    ProviderName,
+    ToolCallRequest,
+)
 from shared.queue.memory import InMemoryTaskQueue
 from shared.schemas.documents import Conversation, Lesson, Message
+from shared.schemas.documents.base import FamilyRole
 from shared.schemas.documents.parts import ContentPart
 from shared.store.files import InMemoryFileStore
 from shared.store.memory import (
@@ -67,7 +75,7 @@ class Recording:
         return self.inner.label
 
     @property
-    def provider(self):  # type: ignore[no-untyped-def]  # the inner adapter's ProviderName
+    def provider(self) -> ProviderName:
         return self.inner.provider
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
@@ -97,7 +105,7 @@ async def _family(components: Components, family: Family) -> None:
     for member in family.members:
         if member is founder:
             continue
-        role = "parent" if member.role == "parent" else "dependent"
+        role: FamilyRole = "parent" if member.role == "parent" else "dependent"
         invite = await agent.families.invite(founder.uid, made.id, role)
         await agent.families.join(_user(member.uid, member.name), invite.token)
     for sent in family.messages:
@@ -208,7 +216,9 @@ async def play(inputs: Inputs, settings: Settings, seconds: float) -> Outcome:
                     updated_at=now,
                 )
                 await lessons.create(user.uid, lesson)
-            attached = [await _attach(files, user.uid, inputs.attachment)] if inputs.attachment else []
+            attached = (
+                [await _attach(files, user.uid, inputs.attachment)] if inputs.attachment else []
+            )
             sent = await components.agent.send(
                 user,
                 inputs.turn,
