@@ -235,10 +235,14 @@ async def run(
 
 
 def keep(folder: Path, results: dict[str, Any]) -> Path:
-    """``results`` written as ``folder/<model>-<date>.json`` (a second run on the same
-    day replaces the first: the file is that day's last word on the model)."""
+    """``results`` written as ``folder/<model>-<date>.json``: a second run on the same
+    day replaces the first's cases, and keeps those it did not run (a run of some sets
+    loses none of the others'); the tokens and cost are the last run's."""
     path = folder / f"{slug(results['model'])}-{results['date']}.json"
     folder.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        earlier = json.loads(path.read_text(encoding="utf-8"))["cases"]
+        results = {**results, "cases": {**earlier, **results["cases"]}}
     path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
     return path
 

@@ -28,8 +28,8 @@ class EvalSettings:
     tokens: int = setting(
         "SPARK_EVAL_TOKENS",
         400_000,
-        "a run's token budget: no case starts once it is spent, and each case's user may "
-        "spend only what is left (the egress's meter refuses the rest)",
+        "a run's token budget: no case starts once it is spent, and each case's user has "
+        "what is left as their day's tokens (the egress's meter refuses calls past it)",
     )
     concurrency: int = setting("SPARK_EVAL_CONCURRENCY", 4, "cases run at once")
     case_seconds: int = setting(

@@ -18,7 +18,7 @@ from pydantic_evals.otel._errors import SpanTreeRecordingError
 from rich.console import Console
 
 from evals.cases import NO_TOOL, SETS, Call, Expect, Inputs, Outcome, load, smoke
-from evals.run import Spend, cost, last_kept, regressions, run, slug
+from evals.run import Spend, cost, keep, last_kept, regressions, run, slug
 from evals.scorers import (
     ApprovalAsked,
     ArgumentsValid,
@@ -300,3 +300,11 @@ async def test_a_spent_budget_starts_no_more_cases(tmp_path: Path) -> None:
     skipped = "not run: the run's token budget is spent"
     assert errors.count(None) == 1 and errors.count(skipped) == len(errors) - 1
     assert result.results["skipped"] == len(errors) - 1
+
+
+def test_a_run_of_some_sets_keeps_the_days_other_cases(tmp_path: Path) -> None:
+    day = {"model": "offline", "date": "2026-11-29", "cases": {"teacher/a": _case(tool=True)}}
+    keep(tmp_path, day)
+    again = {**day, "cases": {"family/b": _case(tool=False)}}
+    path = keep(tmp_path, again)
+    assert set(json.loads(path.read_text())["cases"]) == {"teacher/a", "family/b"}
