@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -190,10 +191,11 @@ async def run(
     progress: bool = True,
     write: bool = True,
     today: datetime | None = None,
+    only: Collection[str] = (),
 ) -> Result:
-    """Every case of the sets ``names`` (only their smoke cases on the offline model),
-    its report printed to ``console``, its results written to ``folder`` (with
-    ``write``)."""
+    """Every case of the sets ``names`` (only their smoke cases on the offline model;
+    only the cases ``only`` names, ``set/name``, if it names any), its report printed to
+    ``console``, its results written to ``folder`` (with ``write``)."""
     console = console or Console()
     offline = settings.offline_model
     model = OFFLINE if offline else f"{settings.provider}:{settings.model}"
@@ -204,7 +206,11 @@ async def run(
     cases: dict[str, Any] = {}
     for name in names:
         dataset = load(name)
-        dataset = scored(smoke(dataset) if offline else dataset, judge)
+        dataset = smoke(dataset) if offline else dataset
+        if only:
+            chosen = [c for c in dataset.cases if f"{name}/{c.name}" in only]
+            dataset = EvalSet(name=name, cases=chosen)
+        dataset = scored(dataset, judge)
         report = await dataset.evaluate(
             task, name=name, max_concurrency=evals.concurrency, progress=progress
         )
@@ -223,7 +229,7 @@ async def run(
             "metered": spend.metered,
             "budget": evals.tokens,
         },
-        "cost_usd": None if price is None else float(round(price, 4)),
+        "cost_usd": None if price is None else float(price),
         "skipped": len(spend.skipped),
         "cases": cases,
     }
@@ -290,15 +296,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals", description=__doc__.splitlines()[0])
     parser.add_argument("sets", nargs="*", help=f"the sets (default: all of {', '.join(SETS)})")
     parser.add_argument("--no-write", action="store_true", help="write no results file")
+    parser.add_argument(
+        "--case", action="append", default=[], help="only this case (set/name; repeatable)"
+    )
     args = parser.parse_args(argv)
     settings = Settings.from_env()
-    names = tuple(args.sets) or SETS
+    names = tuple(args.sets) or tuple(dict.fromkeys(c.split("/")[0] for c in args.case)) or SETS
     unknown = sorted(set(names) - set(SETS))
     if unknown:
         parser.error(f"no such set: {', '.join(unknown)}")
     if settings.offline_model:
         print("No model key: the offline smoke set, on the demo model, deterministic scorers only.")
-    result = asyncio.run(run(settings, EvalSettings.from_env(), names, write=not args.no_write))
+    evals = EvalSettings.from_env()
+    result = asyncio.run(run(settings, evals, names, write=not args.no_write, only=args.case))
     # Offline, every smoke case must pass (the demo model is deterministic); with a model,
     # quality varies: only a regression fails the run.
     if settings.offline_model:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from evals.settings import EvalSettings
 from shared.clock import SystemClock
 from shared.config import Settings
 from shared.llm.offline import OfflineProvider
+from tests.fakes.openai_server import FakeOpenAI, Script, ServerThread
 from tests.unit.helpers import make_service
 
 INPUTS = Inputs.model_validate(
@@ -308,3 +310,53 @@ def test_a_run_of_some_sets_keeps_the_days_other_cases(tmp_path: Path) -> None:
     again = {**day, "cases": {"family/b": _case(tool=False)}}
     path = keep(tmp_path, again)
     assert set(json.loads(path.read_text())["cases"]) == {"teacher/a", "family/b"}
+
+
+PLAN = "Plan 3 lessons on fractions for Year 4"
+PLAN_ARGS = json.dumps({"count": 3, "topic": "fractions", "audience": "Year 4"})
+
+
+async def test_a_model_run_goes_through_the_provider_and_names_what_regressed(
+    tmp_path: Path,
+) -> None:
+    """The provider path, on the OpenAI adapter and a loopback fake of OpenAI: a run that
+    calls the tool is kept; the next, whose model no longer calls it, names the case."""
+    fake = FakeOpenAI()
+    with ServerThread(fake.app) as server:
+        settings = Settings.from_env(
+            {
+                "SPARK_MODEL": "openai:gpt-4o-mini",
+                "OPENAI_API_KEY": "test-key",
+                "OPENAI_BASE_URL": f"http://127.0.0.1:{server.port}/v1",
+            }
+        )
+        only = ("teacher/plan-fractions", "conversation/hello")
+        results = []
+        for calls_the_tool in (True, False):
+            if calls_the_tool:
+                fake.script(PLAN, Script(chunks=[], tool_calls=[("plan_lessons", PLAN_ARGS)]))
+            else:
+                fake.scripts.clear()  # the model now answers in words
+            out = io.StringIO()
+            result = await run(
+                settings,
+                EvalSettings(),
+                ("teacher", "conversation"),
+                folder=tmp_path,
+                console=Console(file=out, width=200),
+                progress=False,
+                only=only,
+                today=datetime(2026, 11, 28 + (not calls_the_tool), tzinfo=UTC),
+            )
+            results.append((result, out.getvalue()))
+    (first, _), (second, printed) = results
+    assert first.results["model"] == "openai:gpt-4o-mini"
+    assert first.passed and set(first.results["cases"]) == set(only)
+    assert first.results["tokens"]["input"] > 0 and first.results["cost_usd"] > 0
+    assert second.regressed == [
+        "teacher/plan-fractions: tool, arguments passed before, fail now (tool: wanted "
+        "plan_lessons, called []; arguments: no call of plan_lessons)"
+    ]
+    assert "regressed since openai-gpt-4o-mini-2026-11-28.json:" in printed
+    assert first.path == tmp_path / "openai-gpt-4o-mini-2026-11-28.json"
+    assert second.path == tmp_path / "openai-gpt-4o-mini-2026-11-29.json"
