@@ -47,6 +47,7 @@ from shared.store.memory import (
     InMemoryTaskLedgerStore,
 )
 from shared.wiring import Components, assemble, build_provider
+from tests.samples import pdf_with_pages
 
 LESSON_ID = "les_eval"
 CONVERSATION_ID = "conv_eval"
@@ -115,15 +116,10 @@ async def _family(components: Components, family: Family) -> None:
         await agent.preferences.update(uid, ai_reads_family_messages=False)
 
 
-def _pdf(pages: list[str]) -> bytes:
-    """A small PDF with one page of text per item (what pypdf reads back)."""
-    from tests.samples import pdf_with_pages
-
-    return pdf_with_pages(*pages)
-
-
 async def _attach(files: InMemoryFileStore, uid: str, page: Page) -> Requested:
-    data = _pdf(page.pages)
+    """``page`` uploaded as the user's PDF (the tests' own PDF maker: one page of text
+    per item, as pypdf reads it back)."""
+    data = pdf_with_pages(*page.pages)
     path = f"{uid}/uploads/{page.name}"
     await files.write(path, data, "application/pdf")
     return Requested(path, "application/pdf", len(data))
