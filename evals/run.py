@@ -32,6 +32,8 @@ from shared.config import Settings
 RESULTS = Path(__file__).resolve().parent / "results"
 OFFLINE = "offline"
 """The results' name for the offline demo model's runs."""
+NOT_RUN = "not run: the run's token budget is spent"
+"""A case's error when the budget was spent before it started: no verdict on the model."""
 
 
 def slug(model: str) -> str:
@@ -62,7 +64,7 @@ def _task(settings: Settings, evals: EvalSettings, spend: Spend) -> Any:
     async def respond(inputs: Inputs) -> Outcome:
         if spend.left <= 0:
             spend.skipped.append(inputs.turn)
-            return Outcome(error="not run: the run's token budget is spent")
+            return Outcome(error=NOT_RUN)
         # The egress's meter holds the case's user to what is left of the run's budget.
         allowed = replace(settings, daily_tokens_per_user=max(1, spend.left))
         outcome = await play(inputs, allowed, evals.case_seconds)
@@ -102,6 +104,7 @@ def case_results(report: EvaluationReport[Inputs, Outcome, Expect]) -> dict[str,
             "tools": [c.name for c in case.output.calls],
             "reply": case.output.reply,
             "error": case.output.error,
+            "ran": case.output.error != NOT_RUN,
             "seconds": round(case.task_duration, 3),
         }
     for failure in report.failures:
@@ -120,11 +123,11 @@ def case_results(report: EvaluationReport[Inputs, Outcome, Expect]) -> dict[str,
 
 def regressions(now: dict[str, Any], before: dict[str, Any]) -> list[str]:
     """Each case that regressed since ``before`` (a results file's ``cases``), named with
-    the assertions that passed then and fail now."""
+    the assertions that passed then and fail now (a case the budget left unrun is none)."""
     named = []
     for name, case in sorted(now.items()):
         past = before.get(name)
-        if past is None:
+        if past is None or not case.get("ran", True):
             continue
         lost = [
             a
