@@ -8,7 +8,7 @@ UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help setup web dev trace-shot dev-reset test lint typecheck webcheck checkov docs docs-serve package unit schemas bench eval clean
+.PHONY: help setup web dev trace-shot dev-reset test lint typecheck webcheck checkov docs docs-serve package unit eval schemas bench clean
 # Playwright (the browser tests' driver) drives Debian's chromium: it never downloads one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
