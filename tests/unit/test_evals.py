@@ -34,6 +34,7 @@ from evals.scorers import (
 from evals.settings import EvalSettings
 from shared.clock import SystemClock
 from shared.config import Settings
+from shared.errors import ConfigurationError
 from shared.llm.offline import OfflineProvider
 from tests.fakes.openai_server import FakeOpenAI, Script, ServerThread
 from tests.unit.helpers import make_service
@@ -364,3 +365,30 @@ async def test_a_model_run_goes_through_the_provider_and_names_what_regressed(
     assert "regressed since openai-gpt-4o-mini-2026-11-28.json:" in printed
     assert first.path == tmp_path / "openai-gpt-4o-mini-2026-11-28.json"
     assert second.path == tmp_path / "openai-gpt-4o-mini-2026-11-29.json"
+
+
+def test_the_docs_table_shows_the_newest_result_of_each_model(tmp_path: Path) -> None:
+    from tools.docs import eval_results
+
+    assert "No results are kept yet" in eval_results(tmp_path)
+    base = {"judge": None, "tokens": {"input": 10, "output": 5}, "cost_usd": 0.5}
+    older = {**base, "model": "openai:gpt-4o", "date": "2026-11-01", "cases": {}}
+    newer = {
+        **base,
+        "model": "openai:gpt-4o",
+        "date": "2026-11-02",
+        "cases": {"family/tell-dad": _case(approval=False), "family/read": _case(tool=True)},
+    }
+    keep(tmp_path, older)
+    keep(tmp_path, newer)
+    page = eval_results(tmp_path)
+    assert "### `openai:gpt-4o`, 2026-11-02" in page and "2026-11-01" not in page
+    assert "| family | 2 | 1 |" in page
+    assert "| `family/tell-dad` | approval |" in page
+
+
+def test_the_eval_settings_are_read_from_the_environment() -> None:
+    read = EvalSettings.from_env({"SPARK_EVAL_TOKENS": "1000", "SPARK_EVAL_JUDGE": "openai:x"})
+    assert (read.tokens, read.judge, read.concurrency) == (1000, "openai:x", 4)
+    with pytest.raises(ConfigurationError):
+        EvalSettings.from_env({"SPARK_EVAL_CONCURRENCY": "0"})
