@@ -8,7 +8,7 @@ UV := .tools/bin/uv
 PY := .venv/bin/python
 CHECKOV := .tools/checkov/bin/checkov
 
-.PHONY: help setup web dev trace-shot dev-reset test lint typecheck webcheck checkov docs docs-serve package unit schemas bench clean
+.PHONY: help setup web dev trace-shot dev-reset test lint typecheck webcheck checkov docs docs-serve package unit eval schemas bench clean
 # Playwright (the browser tests' driver) drives Debian's chromium: it never downloads one.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
@@ -159,6 +159,12 @@ package: .venv/.synced ## Build dist/functions.zip, the functions' reproducible 
 ## Unit tests only (no emulators).
 unit: .venv/.synced ## Unit tests only (no emulators)
 	$(PY) -m pytest tests/unit
+
+# With SPARK_MODEL and its provider's key: every set on that model (docs/evals.md); with
+# no key, the offline smoke set on the demo model. Not part of make test, which runs the
+# smoke set as a unit test (tests/unit/test_evals.py).
+eval: .venv/.synced ## Evaluate the agent (evals/): every set on SPARK_MODEL, or the offline smoke set with no key
+	$(PY) -m evals
 
 schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, OpenAPI)
 	$(PY) -m shared.schemas.export

@@ -9,7 +9,10 @@ source of truth, so the page changes when that source does and never by hand:
 * ``documents``: each JSON Schema in ``schemas/`` (``make schemas`` writes them);
 * ``sse-events``: the events a reply streams (``shared/agent/events.py``), with their
   wire fields as ``shared/agent/sse.py`` sends them;
-* ``benchmarks``: the figures ``make bench`` last recorded in ``bench/results.json``.
+* ``benchmarks``: the figures ``make bench`` last recorded in ``bench/results.json``;
+* ``eval-settings``: the variables a run of ``make eval`` reads (``evals/settings.py``);
+* ``eval-results``: the latest kept result of each model ``make eval`` ran
+  (``evals/results/``), set by set, with the cases that failed.
 
 A marker with no generator is an error, so a misspelt one fails the build.
 """
@@ -29,6 +32,8 @@ if str(ROOT) not in sys.path:  # mkdocs loads hooks by path: the repository's pa
     sys.path.insert(0, str(ROOT))
 
 from bench.results import RESULTS  # noqa: E402
+from evals.run import RESULTS as EVAL_RESULTS  # noqa: E402
+from evals.settings import DECLARED as EVAL_SETTINGS  # noqa: E402
 from shared.agent.events import UNSENT, AgentEvent  # noqa: E402
 from shared.config import SETTINGS  # noqa: E402
 from shared.config.declaration import Setting  # noqa: E402
@@ -59,13 +64,14 @@ def _cell(text: str) -> str:
     return text.replace("``", "`").replace("|", "\\|").replace("\n", " ")
 
 
-def settings_table() -> str:
-    """One row per variable ``Settings`` reads, in declaration order."""
+def settings_table(declarations: dict[str, tuple[Setting, Any]] = SETTINGS) -> str:
+    """One row per variable ``Settings`` reads (or another set of ``declarations``), in
+    declaration order."""
     rows = [
         "| variable | default | minimum | meaning |",
         "| --- | --- | --- | --- |",
     ]
-    for declared, default in SETTINGS.values():
+    for declared, default in declarations.values():
         name, *older = declared.names
         names = f"`{name}`" + "".join(f" (or `{o}`)" for o in older)
         minimum = "" if declared.minimum is None else str(declared.minimum)
@@ -192,8 +198,52 @@ def benchmarks(path: Path = RESULTS) -> str:
     return "\n".join(lines).rstrip()
 
 
+def eval_results(folder: Path = EVAL_RESULTS) -> str:
+    """The newest result of each model in ``folder``: its passes set by set, its tokens
+    and cost, and each failed assertion with its reason."""
+    newest: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.json")):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        newest[result["model"]] = result  # sorted by name: a model's dates ascend
+    if not newest:
+        return "!!! note\n    No results are kept yet: `make eval` writes them to `evals/results/`."
+    lines: list[str] = []
+    for model, result in sorted(newest.items()):
+        tokens = result["tokens"]
+        price = result["cost_usd"]
+        judge = f"`{result['judge']}`" if result["judge"] else "none"
+        lines += [
+            f"### `{model}`, {result['date']}",
+            "",
+            f"Judge: {judge}; tokens: "
+            f"{tokens['input']:,} in, {tokens['output']:,} out; cost: "
+            + ("unknown" if price is None else f"${price:.4f}")
+            + ".",
+            "",
+            "| set | cases | passed |",
+            "| --- | --- | --- |",
+        ]
+        sets: dict[str, list[bool]] = {}
+        for name, case in result["cases"].items():
+            sets.setdefault(name.split("/")[0], []).append(case["passed"])
+        for name, passed in sets.items():
+            lines.append(f"| {name} | {len(passed)} | {sum(passed)} |")
+        failed = [
+            f"| `{name}` | {assertion} | {_cell(str(case['reasons'].get(assertion, '')))} |"
+            for name, case in result["cases"].items()
+            for assertion, ok in case["assertions"].items()
+            if not ok
+        ]
+        if failed:
+            lines += ["", "| case | assertion | why |", "| --- | --- | --- |", *failed]
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
 GENERATORS = {
     "settings": settings_table,
+    "eval-settings": lambda: settings_table(EVAL_SETTINGS),
+    "eval-results": eval_results,
     "documents": document_schemas,
     "sse-events": sse_events,
     "benchmarks": benchmarks,
