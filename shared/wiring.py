@@ -355,6 +355,7 @@ def assemble(
             ),
             ledger,
             clock,
+            tombstones=erasures,
         ),
         Conversations(store, scheduler.sections, files, scheduler, clock),
         LiveSessions(
