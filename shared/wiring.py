@@ -358,6 +358,7 @@ def assemble(
             ),
             ledger,
             clock,
+            tombstones=erasures,
         ),
         conversations,
         LiveSessions(

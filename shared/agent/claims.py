@@ -17,7 +17,7 @@ from shared.agent.draft import run_of
 from shared.agent.loop import Run
 from shared.agent.queued import claim_queued_run, hold_queued, refuse_queued
 from shared.agent.watch import Watch
-from shared.errors import AlreadyAnswered, RateLimited, SlotsTaken
+from shared.errors import AlreadyAnswered, NotFound, RateLimited, SlotsTaken
 from shared.schemas.documents import Conversation, MessageError
 
 WAITING = (
@@ -35,7 +35,17 @@ class Claims:
 
     async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         """A queued run, admitted and claimed for this delivery (``None``: taken care of
-        already, waiting for a slot, or ended because today's tokens are spent)."""
+        already, waiting for a slot, ended because today's tokens are spent, or its
+        conversation deleted since)."""
+        try:
+            return await self._claim(user_id, conversation_id, run_id)
+        except NotFound:
+            # Deleted by its owner or an erasure after the run was queued (the store's
+            # own answer, not a memory): nothing is left to reply in, and a 404 would
+            # have the queue deliver it again until its attempts run out.
+            return None
+
+    async def _claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
         slot = self._watch.slot(user_id, run_id)
         try:
             await slot.take(conversation_id, wait=True)

@@ -19,10 +19,11 @@ from datetime import datetime, timedelta
 from stream_zip import ZIP_AUTO, AsyncMemberFile, async_stream_zip
 
 from shared.clock import Clock
-from shared.errors import FamilyNotFound, MemberNotFound, NoFamily, SparkError
+from shared.errors import AccountDeleted, FamilyNotFound, MemberNotFound, NoFamily, SparkError
 from shared.export import limit
 from shared.export.contents import Sources, members
 from shared.families.membership import NOT_YOURS
+from shared.families.preferences import Tombstones
 from shared.store.base import TaskLedgerStore
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 NO_DEPENDENT = (
     "No dependent in your family has this id. A parent in a family can export the data "
     "of its dependents; check the id in your family's member list."
+)
+ERASED = (
+    "This account is being deleted, so it can no longer be exported: what it held is being erased."
 )
 # Every member a plain file its owner may read and write.
 _MODE = stat.S_IFREG | 0o600
@@ -49,11 +53,13 @@ class Exports:
         ledgers: TaskLedgerStore,
         clock: Clock,
         every: timedelta = limit.EVERY,
+        tombstones: Tombstones | None = None,
     ) -> None:
         self._sources = sources
         self._ledgers = ledgers
         self._clock = clock
         self._every = every
+        self._tombstones = tombstones
 
     async def start(self, user_id: str) -> AsyncIterator[bytes]:
         """The user's export as a zip, made as it is read; recorded in their ledger
@@ -62,8 +68,13 @@ class Exports:
         Raises:
             RateLimited: an export of this account started less than ``every`` ago
                 (nothing is read, nothing changed).
+            AccountDeleted: the account's erasure has begun (a fresh read): its record
+                in the ledger would be written under an account being erased, and
+                outlive it.
             StoreError: the ledger could not be written.
         """
+        if self._tombstones is not None and await self._tombstones.erased([user_id]):
+            raise AccountDeleted(ERASED)
         now = self._clock.now()
         await self._ledgers.mutate(user_id, lambda ledger: limit.claim(ledger, now, self._every))
         return self._zip(user_id, now)
@@ -78,7 +89,7 @@ class Exports:
             FamilyNotFound: it is not the caller's family.
             MemberNotFound: the caller is not a parent in it, or ``member_id`` is no
                 dependent of it.
-            RateLimited: as ``start``.
+            RateLimited, AccountDeleted: as ``start``.
         """
         try:
             family = await self._sources.families.current(parent_id)

@@ -1,12 +1,17 @@
 """The opt-out as a property at the fake provider's wire, on the real stack (DESIGN §13):
 Auth-emulator users, two api and two tasks processes on the Firestore and Cloud Tasks
 emulators, and the OpenAI fake answering as a parrot that repeats every family message
-it is given, in its replies and in the briefs of the lessons it queues.
+it is given, in its replies, in the briefs of the lessons it queues and in the messages
+it relays to another member (approved, sent by a task), in the unit test's disguises
+(``DISGUISES``: punctuation, invisible characters, look-alike letters, HTML, escaped
+JSON, regrouped numbers).
 
-Hypothesis picks the order of family messages, reads, chat, lessons, speech and
-opt-outs and opt-ins (bounded: a few short runs, as each step is real HTTP). Each
-request the fake received is judged against the settings in force when it arrived:
-none may carry three words in a row, or a number, of a message then withheld.
+Hypothesis picks the order of family messages (to the family or to one member), each
+member's reads and chat, Mum's lessons and speech, relays and opt-outs and opt-ins
+(bounded: a few short runs, as each step is real HTTP). Each request the fake received
+is judged, for the member it was made for, against the settings in force when it
+arrived: none may carry three words in a row, or a number, of a message then withheld
+(a relay is still its first author's words).
 The same property on the in-package fakes, with many more runs:
 ``tests/unit/test_opt_out_property.py``.
 """
@@ -31,20 +36,49 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.e2e.conftest import Functions, StackUser, auth, new_user, read_events
+from shared.tools.family.sending import MAX_SENT_CHARS
+from shared.tools.quoting import READ_TOOL, SEND_TOOL
+from tests.e2e.conftest import (
+    Functions,
+    SseEvent,
+    StackUser,
+    auth,
+    conversation_path,
+    new_user,
+    read_events,
+    wait_for,
+)
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.unit.test_lesson_tools import DRAFT
-from tests.unit.test_opt_out_property import _TOKENS, VOCABULARY, carries, runs_of
+from tests.unit.test_opt_out_property import DISGUISES, VOCABULARY, _words, carries, runs_of
 
 pytestmark = pytest.mark.emulator
 
 SEND = "/api/spark/agent/messages"
 FAMILIES = "/api/spark/families"
 SETTINGS = "/api/spark/me/settings"
+MEMBERS = ["dad", "kid", "mum"]
 READ, CHAT, LESSON = "read my family messages", "tell me more", "lesson from what they said"
-TRIGGERS = {READ, CHAT, LESSON}
+RELAY = "relay to "  # + the recipient's userId
 BRIEF = "A parroted lesson on "
 WORDS = st.lists(st.sampled_from(VOCABULARY), min_size=3, max_size=6).map(" ".join)
+DISGUISE = st.sampled_from(sorted(DISGUISES))
+
+
+def said_by(text: str, member: str) -> str:
+    """``text`` as ``member`` says it to their agent: tagged, so that each request the
+    fake is sent names the member it was made for (none of the family's words is a
+    member's name: ``VOCABULARY`` ends each in l, n or x)."""
+    return f"{text} ({member})"
+
+
+def speaker(text: str) -> str | None:
+    """The member a trigger of this test's was said by (``None``: not one)."""
+    for member in MEMBERS:
+        tag = f" ({member})"
+        if text.endswith(tag) and text.removesuffix(tag).startswith((READ, CHAT, LESSON, RELAY)):
+            return member
+    return None
 
 
 def _leaves(value: Any) -> list[str]:
@@ -61,38 +95,67 @@ def _leaves(value: Any) -> list[str]:
     return []
 
 
+def _reader(body: dict[str, Any]) -> str:
+    """The member a chat request of this test's was made for: the speaker of its last
+    trigger (a lesson's drafter writes for Mum, who alone asks for lessons)."""
+    users = [str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"]
+    for text in reversed(users):
+        member = speaker(text)
+        if member is not None:
+            return member
+    return "mum"
+
+
 class Parrot:
     """The fake's answer to every chat request: it repeats the family messages whose
-    words reach it whole."""
+    words reach it whole, in the disguise it is set to. Told to relay to a member, it
+    reads the family's messages and sends what it saw to them."""
 
     def __init__(self) -> None:
         self.known: list[str] = []
+        self.disguise = "plain"
         self.lock = threading.Lock()
 
     def seen(self, body: dict[str, Any]) -> list[str]:
-        plains = [" ".join(_TOKENS.findall(s.lower())) for s in _leaves(body.get("messages"))]
+        plains = [" ".join(_words(s)) for s in _leaves(body.get("messages"))]
         with self.lock:
             known = list(self.known)
-        return [m for m in known if any(" ".join(_TOKENS.findall(m)) in p for p in plains)]
+        return [m for m in known if any(" ".join(_words(m)) in p for p in plains)]
 
     def __call__(self, body: dict[str, Any]) -> Script | None:
         """Its answer to a request of this test's (``None``: another test's)."""
         messages = body.get("messages") or [{}]
         system = str(messages[0].get("content") or "") if messages else ""
         users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
-        if not users or not any(u in TRIGGERS or BRIEF in u for u in users[-1:]):
+        if not users or not (speaker(users[-1]) or BRIEF in users[-1]):
             return None
         last = messages[-1]
-        echo = " / ".join(self.seen(body))
+        disguise = DISGUISES[self.disguise]
+        echo = " / ".join(disguise(m) for m in self.seen(body))  # type: ignore[operator]
         if "writing a lesson" in system:
             return Script(chunks=[DRAFT])
         text = str(last.get("content") or "") if last.get("role") == "user" else ""
-        if text.startswith("read"):
+        if text.startswith((READ, RELAY)):
             return Script(chunks=[], tool_calls=[("read_family_messages", "{}")])
-        if text.startswith("lesson"):
+        if text.startswith(LESSON):
             brief = {"topic": f"{BRIEF}{echo or 'rivers'}"[:200], "audience": "Year 5"}
             return Script(chunks=[], tool_calls=[("create_lesson", json.dumps(brief))])
+        asked = users[-1]
+        answered_read = last.get("role") == "tool" and len(messages) >= 2
+        if answered_read and asked.startswith(RELAY) and echo and _last_call(messages) == READ_TOOL:
+            to = asked.removeprefix(RELAY).rsplit(" (", 1)[0]
+            sent = {"to": to, "text": echo[:MAX_SENT_CHARS]}
+            return Script(chunks=[], tool_calls=[(SEND_TOOL, json.dumps(sent))])
         return Script(chunks=[f"I recall: {echo}" if echo else "Nothing to recall."])
+
+
+def _last_call(messages: list[dict[str, Any]]) -> str | None:
+    """The name of the tool the last assistant turn called, if it called one."""
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            calls = message.get("tool_calls") or []
+            return str(calls[-1]["function"]["name"]) if calls else None
+    return None
 
 
 def _wire_strings(body: dict[str, Any]) -> list[str]:
@@ -115,8 +178,8 @@ class StackMachine(RuleBasedStateMachine):
         self.sent: list[tuple[str, str]] = []
         # When each member's setting changed (time.monotonic() once it was answered).
         self.changes: list[tuple[float, str, bool]] = []
-        self.conversation_id: str | None = None
-        self.replies: list[str] = []
+        self.conversations: dict[str, str] = {}  # each member's agent conversation
+        self.replies: list[str] = []  # Mum's replies (to be read aloud)
         self.checked = len(self.fake.wire)
         self._family()
 
@@ -139,11 +202,11 @@ class StackMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.api.close()
 
-    def _say(self, text: str) -> None:
-        user: StackUser = self.users["mum"]
-        body: dict[str, Any] = {"text": text}
-        if self.conversation_id is not None:
-            body["conversationId"] = self.conversation_id
+    def _say(self, member: str, text: str) -> list[SseEvent]:
+        user: StackUser = self.users[member]
+        body: dict[str, Any] = {"text": said_by(text, member)}
+        if member in self.conversations:
+            body["conversationId"] = self.conversations[member]
         deadline = time.monotonic() + 45
         while True:
             with httpx.stream(
@@ -155,47 +218,90 @@ class StackMachine(RuleBasedStateMachine):
                     time.sleep(0.5)
                     continue
                 assert response.status_code == 200, response.read()
-                events = list(read_events(response))
+                events = [e for e in read_events(response) if not isinstance(e, str)]
                 break
-        first = next(e for e in events if not isinstance(e, str))
-        self.conversation_id = self.conversation_id or first.data["conversationId"]
-        done = [e for e in events if not isinstance(e, str) and e.event == "done"]
-        if done and done[-1].data.get("status") == "complete":
+        self.conversations.setdefault(member, events[0].data["conversationId"])
+        done = [e for e in events if e.event == "done"]
+        if member == "mum" and done and done[-1].data.get("status") == "complete":
             self.replies.append(done[-1].data["messageId"])
+        return events
 
     @initialize(texts=st.lists(WORDS, min_size=3, max_size=3))
     def everyone_writes(self, texts: list[str]) -> None:
         """Each member has written once before anything else happens, so that every
         run has words to read, quote and withhold."""
         for author, words in zip(("mum", "dad", "kid"), texts, strict=True):
-            self.family_message(author, words)
+            self.family_message(author, words, "family")
 
-    @rule(author=st.sampled_from(["mum", "dad", "kid"]), words=WORDS)
-    def family_message(self, author: str, words: str) -> None:
+    @rule(
+        author=st.sampled_from(MEMBERS),
+        words=WORDS,
+        to=st.sampled_from(["family", *MEMBERS]),
+    )
+    def family_message(self, author: str, words: str, to: str) -> None:
+        """To the family, or to one member only (whose agent may relay it on)."""
         with self.parrot.lock:
             self.parrot.known.append(words)
-        sent = self.api.post(
-            SEND, headers=self._as(author), json={"text": words, "targetFamily": True}
+        target: dict[str, Any] = (
+            {"targetFamily": True}
+            if to in ("family", author)
+            else {"targetUserId": self.users[to].uid}
         )
+        sent = self.api.post(SEND, headers=self._as(author), json={"text": words, **target})
         assert sent.status_code == 201, sent.text
         self.sent.append((author, words))
 
-    @rule()
-    def read(self) -> None:
-        self._say(READ)
+    @rule(member=st.sampled_from(MEMBERS), disguise=DISGUISE)
+    def read(self, member: str, disguise: str) -> None:
+        self.parrot.disguise = disguise
+        self._say(member, READ)
 
-    @rule()
-    def chat(self) -> None:
-        self._say(CHAT)
+    @rule(member=st.sampled_from(MEMBERS), disguise=DISGUISE)
+    def chat(self, member: str, disguise: str) -> None:
+        self.parrot.disguise = disguise
+        self._say(member, CHAT)
 
-    @rule()
-    def lesson(self) -> None:
-        self._say(LESSON)
+    @rule(disguise=DISGUISE)
+    def lesson(self, disguise: str) -> None:
+        self.parrot.disguise = disguise
+        self._say("mum", LESSON)
+
+    @rule(
+        sender=st.sampled_from(MEMBERS),
+        recipient=st.sampled_from(MEMBERS),
+        disguise=DISGUISE,
+    )
+    def relay(self, sender: str, recipient: str, disguise: str) -> None:
+        """The sender's agent reads the family's messages and sends what it saw, in
+        ``disguise``, to the recipient; the sender approves and a task sends it; then
+        the recipient's agent reads it: others' words under the sender's name."""
+        if sender == recipient:
+            return
+        self.parrot.disguise = disguise
+        events = self._say(sender, RELAY + self.users[recipient].uid)
+        cards = [e.data for e in events if e.event == "approval_required"]
+        for card in cards:
+            url = conversation_path(self.conversations[sender], "approvals")
+            decision = {"toolCallId": card["toolCallId"], "approved": True}
+            answer = self.api.post(url, headers=self._as(sender), json=decision)
+            assert answer.status_code == 202, answer.text
+            # The send is a task's, and so is the reply to its result: the model is
+            # asked with the result once the message is delivered.
+            wait_for(lambda call=card["toolCallId"]: self._answered(call), what="the relay sent")
+        self._say(recipient, READ)
+
+    def _answered(self, call_id: str) -> bool:
+        """Whether the model has been asked with the result of call ``call_id``."""
+        return any(
+            m.get("tool_call_id") == call_id
+            for body in list(self.fake.requests)
+            for m in body.get("messages") or []
+        )
 
     @precondition(lambda self: bool(self.replies))
     @rule()
     def speak(self) -> None:
-        url = f"/api/spark/agent/conversations/{self.conversation_id}/speech"
+        url = f"/api/spark/agent/conversations/{self.conversations['mum']}/speech"
         self.api.post(url, headers=self._as("mum"), json={"messageId": self.replies[-1]})
 
     @rule(member=st.sampled_from(["mum", "dad", "kid"]), reads=st.booleans())
@@ -206,7 +312,8 @@ class StackMachine(RuleBasedStateMachine):
         assert changed.status_code == 200, changed.text
         self.changes.append((time.monotonic(), member, reads))
 
-    def _withheld_at(self, moment: float) -> set[tuple[str, ...]]:
+    def _withheld_at(self, moment: float, reader: str) -> set[tuple[str, ...]]:
+        """What no request made for ``reader`` at ``moment`` may carry."""
         out: set[str] = set()
         for at, member, reads in self.changes:
             if at <= moment:
@@ -214,7 +321,7 @@ class StackMachine(RuleBasedStateMachine):
         withheld: set[tuple[str, ...]] = set()
         allowed: set[tuple[str, ...]] = set()
         for author, text in self.sent:
-            if "mum" in out or author in out:
+            if reader in out or author in out:
                 withheld |= runs_of(text)
             else:
                 allowed |= runs_of(text)
@@ -224,7 +331,8 @@ class StackMachine(RuleBasedStateMachine):
     @invariant()
     def nothing_withheld_reached_the_provider(self) -> None:
         for at, body in self.fake.wire[self.checked :]:
-            withheld = self._withheld_at(at)
+            # Speech is Mum's (she alone has replies read aloud).
+            withheld = self._withheld_at(at, "mum" if "input" in body else _reader(body))
             for text in _wire_strings(body):
                 assert not carries(text, withheld), text
         self.checked = len(self.fake.wire)
@@ -236,10 +344,12 @@ def test_e2e_no_withheld_text_reaches_the_provider_on_two_processes(
     StackMachine.functions = functions
     StackMachine.fake = fake_openai
     StackMachine.auth_host = emulators[1]
+    # The shared profile (no deadline: a verdict never depends on the machine's speed),
+    # bounded by its runs and their steps, each a real HTTP exchange.
     bounded = settings(
+        settings.get_profile("any-machine"),
         max_examples=4,
         stateful_step_count=10,
-        deadline=None,
         suppress_health_check=list(HealthCheck),
         database=None,
     )

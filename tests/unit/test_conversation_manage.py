@@ -13,6 +13,7 @@ import pytest
 from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import ArchiveSegment, ContentPart, Message
+from shared.schemas.tasks import TASK_PAYLOAD
 from shared.tools.base import ToolContext, ToolRegistry
 from shared.voice.speech import cache_path
 from tests.unit.helpers import ALICE, Fakes, Harness, api_of, make_service, serving, until
@@ -345,3 +346,23 @@ async def test_a_delete_while_a_task_runs_is_never_undone_by_the_task(step_after
     # the conversation stays (its slot is free).
     assert ledger.tasks == {}
     assert ledger.runs == {}
+
+
+async def test_a_queued_reply_delivered_after_its_conversation_was_deleted_is_done() -> None:
+    """A background send's reply task, delivered once its conversation was deleted (by
+    its owner, or an erasure): done, making nothing again and asking no model. It was a
+    404, which the queue would have delivered again until its attempts ran out (found
+    by ``test_data_life_property.py``)."""
+    provider = ScriptedProvider([])
+    fakes = Fakes()
+    service = make_service(provider, fakes=fakes)
+    sent = await service.agent.send(ALICE, "hello", None, background=True)
+    cid = sent.conversation_id
+    (reply,) = [t for t in fakes.queue.take() if t.name.startswith("reply-")]
+    await service.agent.delete_conversation("alice", cid)
+    writes = copy.deepcopy(service.store.writes)
+    verdict = await service.handler().handle(TASK_PAYLOAD.validate_json(reply.body))
+    assert verdict == "done"
+    assert stored(service, cid) is None and service.store.writes == writes
+    assert provider.requests == []
+    assert (await fakes.ledger.get("alice")).runs == {}

@@ -451,3 +451,23 @@ async def test_an_erasure_waits_for_runs_and_tasks_still_going_then_goes_on() ->
     done = await accounts_of(harness).deletion(deletion_id_of("dad"))
     assert done is not None and done.step == "finished"
     assert await accounts_of(harness).listed("dad", 10) == []
+
+
+async def test_an_export_once_the_erasure_began_is_refused_and_writes_nothing() -> None:
+    """An export records itself in the account's ledger (its ten minutes): asked for
+    after the erasure began (a token outlives its account), it would leave
+    ``{uid}/server`` behind the finished erasure (found by
+    ``test_data_life_property.py``). Refused, for a parent's export of a dependent too."""
+    harness = await household(ScriptedProvider([]))
+    agent = harness.agent
+    await agent.erase_account("dad")
+    await erase_to_end(harness)
+    with pytest.raises(AccountDeleted):
+        await agent.export("dad")
+    await agent.erase_account("kid")
+    family = await agent.families.current("mum")
+    with pytest.raises(AccountDeleted):
+        await agent.export_dependent("mum", family.id, "kid")
+    await erase_to_end(harness)
+    assert await accounts_of(harness).listed("dad", 10) == []
+    assert await accounts_of(harness).listed("kid", 10) == []

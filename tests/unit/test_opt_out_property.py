@@ -1,19 +1,23 @@
 """The opt-out as a property at the providers' wire (DESIGN §13), on the in-package fakes.
 
-A family (Mum, Dad, Kid) sends messages; Mum's agent reads them, chats, queues lessons
-whose briefs quote them, has replies read aloud; the conversation rolls over into its
-archive; members opt out and back in, in any order Hypothesis finds. The model is a
-parrot: whatever family text reaches it, it repeats word for word in its reply and in
-the briefs of the tasks it starts, so any leak in any door shows on its wire. It
+A family (Mum, Dad, Kid) sends messages; each member's agent reads them and chats;
+Mum's queues lessons whose briefs quote them and has replies read aloud; the
+conversation rolls over into its archive; an agent relays what it read to another
+member (``send_family_message``, approved), whose agent then reads it; members opt out
+and back in, in any order Hypothesis finds. The model is a parrot: whatever family
+text reaches it, it repeats word for word in its reply, in the briefs of the tasks it
+starts and in the messages it relays, so any leak in any door shows on its wire. It
 repeats it in the ways people and models rewrite text (``DISGUISES``): in italics,
 joined by punctuation, with invisible characters or look-alike letters inside words,
 in HTML, as escaped JSON inside prose, its numbers regrouped.
 
 After every step: no request the model or the speech model received during that step
 carries three words in a row (or a number) of a message whose author had opted out at
-that moment (every message, once Mum had). The oracle is written here on its own, from
-the promise and from the parrot's own disguises (it undoes each), not from the
-screen's code.
+that moment (every message, once the member the request was made for had): a relay
+is still its first author's words. The oracle is written here on its own, from the
+promise and from the parrot's own disguises (it undoes each), not from the screen's
+code (nor from ``Message.quotes``: it knows who first wrote each message, not who
+passed it on).
 """
 
 from __future__ import annotations
@@ -30,14 +34,18 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from shared.agent.events import ApprovalRequiredEvent
+from shared.agent.transcript import Frame
 from shared.clock import ManualClock
 from shared.families.messages import Target
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta
 from shared.llm.base import ToolCallRequest as Call
+from shared.schemas.tasks import TASK_PAYLOAD
 from shared.store.archive import roll_over_stored
+from shared.tools.family.sending import MAX_SENT_CHARS
+from shared.tools.quoting import READ_TOOL, SEND_TOOL
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Harness, run_frames
-from tests.unit.test_admission import deliver
 from tests.unit.test_family_tools import DAD, KID, MUM
 from tests.unit.test_lesson_tools import DRAFT
 from tests.unit.test_voice import harness as voice_harness
@@ -131,8 +139,15 @@ def wire_strings(request: ModelRequest) -> list[str]:
     return found
 
 
+def _asked(request: ModelRequest) -> str:
+    """What the user last said in ``request`` (the parrot's instruction)."""
+    users = [t.text for t in request.messages if t.role == "user"]
+    return users[-1] if users else ""
+
+
 class Parrot:
-    """A model that repeats every family message it can see, whole."""
+    """A model that repeats every family message it can see, whole. Told "relay to
+    <member>", it reads the family's messages and sends what it saw to that member."""
 
     provider: ClassVar[ProviderName] = "scripted"
     label = "parrot"
@@ -140,6 +155,8 @@ class Parrot:
     def __init__(self) -> None:
         self.known: list[str] = []  # every family message sent (the parrot recognises them)
         self.requests: list[ModelRequest] = []
+        self.readers: list[str] = []  # whose run each request was made for
+        self.reader = "mum"  # set by the machine before it runs a member's work
         self.disguise = "plain"
 
     def seen(self, request: ModelRequest) -> list[str]:
@@ -147,28 +164,30 @@ class Parrot:
         plains = [" ".join(_words(s)) for s in wire_strings(request)]
         return [m for m in self.known if any(" ".join(_words(m)) in plain for plain in plains)]
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        self.requests.append(request)
+    def _answer(self, request: ModelRequest) -> ModelEvent:
         disguise = DISGUISES[self.disguise]
         echo = " / ".join(disguise(m) for m in self.seen(request))  # type: ignore[operator]
         last = request.messages[-1] if request.messages else None
+        asked = _asked(request)
+        n = len(self.requests)
         if "writing a lesson" in request.system:
-            yield TextDelta(DRAFT)
-        elif last is not None and last.role == "user" and last.text.startswith("read"):
-            yield Call(f"r{len(self.requests)}", "read_family_messages", "{}")
-        elif last is not None and last.role == "user" and last.text.startswith("lesson"):
+            return TextDelta(DRAFT)
+        if last is not None and last.role == "user" and last.text.startswith(("read", "relay")):
+            return Call(f"r{n}", READ_TOOL, "{}")
+        if last is not None and last.role == "user" and last.text.startswith("lesson"):
             brief = {"topic": f"A lesson on {echo or 'rivers'}"[:200], "audience": "Year 5"}
-            yield Call(f"l{len(self.requests)}", "create_lesson", json.dumps(brief))
-        else:
-            yield TextDelta(f"I recall: {echo}" if echo else "Nothing to recall.")
-        yield Finish(
-            "tool_calls"
-            if last is not None
-            and last.role == "user"
-            and (last.text.startswith(("read", "lesson")))
-            and "writing a lesson" not in request.system
-            else "stop"
-        )
+            return Call(f"l{n}", "create_lesson", json.dumps(brief))
+        if last is not None and last.name == READ_TOOL and asked.startswith("relay to ") and echo:
+            sent = {"to": asked.removeprefix("relay to "), "text": echo[:MAX_SENT_CHARS]}
+            return Call(f"s{n}", SEND_TOOL, json.dumps(sent))
+        return TextDelta(f"I recall: {echo}" if echo else "Nothing to recall.")
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        answer = self._answer(request)
+        self.requests.append(request)
+        self.readers.append(self.reader)
+        yield answer
+        yield Finish("tool_calls" if isinstance(answer, Call) else "stop")
 
 
 messages = st.lists(st.sampled_from(VOCABULARY), min_size=3, max_size=7).map(" ".join)
@@ -183,11 +202,15 @@ class OptOutMachine(RuleBasedStateMachine):
         self.parrot = Parrot()
         self.voice = ScriptedVoice(self.clock, chunks=2)
         self.harness: Harness = voice_harness(self.parrot, self.clock, self.voice)  # type: ignore[arg-type]
-        self.sent: list[tuple[str, str]] = []  # (author, text)
+        self.sent: list[tuple[str, str]] = []  # (author, text): what each member wrote
         self.opted_out: set[str] = set()
-        self.conversation_id: str | None = None
+        self.conversations: dict[str, str] = {}  # each member's agent conversation
         self.checked = (0, 0)
         self.run(self._family())
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.conversations.get("mum")
 
     def run(self, work: object) -> object:
         return self.loop.run_until_complete(work)  # type: ignore[arg-type]
@@ -202,34 +225,90 @@ class OptOutMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.loop.close()
 
-    async def _say(self, text: str) -> None:
-        self.conversation_id, _ = await run_frames(self.harness, MUM, text, self.conversation_id)
+    async def _say(self, member: str, text: str) -> list[Frame]:
+        self.parrot.reader = member
+        conversation_id = self.conversations.get(member)
+        self.conversations[member], frames = await run_frames(
+            self.harness, MEMBERS[member], text, conversation_id
+        )
+        return frames
 
-    @rule(author=st.sampled_from(sorted(MEMBERS)), words=messages, number=st.none() | numbers)
-    def family_message(self, author: str, words: str, number: str | None) -> None:
+    async def _deliver(self) -> None:
+        """``deliver``, each task's model calls counted as its user's."""
+        handler, queue, later = self.harness.handler(), self.harness.fakes.queue, []
+        while tasks := queue.take():
+            for task in tasks:
+                if task.name.startswith(("watch-", "expire-")):
+                    later.append(task)
+                    continue
+                payload = TASK_PAYLOAD.validate_json(task.body)
+                self.parrot.reader = payload.user_id
+                await handler.handle(payload)
+        queue.tasks = later
+
+    @rule(
+        author=st.sampled_from(sorted(MEMBERS)),
+        words=messages,
+        number=st.none() | numbers,
+        to=st.sampled_from(["family", *sorted(MEMBERS)]),
+    )
+    def family_message(
+        self, author: str, words: str, number: str | None, to: str = "family"
+    ) -> None:
+        """To the family, or to one member only (whose agent may then relay it to one
+        who never saw it)."""
         text = f"{words} {number}" if number else words
         self.parrot.known.append(text)
         self.sent.append((author, text))
-        self.run(self.harness.agent.delivery.deliver(author, text, Target(family=True)))
+        target = Target(family=True) if to in ("family", author) else Target(user_id=to)
+        self.run(self.harness.agent.delivery.deliver(author, text, target))
 
-    @rule(disguise=st.sampled_from(sorted(DISGUISES)))
-    def read(self, disguise: str) -> None:
+    @rule(disguise=st.sampled_from(sorted(DISGUISES)), member=st.sampled_from(sorted(MEMBERS)))
+    def read(self, disguise: str, member: str = "mum") -> None:
         self.parrot.disguise = disguise
-        self.run(self._say("read my family messages"))
+        self.run(self._say(member, "read my family messages"))
 
-    @rule(disguise=st.sampled_from(sorted(DISGUISES)))
-    def chat(self, disguise: str) -> None:
+    @rule(disguise=st.sampled_from(sorted(DISGUISES)), member=st.sampled_from(sorted(MEMBERS)))
+    def chat(self, disguise: str, member: str = "mum") -> None:
         self.parrot.disguise = disguise
-        self.run(self._say("tell me more"))
+        self.run(self._say(member, "tell me more"))
 
     @rule(disguise=st.sampled_from(sorted(DISGUISES)))
     def lesson(self, disguise: str) -> None:
         self.parrot.disguise = disguise
-        self.run(self._say("lesson from what the family said"))
+        self.run(self._say("mum", "lesson from what the family said"))
+
+    @rule(
+        sender=st.sampled_from(sorted(MEMBERS)),
+        recipient=st.sampled_from(sorted(MEMBERS)),
+        disguise=st.sampled_from(sorted(DISGUISES)),
+    )
+    def relay(self, sender: str, recipient: str, disguise: str) -> None:
+        """The sender's agent reads the family's messages and sends what it saw, in
+        ``disguise``, to the recipient (the sender approves; the send runs as its task);
+        the recipient's agent then reads it: others' words, under the sender's name."""
+        if sender == recipient:
+            return
+        self.parrot.disguise = disguise
+
+        async def relay() -> None:
+            frames = await self._say(sender, f"relay to {recipient}")
+            for card in [f.event for f in frames if isinstance(f.event, ApprovalRequiredEvent)]:
+                await self.harness.agent.decide(
+                    sender,
+                    self.conversations[sender],
+                    card.tool_call_id,
+                    approved=True,
+                    background=False,
+                )
+                await self._deliver()
+            await self._say(recipient, "read my family messages")
+
+        self.run(relay())
 
     @rule()
     def deliver_tasks(self) -> None:
-        self.run(deliver(self.harness))
+        self.run(self._deliver())
 
     @precondition(lambda self: self.conversation_id is not None)
     @rule()
@@ -261,9 +340,9 @@ class OptOutMachine(RuleBasedStateMachine):
         else:
             self.opted_out.add(member)
 
-    @invariant()
-    def nothing_withheld_reached_a_provider(self) -> None:
-        everyone = "mum" in self.opted_out
+    def _withheld_from(self, reader: str) -> set[tuple[str, ...]]:
+        """The runs no request made for ``reader`` may carry now."""
+        everyone = reader in self.opted_out
         withheld: set[tuple[str, ...]] = set()
         allowed: set[tuple[str, ...]] = set()
         for author, text in self.sent:
@@ -275,13 +354,19 @@ class OptOutMachine(RuleBasedStateMachine):
         # figures of the time itself (the year of a message's date, say) are the
         # server's, written beside any message: a withheld "2026" is still "2026" there.
         allowed |= {(w,) for w in _TOKENS.findall(self.clock.now().isoformat())}
-        withheld -= allowed
+        return withheld - allowed
+
+    @invariant()
+    def nothing_withheld_reached_a_provider(self) -> None:
+        withheld = {m: self._withheld_from(m) for m in MEMBERS}
         models, spoken = self.checked
-        for request in self.parrot.requests[models:]:
+        for request, reader in zip(
+            self.parrot.requests[models:], self.parrot.readers[models:], strict=True
+        ):
             for text in wire_strings(request):
-                assert not carries(text, withheld), text
+                assert not carries(text, withheld[reader]), (reader, text)
         for text in self.voice.spoken[spoken:]:
-            assert not carries(text, withheld), text
+            assert not carries(text, withheld["mum"]), text
         self.checked = (len(self.parrot.requests), len(self.voice.spoken))
 
 
@@ -309,5 +394,34 @@ def test_each_disguise_of_a_message_repeated_before_an_opt_out_is_withheld_after
         machine.setting("kid", reads=False)
         machine.chat("plain")
         machine.nothing_withheld_reached_a_provider()
+    finally:
+        machine.teardown()
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+def test_each_disguise_of_a_message_relayed_before_an_opt_out_is_withheld_after_it(
+    disguise: str,
+) -> None:
+    """The relay the property test must find, for each disguise in turn: Kid writes to
+    Mum alone; Mum's agent reads it and sends it, in that disguise, to Dad; Dad's agent
+    reads it (Kid's words under Mum's name: Dad's agent was never given Kid's own
+    message); Kid opts out; Dad's next request (its history holds the relay) and his
+    next read must not carry Kid's words."""
+    machine = OptOutMachine()
+    try:
+        machine.family_message("kid", "bal dex fon", "7731", to="mum")
+        machine.relay("mum", "dad", disguise)
+        machine.nothing_withheld_reached_a_provider()
+        machine.setting("kid", reads=False)
+        machine.chat("plain", "dad")
+        machine.read("plain", "dad")
+        machine.nothing_withheld_reached_a_provider()
+        # The relay happened (so the test proves something): Dad's agent read Kid's
+        # words in a message from Mum.
+        assert any(
+            reader == "dad" and "member mum" in t and "bal" in " ".join(_words(t))
+            for request, reader in zip(machine.parrot.requests, machine.parrot.readers, strict=True)
+            for t in wire_strings(request)
+        )
     finally:
         machine.teardown()

@@ -23,7 +23,7 @@ def _export(summary: str, parameters: list[dict[str, Any]]) -> dict[str, Any]:
         "security": [{"bearer": []}],
         "responses": {
             "200": {"description": "The zip, streamed as it is made.", "content": ZIP},
-            **error_responses(401, 404, 405, 429, 500, 503),
+            **error_responses(401, 404, 405, 410, 429, 500, 503),
         },
     }
     if parameters:
@@ -38,7 +38,8 @@ def export_paths() -> dict[str, Any]:
     return {
         "/api/spark/me/export": _export(
             f"Everything of the caller's, as a zip: {_WHAT}. At most one export per "
-            "account per ten minutes: 429 rate_limited with Retry-After.",
+            "account per ten minutes: 429 rate_limited with Retry-After. 410 "
+            "account_deleted once the account's erasure has begun.",
             [],
         ),
         FAMILIES + "/{familyId}/members/{userId}/export": _export(
