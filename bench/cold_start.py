@@ -52,7 +52,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT)]
 
-from bench import results  # noqa: E402
 from tools.stack import Stack, cpu_seconds, free_port, sign_up  # noqa: E402
 
 IMPORT_TARGET = 1.5
@@ -375,15 +374,6 @@ def to_first_token(starts: int) -> None:
         print(
             f"    {label:20s} {value:5.2f} s"
             + ("" if side == OURS else f" | ours/peer {median[OURS] / value:4.2f}x")
-        )
-    peers = {PEERS[s]: v for s, v in median.items() if s not in (OURS, "relay")}
-    if peers:
-        results.target(
-            "cold start: process start to the first token of the first request",
-            f"{median[OURS]:.2f} s",
-            "<= each peer's",
-            all(median[OURS] <= v for v in peers.values()),
-            ", ".join(f"{PEERS[s]} {v:.2f} s" for s, v in median.items() if s != OURS),
         )
 
 

@@ -220,6 +220,18 @@ def main() -> None:
                 print(f"{name}: not measured: {why}")
     for side in sides:
         print(side.lines())
+    from bench.results import target
+
+    share = {s.name: extending(s.fake.requests, "openai") for s in sides}
+    first = sides[0]
+    cached = sum(r.cached_tokens for r in first.reads) / sum(r.input_tokens for r in first.reads)
+    target(
+        f"prompt cache: consecutive requests that extend the one before, {args.turns} turns",
+        f"{share[first.name]:.1%} (cached {cached:.1%} of input tokens)",
+        ">= 80%",
+        share[first.name] >= 0.8,
+        ", ".join(f"{name} {value:.1%}" for name, value in share.items() if name != first.name),
+    )
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@ with ``SPARK_TELEMETRY=off``, one with ``SPARK_TELEMETRY=otlp`` exporting every 
 them (so the exporter's own work, encoding and sending its batches, is counted). Prints:
 
 (a) time to first token, p50, on against off, the two sides' requests in pairs,
-    added the median of the pairs' differences (target: added <= 0.2 ms);
+    added the median of the pairs' differences;
 (b) the api's CPU per stream-second under concurrent paced streams, the rounds'
-    median, on against off (target: <= 5 % more), with the spans made per
+    median, on against off, with the spans made per
     stream-second, by name, and what each costs, and the streaming writes counted on
     their runs' spans instead (``shared/observe/tracing.py`` says why);
 (c) the same added time to first token, measured where it is spent: the spans a
@@ -21,19 +21,19 @@ them (so the exporter's own work, encoding and sending its batches, is counted).
     is, only the request's span and the model call's are made before the request
     leaves, and the first token's time marked on the call when it comes; the opening
     commit's span, the watchdog's enqueue and the run's span are made while the model
-    thinks (``tests/e2e/test_traces.py`` checks that order). That is what the target
-    is judged on; the same with a model that answers at once (all five spans on the
-    way) is printed beside it, for scale. On a shared 2-core machine (a)'s control
-    moves by more than the 0.2 ms target, so (a) shows the order of things and (c)
-    resolves the target;
+    thinks (``tests/e2e/test_traces.py`` checks that order). The same with a model
+    that answers at once (all five spans on the way) is printed beside it, for scale.
+    On a shared 2-core machine (a)'s control moves by more than tracing adds, so (a)
+    shows the order of things and (c) the figure;
 (d) (b)'s cost, measured where it is spent: tracing's whole CPU per span, made by the
     same calls as (c) and exported as the api exports them, counted on every thread of
     this process (the exporter's encoding and sending too), to a receiver in a process
     of its own (its decoding not counted), against the same calls with tracing off;
     times (b)'s spans per stream-second, as a share of the api's CPU per stream-second
-    with tracing off. (b)'s control moves by about as much as its 5 % target on this
-    machine, so (b) shows the order of things (and what (d) leaves out: the exporter's
-    thread contending with the requests'), and (d) resolves the target.
+    with tracing off: the target, at most 5 % (``bench.results.target``). (b)'s control
+    moves by about as much as 5 % on this machine, so (b) shows the order of things
+    (and what (d) leaves out: the exporter's thread contending with the requests'),
+    and (d) resolves the target.
 
 A reduced ``stream_overhead.py``: the same client, streams and CPU reading.
 """
@@ -59,14 +59,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
     ExportTraceServiceRequest,
 )
 
-from bench.stream_overhead import TEXT_MARK, Target, concurrent, verdict  # noqa: E402
+from bench import results  # noqa: E402
+from bench.stream_overhead import TEXT_MARK, Target, concurrent  # noqa: E402
 from shared.observe.setup import Telemetry  # noqa: E402
 from shared.observe.tracing import STREAMING_COMMITS  # noqa: E402
 from tools.otlp import OtlpReceiver  # noqa: E402
 from tools.stack import Stack, cpu_seconds, free_port, sign_up, start_functions  # noqa: E402
 
 CPU_TARGET = 0.05  # at most 5 % more api CPU per stream-second with tracing on
-TTFT_TARGET = 0.0002  # s added to the first token p50 with tracing on
 
 
 class Sink:
@@ -126,7 +126,6 @@ async def ttft(off: Target, control: Target, on: Target, samples: int) -> None:
         print(
             f"    model TTFT {model_ttft:2d} ms: tracing off {p50_off * 1e3:7.2f} ms "
             f"| on {p50_on * 1e3:7.2f} ms | added {added * 1e3:6.3f} ms "
-            f"(target <= {TTFT_TARGET * 1e3:.1f} ms: {verdict(added <= TTFT_TARGET)}) "
             f"| control, off again: {_added(times[off.name], times[control.name]) * 1e3:6.3f} ms"
         )
 
@@ -156,10 +155,9 @@ async def cpu(
                 print(f"    {side.name}: {failed}/{streams} streams failed")
     cost_off, cost_control, cost_on = (statistics.median(costs[s.name]) for s in sides)
     more = cost_on / cost_off - 1
-    met = verdict(more <= CPU_TARGET)
     print(
         f"    tracing off {cost_off * 1e6:6.0f} us | on {cost_on * 1e6:6.0f} us "
-        f"| {more * 100:+5.1f} % (target <= {CPU_TARGET * 100:.0f} %: {met}) "
+        f"| {more * 100:+5.1f} % "
         f"| control, off again: {(cost_control / cost_off - 1) * 100:+5.1f} %"
     )
     await asyncio.sleep(1)  # the last batch exported
@@ -273,10 +271,9 @@ def in_process(sink: Sink, reps: int = 300, rounds: int = 21) -> None:
     for slow, model in ((True, "slower than the opening's commit"), (False, "answering at once")):
         off, on = (statistics.median(took[slow, side]) for side in ("off", "on"))
         added = on - off
-        judged = f": {verdict(added <= TTFT_TARGET)}" if slow else ", for scale"
         print(
             f"    a model {model:32s} off {off * 1e6:6.1f} us | on {on * 1e6:6.1f} us "
-            f"| added {added * 1e3:.3f} ms (target <= {TTFT_TARGET * 1e3:.1f} ms{judged})"
+            f"| added {added * 1e3:.3f} ms" + ("" if slow else " (for scale)")
         )
 
 
@@ -324,7 +321,13 @@ def per_span(cost_off: float, spans: float, reps: int = 400, rounds: int = 7) ->
         f"messages of {SPANS_PER_MESSAGE} spans, every thread's CPU, median of {rounds} "
         f"rounds): {span * 1e6:.0f} us; at (b)'s {spans:.1f} spans per stream-second, "
         f"{span * spans * 1e6:.0f} us of the api's {cost_off * 1e6:.0f} us per stream-second: "
-        f"{share * 100:+.1f} % (target <= {CPU_TARGET * 100:.0f} %: {verdict(share <= CPU_TARGET)})"
+        f"{share * 100:+.1f} %"
+    )
+    results.target(
+        "tracing's CPU per stream-second, with tracing on",
+        f"{share * 100:+.1f} %",
+        f"<= {CPU_TARGET * 100:.0f} %",
+        share <= CPU_TARGET,
     )
 
 
