@@ -22,9 +22,15 @@ from shared.attachments.voice import VoiceClips
 from shared.auth.accounts import Accounts, FirebaseAccounts, InMemoryAccounts
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
-from shared.egress.gate import Egress
+from shared.egress.gate import BOUNDS, Bound, Egress
 from shared.egress.provenance import InMemoryProvenanceStore, ProvenanceStore
-from shared.egress.providers import ModelProvider, SecretMinter, Speaker, Transcriber
+from shared.egress.providers import (
+    ModelProvider,
+    Moderator,
+    SecretMinter,
+    Speaker,
+    Transcriber,
+)
 from shared.egress.screen import Screen
 from shared.erasure.service import Erasures
 from shared.erasure.steps import Eraser, ErasureParts
@@ -155,6 +161,30 @@ def build_transcriber(settings: Settings) -> Transcriber | None:
     return OpenAITranscriber.connect(model, key, url)
 
 
+def build_moderator(settings: Settings) -> Moderator | None:
+    """What judges young learners' turns and replies (DESIGN §16): none with
+    ``SPARK_MODERATION=off``; OpenAI's moderation when an OpenAI key (or base URL) is
+    set; Gemini's safety ratings where Gemini is the model; else the offline word list,
+    a stand-in (``offline_moderator.py`` says what it is not)."""
+    if settings.moderation == "off":
+        return None
+    if settings.openai_api_key is not None or settings.openai_base_url is not None:
+        from shared.llm.openai import OpenAIModerator
+
+        return OpenAIModerator.connect(
+            settings.openai_api_key, settings.openai_base_url, settings.moderation_model
+        )
+    if settings.provider == "google" and not settings.offline_model:
+        from shared.llm.gemini import GeminiModerator
+
+        return GeminiModerator.connect(
+            settings.model, settings.provider_key, settings.provider_base_url
+        )
+    from shared.egress.offline_moderator import OfflineModerator
+
+    return OfflineModerator()
+
+
 def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
     """What the model writing a lesson is told: the lesson prompt, then every exercise
     skill, so it knows each exercise's exact XML without asking."""
@@ -240,13 +270,15 @@ def assemble(
     provenance: ProvenanceStore | None = None,
     accounts: AccountStore | None = None,
     auth: Accounts | None = None,
+    moderator: Moderator | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
     the in-memory one over the conversations and families (when both are in memory),
     ``openings`` likewise over the conversations and the ledger;
     without ``live`` and ``speaker`` (an audio provider's) live audio and speech are
-    refused as offline, and without ``transcriber`` voice clips are."""
+    refused as offline, and without ``transcriber`` voice clips are; without
+    ``moderator`` nothing is moderated."""
     sections = sections if sections is not None else sections_beside(ledger)
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
@@ -305,6 +337,8 @@ def assemble(
         speaker=speaker,
         transcriber=transcriber,
         minter=live,
+        moderator=moderator,
+        bounds={"moderation": Bound(BOUNDS["moderation"].max_chars, settings.moderation_seconds)},
         tracer=process_tracer(),
         metrics=process_metrics(),
     )
@@ -416,5 +450,6 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         provenance=stores.provenance,
         accounts=stores.accounts,
         auth=FirebaseAccounts(settings.project_id),
+        moderator=build_moderator(settings),
     )
     return components, stores

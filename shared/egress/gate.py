@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import math
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Protocol, TypeVar
@@ -33,15 +33,24 @@ from shared.egress import spans
 from shared.egress.providers import (
     LiveSecret,
     ModelProvider,
+    Moderator,
     SecretMinter,
     Speaker,
     Transcriber,
 )
 from shared.egress.screen import Screen, Screening, screened
 from shared.egress.words import Withheld
-from shared.errors import PayloadTooLarge, ProviderSilent, RateLimited, ToolError
+from shared.errors import (
+    ModerationUnavailable,
+    PayloadTooLarge,
+    ProviderError,
+    ProviderSilent,
+    RateLimited,
+    ToolError,
+)
 from shared.llm.base import (
     Finish,
+    ImagePart,
     Meter,
     ModelEvent,
     ModelRequest,
@@ -49,10 +58,11 @@ from shared.llm.base import (
     TextDelta,
     finished,
 )
+from shared.llm.moderation import Verdict
 from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
 from shared.observe.metrics import Metrics
 
-Kind = Literal["chat", "task", "transcription", "speech", "secret"]
+Kind = Literal["chat", "task", "transcription", "speech", "secret", "moderation"]
 
 CHARS_PER_TOKEN = 4
 """Tokens are estimated from characters where a provider reports none (speech) or
@@ -85,7 +95,12 @@ BOUNDS: dict[Kind, Bound] = {
     # OpenAI's speech takes 4,096 characters a request; the adapters cut longer text.
     "speech": Bound(max_chars=200_000, seconds=300),
     "secret": Bound(max_chars=0, seconds=15),
+    # A turn's text and its images (as base64); the deadline is SPARK_MODERATION_SECONDS.
+    "moderation": Bound(max_chars=60 * 1024 * 1024, seconds=10),
 }
+MODERATION_IMAGE_TOKENS = 256
+"""What an image is reserved as when it is judged (moderators report no usage, and
+OpenAI's charges none: the reservation only keeps a flood of calls within the day)."""
 
 
 class Budget(Protocol):
@@ -189,6 +204,7 @@ class Egress:
         speaker: Speaker | None = None,
         transcriber: Transcriber | None = None,
         minter: SecretMinter | None = None,
+        moderator: Moderator | None = None,
         bounds: dict[Kind, Bound] | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
@@ -199,6 +215,7 @@ class Egress:
         self._speaker = speaker
         self._transcriber = transcriber
         self._minter = minter
+        self._moderator = moderator
         self._bounds = {**BOUNDS, **(bounds or {})}
         # None, both: no spans or metrics at all, and no wrapper around a stream
         # (observing off is free).
@@ -393,6 +410,54 @@ class Egress:
                 yield event
         finally:
             await meter.settle(reservation, used)
+
+    # -- moderation ------------------------------------------------------------------
+
+    @property
+    def moderator(self) -> str | None:
+        """Whose moderator judges (the processor a parent consents to), or ``None``."""
+        return None if self._moderator is None else self._moderator.provider
+
+    async def moderate(
+        self, user_id: str, text: str, images: Sequence[ImagePart] = (), meter: Meter | None = None
+    ) -> Verdict:
+        """The moderator's verdict of ``text`` and ``images`` for ``user_id`` (DESIGN
+        §16): its tokens reserved (estimated from the text and a fixed share an image)
+        and charged, within the ``moderation`` bound. Nothing is screened: a user's
+        own words, and their model's reply to them, are what is judged.
+
+        Raises:
+            RateLimited: today's tokens are spent (nothing is asked).
+            PayloadTooLarge: what is to be judged is over the bound.
+            ModerationUnavailable: the moderator failed or did not answer in time (the
+                caller applies ``SPARK_MODERATION_FAIL``).
+        """
+        moderator = self._moderator
+        if moderator is None:
+            raise ValueError("no moderator")  # callers ask ``moderator`` first
+        bound = self._bounds["moderation"]
+        _check_size(len(text) + sum(len(i.data) for i in images), bound, "The message")
+        tokens = math.ceil(len(text) / CHARS_PER_TOKEN) + MODERATION_IMAGE_TOKENS * len(images)
+        meter = meter or self._budget.meter(user_id)
+        reservation = await meter.reserve(max(tokens, 1), "moderation")
+        call = spans.Call("moderation", moderator.provider, moderator.label, "moderation")
+        try:
+            async with asyncio.timeout(bound.seconds):
+                return await spans.judged(
+                    moderator.judge(text, images), self._tracer, self._metrics, call
+                )
+        except TimeoutError:
+            raise ModerationUnavailable(
+                "Spark AI Agent could not check this message in time; please try again.",
+                detail=f"the moderator took longer than {bound.seconds:.0f} s",
+            ) from None
+        except ProviderError as exc:
+            raise ModerationUnavailable(
+                "Spark AI Agent could not check this message just now; please try again.",
+                detail=f"{exc.code}: {exc.detail}",
+            ) from exc
+        finally:
+            await meter.settle(reservation, tokens)
 
     # -- live-session secrets --------------------------------------------------------
 

@@ -47,6 +47,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
     │   ├── ProviderRateLimited     503 provider_rate_limited
     │   ├── ProviderSilent          504 provider_timeout      (sent nothing for too long)
+    │   ├── ModerationUnavailable   503 moderation_unavailable (the moderator failed: closed)
     │   ├── ProviderRejected        502 provider_rejected     (auth, bad request, ...)
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
@@ -86,6 +87,7 @@ from shared.errors.failures import (
     ConversationTooLarge,
     IllegalTransition,
     IncompleteResponse,
+    ModerationUnavailable,
     ProviderError,
     ProviderRateLimited,
     ProviderRejected,
@@ -170,6 +172,7 @@ __all__ = [
     "LastParent",
     "MemberNotFound",
     "MethodNotAllowed",
+    "ModerationUnavailable",
     "NoActiveRun",
     "NoFamily",
     "NoSpeech",

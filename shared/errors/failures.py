@@ -30,6 +30,14 @@ class ProviderSilent(ProviderError):
     code = "provider_timeout"
 
 
+class ModerationUnavailable(ProviderError):
+    """The moderator failed or did not answer within its bound (DESIGN §16): a turn it
+    had to judge is not answered (``SPARK_MODERATION_FAIL=closed``)."""
+
+    status = 503
+    code = "moderation_unavailable"
+
+
 class ProviderRejected(ProviderError):
     code = "provider_rejected"
 
