@@ -23,6 +23,7 @@ from shared.auth.accounts import Accounts, FirebaseAccounts, InMemoryAccounts
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
 from shared.egress.gate import BOUNDS, Bound, Egress
+from shared.egress.moderating import FailMode, Mode, ModerationPolicy
 from shared.egress.provenance import InMemoryProvenanceStore, ProvenanceStore
 from shared.egress.providers import (
     ModelProvider,
@@ -338,6 +339,12 @@ def assemble(
         transcriber=transcriber,
         minter=live,
         moderator=moderator,
+        policy=ModerationPolicy(
+            cast(Mode, settings.moderation),
+            cast(FailMode, settings.moderation_fail),
+            settings.helpline,
+        ),
+        roles=household,
         bounds={"moderation": Bound(BOUNDS["moderation"].max_chars, settings.moderation_seconds)},
         tracer=process_tracer(),
         metrics=process_metrics(),

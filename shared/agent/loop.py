@@ -22,6 +22,7 @@ from shared.agent.calls import StepCalls
 from shared.agent.deps import RunDeps
 from shared.agent.events import (
     AgentEvent,
+    ModeratedEvent,
     RunStartEvent,
     TextEvent,
     UsageEvent,
@@ -41,6 +42,7 @@ from shared.errors import (
     RunInterrupted,
     RunStopped,
     SparkError,
+    TurnModerated,
 )
 from shared.ids import derived
 from shared.llm.base import (
@@ -251,7 +253,14 @@ class Run:
         for step in range(steps):
             self._step = step
             last = step == steps - 1
-            calls = await self._model_step(offer_tools=not last)
+            try:
+                calls = await self._model_step(offer_tools=not last)
+            except TurnModerated as flagged:
+                # The fixed, kind reply in place of the model's, which was never passed
+                # on (the egress held it until the verdict).
+                self._record(TextEvent(flagged.reply))
+                self._record(ModeratedEvent("input", flagged.category))
+                return "complete"
             if not calls:
                 return "complete"
             if last:

@@ -31,6 +31,7 @@ from shared.agent.events import (
     DoneEvent,
     DoneStatus,
     ErrorEvent,
+    ModeratedEvent,
     QuestionEvent,
     TaskQueuedEvent,
     TextEvent,
@@ -46,6 +47,7 @@ from shared.schemas.documents import (
     Message,
     MessageError,
     MessageStatus,
+    Moderated,
     StepState,
     ToolCall,
     ToolCallStatus,
@@ -214,6 +216,7 @@ class Transcript:
         self._usage: Usage | None = message.usage
         self._finish: FinishReason | None = message.finish_reason
         self._states: list[StepState] = list(message.provider_state or ())
+        self._moderated: Moderated | None = message.moderated
 
     @property
     def run_id(self) -> str:
@@ -265,6 +268,8 @@ class Transcript:
             self._finish = event.finish_reason
             if event.state is not None:
                 self._states.append(event.state)
+        elif isinstance(event, ModeratedEvent):
+            self._moderated = Moderated(direction=event.direction, category=event.category)
         elif isinstance(event, DoneEvent):
             self._status = _DONE_STATUS[event.status]
             if event.status == "stopped":
@@ -325,6 +330,7 @@ class Transcript:
                 "usage": self._usage,
                 "finish_reason": self._finish,
                 "provider_state": list(self._states) or None,
+                "moderated": self._moderated,
             }
         )
 

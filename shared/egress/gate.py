@@ -30,6 +30,7 @@ from typing import Literal, Protocol, TypeVar
 from opentelemetry.trace import Tracer
 
 from shared.egress import spans
+from shared.egress.moderating import ModerationPolicy, Roles, held, users_turn, verdict_of
 from shared.egress.providers import (
     LiveSecret,
     ModelProvider,
@@ -49,6 +50,7 @@ from shared.errors import (
     ToolError,
 )
 from shared.llm.base import (
+    ChatMessage,
     Finish,
     ImagePart,
     Meter,
@@ -205,6 +207,8 @@ class Egress:
         transcriber: Transcriber | None = None,
         minter: SecretMinter | None = None,
         moderator: Moderator | None = None,
+        policy: ModerationPolicy | None = None,
+        roles: Roles | None = None,
         bounds: dict[Kind, Bound] | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
@@ -216,6 +220,8 @@ class Egress:
         self._transcriber = transcriber
         self._minter = minter
         self._moderator = moderator
+        self._policy = policy or ModerationPolicy()
+        self._roles = roles
         self._bounds = {**BOUNDS, **(bounds or {})}
         # None, both: no spans or metrics at all, and no wrapper around a stream
         # (observing off is free).
@@ -257,8 +263,15 @@ class Egress:
             StoreError: what the screen must read could not be read (nothing is sent).
             PayloadTooLarge: the request is over the chat size.
             ValueError: ``screening`` is another user's, or was taken already.
+
+        A covered user's turn (the request's last message, when it is theirs) is judged
+        beside the request (``moderating.held``): its stream then raises
+        ``TurnModerated`` for a flagged turn, before anything of the model's, or
+        ``ModerationUnavailable`` for a failed verdict that fails closed.
         """
         _check_size(request_chars(request), self._bounds["chat"], "The request")
+        turn = users_turn(request) if self._moderator is not None else None
+        judging = None if turn is None else asyncio.ensure_future(self._judge(user_id, turn))
         meter = self._budget.meter(user_id)
         reserving = asyncio.ensure_future(meter.reserve(_estimate(request), "chat"))
         try:
@@ -268,15 +281,34 @@ class Egress:
                 withheld = await self._screen.withheld(user_id)
         except BaseException:
             await _unreserved(reserving, meter)
+            if judging is not None:
+                judging.cancel()
             raise
-        reservation = await reserving
+        try:
+            reservation = await reserving
+        except BaseException:
+            if judging is not None:
+                judging.cancel()
+            raise
         self._screened(withheld, "chat")
         request = screened(request, withheld)
         call = spans.Call("chat", self.provider, self.label, "chat")
         stream = spans.watched(
             self._model.stream(request), self._tracer, self._metrics, call, bool(withheld)
         )
+        if judging is not None:
+            stream = held(stream, judging, self._policy.helpline)
         return _settled(stream, meter, reservation, _input_estimate(request))
+
+    async def _judge(self, user_id: str, turn: ChatMessage) -> Verdict | None:
+        """The verdict of ``user_id``'s ``turn`` when they are covered (``None`` when not,
+        or when the moderator failed and the policy lets them go on)."""
+        covered = await self._policy.covered(self._roles, user_id)
+        if covered is None:
+            return None
+        return await verdict_of(
+            self.moderate(user_id, turn.text, turn.images), self._policy, covered
+        )
 
     async def _metered(
         self, user_id: str, request: ModelRequest, meter: Meter | None

@@ -52,6 +52,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
     ├── TaskCancelled               --  a task tool learns its user cancelled it (never an answer)
+    ├── TurnModerated               --  a run learns its user's turn was flagged (never an answer)
     ├── RunEnded                    --  a run learns it must stop writing (never an answer)
     │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
     │   └── RunStopped              409 run_stopped           (its owner asked it to stop)
@@ -100,6 +101,7 @@ from shared.errors.failures import (
     StoreError,
     TaskCancelled,
     ToolError,
+    TurnModerated,
 )
 from shared.errors.families import (
     AlreadyInFamily,
@@ -201,6 +203,7 @@ __all__ = [
     "TokenRevoked",
     "TooManyInvites",
     "ToolError",
+    "TurnModerated",
     "Unauthenticated",
     "UnprocessableContent",
     "UnsupportedMediaType",

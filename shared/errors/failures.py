@@ -54,6 +54,16 @@ class TaskCancelled(SparkError):
     It never reaches a caller."""
 
 
+class TurnModerated(SparkError):
+    """A run learns its user's turn was flagged by the moderator (DESIGN §16): it is
+    answered by ``reply``, a fixed kind reply, never by the model (never an answer)."""
+
+    def __init__(self, category: str, reply: str) -> None:
+        super().__init__(reply, detail=f"flagged: {category}")
+        self.category = category
+        self.reply = reply
+
+
 class RunEnded(SparkError):
     """Raised inside a run's own writes: the run record says it is over, so the producer
     must stop at once. The run ends through its own path; this never reaches a caller."""

@@ -30,6 +30,7 @@ from shared.egress.screen import Screen
 from shared.families.preferences import Preferences
 from shared.ids import SequentialIds
 from shared.llm.base import ModelProvider
+from shared.llm.moderation import Moderator
 from shared.llm.transcribe import Transcriber
 from shared.queue.memory import InMemoryTaskQueue
 from shared.store.files import InMemoryFileStore
@@ -129,7 +130,8 @@ def make_service(
     tools: ToolRegistry | None = None,
     fakes: Fakes | None = None,
     transcriber: Transcriber | None = None,
-    **settings: int,
+    moderator: Moderator | None = None,
+    **settings: int | str,
 ) -> Harness:
     fakes = fakes or Fakes(store or InMemoryConversationStore())
     configured = replace(Settings(), **settings)
@@ -152,6 +154,7 @@ def make_service(
         openings=fakes.openings,
         provenance=fakes.provenance,
         auth=fakes.auth,
+        moderator=moderator,
     )
     return Harness(
         components.agent,

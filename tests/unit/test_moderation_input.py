@@ -1,0 +1,162 @@
+"""A covered user's turn judged beside the model's reply to it (DESIGN §16): the reply's
+first token waits for the verdict, a flagged turn gets the fixed kind reply (the model's
+words never reach the document), a failed verdict holds closed for a dependent and goes
+on for an adult, and an adult's turn under ``dependents`` is not judged at all."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from shared.agent.events import ErrorEvent, TextEvent
+from shared.agent.transcript import Frame
+from shared.llm.moderation import ScriptedModerator, Verdict
+from shared.llm.scripted import ScriptedProvider, Step
+from shared.schemas.documents import Message, Moderated
+from tests.unit.helpers import Fakes, Harness, make_service, run_frames, until
+from tests.unit.test_family_tools import DAD, KID, MUM
+
+FLAGGED = "I want to k1ll myself"
+MODEL_WORDS = "The model's own answer"
+# A flagged turn's model request may be cancelled before it leaves (a verdict quicker
+# than the event loop's next turn) or after: its scripted step is used or not.
+FLAGGED_TURN = pytest.mark.leaves_steps
+
+
+def word_list(text: str) -> Verdict:
+    """The moderator's rule in these tests: the offline stand-in's."""
+    from shared.egress.offline_moderator import judged
+
+    return judged(text)
+
+
+async def family(
+    provider: ScriptedProvider, moderator: ScriptedModerator, **settings: int | str
+) -> Harness:
+    """Mum and Dad (parents) and Kid (a dependent), moderated by ``moderator``."""
+    harness = make_service(provider, fakes=Fakes(), moderator=moderator, **settings)
+    families = harness.agent.families
+    made = await families.create(MUM, "The Smiths")
+    for user, role in ((DAD, "parent"), (KID, "dependent")):
+        invite = await families.invite("mum", made.id, role)  # type: ignore[arg-type]
+        await families.join(user, invite.token)
+    return harness
+
+
+async def reply_of(harness: Harness, user_id: str, conversation_id: str) -> Message:
+    stored = await harness.store.get(user_id, conversation_id)
+    assert stored is not None
+    return stored.messages[-1]
+
+
+@FLAGGED_TURN
+async def test_a_dependents_flagged_turn_gets_the_kind_reply_not_the_models() -> None:
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, ScriptedModerator(word_list))
+    conversation_id, frames = await run_frames(harness, KID, FLAGGED)
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert MODEL_WORDS not in reply.text
+    assert "Childline on 0800 1111" in reply.text
+    assert reply.status == "complete"
+    assert reply.moderated == Moderated(direction="input", category="self_harm")
+    said = "".join(f.event.content for f in frames if isinstance(f.event, TextEvent))
+    assert MODEL_WORDS not in said and "Childline" in said
+
+
+@FLAGGED_TURN
+async def test_the_helpline_comes_from_the_settings() -> None:
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(
+        provider, ScriptedModerator(word_list), helpline="Kids Help Phone, 1-800-668-6868"
+    )
+    conversation_id, _ = await run_frames(harness, KID, FLAGGED)
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert "Kids Help Phone" in reply.text and "Childline" not in reply.text
+
+
+@FLAGGED_TURN
+async def test_another_category_gets_the_plain_kind_reply() -> None:
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, ScriptedModerator(word_list))
+    conversation_id, _ = await run_frames(harness, KID, "where can I buy w33d")
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert MODEL_WORDS not in reply.text and "Childline" not in reply.text
+    assert reply.moderated == Moderated(direction="input", category="illicit")
+
+
+async def test_an_adults_turn_is_not_judged_under_dependents() -> None:
+    moderator = ScriptedModerator(word_list)
+    harness = await family(ScriptedProvider([Step.reply(MODEL_WORDS)]), moderator)
+    conversation_id, _ = await run_frames(harness, MUM, FLAGGED)
+    reply = await reply_of(harness, "mum", conversation_id)
+    assert reply.text == MODEL_WORDS and reply.moderated is None
+    assert moderator.calls == []
+
+
+@FLAGGED_TURN
+async def test_everyone_judges_an_adult_too() -> None:
+    moderator = ScriptedModerator(word_list)
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, moderator, moderation="everyone")
+    conversation_id, _ = await run_frames(harness, MUM, FLAGGED)
+    reply = await reply_of(harness, "mum", conversation_id)
+    assert MODEL_WORDS not in reply.text and reply.moderated is not None
+
+
+async def test_a_clean_turn_is_answered_by_the_model() -> None:
+    moderator = ScriptedModerator(word_list)
+    harness = await family(ScriptedProvider([Step.reply(MODEL_WORDS)]), moderator)
+    conversation_id, _ = await run_frames(harness, KID, "What is seven times eight?")
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert reply.text == MODEL_WORDS and reply.moderated is None
+    assert moderator.calls == [("What is seven times eight?", 0)]
+
+
+async def test_the_first_token_waits_for_the_verdict_while_the_request_is_out() -> None:
+    moderator = ScriptedModerator(word_list, gate=asyncio.Event())
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, moderator)
+    run = await harness.start(KID, "What is seven times eight?")
+    frames: list[Frame] = []
+    running = asyncio.ensure_future(run.execute(frames.append))
+    # The model was asked while the moderator had not answered: the two are concurrent.
+    await until(lambda: bool(provider.requests) and bool(moderator.calls), "both asked")
+    await until(lambda: not provider.steps, "the model's reply to be ready")
+    assert not any(isinstance(f.event, TextEvent) for f in frames)
+    assert moderator.gate is not None
+    moderator.gate.set()
+    await running
+    assert any(isinstance(f.event, TextEvent) for f in frames)
+
+
+async def test_a_hanging_moderator_holds_a_dependents_turn_closed() -> None:
+    moderator = ScriptedModerator(word_list, gate=asyncio.Event())  # never answers
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, moderator, moderation_seconds=1)
+    conversation_id, frames = await run_frames(harness, KID, "What is seven times eight?")
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert MODEL_WORDS not in reply.text
+    assert reply.error is not None and reply.error.code == "moderation_unavailable"
+    assert "try again" in reply.error.message
+    assert isinstance(frames[-1].event, ErrorEvent)
+
+
+async def test_a_failing_moderator_lets_an_adult_go_on() -> None:
+    from shared.errors import ProviderUnavailable
+
+    moderator = ScriptedModerator(word_list, failure=ProviderUnavailable("down"))
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, moderator, moderation="everyone")
+    conversation_id, _ = await run_frames(harness, MUM, "What is seven times eight?")
+    assert (await reply_of(harness, "mum", conversation_id)).text == MODEL_WORDS
+
+
+async def test_open_lets_a_dependent_go_on_when_the_moderator_fails() -> None:
+    from shared.errors import ProviderUnavailable
+
+    moderator = ScriptedModerator(word_list, failure=ProviderUnavailable("down"))
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, moderator, moderation_fail="open")
+    conversation_id, _ = await run_frames(harness, KID, "What is seven times eight?")
+    assert (await reply_of(harness, "kid", conversation_id)).text == MODEL_WORDS
