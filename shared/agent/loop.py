@@ -38,6 +38,7 @@ from shared.errors import (
     INTERNAL_MESSAGE,
     NotFound,
     ProviderSilent,
+    ReplyWithheld,
     RunEnded,
     RunInterrupted,
     RunStopped,
@@ -261,6 +262,10 @@ class Run:
                 self._record(TextEvent(flagged.reply))
                 self._record(ModeratedEvent("input", flagged.category))
                 return "complete"
+            except ReplyWithheld as withheld:
+                # What had streamed is replaced by a note; the run ends withheld.
+                self._record(ModeratedEvent("output", withheld.category))
+                raise
             if not calls:
                 return "complete"
             if last:

@@ -270,12 +270,16 @@ class Transcript:
                 self._states.append(event.state)
         elif isinstance(event, ModeratedEvent):
             self._moderated = Moderated(direction=event.direction, category=event.category)
+            if event.direction == "output":  # what had streamed goes: a note stays
+                self._text, self._chars = [], 0
+                self._parts = [p for p in self._parts if p.type != "text"]
+                self._parts.append(ContentPart.of_text(WITHHELD_IN_DOCUMENT))
         elif isinstance(event, DoneEvent):
             self._status = _DONE_STATUS[event.status]
             if event.status == "stopped":
                 self._finish = "stopped"
         elif isinstance(event, ErrorEvent):
-            self._status = "error"
+            self._status = "withheld" if event.code == WITHHELD else "error"
             self._error = MessageError(code=event.code, message=event.message)
             self._finish = "error"
         if isinstance(event, TERMINAL):
@@ -334,6 +338,10 @@ class Transcript:
             }
         )
 
+
+WITHHELD = "withheld"
+WITHHELD_IN_DOCUMENT = "(Spark AI Agent withheld this reply.)"
+"""What a withheld reply's message holds in place of what had streamed (DESIGN §16)."""
 
 CUT_NOTE = (
     "\n\n(Spark AI Agent cut this reply short: the conversation is full. "

@@ -21,16 +21,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Tracer
 
 from shared.egress import spans
-from shared.egress.moderating import ModerationPolicy, Roles, held, users_turn, verdict_of
+from shared.egress.moderating import (
+    Covered,
+    ModerationPolicy,
+    Roles,
+    held,
+    judged_reply,
+    users_turn,
+    verdict_of,
+)
 from shared.egress.providers import (
     LiveSecret,
     ModelProvider,
@@ -50,7 +59,6 @@ from shared.errors import (
     ToolError,
 )
 from shared.llm.base import (
-    ChatMessage,
     Finish,
     ImagePart,
     Meter,
@@ -189,6 +197,12 @@ async def _within(events: AsyncIterator[E], bound: Bound, what: str) -> AsyncGen
             await close()
 
 
+def _cancel(*futures: asyncio.Future[Any] | None) -> None:
+    for future in futures:
+        if future is not None:
+            future.cancel()
+
+
 def _check_size(size: int, bound: Bound, what: str) -> None:
     if size > bound.max_chars:
         raise PayloadTooLarge(f"{what} is too large to send to the model.")
@@ -270,8 +284,11 @@ class Egress:
         ``ModerationUnavailable`` for a failed verdict that fails closed.
         """
         _check_size(request_chars(request), self._bounds["chat"], "The request")
-        turn = users_turn(request) if self._moderator is not None else None
-        judging = None if turn is None else asyncio.ensure_future(self._judge(user_id, turn))
+        covering = self._covering(user_id)
+        turn = users_turn(request) if covering is not None else None
+        judging = None
+        if covering is not None and turn is not None:
+            judging = asyncio.ensure_future(self._judge(user_id, turn.text, turn.images, covering))
         meter = self._budget.meter(user_id)
         reserving = asyncio.ensure_future(meter.reserve(_estimate(request), "chat"))
         try:
@@ -281,14 +298,12 @@ class Egress:
                 withheld = await self._screen.withheld(user_id)
         except BaseException:
             await _unreserved(reserving, meter)
-            if judging is not None:
-                judging.cancel()
+            _cancel(judging, covering)
             raise
         try:
             reservation = await reserving
         except BaseException:
-            if judging is not None:
-                judging.cancel()
+            _cancel(judging, covering)
             raise
         self._screened(withheld, "chat")
         request = screened(request, withheld)
@@ -296,19 +311,33 @@ class Egress:
         stream = spans.watched(
             self._model.stream(request), self._tracer, self._metrics, call, bool(withheld)
         )
+        if covering is not None:
+            judge = functools.partial(self._judge, user_id, images=(), covering=covering)
+            stream = judged_reply(stream, judge, covering)
         if judging is not None:
             stream = held(stream, judging, self._policy.helpline)
         return _settled(stream, meter, reservation, _input_estimate(request))
 
-    async def _judge(self, user_id: str, turn: ChatMessage) -> Verdict | None:
-        """The verdict of ``user_id``'s ``turn`` when they are covered (``None`` when not,
-        or when the moderator failed and the policy lets them go on)."""
-        covered = await self._policy.covered(self._roles, user_id)
+    def _covering(self, user_id: str) -> asyncio.Future[Covered | None] | None:
+        """Whether ``user_id`` is moderated, read now beside the rest (``None``: no one
+        is, or there is no moderator)."""
+        if self._moderator is None or self._policy.mode == "off":
+            return None
+        return asyncio.ensure_future(self._policy.covered(self._roles, user_id))
+
+    async def _judge(
+        self,
+        user_id: str,
+        text: str,
+        images: Sequence[ImagePart],
+        covering: asyncio.Future[Covered | None],
+    ) -> Verdict | None:
+        """The verdict of ``text`` and ``images`` when ``user_id`` is covered (``None``
+        when not, or when the moderator failed and the policy lets them go on)."""
+        covered = await covering
         if covered is None:
             return None
-        return await verdict_of(
-            self.moderate(user_id, turn.text, turn.images), self._policy, covered
-        )
+        return await verdict_of(self.moderate(user_id, text, images), self._policy, covered)
 
     async def _metered(
         self, user_id: str, request: ModelRequest, meter: Meter | None

@@ -11,6 +11,11 @@ stream with ``TurnModerated`` (the run answers with its fixed, kind reply; whate
 model had begun is never seen). A moderator that fails or is late decides by
 ``SPARK_MODERATION_FAIL`` for a dependent (``closed``: the turn is not answered and they
 are asked to try again) and always goes on for an adult.
+
+The reply to a covered user is judged as it streams (``judged_reply``), a sentence at a
+time beside the stream, and its finish waits for the last verdict: a flagged passage
+ends the stream with ``ReplyWithheld`` (the run ends ``withheld``, and the document
+keeps a short note in place of what had streamed).
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable
+import re
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from shared.errors import ModerationUnavailable, TurnModerated
-from shared.llm.base import ChatMessage, ModelEvent, ModelRequest
+from shared.errors import ModerationUnavailable, ReplyWithheld, TurnModerated
+from shared.llm.base import ChatMessage, Finish, ModelEvent, ModelRequest, TextDelta
 from shared.llm.moderation import Category, Verdict
 
 log = logging.getLogger(__name__)
@@ -148,4 +154,78 @@ async def held(
     finally:
         if not judging.done():
             judging.cancel()
+        await stream.aclose()
+
+
+SENTENCE_END = re.compile(r"[.!?…]+[\"'”’)\]]*\s+|\n+")
+PASSAGE_CHARS = 400
+"""A passage with no sentence's end in it is judged once this long (a list, a poem)."""
+
+
+def passages(buffer: str) -> tuple[list[str], str]:
+    """The whole sentences at the start of ``buffer``, and what is left of it."""
+    found: list[str] = []
+    at = 0
+    for end in SENTENCE_END.finditer(buffer):
+        found.append(buffer[at : end.end()])
+        at = end.end()
+    rest = buffer[at:]
+    if len(rest) >= PASSAGE_CHARS:
+        found.append(rest)
+        rest = ""
+    return [p for p in found if p.strip()], rest
+
+
+def _flagged(done: list[asyncio.Future[Verdict | None]]) -> Verdict | None:
+    for verdict in done:
+        result = verdict.result()
+        if result is not None and result.flagged:
+            return result
+    return None
+
+
+async def judged_reply(
+    stream: AsyncGenerator[ModelEvent, None],
+    judge: Callable[[str], Awaitable[Verdict | None]],
+    covering: asyncio.Future[Covered | None],
+) -> AsyncGenerator[ModelEvent, None]:
+    """``stream``, its text judged as it comes, a sentence (``passages``) at a time,
+    each verdict beside the stream (it is not slowed); its finish is held until every
+    passage's verdict is in, so no flagged reply ends as complete.
+
+    Raises:
+        ReplyWithheld: a passage was flagged (at the first event after its verdict).
+        ModerationUnavailable: a verdict failed, and the reply fails closed.
+    """
+    pending: list[asyncio.Future[Verdict | None]] = []
+    buffer = ""
+
+    def check() -> None:
+        done = [p for p in pending if p.done()]
+        flagged = _flagged(done)
+        if flagged is not None:
+            raise ReplyWithheld(flagged.category or "")
+        pending[:] = [p for p in pending if not p.done()]
+
+    try:
+        async for event in stream:
+            if covering.done() and covering.result() is None:
+                yield event  # not covered (known once read, beside the request)
+                continue
+            if isinstance(event, TextDelta):
+                whole, buffer = passages(buffer + event.text)
+                pending.extend(asyncio.ensure_future(judge(p)) for p in whole)
+            elif isinstance(event, Finish):
+                if buffer.strip():
+                    pending.append(asyncio.ensure_future(judge(buffer)))
+                buffer = ""
+                if pending:
+                    await asyncio.wait(pending)
+            check()
+            yield event
+    finally:
+        for verdict in pending:
+            verdict.cancel()
+        if not covering.done():
+            covering.cancel()
         await stream.aclose()

@@ -52,6 +52,7 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
     ├── TaskCancelled               --  a task tool learns its user cancelled it (never an answer)
+    ├── ReplyWithheld               --  a run's reply was flagged: it ends as withheld
     ├── TurnModerated               --  a run learns its user's turn was flagged (never an answer)
     ├── RunEnded                    --  a run learns it must stop writing (never an answer)
     │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
@@ -95,6 +96,7 @@ from shared.errors.failures import (
     ProviderSilent,
     ProviderUnavailable,
     QueueUnavailable,
+    ReplyWithheld,
     RunEnded,
     RunInterrupted,
     RunStopped,
@@ -189,6 +191,7 @@ __all__ = [
     "ProviderUnavailable",
     "QueueUnavailable",
     "RateLimited",
+    "ReplyWithheld",
     "RequestError",
     "RunEnded",
     "RunInProgress",

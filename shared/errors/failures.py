@@ -64,6 +64,24 @@ class TurnModerated(SparkError):
         self.reply = reply
 
 
+class ReplyWithheld(SparkError):
+    """The moderator flagged a passage of the reply (DESIGN §16): the run ends as
+    ``withheld``, and what had streamed is replaced by a note."""
+
+    status = 200
+    code = "withheld"
+
+    def __init__(self, category: str) -> None:
+        super().__init__(WITHHELD_NOTE, detail=f"flagged: {category}")
+        self.category = category
+
+
+WITHHELD_NOTE = (
+    "Spark AI Agent stopped this reply because part of it was not suitable. "
+    "Please ask in a different way, or ask about something else."
+)
+
+
 class RunEnded(SparkError):
     """Raised inside a run's own writes: the run record says it is over, so the producer
     must stop at once. The run ends through its own path; this never reaches a caller."""

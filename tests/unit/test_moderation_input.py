@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from shared.agent.events import ErrorEvent, TextEvent
-from shared.agent.transcript import Frame
+from shared.agent.transcript import WITHHELD_IN_DOCUMENT, Frame
 from shared.llm.moderation import ScriptedModerator, Verdict
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Message, Moderated
@@ -110,7 +110,7 @@ async def test_a_clean_turn_is_answered_by_the_model() -> None:
     conversation_id, _ = await run_frames(harness, KID, "What is seven times eight?")
     reply = await reply_of(harness, "kid", conversation_id)
     assert reply.text == MODEL_WORDS and reply.moderated is None
-    assert moderator.calls == [("What is seven times eight?", 0)]
+    assert moderator.calls == [("What is seven times eight?", 0), (MODEL_WORDS, 0)]
 
 
 async def test_the_first_token_waits_for_the_verdict_while_the_request_is_out() -> None:
@@ -160,3 +160,44 @@ async def test_open_lets_a_dependent_go_on_when_the_moderator_fails() -> None:
     harness = await family(provider, moderator, moderation_fail="open")
     conversation_id, _ = await run_frames(harness, KID, "What is seven times eight?")
     assert (await reply_of(harness, "kid", conversation_id)).text == MODEL_WORDS
+
+
+HALF_WAY = ["Here is a fact about owls. ", "Some people say ", "k1ll myself", ". More words."]
+
+
+async def test_a_reply_flagged_half_way_is_withheld_and_leaves_a_note() -> None:
+    moderator = ScriptedModerator(word_list)
+    harness = await family(ScriptedProvider([Step.reply(*HALF_WAY)]), moderator)
+    conversation_id, frames = await run_frames(harness, KID, "Tell me about owls")
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert reply.status == "withheld"
+    assert reply.text == WITHHELD_IN_DOCUMENT
+    assert "owls" not in reply.text
+    assert reply.moderated == Moderated(direction="output", category="self_harm")
+    last = frames[-1].event
+    assert isinstance(last, ErrorEvent) and last.code == "withheld"
+
+
+async def test_an_adults_reply_is_not_judged_under_dependents() -> None:
+    moderator = ScriptedModerator(word_list)
+    harness = await family(ScriptedProvider([Step.reply(*HALF_WAY)]), moderator)
+    conversation_id, _ = await run_frames(harness, MUM, "Tell me about owls")
+    reply = await reply_of(harness, "mum", conversation_id)
+    assert reply.status == "complete" and reply.text == "".join(HALF_WAY)
+    assert moderator.calls == []
+
+
+async def test_a_clean_reply_is_judged_sentence_by_sentence_and_completes() -> None:
+    moderator = ScriptedModerator(word_list)
+    steps = [Step.reply("Owls hunt at night. ", "They have ", "soft feathers. ", "The end")]
+    harness = await family(ScriptedProvider(steps), moderator)
+    conversation_id, _ = await run_frames(harness, KID, "Tell me about owls")
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert reply.status == "complete" and reply.moderated is None
+    judged_texts = [text for text, _ in moderator.calls]
+    assert judged_texts == [
+        "Tell me about owls",
+        "Owls hunt at night. ",
+        "They have soft feathers. ",
+        "The end",
+    ]
