@@ -40,6 +40,7 @@ from shared.export.service import Exports
 from shared.families.allowance import SendLimits
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
+from shared.families.safety import SafetyFlags
 from shared.families.service import Families
 from shared.ids import IdGenerator, RandomIds
 from shared.observe.setup import process_metrics, process_tracer
@@ -66,6 +67,8 @@ from shared.store.memory import (
     sections_beside,
 )
 from shared.store.memory.accounts import accounts_beside
+from shared.store.memory.safety import InMemorySafetyStore
+from shared.store.safety import SafetyStore
 from shared.store.slots import RunSlots
 from shared.tasks.handler import TaskHandler
 from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
@@ -272,6 +275,7 @@ def assemble(
     accounts: AccountStore | None = None,
     auth: Accounts | None = None,
     moderator: Moderator | None = None,
+    safety: SafetyStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
@@ -313,6 +317,7 @@ def assemble(
     attachments = Attachments(files, settings.attachment_decodes_at_once)
     families = families if families is not None else InMemoryFamilyStore()
     household = Families(families, clock, ids, family_policy_of(settings))
+    flags = SafetyFlags(household, safety if safety is not None else InMemorySafetyStore(), clock)
     settings_store = settings_store if settings_store is not None else InMemorySettingsStore()
     provenance = provenance if provenance is not None else InMemoryProvenanceStore()
     if accounts is None:
@@ -366,6 +371,9 @@ def assemble(
         slots=slots,
         screen=FamilyScreen(preferences),
         tombstones=erasures,
+        flags=SafetyFlags(
+            household, safety if safety is not None else InMemorySafetyStore(), clock
+        ),
     )
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
@@ -422,6 +430,7 @@ def assemble(
                 scheduler.cancel_task,
             )
         ),
+        flags,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -458,5 +467,6 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         accounts=stores.accounts,
         auth=FirebaseAccounts(settings.project_id),
         moderator=build_moderator(settings),
+        safety=stores.safety,
     )
     return components, stores

@@ -261,10 +261,12 @@ class Run:
                 # on (the egress held it until the verdict).
                 self._record(TextEvent(flagged.reply))
                 self._record(ModeratedEvent("input", flagged.category))
+                await self._flag(flagged.category, "input")
                 return "complete"
             except ReplyWithheld as withheld:
                 # What had streamed is replaced by a note; the run ends withheld.
                 self._record(ModeratedEvent("output", withheld.category))
+                await self._flag(withheld.category, "output")
                 raise
             if not calls:
                 return "complete"
@@ -280,6 +282,12 @@ class Run:
             if self._calls.queued:
                 return "queued"
         return "complete"
+
+    async def _flag(self, category: str, direction: str) -> None:
+        """Tell the user's parents of the stop (a dependent's; the message names it)."""
+        await self.deps.flags.flag(
+            self.user_id, category, direction, self.conversation_id, self.message_id
+        )
 
     def _own_id(self, call: ToolCallRequest, index: int) -> ToolCallRequest:
         """The call under an id of ours, unique in the conversation: providers may send

@@ -43,6 +43,7 @@ from shared.store.memory import (
     InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
 )
+from shared.store.memory.safety import InMemorySafetyStore
 from shared.tasks.handler import TaskHandler
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
@@ -87,6 +88,7 @@ class Fakes:
     families: InMemoryFamilyStore = field(default_factory=InMemoryFamilyStore)
     settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
     provenance: InMemoryProvenanceStore = field(default_factory=InMemoryProvenanceStore)
+    safety: InMemorySafetyStore = field(default_factory=InMemorySafetyStore)
     # A send's admission with its message; none: the one over ``store`` and ``ledger``.
     openings: InMemoryOpeningStore | None = None
     # Sign-in accounts, the last thing an erasure deletes.
@@ -155,6 +157,7 @@ def make_service(
         provenance=fakes.provenance,
         auth=fakes.auth,
         moderator=moderator,
+        safety=fakes.safety,
     )
     return Harness(
         components.agent,

@@ -6,6 +6,7 @@ on for an adult, and an adult's turn under ``dependents`` is not judged at all."
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -14,8 +15,8 @@ from shared.agent.transcript import WITHHELD_IN_DOCUMENT, Frame
 from shared.llm.moderation import ScriptedModerator, Verdict
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Message, Moderated
-from tests.unit.helpers import Fakes, Harness, make_service, run_frames, until
-from tests.unit.test_family_tools import DAD, KID, MUM
+from tests.unit.helpers import Fakes, Harness, make_service, run_frames, serving, until
+from tests.unit.test_family_tools import DAD, EVE, KID, MUM
 
 FLAGGED = "I want to k1ll myself"
 MODEL_WORDS = "The model's own answer"
@@ -201,3 +202,48 @@ async def test_a_clean_reply_is_judged_sentence_by_sentence_and_completes() -> N
         "They have soft feathers. ",
         "The end",
     ]
+
+
+@FLAGGED_TURN
+async def test_every_flag_reaches_the_parents_and_no_one_else() -> None:
+    from functions.spark_http.app import ApiApp
+    from shared.auth.base import StaticTokenVerifier
+
+    provider = ScriptedProvider([Step.reply(*HALF_WAY), Step.reply(MODEL_WORDS)])
+    harness = await family(provider, ScriptedModerator(word_list))
+    withheld, _ = await run_frames(harness, KID, "Tell me about owls")
+    turned, _ = await run_frames(harness, KID, FLAGGED)
+    for parent in ("mum", "dad"):
+        mirror = await harness.fakes.safety.get(parent)
+        flags = [(f.member_id, f.category, f.direction, f.conversation_id) for f in mirror.flags]
+        assert flags == [  # newest first
+            ("kid", "self_harm", "input", turned),
+            ("kid", "self_harm", "output", withheld),
+        ]
+    stored = json.dumps(list(harness.fakes.safety.documents.values()), default=str)
+    assert "k1ll" not in stored and "owls" not in stored  # never the words
+    assert (await harness.fakes.safety.get("kid")).flags == []
+
+    family_id = (await harness.agent.families.current("mum")).id
+    users = {"mum-token": MUM, "kid-token": KID, "eve-token": EVE}
+    api = ApiApp(harness.agent, StaticTokenVerifier(users), harness.settings)
+    async with serving(api) as client:
+        path = f"/api/spark/families/{family_id}/safety"
+        answer = await client.get(path, headers={"Authorization": "Bearer mum-token"})
+        assert answer.status_code == 200
+        body = answer.json()
+        assert [f["conversationId"] for f in body["flags"]] == [turned, withheld]
+        fields = {"id", "memberId", "category", "direction", "conversationId", "at"}
+        assert set(body["flags"][0]) == fields
+        for other in ("kid-token", "eve-token"):
+            refused = await client.get(path, headers={"Authorization": f"Bearer {other}"})
+            assert refused.status_code == 404
+            assert refused.json()["error"]["code"] == "family_not_found"
+
+
+@FLAGGED_TURN
+async def test_an_adult_moderated_under_everyone_raises_no_flag() -> None:
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS)])
+    harness = await family(provider, ScriptedModerator(word_list), moderation="everyone")
+    await run_frames(harness, DAD, FLAGGED)
+    assert (await harness.fakes.safety.get("mum")).flags == []

@@ -47,8 +47,11 @@ from shared.schemas.documents.conversation import (
     Usage,
 )
 from shared.schemas.documents.family import (
+    MAX_FLAGS,
     FamilyMember,
     FamilyMirror,
+    SafetyFlag,
+    SafetyMirror,
     UserSettings,
 )
 from shared.schemas.documents.lessons import (
@@ -75,6 +78,7 @@ __all__ = [
     "MAX_AUTO_TITLE",
     "MAX_COMMENT",
     "MAX_DESCRIPTION_CHARS",
+    "MAX_FLAGS",
     "MAX_STATE_CHARS",
     "MAX_TITLE",
     "ActiveRun",
@@ -105,6 +109,8 @@ __all__ = [
     "Rating",
     "Role",
     "RunStatus",
+    "SafetyFlag",
+    "SafetyMirror",
     "StepState",
     "TaskDocument",
     "TaskState",
