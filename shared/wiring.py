@@ -350,6 +350,7 @@ def assemble(
             settings.helpline,
         ),
         roles=household,
+        addendum=load_prompt("dependent", settings.prompts),
         bounds={"moderation": Bound(BOUNDS["moderation"].max_chars, settings.moderation_seconds)},
         tracer=process_tracer(),
         metrics=process_metrics(),

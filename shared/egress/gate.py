@@ -223,6 +223,7 @@ class Egress:
         moderator: Moderator | None = None,
         policy: ModerationPolicy | None = None,
         roles: Roles | None = None,
+        addendum: str = "",
         bounds: dict[Kind, Bound] | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
@@ -236,6 +237,8 @@ class Egress:
         self._moderator = moderator
         self._policy = policy or ModerationPolicy()
         self._roles = roles
+        # What a dependent's runs are told besides the system prompt (prompts/dependent.md).
+        self._addendum = addendum
         self._bounds = {**BOUNDS, **(bounds or {})}
         # None, both: no spans or metrics at all, and no wrapper around a stream
         # (observing off is free).
@@ -284,7 +287,8 @@ class Egress:
         ``ModerationUnavailable`` for a failed verdict that fails closed.
         """
         _check_size(request_chars(request), self._bounds["chat"], "The request")
-        covering = self._covering(user_id)
+        standing = None if self._roles is None else asyncio.ensure_future(self._roles.role(user_id))
+        covering = self._covering(standing)
         turn = users_turn(request) if covering is not None else None
         judging = None
         if covering is not None and turn is not None:
@@ -298,13 +302,24 @@ class Egress:
                 withheld = await self._screen.withheld(user_id)
         except BaseException:
             await _unreserved(reserving, meter)
-            _cancel(judging, covering)
+            _cancel(judging, covering, standing)
             raise
         try:
             reservation = await reserving
         except BaseException:
-            _cancel(judging, covering)
+            _cancel(judging, covering, standing)
             raise
+        if standing is not None:
+            # A dependent's runs are told who they talk with (read beside the rest).
+            try:
+                role = await standing
+            except BaseException:
+                _cancel(judging, covering)
+                await meter.settle(reservation, 0)
+                raise
+            if role == "dependent" and self._addendum:
+                system = f"{request.system}\n\n{self._addendum}"
+                request = dataclasses.replace(request, system=system)
         self._screened(withheld, "chat")
         request = screened(request, withheld)
         call = spans.Call("chat", self.provider, self.label, "chat")
@@ -318,12 +333,14 @@ class Egress:
             stream = held(stream, judging, self._policy.helpline)
         return _settled(stream, meter, reservation, _input_estimate(request))
 
-    def _covering(self, user_id: str) -> asyncio.Future[Covered | None] | None:
-        """Whether ``user_id`` is moderated, read now beside the rest (``None``: no one
+    def _covering(
+        self, standing: asyncio.Future[str | None] | None
+    ) -> asyncio.Future[Covered | None] | None:
+        """Whether the user whose role ``standing`` reads is moderated (``None``: no one
         is, or there is no moderator)."""
-        if self._moderator is None or self._policy.mode == "off":
+        if standing is None or self._moderator is None or self._policy.mode == "off":
             return None
-        return asyncio.ensure_future(self._policy.covered(self._roles, user_id))
+        return asyncio.ensure_future(self._policy.covered_as(standing))
 
     async def _judge(
         self,

@@ -77,12 +77,11 @@ class ModerationPolicy:
     fail: FailMode = "closed"
     helpline: str = DEFAULT_HELPLINE
 
-    async def covered(self, roles: Roles | None, user_id: str) -> Covered | None:
-        """Whether ``user_id``'s turns and replies are judged, and as whom."""
-        if self.mode == "off" or roles is None:
+    async def covered_as(self, standing: Awaitable[str | None]) -> Covered | None:
+        """Whether the user whose role ``standing`` reads is judged, and as whom."""
+        if self.mode == "off":
             return None
-        dependent = await roles.role(user_id) == "dependent"
-        if dependent:
+        if await standing == "dependent":
             return "dependent"
         return "adult" if self.mode == "everyone" else None
 

@@ -247,3 +247,16 @@ async def test_an_adult_moderated_under_everyone_raises_no_flag() -> None:
     harness = await family(provider, ScriptedModerator(word_list), moderation="everyone")
     await run_frames(harness, DAD, FLAGGED)
     assert (await harness.fakes.safety.get("mum")).flags == []
+
+
+async def test_a_dependents_runs_get_the_age_fit_addendum_and_an_adults_do_not() -> None:
+    from shared.prompts import load_prompt
+
+    addendum = load_prompt("dependent")
+    provider = ScriptedProvider([Step.reply(MODEL_WORDS), Step.reply(MODEL_WORDS)])
+    harness = await family(provider, ScriptedModerator(word_list), moderation="off")
+    await run_frames(harness, KID, "What is seven times eight?")
+    await run_frames(harness, MUM, "What is seven times eight?")
+    kid, mum = provider.requests
+    assert kid.system.endswith(addendum) and "Socratic" in kid.system
+    assert "young learner" not in mum.system
