@@ -135,13 +135,33 @@ def _as_letters(signs: str, table: dict[str, str]) -> str:
 
 def _found(keys: Sequence[str]) -> set[Category]:
     found: set[Category] = set()
-    for n, table in _TABLE.items():
-        for i in range(len(keys) - n + 1):
-            category = table.get(tuple(keys[i : i + n]))
-            if category is not None:
-                found.add(category)
+    for words in (keys, _joined(keys), _joined(keys, apart=True)):
+        for n, table in _TABLE.items():
+            for i in range(len(words) - n + 1):
+                category = table.get(tuple(words[i : i + n]))
+                if category is not None:
+                    found.add(category)
     found.update(_spelt_out(keys))
     return found
+
+
+def _joined(keys: Sequence[str], apart: bool = False) -> list[str]:
+    """``keys`` with each run of single letters read as one word (``kill m y s e l f``
+    is ``kill myself``); ``apart``: its first letter a word of its own when it is one
+    (``make a b o m b`` is ``make a bomb``)."""
+    out: list[str] = []
+    run: list[str] = []
+    for key in [*keys, ""]:
+        if len(key) == 1:
+            run.append(_LEET.get(key, key))
+            continue
+        if apart and len(run) > SPELT_OUT and run[0] in ("a", "i"):
+            out.append(run.pop(0))
+        out += ["".join(run)] if len(run) >= SPELT_OUT else run
+        run = []
+        if key:
+            out.append(key)
+    return out
 
 
 def _spelt_out(keys: Sequence[str]) -> set[Category]:
