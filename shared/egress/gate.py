@@ -333,6 +333,23 @@ class Egress:
             stream = held(stream, judging, self._policy.helpline)
         return _settled(stream, meter, reservation, _input_estimate(request))
 
+    async def judge(self, user_id: str, text: str) -> Verdict | None:
+        """The moderator's verdict of ``text`` that ``user_id``'s agent would send to
+        others (a tool's argument), when ``user_id`` is covered; ``None`` when not, or
+        when the moderator failed and the policy lets them go on.
+
+        Raises:
+            ModerationUnavailable: it failed, and the user's turns fail closed.
+        """
+        if self._roles is None:
+            return None
+        standing = asyncio.ensure_future(self._roles.role(user_id))
+        covering = self._covering(standing)
+        if covering is None:
+            standing.cancel()
+            return None
+        return await self._judge(user_id, text, (), covering)
+
     def _covering(
         self, standing: asyncio.Future[str | None] | None
     ) -> asyncio.Future[Covered | None] | None:

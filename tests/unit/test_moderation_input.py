@@ -260,3 +260,28 @@ async def test_a_dependents_runs_get_the_age_fit_addendum_and_an_adults_do_not()
     kid, mum = provider.requests
     assert kid.system.endswith(addendum) and "Socratic" in kid.system
     assert "young learner" not in mum.system
+
+
+async def test_a_dependents_flagged_family_message_is_refused_before_approval() -> None:
+    from shared.agent.events import ApprovalRequiredEvent, ToolEndEvent
+    from tests.unit.test_family_tools import calls
+
+    flagged = "you are worthless and nobody likes you"
+    clean = "see you at dinner"
+    provider = ScriptedProvider(
+        [
+            calls(("send_family_message", {"to": "mum", "text": flagged})),
+            Step.reply("I could not send that."),
+            calls(("send_family_message", {"to": "mum", "text": clean})),
+        ]
+    )
+    harness = await family(provider, ScriptedModerator(word_list))
+    conversation_id, frames = await run_frames(harness, KID, "tell mum something")
+    assert not any(isinstance(f.event, ApprovalRequiredEvent) for f in frames)
+    (ended,) = [f.event for f in frames if isinstance(f.event, ToolEndEvent)]
+    assert ended.status == "error" and "not sent" in (ended.error or "")
+    (flag,) = (await harness.fakes.safety.get("mum")).flags
+    assert (flag.category, flag.direction) == ("harassment", "output")
+    # A clean message is judged, then waits for approval as ever.
+    _, frames = await run_frames(harness, KID, "tell mum about dinner", conversation_id)
+    assert any(isinstance(f.event, ApprovalRequiredEvent) for f in frames)
