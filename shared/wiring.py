@@ -317,12 +317,13 @@ def assemble(
     attachments = Attachments(files, settings.attachment_decodes_at_once)
     families = families if families is not None else InMemoryFamilyStore()
     household = Families(families, clock, ids, family_policy_of(settings))
-    flags = SafetyFlags(household, safety if safety is not None else InMemorySafetyStore(), clock)
     settings_store = settings_store if settings_store is not None else InMemorySettingsStore()
     provenance = provenance if provenance is not None else InMemoryProvenanceStore()
+    safety = safety if safety is not None else InMemorySafetyStore()
     if accounts is None:
-        held = (store, ledger, sections, lessons, families, settings_store, provenance)
+        held = (store, ledger, sections, lessons, families, settings_store, provenance, safety)
         accounts = accounts_beside(held)
+    flags = SafetyFlags(household, safety, clock)
     erasures = Erasures(accounts, families, queue, clock)
     preferences = Preferences(settings_store, clock, erasures)
 
