@@ -186,6 +186,7 @@ bench: setup ## Benchmarks (not part of make test)
 	$(PY) bench/audio_decode.py
 	$(PY) bench/chat_memory.py
 	$(PY) bench/screen.py
+	$(PY) bench/moderation.py
 	$(PY) bench/offline_voice.py
 	$(PY) bench/family_data.py
 	$(PY) bench/export.py

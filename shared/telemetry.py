@@ -26,7 +26,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-Operation = Literal["chat", "text_completion", "transcription", "speech", "live_session"]
+Operation = Literal[
+    "chat", "text_completion", "transcription", "speech", "live_session", "moderation"
+]
 
 tracer = trace.get_tracer("spark-agent")
 

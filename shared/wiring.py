@@ -23,9 +23,16 @@ from shared.attachments.voice import VoiceClips
 from shared.auth.accounts import Accounts, FirebaseAccounts, InMemoryAccounts
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
-from shared.egress.gate import Egress
+from shared.egress.gate import BOUNDS, Bound, Egress
+from shared.egress.moderating import FailMode, Mode, ModerationPolicy
 from shared.egress.provenance import InMemoryProvenanceStore, ProvenanceStore
-from shared.egress.providers import ModelProvider, SecretMinter, Speaker, Transcriber
+from shared.egress.providers import (
+    ModelProvider,
+    Moderator,
+    SecretMinter,
+    Speaker,
+    Transcriber,
+)
 from shared.egress.screen import Screen
 from shared.erasure.service import Erasures
 from shared.erasure.steps import Eraser, ErasureParts
@@ -34,6 +41,7 @@ from shared.export.service import Exports
 from shared.families.allowance import SendLimits
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
+from shared.families.safety import SafetyFlags
 from shared.families.service import Families
 from shared.ids import IdGenerator, RandomIds
 from shared.observe.setup import process_metrics, process_tracer
@@ -60,6 +68,8 @@ from shared.store.memory import (
     sections_beside,
 )
 from shared.store.memory.accounts import accounts_beside
+from shared.store.memory.safety import InMemorySafetyStore
+from shared.store.safety import SafetyStore
 from shared.store.slots import RunSlots
 from shared.tasks.handler import TaskHandler
 from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
@@ -156,6 +166,30 @@ def build_transcriber(settings: Settings) -> Transcriber | None:
     return OpenAITranscriber.connect(model, key, url)
 
 
+def build_moderator(settings: Settings) -> Moderator | None:
+    """What judges young learners' turns and replies (DESIGN §16): none with
+    ``SPARK_MODERATION=off``; OpenAI's moderation when an OpenAI key (or base URL) is
+    set; Gemini's safety ratings where Gemini is the model; else the offline word list,
+    a stand-in (``offline_moderator.py`` says what it is not)."""
+    if settings.moderation == "off":
+        return None
+    if settings.openai_api_key is not None or settings.openai_base_url is not None:
+        from shared.llm.openai import OpenAIModerator
+
+        return OpenAIModerator.connect(
+            settings.openai_api_key, settings.openai_base_url, settings.moderation_model
+        )
+    if settings.provider == "google" and not settings.offline_model:
+        from shared.llm.gemini import GeminiModerator
+
+        return GeminiModerator.connect(
+            settings.model, settings.provider_key, settings.provider_base_url
+        )
+    from shared.egress.offline_moderator import OfflineModerator
+
+    return OfflineModerator()
+
+
 def drafting_prompt(prompts: Path = DEFAULT_DIR) -> str:
     """What the model writing a lesson is told: the lesson prompt, then every exercise
     skill, so it knows each exercise's exact XML without asking."""
@@ -241,13 +275,16 @@ def assemble(
     provenance: ProvenanceStore | None = None,
     accounts: AccountStore | None = None,
     auth: Accounts | None = None,
+    moderator: Moderator | None = None,
+    safety: SafetyStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
     the in-memory one over the conversations and families (when both are in memory),
     ``openings`` likewise over the conversations and the ledger;
     without ``live`` and ``speaker`` (an audio provider's) live audio and speech are
-    refused as offline, and without ``transcriber`` voice clips are."""
+    refused as offline, and without ``transcriber`` voice clips are; without
+    ``moderator`` nothing is moderated."""
     sections = sections if sections is not None else sections_beside(ledger)
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
@@ -283,9 +320,11 @@ def assemble(
     household = Families(families, clock, ids, family_policy_of(settings))
     settings_store = settings_store if settings_store is not None else InMemorySettingsStore()
     provenance = provenance if provenance is not None else InMemoryProvenanceStore()
+    safety = safety if safety is not None else InMemorySafetyStore()
     if accounts is None:
-        held = (store, ledger, sections, lessons, families, settings_store, provenance)
+        held = (store, ledger, sections, lessons, families, settings_store, provenance, safety)
         accounts = accounts_beside(held)
+    flags = SafetyFlags(household, safety, clock)
     erasures = Erasures(accounts, families, queue, clock)
     preferences = Preferences(settings_store, clock, erasures)
 
@@ -306,6 +345,15 @@ def assemble(
         speaker=speaker,
         transcriber=transcriber,
         minter=live,
+        moderator=moderator,
+        policy=ModerationPolicy(
+            cast(Mode, settings.moderation),
+            cast(FailMode, settings.moderation_fail),
+            settings.helpline,
+        ),
+        roles=household,
+        addendum=load_prompt("dependent", settings.prompts),
+        bounds={"moderation": Bound(BOUNDS["moderation"].max_chars, settings.moderation_seconds)},
         tracer=process_tracer(),
         metrics=process_metrics(),
         cached_input_percent=settings.cached_input_percent,
@@ -327,6 +375,9 @@ def assemble(
         slots=slots,
         screen=FamilyScreen(preferences),
         tombstones=erasures,
+        flags=SafetyFlags(
+            household, safety if safety is not None else InMemorySafetyStore(), clock
+        ),
     )
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
@@ -386,6 +437,7 @@ def assemble(
             )
         ),
         Retention(store, conversations, queue, clock, settings.retention_days),
+        flags,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
@@ -421,5 +473,7 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         provenance=stores.provenance,
         accounts=stores.accounts,
         auth=FirebaseAccounts(settings.project_id),
+        moderator=build_moderator(settings),
+        safety=stores.safety,
     )
     return components, stores

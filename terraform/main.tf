@@ -40,6 +40,9 @@ locals {
       SPARK_TELEMETRY             = "gcp"
       SPARK_OFFLINE_VOICE         = "false" # the local speech model is a make dev tool, never deployed
       SPARK_APP_CHECK             = var.app_check
+      SPARK_MODERATION            = var.moderation
+      SPARK_MODERATION_FAIL       = var.moderation_fail
+      SPARK_HELPLINE              = var.helpline
       SPARK_PROJECT_NUMBER        = data.google_project.this.number
     },
     { for name, value in var.limits : name => tostring(value) },

@@ -159,6 +159,7 @@ variable "limits" {
     SPARK_VOICE_SESSION_MINUTES            = optional(number, 30)
     SPARK_VOICE_MAX_SECONDS                = optional(number, 120)
     SPARK_RETENTION_DAYS                   = optional(number, 0)
+    SPARK_MODERATION_SECONDS               = optional(number, 10)
   })
   default = {}
   validation {
@@ -319,6 +320,36 @@ variable "labels" {
       can(regex("^[a-z][a-z0-9_-]{0,62}$", key)) && can(regex("^[a-z0-9_-]{0,63}$", value))
     ])
     error_message = "Label keys must start with a lowercase letter; keys and values are at most 63 lowercase letters, digits, hyphens or underscores."
+  }
+}
+
+variable "moderation" {
+  description = "SPARK_MODERATION: whose turns and replies are moderated (DESIGN §16): off, dependents (a family's dependents) or everyone."
+  type        = string
+  default     = "dependents"
+  validation {
+    condition     = contains(["off", "dependents", "everyone"], var.moderation)
+    error_message = "moderation must be off, dependents or everyone."
+  }
+}
+
+variable "moderation_fail" {
+  description = "SPARK_MODERATION_FAIL: a dependent's turn when the moderator fails: closed (not answered; they are asked to try again) or open (it goes on). An adult's always goes on."
+  type        = string
+  default     = "closed"
+  validation {
+    condition     = contains(["closed", "open"], var.moderation_fail)
+    error_message = "moderation_fail must be closed or open."
+  }
+}
+
+variable "helpline" {
+  description = "SPARK_HELPLINE: the helpline a young learner is given when what they wrote speaks of self-harm (UK Childline by default)."
+  type        = string
+  default     = "Childline on 0800 1111 (free, any time, and it will not show on a phone bill)"
+  validation {
+    condition     = length(var.helpline) > 0 && length(var.helpline) <= 200
+    error_message = "helpline must be 1 to 200 characters."
   }
 }
 

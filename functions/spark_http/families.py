@@ -23,6 +23,8 @@ from shared.schemas.api import (
     NameRequest,
     ProgressResponse,
     RoleRequest,
+    SafetyFlagInfo,
+    SafetyResponse,
     SettingsInfo,
     SettingsRequest,
     SettingsResponse,
@@ -119,6 +121,27 @@ async def remove_member(edge: Edge, request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def family_safety(edge: Edge, request: Request) -> Response:
+    """``GET .../families/{id}/safety``: the flags raised for the dependents (parents)."""
+    user = await edge.caller(request)
+    mirror = await edge.agent.family_safety(user.uid, request.path_params["family_id"])
+    answer = SafetyResponse(
+        flags=[
+            SafetyFlagInfo(
+                id=f.id,
+                member_id=f.member_id,
+                category=f.category,
+                direction=f.direction,
+                conversation_id=f.conversation_id,
+                at=f.at,
+            )
+            for f in mirror.flags
+        ],
+        updated_at=mirror.updated_at,
+    )
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+
 async def family_progress(edge: Edge, request: Request) -> Response:
     """``GET .../families/{id}/progress``: each member's lessons and their blanks."""
     user = await edge.caller(request)
@@ -195,6 +218,7 @@ ROUTES = (
     Routed(f"{FAMILY}/members/{{member_id}}/name", "PUT", rename_member),
     Routed(f"{FAMILY}/members/{{member_id}}/account", "DELETE", erase_dependent),
     Routed(f"{FAMILY}/progress", "GET", family_progress),
+    Routed(f"{FAMILY}/safety", "GET", family_safety),
     Routed("/api/spark/me/settings", "PATCH", update_settings),
     Routed("/api/spark/me", "DELETE", erase_account),
 )

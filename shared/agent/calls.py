@@ -18,7 +18,7 @@ from shared.agent.events import (
     ToolStartEvent,
 )
 from shared.agent.transcript import args_of
-from shared.errors import ToolError
+from shared.errors import ModerationUnavailable, ToolError
 from shared.ids import task_id_for
 from shared.llm.base import ToolCallRequest
 from shared.schemas.documents import Conversation
@@ -26,6 +26,12 @@ from shared.tools.base import ParsedCall, ToolContext
 from shared.tools.execute import ToolOutcome, execute, refused, unexpected
 
 log = logging.getLogger(__name__)
+
+
+NOT_SENT = (
+    "This message was not sent: it is not suitable to send. Do not try to send it "
+    "another way; tell the user kindly that it could not be sent."
+)
 
 
 class StepCalls:
@@ -72,6 +78,9 @@ class StepCalls:
             if checked is None:
                 return
             parsed, args_json = checked, checked.args.model_dump_json()
+        sends = parsed.needs_approval and parsed.tool.sends is not None
+        if sends and not await self._judged(parsed, args_json):
+            return
         if parsed.tool.execution in ("question", "client") or parsed.needs_approval:
             self._pause(parsed, args_json)
             return
@@ -102,6 +111,32 @@ class StepCalls:
             )
             return
         await self._run_inline(parsed, args_json)
+
+    async def _judged(self, parsed: ParsedCall, args_json: str) -> bool:
+        """Whether the text ``parsed`` would send to others passed the moderator (for a
+        covered user; DESIGN §16), before anyone is asked to approve it; a flagged text
+        is refused (and the user's parents told), a failed verdict that fails closed too."""
+        call = parsed.call
+        text = str(getattr(parsed.args, parsed.tool.sends or "", "") or "")
+        try:
+            verdict = await self.deps.model.judge(self.user_id, text)
+        except ModerationUnavailable as exc:
+            why = exc.message
+        else:
+            if verdict is None or not verdict.flagged:
+                return True
+            why = NOT_SENT
+            category = verdict.category or ""
+            await self.deps.flags.flag(
+                self.user_id, category, "output", self.conversation_id, call.id
+            )
+        self._record(
+            ToolStartEvent(
+                call.id, call.name, args_of(args_json), parsed.display_text, args_json=args_json
+            )
+        )
+        self._end(call.id, refused(why))
+        return False
 
     def _pause(self, parsed: ParsedCall, args_json: str) -> None:
         """Persist a call that waits for a person, and tell the client what it waits for."""

@@ -78,6 +78,25 @@ class NoTombstones:
         return frozenset()
 
 
+class Flagger(Protocol):
+    """Who is told of a stop the moderator made (``SafetyFlags``: a dependent's parents)."""
+
+    async def flag(
+        self, member_id: str, category: str, direction: str, conversation_id: str, key: str
+    ) -> None:
+        """Record the stop (never raises: the reply stands either way)."""
+        ...
+
+
+class NoFlags:
+    """The flagger of an agent without families: no one is told."""
+
+    async def flag(
+        self, member_id: str, category: str, direction: str, conversation_id: str, key: str
+    ) -> None:
+        return None
+
+
 class Unscreened:
     """The screen of an agent without one: the history as it is."""
 
@@ -102,6 +121,8 @@ class RunDeps:
     screen: HistoryScreen = field(default_factory=Unscreened)
     # Read before a conversation is created: none is, for an account being erased.
     tombstones: Tombstones = field(default_factory=NoTombstones)
+    # Told of each stop the moderator makes (DESIGN §16).
+    flags: Flagger = field(default_factory=NoFlags)
     # What the model and the tools say of themselves, which holds for the process: read
     # once here, so a run builds each request from data rather than asking them again.
     label: str = field(init=False)

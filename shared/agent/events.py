@@ -125,6 +125,16 @@ class UsageEvent:
     type: Literal["usage"] = "usage"
 
 
+@dataclass(frozen=True, slots=True)
+class ModeratedEvent:
+    """The moderator stopped the run's turn (``input``) or its reply (``output``): the
+    message records it, never the words (never sent: the user sees only the reply)."""
+
+    direction: Literal["input", "output"]
+    category: str
+    type: Literal["moderated"] = "moderated"
+
+
 DoneStatus = Literal["complete", "waiting", "queued", "stopped"]
 
 
@@ -156,10 +166,11 @@ AgentEvent = (
     | QuestionEvent
     | ApprovalRequiredEvent
     | UsageEvent
+    | ModeratedEvent
     | DoneEvent
     | ErrorEvent
 )
 
 TERMINAL = (DoneEvent, ErrorEvent)
-UNSENT = (UsageEvent,)
+UNSENT = (UsageEvent, ModeratedEvent)
 """Events the reducer folds but clients never see."""

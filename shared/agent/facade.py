@@ -41,6 +41,7 @@ from shared.errors import ConfigurationError, SparkError, VoiceUnavailable
 from shared.export.service import Exports
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
+from shared.families.safety import SafetyFlags
 from shared.families.service import Families
 from shared.schemas.deletions import Deletion
 from shared.schemas.documents import Conversation, Lesson, Rating
@@ -79,6 +80,7 @@ class Agent(FamilyVerbs):
         erasures: Erasures | None = None,
         eraser: Eraser | None = None,
         retention: Retention | None = None,
+        safety: SafetyFlags | None = None,
     ) -> None:
         self._runs = runs
         self._opening = runs.opening
@@ -98,6 +100,7 @@ class Agent(FamilyVerbs):
         self._live = live
         self._speech = speech
         self._erasures = erasures
+        self._safety = safety
         self._eraser = eraser
         self._conversations = conversations
         self._retention = retention

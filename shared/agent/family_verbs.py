@@ -16,9 +16,10 @@ from shared.families.delivery import Delivered, Delivery, StoredFile
 from shared.families.membership import NOT_YOURS
 from shared.families.messages import Target
 from shared.families.preferences import Preferences
+from shared.families.safety import SafetyFlags
 from shared.families.service import Families, ListedInvite, NewInvite
 from shared.llm.demo import EXAMPLES
-from shared.schemas.documents import FamilyRole, UserSettings
+from shared.schemas.documents import FamilyRole, SafetyMirror, UserSettings
 from shared.schemas.server import Family
 from shared.store.base import LessonStore
 
@@ -31,6 +32,7 @@ class FamilyVerbs:
     _preferences: Preferences
     _lessons: LessonStore
     _erasures: Erasures | None
+    _safety: SafetyFlags | None
 
     async def _alive(self, user_id: str) -> None:
         """Refuse a write under an account whose erasure has begun (a fresh read): the
@@ -46,6 +48,16 @@ class FamilyVerbs:
     def families(self) -> Families:
         """The family verbs (``Families``): create, invite, join, change roles, leave."""
         return self._families
+
+    async def family_safety(self, user_id: str, family_id: str) -> SafetyMirror:
+        """The flags raised for ``family_id``'s dependents, for its parent ``user_id``.
+
+        Raises:
+            FamilyNotFound: it is not the caller's family, or they are not a parent.
+        """
+        if self._safety is None:
+            raise FamilyNotFound(NOT_YOURS)
+        return await self._safety.read(user_id, family_id)
 
     async def family_progress(self, user_id: str, family_id: str) -> list[progress.MemberProgress]:
         """Each member's lessons, with their blanks and how many are answered, for a

@@ -22,6 +22,7 @@ from shared.agent.calls import StepCalls
 from shared.agent.deps import RunDeps
 from shared.agent.events import (
     AgentEvent,
+    ModeratedEvent,
     RunStartEvent,
     TextEvent,
     UsageEvent,
@@ -37,10 +38,12 @@ from shared.errors import (
     INTERNAL_MESSAGE,
     NotFound,
     ProviderSilent,
+    ReplyWithheld,
     RunEnded,
     RunInterrupted,
     RunStopped,
     SparkError,
+    TurnModerated,
 )
 from shared.ids import derived
 from shared.llm.base import (
@@ -251,7 +254,20 @@ class Run:
         for step in range(steps):
             self._step = step
             last = step == steps - 1
-            calls = await self._model_step(offer_tools=not last)
+            try:
+                calls = await self._model_step(offer_tools=not last)
+            except TurnModerated as flagged:
+                # The fixed, kind reply in place of the model's, which was never passed
+                # on (the egress held it until the verdict).
+                self._record(TextEvent(flagged.reply))
+                self._record(ModeratedEvent("input", flagged.category))
+                await self._flag(flagged.category, "input")
+                return "complete"
+            except ReplyWithheld as withheld:
+                # What had streamed is replaced by a note; the run ends withheld.
+                self._record(ModeratedEvent("output", withheld.category))
+                await self._flag(withheld.category, "output")
+                raise
             if not calls:
                 return "complete"
             if last:
@@ -266,6 +282,12 @@ class Run:
             if self._calls.queued:
                 return "queued"
         return "complete"
+
+    async def _flag(self, category: str, direction: str) -> None:
+        """Tell the user's parents of the stop (a dependent's; the message names it)."""
+        await self.deps.flags.flag(
+            self.user_id, category, direction, self.conversation_id, self.message_id
+        )
 
     def _own_id(self, call: ToolCallRequest, index: int) -> ToolCallRequest:
         """The call under an id of ours, unique in the conversation: providers may send

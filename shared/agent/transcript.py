@@ -31,6 +31,7 @@ from shared.agent.events import (
     DoneEvent,
     DoneStatus,
     ErrorEvent,
+    ModeratedEvent,
     QuestionEvent,
     TaskQueuedEvent,
     TextEvent,
@@ -46,6 +47,7 @@ from shared.schemas.documents import (
     Message,
     MessageError,
     MessageStatus,
+    Moderated,
     StepState,
     ToolCall,
     ToolCallStatus,
@@ -214,6 +216,7 @@ class Transcript:
         self._usage: Usage | None = message.usage
         self._finish: FinishReason | None = message.finish_reason
         self._states: list[StepState] = list(message.provider_state or ())
+        self._moderated: Moderated | None = message.moderated
 
     @property
     def run_id(self) -> str:
@@ -266,12 +269,18 @@ class Transcript:
             self._finish = event.finish_reason
             if event.state is not None:
                 self._states.append(event.state)
+        elif isinstance(event, ModeratedEvent):
+            self._moderated = Moderated(direction=event.direction, category=event.category)
+            if event.direction == "output":  # what had streamed goes: a note stays
+                self._text, self._chars = [], 0
+                self._parts = [p for p in self._parts if p.type != "text"]
+                self._parts.append(ContentPart.of_text(WITHHELD_IN_DOCUMENT))
         elif isinstance(event, DoneEvent):
             self._status = _DONE_STATUS[event.status]
             if event.status == "stopped":
                 self._finish = "stopped"
         elif isinstance(event, ErrorEvent):
-            self._status = "error"
+            self._status = "withheld" if event.code == WITHHELD else "error"
             self._error = MessageError(code=event.code, message=event.message)
             self._finish = "error"
         if isinstance(event, TERMINAL):
@@ -326,9 +335,14 @@ class Transcript:
                 "usage": self._usage,
                 "finish_reason": self._finish,
                 "provider_state": list(self._states) or None,
+                "moderated": self._moderated,
             }
         )
 
+
+WITHHELD = "withheld"
+WITHHELD_IN_DOCUMENT = "(Spark AI Agent withheld this reply.)"
+"""What a withheld reply's message holds in place of what had streamed (DESIGN §16)."""
 
 CUT_NOTE = (
     "\n\n(Spark AI Agent cut this reply short: the conversation is full. "

@@ -263,6 +263,36 @@ class Settings(Deployment):
         minimum=65_536,
     )
 
+    # Young learners (DESIGN §16): who is moderated, and what a moderator's failure means.
+    moderation: str = setting(
+        "SPARK_MODERATION",
+        "dependents",
+        "whose turns and replies are moderated: ``off``, ``dependents`` (a family's "
+        "dependents) or ``everyone``",
+    )
+    moderation_fail: str = setting(
+        "SPARK_MODERATION_FAIL",
+        "closed",
+        "what a dependent's turn does when the moderator fails or is late: ``closed`` (it "
+        "is not answered; they are asked to try again) or ``open`` (it goes on); an "
+        "adult's always goes on",
+    )
+    moderation_seconds: int = setting(
+        "SPARK_MODERATION_SECONDS",
+        10,
+        "how long the moderator may take over one verdict before it counts as failed",
+    )
+    moderation_model: str = setting(
+        "SPARK_MODERATION_MODEL",
+        "omni-moderation-latest",
+        "OpenAI's moderation model (used when OPENAI_API_KEY is set)",
+    )
+    helpline: str = setting(
+        "SPARK_HELPLINE",
+        "Childline on 0800 1111 (free, any time, and it will not show on a phone bill)",
+        "the helpline a young learner is given when what they wrote speaks of self-harm",
+    )
+
     # Voice (DESIGN §9): live audio goes from the browser to the provider with a secret
     # the api mints; spoken replies are made by the provider and cached per message.
     voice_sessions_per_day: int = setting(
@@ -381,6 +411,8 @@ class Settings(Deployment):
         for purpose in DEFAULT_AUDIO_MODELS:  # a misspelt audio model refuses to start
             settings.audio_model(purpose)
         settings.transcription  # noqa: B018 (refuses a bad SPARK_TRANSCRIBE_MODEL now)
+        _one_of("SPARK_MODERATION", settings.moderation, MODERATION_MODES)
+        _one_of("SPARK_MODERATION_FAIL", settings.moderation_fail, MODERATION_FAILURES)
         settings.check()
         return settings
 
@@ -413,6 +445,15 @@ class Settings(Deployment):
                 f"SPARK_MODEL chooses {self.provider}:{self.model} but "
                 f"{KEY_VARIABLE[self.provider]} is not set; refusing to start in production."
             )
+
+
+MODERATION_MODES = ("off", "dependents", "everyone")
+MODERATION_FAILURES = ("closed", "open")
+
+
+def _one_of(variable: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigurationError(f"{variable} must be one of {', '.join(allowed)}, not {value!r}.")
 
 
 _LOCAL_ONLY: tuple[tuple[str, str, str], ...] = (

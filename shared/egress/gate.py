@@ -21,28 +21,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import math
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Tracer
 
 from shared.egress import spans
+from shared.egress.moderating import (
+    Covered,
+    ModerationPolicy,
+    Roles,
+    held,
+    judged_reply,
+    users_turn,
+    verdict_of,
+)
 from shared.egress.providers import (
     LiveSecret,
     ModelProvider,
+    Moderator,
     SecretMinter,
     Speaker,
     Transcriber,
 )
 from shared.egress.screen import Screen, Screening, screened
 from shared.egress.words import Withheld
-from shared.errors import PayloadTooLarge, ProviderSilent, RateLimited, ToolError
+from shared.errors import (
+    ModerationUnavailable,
+    PayloadTooLarge,
+    ProviderError,
+    ProviderSilent,
+    RateLimited,
+    ToolError,
+)
 from shared.ids import derived
 from shared.llm.base import (
     Finish,
+    ImagePart,
     Meter,
     ModelEvent,
     ModelRequest,
@@ -50,11 +69,12 @@ from shared.llm.base import (
     TextDelta,
     finished,
 )
+from shared.llm.moderation import Verdict
 from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
 from shared.observe.metrics import Metrics
 from shared.schemas.documents import Usage
 
-Kind = Literal["chat", "task", "transcription", "speech", "secret"]
+Kind = Literal["chat", "task", "transcription", "speech", "secret", "moderation"]
 
 CHARS_PER_TOKEN = 4
 """Tokens are estimated from characters where a provider reports none (speech) or
@@ -87,7 +107,12 @@ BOUNDS: dict[Kind, Bound] = {
     # OpenAI's speech takes 4,096 characters a request; the adapters cut longer text.
     "speech": Bound(max_chars=200_000, seconds=300),
     "secret": Bound(max_chars=0, seconds=15),
+    # A turn's text and its images (as base64); the deadline is SPARK_MODERATION_SECONDS.
+    "moderation": Bound(max_chars=60 * 1024 * 1024, seconds=10),
 }
+MODERATION_IMAGE_TOKENS = 256
+"""What an image is reserved as when it is judged (moderators report no usage, and
+OpenAI's charges none: the reservation only keeps a flood of calls within the day)."""
 
 
 class Budget(Protocol):
@@ -187,6 +212,12 @@ async def _within(events: AsyncIterator[E], bound: Bound, what: str) -> AsyncGen
             await close()
 
 
+def _cancel(*futures: asyncio.Future[Any] | None) -> None:
+    for future in futures:
+        if future is not None:
+            future.cancel()
+
+
 def _check_size(size: int, bound: Bound, what: str) -> None:
     if size > bound.max_chars:
         raise PayloadTooLarge(f"{what} is too large to send to the model.")
@@ -204,6 +235,10 @@ class Egress:
         speaker: Speaker | None = None,
         transcriber: Transcriber | None = None,
         minter: SecretMinter | None = None,
+        moderator: Moderator | None = None,
+        policy: ModerationPolicy | None = None,
+        roles: Roles | None = None,
+        addendum: str = "",
         bounds: dict[Kind, Bound] | None = None,
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
@@ -217,6 +252,11 @@ class Egress:
         self._speaker = speaker
         self._transcriber = transcriber
         self._minter = minter
+        self._moderator = moderator
+        self._policy = policy or ModerationPolicy()
+        self._roles = roles
+        # What a dependent's runs are told besides the system prompt (prompts/dependent.md).
+        self._addendum = addendum
         self._bounds = {**BOUNDS, **(bounds or {})}
         # None, both: no spans or metrics at all, and no wrapper around a stream
         # (observing off is free).
@@ -258,8 +298,19 @@ class Egress:
             StoreError: what the screen must read could not be read (nothing is sent).
             PayloadTooLarge: the request is over the chat size.
             ValueError: ``screening`` is another user's, or was taken already.
+
+        A covered user's turn (the request's last message, when it is theirs) is judged
+        beside the request (``moderating.held``): its stream then raises
+        ``TurnModerated`` for a flagged turn, before anything of the model's, or
+        ``ModerationUnavailable`` for a failed verdict that fails closed.
         """
         _check_size(request_chars(request), self._bounds["chat"], "The request")
+        standing = None if self._roles is None else asyncio.ensure_future(self._roles.role(user_id))
+        covering = self._covering(standing)
+        turn = users_turn(request) if covering is not None else None
+        judging = None
+        if covering is not None and turn is not None:
+            judging = asyncio.ensure_future(self._judge(user_id, turn.text, turn.images, covering))
         meter = self._budget.meter(user_id)
         reserving = asyncio.ensure_future(meter.reserve(_estimate(request), "chat"))
         try:
@@ -269,16 +320,77 @@ class Egress:
                 withheld = await self._screen.withheld(user_id)
         except BaseException:
             await _unreserved(reserving, meter)
+            _cancel(judging, covering, standing)
             raise
-        reservation = await reserving
+        try:
+            reservation = await reserving
+        except BaseException:
+            _cancel(judging, covering, standing)
+            raise
+        if standing is not None:
+            # A dependent's runs are told who they talk with (read beside the rest).
+            try:
+                role = await standing
+            except BaseException:
+                _cancel(judging, covering)
+                await meter.settle(reservation, 0)
+                raise
+            if role == "dependent" and self._addendum:
+                system = f"{request.system}\n\n{self._addendum}"
+                request = dataclasses.replace(request, system=system)
         self._screened(withheld, "chat")
         request = screened(request, withheld)
         call = spans.Call("chat", self.provider, self.label, "chat")
         stream = spans.watched(
             self._model.stream(request), self._tracer, self._metrics, call, bool(withheld)
         )
+        if covering is not None:
+            judge = functools.partial(self._judge, user_id, images=(), covering=covering)
+            stream = judged_reply(stream, judge, covering)
+        if judging is not None:
+            stream = held(stream, judging, self._policy.helpline)
         sent = _input_estimate(request)
         return _settled(stream, meter, reservation, sent, self._cached_percent)
+
+    async def judge(self, user_id: str, text: str) -> Verdict | None:
+        """The moderator's verdict of ``text`` that ``user_id``'s agent would send to
+        others (a tool's argument), when ``user_id`` is covered; ``None`` when not, or
+        when the moderator failed and the policy lets them go on.
+
+        Raises:
+            ModerationUnavailable: it failed, and the user's turns fail closed.
+        """
+        if self._roles is None:
+            return None
+        standing = asyncio.ensure_future(self._roles.role(user_id))
+        covering = self._covering(standing)
+        if covering is None:
+            standing.cancel()
+            return None
+        return await self._judge(user_id, text, (), covering)
+
+    def _covering(
+        self, standing: asyncio.Future[str | None] | None
+    ) -> asyncio.Future[Covered | None] | None:
+        """Whether the user whose role ``standing`` reads is moderated (``None``: no one
+        is, or there is no moderator)."""
+        if standing is None or self._moderator is None or self._policy.mode == "off":
+            return None
+        return asyncio.ensure_future(self._policy.covered_as(standing))
+
+    async def _judge(
+        self,
+        user_id: str,
+        text: str,
+        images: Sequence[ImagePart],
+        covering: asyncio.Future[Covered | None],
+    ) -> Verdict | None:
+        """The verdict of ``text`` and ``images`` when ``user_id`` is covered (``None``
+        when not, or when the moderator failed and the policy lets them go on)."""
+        covered = await covering
+        if covered is None:
+            return None
+        return await verdict_of(self.moderate(user_id, text, images), self._policy, covered)
 
     async def _metered(
         self, user_id: str, request: ModelRequest, meter: Meter | None
@@ -414,6 +526,54 @@ class Egress:
                 yield event
         finally:
             await meter.settle(reservation, used)
+
+    # -- moderation ------------------------------------------------------------------
+
+    @property
+    def moderator(self) -> str | None:
+        """Whose moderator judges (the processor a parent consents to), or ``None``."""
+        return None if self._moderator is None else self._moderator.provider
+
+    async def moderate(
+        self, user_id: str, text: str, images: Sequence[ImagePart] = (), meter: Meter | None = None
+    ) -> Verdict:
+        """The moderator's verdict of ``text`` and ``images`` for ``user_id`` (DESIGN
+        §16): its tokens reserved (estimated from the text and a fixed share an image)
+        and charged, within the ``moderation`` bound. Nothing is screened: a user's
+        own words, and their model's reply to them, are what is judged.
+
+        Raises:
+            RateLimited: today's tokens are spent (nothing is asked).
+            PayloadTooLarge: what is to be judged is over the bound.
+            ModerationUnavailable: the moderator failed or did not answer in time (the
+                caller applies ``SPARK_MODERATION_FAIL``).
+        """
+        moderator = self._moderator
+        if moderator is None:
+            raise ValueError("no moderator")  # callers ask ``moderator`` first
+        bound = self._bounds["moderation"]
+        _check_size(len(text) + sum(len(i.data) for i in images), bound, "The message")
+        tokens = math.ceil(len(text) / CHARS_PER_TOKEN) + MODERATION_IMAGE_TOKENS * len(images)
+        meter = meter or self._budget.meter(user_id)
+        reservation = await meter.reserve(max(tokens, 1), "moderation")
+        call = spans.Call("moderation", moderator.provider, moderator.label, "moderation")
+        try:
+            async with asyncio.timeout(bound.seconds):
+                return await spans.judged(
+                    moderator.judge(text, images), self._tracer, self._metrics, call
+                )
+        except TimeoutError:
+            raise ModerationUnavailable(
+                "Spark AI Agent could not check this message in time; please try again.",
+                detail=f"the moderator took longer than {bound.seconds:.0f} s",
+            ) from None
+        except ProviderError as exc:
+            raise ModerationUnavailable(
+                "Spark AI Agent could not check this message just now; please try again.",
+                detail=f"{exc.code}: {exc.detail}",
+            ) from exc
+        finally:
+            await meter.settle(reservation, tokens)
 
     # -- live-session secrets --------------------------------------------------------
 

@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.llm.base import ModelProvider
+from shared.llm.moderation import Moderator
 from shared.llm.transcribe import Transcriber
 
-__all__ = ["LiveSecret", "ModelProvider", "SecretMinter", "Speaker", "Transcriber"]
+__all__ = ["LiveSecret", "ModelProvider", "Moderator", "SecretMinter", "Speaker", "Transcriber"]
 
 
 class Speaker(Protocol):

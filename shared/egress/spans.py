@@ -11,7 +11,7 @@ kind of call, duration and time to the first chunk.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, overload
 
@@ -156,3 +156,42 @@ async def traced(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+T = TypeVar("T")
+
+
+async def judged(
+    answer: Awaitable[T], tracer: Tracer | None, metrics: Metrics | None, call: Call
+) -> T:
+    """``answer`` (one call that does not stream: a moderator's verdict) awaited under a
+    span of ``call`` and recorded in ``metrics``; awaited as it is with neither."""
+    if tracer is None and metrics is None:
+        return await answer
+    span = (
+        INVALID_SPAN
+        if tracer is None
+        else started(tracer, call.operation, call.provider, call.model, call.kind)
+    )
+    began, error = time.perf_counter(), None
+    try:
+        return await answer
+    except BaseException as exc:
+        error = type(exc).__name__
+        span.set_status(Status(StatusCode.ERROR, error))
+        span.set_attribute("error.type", error)
+        raise
+    finally:
+        span.end()
+        if metrics is not None:
+            metrics.model_call(
+                operation=call.operation,
+                provider=call.provider,
+                model=call.model,
+                kind=call.kind,
+                seconds=time.perf_counter() - began,
+                input_tokens=None,
+                output_tokens=None,
+                first_chunk_seconds=None,
+                error=error,
+            )

@@ -46,11 +46,14 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   ├── ProviderUnavailable     503 provider_unavailable  (network, 5xx, timeouts)
     │   ├── ProviderRateLimited     503 provider_rate_limited
     │   ├── ProviderSilent          504 provider_timeout      (sent nothing for too long)
+    │   ├── ModerationUnavailable   503 moderation_unavailable (the moderator failed: closed)
     │   ├── ProviderRejected        502 provider_rejected     (auth, bad request, ...)
     │   ├── IncompleteResponse      502 incomplete_response   (stream ended early)
     │   └── ContentFiltered         502 content_filtered      (the provider's filter stopped it)
     ├── TaskCancelled               --  a task tool learns its user cancelled it (never an answer)
     ├── ConversationTouched         --  a retention delete finds it changed since (never an answer)
+    ├── ReplyWithheld               --  a run's reply was flagged: it ends as withheld
+    ├── TurnModerated               --  a run learns its user's turn was flagged (never an answer)
     ├── RunEnded                    --  a run learns it must stop writing (never an answer)
     │   ├── RunInterrupted          503 run_interrupted       (closed as dead, or taken over)
     │   └── RunStopped              409 run_stopped           (its owner asked it to stop)
@@ -87,18 +90,21 @@ from shared.errors.failures import (
     ConversationTouched,
     IllegalTransition,
     IncompleteResponse,
+    ModerationUnavailable,
     ProviderError,
     ProviderRateLimited,
     ProviderRejected,
     ProviderSilent,
     ProviderUnavailable,
     QueueUnavailable,
+    ReplyWithheld,
     RunEnded,
     RunInterrupted,
     RunStopped,
     StoreError,
     TaskCancelled,
     ToolError,
+    TurnModerated,
 )
 from shared.errors.families import (
     AlreadyInFamily,
@@ -172,6 +178,7 @@ __all__ = [
     "LastParent",
     "MemberNotFound",
     "MethodNotAllowed",
+    "ModerationUnavailable",
     "NoActiveRun",
     "NoFamily",
     "NoSpeech",
@@ -186,6 +193,7 @@ __all__ = [
     "ProviderUnavailable",
     "QueueUnavailable",
     "RateLimited",
+    "ReplyWithheld",
     "RequestError",
     "RunEnded",
     "RunInProgress",
@@ -200,6 +208,7 @@ __all__ = [
     "TokenRevoked",
     "TooManyInvites",
     "ToolError",
+    "TurnModerated",
     "Unauthenticated",
     "UnprocessableContent",
     "UnsupportedMediaType",

@@ -30,6 +30,14 @@ class ProviderSilent(ProviderError):
     code = "provider_timeout"
 
 
+class ModerationUnavailable(ProviderError):
+    """The moderator failed or did not answer within its bound (DESIGN §16): a turn it
+    had to judge is not answered (``SPARK_MODERATION_FAIL=closed``)."""
+
+    status = 503
+    code = "moderation_unavailable"
+
+
 class ProviderRejected(ProviderError):
     code = "provider_rejected"
 
@@ -52,6 +60,34 @@ class ConversationTouched(SparkError):
 
     status = 409
     code = "conversation_touched"
+
+
+class TurnModerated(SparkError):
+    """A run learns its user's turn was flagged by the moderator (DESIGN §16): it is
+    answered by ``reply``, a fixed kind reply, never by the model (never an answer)."""
+
+    def __init__(self, category: str, reply: str) -> None:
+        super().__init__(reply, detail=f"flagged: {category}")
+        self.category = category
+        self.reply = reply
+
+
+class ReplyWithheld(SparkError):
+    """The moderator flagged a passage of the reply (DESIGN §16): the run ends as
+    ``withheld``, and what had streamed is replaced by a note."""
+
+    status = 200
+    code = "withheld"
+
+    def __init__(self, category: str) -> None:
+        super().__init__(WITHHELD_NOTE, detail=f"flagged: {category}")
+        self.category = category
+
+
+WITHHELD_NOTE = (
+    "Spark AI Agent stopped this reply because part of it was not suitable. "
+    "Please ask in a different way, or ask about something else."
+)
 
 
 class RunEnded(SparkError):

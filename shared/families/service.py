@@ -147,6 +147,16 @@ class Families:
             "for an invite link."
         )
 
+    async def role(self, user_id: str) -> str | None:
+        """The user's role in their family as stored now (``parent``, ``dependent``), or
+        ``None`` in none: read afresh each time, so a change made by any process holds."""
+        try:
+            family = await self.current(user_id)
+        except NoFamily:
+            return None
+        member = family.member(user_id)
+        return None if member is None else member.role
+
     async def _count(self, user_id: str, allowance: Allowance, limit: int) -> None:
         """One attempt against the user's hourly allowance (429 past it)."""
         change = partial(

@@ -13,8 +13,9 @@ transcribe it.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,6 +35,7 @@ from shared.llm.base import (
     READ_TIMEOUT_SECONDS,
     ChatMessage,
     Finish,
+    ImagePart,
     ModelEvent,
     ModelRequest,
     ProviderName,
@@ -48,6 +50,7 @@ from shared.llm.base import (
     transport_error,
     unforeseen_error,
 )
+from shared.llm.moderation import Category, Verdict, verdict_of
 from shared.llm.transcribe import (
     TRANSCRIBE_INSTRUCTION,
     Clip,
@@ -382,3 +385,75 @@ class GeminiTranscriber:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+_HARMS: dict[str, Category] = {
+    "HARM_CATEGORY_HARASSMENT": "harassment",
+    "HARM_CATEGORY_HATE_SPEECH": "hate",
+    "HARM_CATEGORY_SEXUALLY_EXPLICIT": "sexual",
+    # Gemini rates self-harm, weapons and drugs together as dangerous: a parent is told
+    # "violence", and the reply given is the kind one, not the helpline's.
+    "HARM_CATEGORY_DANGEROUS_CONTENT": "violence",
+}
+_FLAGGED_PROBABILITIES = frozenset({"MEDIUM", "HIGH"})
+
+
+class GeminiModerator:
+    """Gemini's safety ratings of a turn, where Gemini is the model: the text and
+    images are sent to ``generateContent`` for a one-token answer, and the ratings
+    Gemini gives the prompt (``promptFeedback``) and its answer are read; a rating of
+    medium or high probability, or a prompt Gemini blocked, is flagged."""
+
+    def __init__(self, client: SdkClient, model: str) -> None:
+        self._client = client
+        self._model = model
+
+    @classmethod
+    def connect(
+        cls, model: str, api_key: str | None, base_url: str | None, max_retries: int = 2
+    ) -> GeminiModerator:
+        return cls(_client(api_key, base_url, max_retries), model)
+
+    @property
+    def label(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return "google"
+
+    async def judge(self, text: str, images: Sequence[ImagePart] = ()) -> Verdict:
+        parts = [types.Part(text=text)] if text else []
+        parts += [
+            types.Part.from_bytes(data=base64.b64decode(i.data), mime_type=i.media_type)
+            for i in images
+        ]
+        if not parts:
+            return verdict_of(())
+        settings = [
+            types.SafetySetting(
+                category=types.HarmCategory(name), threshold=types.HarmBlockThreshold.OFF
+            )
+            for name in _HARMS
+        ]
+        config = types.GenerateContentConfig(max_output_tokens=1, safety_settings=settings)
+        try:
+            answer = await self._client.sdk.aio.models.generate_content(
+                model=self._model, contents=[types.Content(role="user", parts=parts)], config=config
+            )
+        except FAILURES as exc:
+            raise translate_error(exc) from exc
+        ratings = list((answer.prompt_feedback and answer.prompt_feedback.safety_ratings) or [])
+        for candidate in answer.candidates or ():
+            ratings += candidate.safety_ratings or []
+        found = [
+            _HARMS[str(r.category.value)]
+            for r in ratings
+            if r.category is not None
+            and str(r.category.value) in _HARMS
+            and r.probability is not None
+            and str(r.probability.value) in _FLAGGED_PROBABILITIES
+        ]
+        if answer.prompt_feedback and answer.prompt_feedback.block_reason and not found:
+            found.append("violence")  # blocked for a reason it did not rate
+        return verdict_of(found)

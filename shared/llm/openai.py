@@ -3,7 +3,8 @@
 Chat Completions is the widest-compatible wire format, so ``OPENAI_BASE_URL`` can
 point at any OpenAI-compatible server. The chat request goes through our own client
 (``wire``); the SDK serves the rest (voice clips are transcribed here,
-``OpenAITranscriber`` on ``audio.transcriptions``, and ``shared/voice/openai_voice.py``)
+``OpenAITranscriber`` on ``audio.transcriptions``, ``OpenAIModerator`` on ``moderations``
+and ``shared/voice/openai_voice.py``)
 and is imported only when one of those is first used: ``import openai`` weighs on an
 instance's cold start (bench/cold_start.py), which a text request never needs.
 """
@@ -25,6 +26,7 @@ from shared.llm.base import (
     NO_KEY,
     ChatMessage,
     Finish,
+    ImagePart,
     ModelEvent,
     ModelRequest,
     ProviderName,
@@ -38,6 +40,7 @@ from shared.llm.base import (
     transport_error,
     unforeseen_error,
 )
+from shared.llm.moderation import CATEGORIES, Category, Verdict, verdict_of
 from shared.llm.transcribe import Clip, Transcribed, TranscriptionEvent, estimated_usage
 from shared.llm.wire import (
     WireClient,
@@ -227,7 +230,7 @@ class _StreamState:
 
 class SdkClient:
     """An ``AsyncOpenAI`` client made (and the SDK imported) on first use; a process
-    configured for OpenAI has three (transcription, live audio, speech), all on the
+    configured for OpenAI has three (transcription, live audio, speech; moderation too), all on the
     process's one TLS context (``wire.tls_context``)."""
 
     def __init__(self, api_key: str | None, base_url: str | None, max_retries: int) -> None:
@@ -350,3 +353,58 @@ class OpenAITranscriber:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+MODERATION_MODEL = "omni-moderation-latest"
+"""OpenAI's moderation model that reads images as well as text."""
+
+
+def _category(name: str) -> Category | None:
+    """Ours of one of OpenAI's category names (``self-harm/intent`` is ``self_harm``)."""
+    head = name.partition("/")[0].replace("-", "_")
+    return next((c for c in CATEGORIES if c == head), None)
+
+
+class OpenAIModerator:
+    """``POST /v1/moderations`` through the SDK (no hot path: one call a turn, and one
+    a sentence of a reply), text and images in one request."""
+
+    def __init__(self, client: SdkClient, model: str = MODERATION_MODEL) -> None:
+        self._client = client
+        self._model = model
+
+    @classmethod
+    def connect(
+        cls,
+        api_key: str | None,
+        base_url: str | None,
+        model: str = MODERATION_MODEL,
+        max_retries: int = 2,
+    ) -> OpenAIModerator:
+        return cls(connect_client(api_key, base_url, max_retries), model)
+
+    @property
+    def label(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return "openai"
+
+    async def judge(self, text: str, images: Sequence[ImagePart] = ()) -> Verdict:
+        parts: list[Any] = [{"type": "text", "text": text}] if text else []
+        parts += [
+            {"type": "image_url", "image_url": {"url": f"data:{i.media_type};base64,{i.data}"}}
+            for i in images
+        ]
+        if not parts:
+            return verdict_of(())
+        try:
+            answer = await self._client.sdk.moderations.create(model=self._model, input=parts)
+        except sdk_failures() as exc:
+            raise translate_error(exc) from exc
+        found: list[Category] = []
+        for result in answer.results:
+            flags = result.categories.model_dump(by_alias=True)
+            found += [c for name, on in flags.items() if on and (c := _category(name))]
+        return verdict_of(found)

@@ -18,6 +18,7 @@ from shared.schemas.documents import (
     Conversation,
     FamilyMirror,
     Lesson,
+    SafetyMirror,
     TaskDocument,
     UserSettings,
 )
@@ -29,6 +30,7 @@ TASK_SCHEMA_PATH = SCHEMAS / "task.schema.json"
 SETTINGS_SCHEMA_PATH = SCHEMAS / "settings.schema.json"
 LESSON_SCHEMA_PATH = SCHEMAS / "lesson.schema.json"
 ARCHIVE_SCHEMA_PATH = SCHEMAS / "archive.schema.json"
+SAFETY_SCHEMA_PATH = SCHEMAS / "safety.schema.json"
 # Each file: the document it describes, and where clients read it.
 DOCUMENTS: dict[Path, tuple[type[BaseModel], str]] = {
     SCHEMA_PATH: (Conversation, "/{userId}/client/conversations/{conversationId}"),
@@ -36,6 +38,7 @@ DOCUMENTS: dict[Path, tuple[type[BaseModel], str]] = {
     TASK_SCHEMA_PATH: (TaskDocument, "/{userId}/client/tasks/{taskId}"),
     SETTINGS_SCHEMA_PATH: (UserSettings, "/{userId}/client/settings/current"),
     LESSON_SCHEMA_PATH: (Lesson, "/{userId}/client/lessons/{lessonId}"),
+    SAFETY_SCHEMA_PATH: (SafetyMirror, "/{userId}/client/family/safety"),
     ARCHIVE_SCHEMA_PATH: (
         ArchiveSegment,
         "/{userId}/client/conversations/{conversationId}/archive/{segment}",

@@ -115,6 +115,8 @@ class Tool(Generic[A]):
             again when an approved call runs): pins the arguments to what it read, and
             may ask for the owner's approval of this one call (an edit that removes most
             of a lesson). Raises ``ToolError`` as ``run`` does.
+        sends: the argument that carries text to other people, judged by the moderator
+            for a covered user before their approval is asked (DESIGN §16).
     """
 
     name: str
@@ -125,6 +127,7 @@ class Tool(Generic[A]):
     execution: Execution = "inline"
     requires_approval: bool = False
     check: Callable[[A, ToolContext], Awaitable[Checked[A]]] | None = None
+    sends: str | None = None
 
     def spec(self) -> ToolSpec:
         schema = self.args.model_json_schema()

@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from shared.egress.offline_moderator import judged
 from tests.fakes.openai_server import Script, _Dropped, hold_before
 from tests.fakes.prompt_cache import PromptCache, Read
 
@@ -111,6 +112,16 @@ def decode(body: dict[str, Any]) -> list[tuple[Any, ...]]:
     return items
 
 
+# Gemini's harm categories, and which of ours each rates (dangerous content: self-harm,
+# violence and illicit things together).
+_HARMS = {
+    "HARM_CATEGORY_HARASSMENT": {"harassment"},
+    "HARM_CATEGORY_HATE_SPEECH": {"hate"},
+    "HARM_CATEGORY_SEXUALLY_EXPLICIT": {"sexual"},
+    "HARM_CATEGORY_DANGEROUS_CONTENT": {"self_harm", "violence", "illicit"},
+}
+
+
 class FakeGemini:
     """The fake server's state and its Starlette app."""
 
@@ -127,6 +138,8 @@ class FakeGemini:
         self.tokens: list[dict[str, Any]] = []
         self.speeches: list[dict[str, Any]] = []
         self.heard: dict[str, str] = {}
+        # Each moderator's request for safety ratings (``generateContent``).
+        self.ratings: list[dict[str, Any]] = []
         self.app = Starlette(
             routes=[
                 Route("/{version}/auth_tokens", self._auth_token, methods=["POST"]),
@@ -184,6 +197,8 @@ class FakeGemini:
         yield chunk([{"text": ""}], "STOP", {**usage, "totalTokenCount": 105 + len(words)})
 
     async def _generate(self, request: Request) -> Response:
+        if request.path_params["call"].endswith(":generateContent"):
+            return await self._rate(request)
         if not request.path_params["call"].endswith(":streamGenerateContent"):
             return JSONResponse({"error": {"code": 404, "message": "not faked"}}, 404)
         if not request.headers.get("x-goog-api-key"):  # as the API answers one without
@@ -212,6 +227,34 @@ class FakeGemini:
                 status_code=script.status,
             )
         return StreamingResponse(self._stream(script, read), media_type="text/event-stream")
+
+    async def _rate(self, request: Request) -> Response:
+        """``generateContent`` as a moderator asks it (a one-token answer, its safety
+        ratings read): the prompt's text rated by the offline word list, as Gemini rates
+        it (``promptFeedback.safetyRatings``), and a one-token candidate."""
+        body = await request.json()
+        self.ratings.append(body)
+        text = " ".join(
+            part.get("text", "") for content in body["contents"] for part in content["parts"]
+        )
+        found = set(judged(text).categories)
+        ratings = [
+            {"category": harm, "probability": "HIGH" if ours & found else "NEGLIGIBLE"}
+            for harm, ours in _HARMS.items()
+        ]
+        candidate = {
+            "content": {"role": "model", "parts": [{"text": "O"}]},
+            "finishReason": "MAX_TOKENS",
+            "safetyRatings": ratings,
+        }
+        usage = {"promptTokenCount": 12, "candidatesTokenCount": 1, "totalTokenCount": 13}
+        return JSONResponse(
+            {
+                "candidates": [candidate],
+                "promptFeedback": {"safetyRatings": ratings},
+                "usageMetadata": usage,
+            }
+        )
 
     async def _stream(self, script: Script, read: Read | None = None) -> AsyncIterator[bytes]:
         if script.first_delay:

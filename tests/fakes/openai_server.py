@@ -10,6 +10,12 @@ It also answers ``audio.transcriptions`` (multipart upload; streamed as
 one JSON object otherwise). It cannot hear: ``hear(clip, text)`` says what a clip's
 exact bytes say; any other clip is heard as nothing (an empty transcript).
 
+And ``moderations`` (``omni-moderation-latest``'s answer, every category named): text is
+judged by the offline moderator's word list (``shared/egress/offline_moderator.py``), an
+image by its exact bytes (``flag_image``); ``moderation_hold`` holds every verdict until
+the test releases it (a slow or hanging moderator), ``moderation_status`` answers with
+that HTTP error instead.
+
 Run standalone (for benchmarks): ``python -m tests.fakes.openai_server --port N``.
 """
 
@@ -33,7 +39,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from shared.egress.offline_moderator import judged
 from tests.fakes.prompt_cache import PromptCache, Read
+
+# omni-moderation's categories, by the category of ours each one is.
+MODERATION_CATEGORIES = {
+    "harassment": ("harassment", "harassment/threatening"),
+    "hate": ("hate", "hate/threatening"),
+    "illicit": ("illicit", "illicit/violent"),
+    "self_harm": ("self-harm", "self-harm/intent", "self-harm/instructions"),
+    "sexual": ("sexual", "sexual/minors"),
+    "violence": ("violence", "violence/graphic"),
+}
 
 
 @dataclass
@@ -148,6 +165,12 @@ class FakeOpenAI:
         self.speeches: list[dict[str, Any]] = []
         self.heard: dict[str, str] = {}
         self.transcriptions: list[dict[str, Any]] = []
+        # Moderation: each request's body, the images flagged (by their base64) and
+        # their category, and what holds or fails every verdict.
+        self.moderations: list[dict[str, Any]] = []
+        self.flagged_images: dict[str, str] = {}
+        self.moderation_hold: Hold | None = None
+        self.moderation_status: int | None = None
         # Every chat and speech request as it arrived ((time.monotonic(), body)), so a
         # test can judge each one against what held at that moment.
         self.wire: list[tuple[float, dict[str, Any]]] = []
@@ -164,6 +187,7 @@ class FakeOpenAI:
                 Route("/v1/realtime/client_secrets", self._client_secret, methods=["POST"]),
                 Route("/v1/audio/speech", self._speech, methods=["POST"]),
                 Route("/v1/audio/transcriptions", self._transcribe, methods=["POST"]),
+                Route("/v1/moderations", self._moderate, methods=["POST"]),
             ]
         )
 
@@ -191,6 +215,54 @@ class FakeOpenAI:
             yield b"data: " + json.dumps(done).encode() + b"\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+    def flag_image(self, data_base64: str, category: str) -> None:
+        """Flag an image of exactly these bytes (base64, as sent) as ``category`` (ours:
+        ``self_harm``, ``sexual``...)."""
+        self.flagged_images[data_base64] = category
+
+    async def _moderate(self, request: Request) -> Response:
+        """``POST /v1/moderations``, as OpenAI answers it: one result for the input, each
+        category named with a flag and a score, and the input types each applied to."""
+        body = await request.json()
+        self.moderations.append(body)
+        self.wire.append((time.monotonic(), body))
+        if self.moderation_hold is not None:
+            await self.moderation_hold.passing(0)
+        if self.moderation_status is not None:
+            error = {"message": "scripted failure", "type": "server_error", "code": None}
+            return JSONResponse({"error": error}, status_code=self.moderation_status)
+        parts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        found: dict[str, list[str]] = {}
+        for part in parts:
+            if isinstance(part, str) or part.get("type") == "text":
+                text = part if isinstance(part, str) else part["text"]
+                for category in judged(text).categories:
+                    found.setdefault(category, []).append("text")
+            else:
+                data = part["image_url"]["url"].partition("base64,")[2]
+                category = self.flagged_images.get(data)
+                if category is not None:
+                    found.setdefault(category, []).append("image")
+        flags: dict[str, bool] = {}
+        scores: dict[str, float] = {}
+        applied: dict[str, list[str]] = {}
+        for ours, names in MODERATION_CATEGORIES.items():
+            for n, name in enumerate(names):
+                on = ours in found and n == 0
+                flags[name] = on
+                scores[name] = 0.93 if on else 0.0004
+                applied[name] = found.get(ours, []) if on else []
+        result = {
+            "flagged": bool(found),
+            "categories": flags,
+            "category_scores": scores,
+            "category_applied_input_types": applied,
+        }
+        model = body.get("model") or "omni-moderation-latest"
+        return JSONResponse(
+            {"id": f"modr-{len(self.moderations)}", "model": model, "results": [result]}
+        )
 
     def script(self, trigger: str, script: Script, after: Script | None = None) -> None:
         """Answer with ``script`` whenever the last user message is ``trigger``, or, when

@@ -34,6 +34,9 @@ GOOD: dict[str, list[Any]] = {
     "speech_model": ["", "openai:gpt-4o-mini-tts", "google:gemini-2.5-flash-preview-tts"],
     "speech_voice": ["", "fable", "Kore"],
     "app_check": ["off", "monitor", "enforce"],
+    "moderation": ["off", "dependents", "everyone"],
+    "moderation_fail": ["closed", "open"],
+    "helpline": ["Childline on 0800 1111", "Kids Help Phone: 1-800-668-6868"],
     "alert_email": ["", "ops@example.com"],
     "alerts": [{}, {"error_ratio": 1, "tokens_per_hour": 1, "first_token_p95_seconds": 0.5}],
 }
@@ -83,6 +86,9 @@ BAD: dict[str, list[Any]] = {
     "speech_model": ["anthropic:claude", "openai:", "tts 1"],
     "speech_voice": ["a voice", "x" * 41],
     "app_check": ["on", "Enforce", ""],
+    "moderation": ["children", "Off", ""],
+    "moderation_fail": ["shut", ""],
+    "helpline": ["", "x" * 201],
     "alert_email": ["ops", "ops@example", "a b@example.com"],
     "alerts": [{"error_ratio": 0}, {"run_failure_ratio": 1.5}, {"tokens_per_hour": 0}],
 }

@@ -60,6 +60,7 @@ PLATFORM = {
 UNSET = {
     "SPARK_PROMPTS_DIR": "the prompts packaged with the functions (tools/package.py)",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "make dev's trace viewer; a deployment exports to Cloud Trace",
+    "SPARK_MODERATION_MODEL": "OpenAI's moderation model, the code's default",
 }
 
 

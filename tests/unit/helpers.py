@@ -30,6 +30,7 @@ from shared.egress.screen import Screen
 from shared.families.preferences import Preferences
 from shared.ids import SequentialIds
 from shared.llm.base import ModelProvider
+from shared.llm.moderation import Moderator
 from shared.llm.transcribe import Transcriber
 from shared.queue.memory import InMemoryTaskQueue
 from shared.store.files import InMemoryFileStore
@@ -42,6 +43,7 @@ from shared.store.memory import (
     InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
 )
+from shared.store.memory.safety import InMemorySafetyStore
 from shared.tasks.handler import TaskHandler
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import ToolRegistry
@@ -86,6 +88,7 @@ class Fakes:
     families: InMemoryFamilyStore = field(default_factory=InMemoryFamilyStore)
     settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
     provenance: InMemoryProvenanceStore = field(default_factory=InMemoryProvenanceStore)
+    safety: InMemorySafetyStore = field(default_factory=InMemorySafetyStore)
     # A send's admission with its message; none: the one over ``store`` and ``ledger``.
     openings: InMemoryOpeningStore | None = None
     # Sign-in accounts, the last thing an erasure deletes.
@@ -129,7 +132,8 @@ def make_service(
     tools: ToolRegistry | None = None,
     fakes: Fakes | None = None,
     transcriber: Transcriber | None = None,
-    **settings: int,
+    moderator: Moderator | None = None,
+    **settings: int | str,
 ) -> Harness:
     fakes = fakes or Fakes(store or InMemoryConversationStore())
     configured = replace(Settings(), **settings)
@@ -152,6 +156,8 @@ def make_service(
         openings=fakes.openings,
         provenance=fakes.provenance,
         auth=fakes.auth,
+        moderator=moderator,
+        safety=fakes.safety,
     )
     return Harness(
         components.agent,

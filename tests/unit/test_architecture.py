@@ -70,6 +70,11 @@ PROVIDER_NAMES = {
     "ScriptedVoice",
     "WhisperTranscriber",
     "EspeakVoice",
+    "Moderator",
+    "OpenAIModerator",
+    "GeminiModerator",
+    "OfflineModerator",
+    "ScriptedModerator",
 }
 # The adapters and their interfaces, the egress, and the one place that builds them all
 # and hands them to the egress.

@@ -37,6 +37,8 @@ from shared.schemas.api.families import (
     NameRequest,
     ProgressResponse,
     RoleRequest,
+    SafetyFlagInfo,
+    SafetyResponse,
 )
 from shared.schemas.api.lessons import (
     KeptVersionInfo,
@@ -137,6 +139,8 @@ __all__ = [
     "RestoreResponse",
     "ResumeResponse",
     "RoleRequest",
+    "SafetyFlagInfo",
+    "SafetyResponse",
     "SendMessageRequest",
     "SettingsInfo",
     "SettingsRequest",

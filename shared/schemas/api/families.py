@@ -4,6 +4,7 @@ lesson progress."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -194,3 +195,28 @@ class ProgressResponse(BaseModel):
 
     family_id: str = Field(alias="familyId")
     members: list[MemberProgressInfo] = Field(description="In the order they joined.")
+
+
+class SafetyFlagInfo(BaseModel):
+    """One stop the moderator made for a dependent (DESIGN §16): never the words."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    id: str
+    member_id: str = Field(alias="memberId")
+    category: str = Field(description="self_harm, sexual, violence, hate, harassment or illicit.")
+    direction: Literal["input", "output"] = Field(
+        description="input: the dependent's turn; output: the reply to them (withheld)."
+    )
+    conversation_id: str = Field(alias="conversationId")
+    at: datetime
+
+
+class SafetyResponse(BaseModel):
+    """``GET /api/spark/families/{familyId}/safety`` (parents only): the flags raised for
+    the family's dependents, newest first (at most 100)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    flags: list[SafetyFlagInfo]
+    updated_at: datetime | None = Field(default=None, alias="updatedAt")

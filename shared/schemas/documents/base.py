@@ -25,7 +25,7 @@ Timestamp = Annotated[
 Role = Literal["user", "assistant", "tool", "system"]
 
 
-MessageStatus = Literal["streaming", "complete", "error", "waiting", "stopped"]
+MessageStatus = Literal["streaming", "complete", "error", "waiting", "stopped", "withheld"]
 
 
 PartType = Literal["text", "image", "file", "tool_call", "tool_result"]

@@ -84,6 +84,15 @@ class Feedback(Document):
     at: Timestamp
 
 
+class Moderated(Document):
+    """(Assistant replies) what the moderator stopped (DESIGN §16): the user's turn
+    (``input``: the reply is a fixed, kind one, never the model's) or the reply itself
+    (``output``: withheld), and the category; never the words."""
+
+    direction: Literal["input", "output"]
+    category: str
+
+
 class Message(Document):
     """One entry of the append-only ``messages`` array (or a run's in-flight message).
 
@@ -120,6 +129,8 @@ class Message(Document):
     regenerates: str | None = None
     # (Assistant replies) what its author thought of it.
     feedback: Feedback | None = None
+    # (Assistant replies) the moderator stopped the turn or the reply (DESIGN §16).
+    moderated: Moderated | None = None
 
     @property
     def text(self) -> str:

@@ -3,6 +3,8 @@ settings."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from shared.schemas.documents.base import Document, FamilyRole, Timestamp
@@ -44,4 +46,29 @@ class UserSettings(Document):
     """
 
     ai_reads_family_messages: bool = True
+    updated_at: Timestamp | None = None
+
+
+MAX_FLAGS = 100
+"""The newest flags a parent's safety mirror keeps (DESIGN §16)."""
+
+
+class SafetyFlag(Document):
+    """One stop the moderator made for a dependent (DESIGN §16): who, when, what kind,
+    which way, in which conversation; never the words."""
+
+    id: str
+    member_id: str
+    category: str
+    direction: Literal["input", "output"]
+    conversation_id: str
+    at: Timestamp
+
+
+class SafetyMirror(Document):
+    """``/{userId}/client/family/safety``: a parent's view of the stops made for their
+    family's dependents, newest first (at most ``MAX_FLAGS``). Only parents have one:
+    a dependent sees what they were told, not that a flag was raised."""
+
+    flags: list[SafetyFlag] = Field(default_factory=list)
     updated_at: Timestamp | None = None

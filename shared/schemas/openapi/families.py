@@ -16,6 +16,7 @@ from shared.schemas.api import (
     NameRequest,
     ProgressResponse,
     RoleRequest,
+    SafetyResponse,
 )
 from shared.schemas.openapi.parts import operation, path_id
 
@@ -106,6 +107,15 @@ def family_paths() -> dict[str, Any]:
                 "Each member's lessons (title, updatedAt, blanks, answered), counted on the "
                 "server (members only; any other family is 404 family_not_found).",
                 (200, "The progress.", ProgressResponse),
+                parameters=(family,),
+            )
+        },
+        FAMILIES + "/{familyId}/safety": {
+            "get": operation(
+                "The flags the moderator raised for the family's dependents, newest first "
+                "(category, direction, conversation, time; never the words). Parents only: "
+                "anyone else, a dependent of the family included, is 404 family_not_found.",
+                (200, "The flags.", SafetyResponse),
                 parameters=(family,),
             )
         },

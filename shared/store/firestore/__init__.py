@@ -18,6 +18,7 @@ from shared.store.firestore.lessons import FirestoreLessonStore
 from shared.store.firestore.openings import FirestoreOpeningStore
 from shared.store.firestore.posts import FirestorePostStore
 from shared.store.firestore.provenance import FirestoreProvenanceStore
+from shared.store.firestore.safety import FirestoreSafetyStore
 from shared.store.firestore.settings import FirestoreSettingsStore
 from shared.store.firestore.tasks import FirestoreTaskDocumentStore
 
@@ -28,6 +29,7 @@ __all__ = [
     "FirestoreLessonStore",
     "FirestoreOpeningStore",
     "FirestorePostStore",
+    "FirestoreSafetyStore",
     "FirestoreSettingsStore",
     "FirestoreStores",
     "FirestoreTaskDocumentStore",
@@ -52,6 +54,7 @@ class FirestoreStores:
     openings: FirestoreOpeningStore
     provenance: FirestoreProvenanceStore
     accounts: FirestoreAccountStore
+    safety: FirestoreSafetyStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -77,4 +80,5 @@ def connect(
         FirestoreOpeningStore(client, conversations, ledgers),
         FirestoreProvenanceStore(client),
         FirestoreAccountStore(client),
+        FirestoreSafetyStore(client),
     )

@@ -132,6 +132,7 @@ def send_family_message_tool(
             "message asked for it."
         ),
         args=SendMessageArgs,
+        sends="text",
         display_text=lambda args: (
             f"Sending a message to {unfenced(args.recipient) if args.recipient else args.to}"
         ),

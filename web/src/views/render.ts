@@ -7,7 +7,7 @@ import type { ContentPart, Message, QuestionState, TaskDocument, ToolCall, ToolR
 import { markdown } from "./markdown";
 
 const RUNNING = new Set(["pending", "queued", "running", "awaiting_approval"]);
-const ENDED = new Set(["complete", "error", "stopped", "waiting"]);
+const ENDED = new Set(["complete", "error", "stopped", "waiting", "withheld"]);
 
 /** What an article is built with besides its message. */
 export interface ArticleContext {

@@ -1,0 +1,110 @@
+"""Young learners end to end (DESIGN §16): Auth-emulator users, the real api and tasks
+functions (two processes each) on the Firestore emulator, and the OpenAI fake, whose
+``/v1/moderations`` judges text by the offline word list and can be held (a moderator
+that hangs). A dependent's flagged turn is answered kindly, a reply flagged half way
+leaves only a note in the document, a hanging moderator holds the turn closed, a parent
+reads the flags, and the dependent's request for them is 404."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from google.cloud import firestore
+
+from tests.e2e.conftest import Functions, SseEvent, StackUser, settled, wait_for
+from tests.e2e.test_family_agent import Household, as_, chat, home  # noqa: F401 (fixture)
+from tests.fakes.openai_server import FakeOpenAI, Hold, Script
+
+pytestmark = pytest.mark.emulator
+
+FAMILIES = "/api/spark/families"
+NOTE = "(Spark AI Agent withheld this reply.)"
+
+
+@pytest.fixture
+def api(functions: Functions) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=functions.api, timeout=60) as client:
+        yield client
+
+
+def conversation_of(events: list[SseEvent]) -> str:
+    return str(events[0].data["conversationId"])
+
+
+def reply_in(db: firestore.Client, user: StackUser, conversation_id: str) -> dict[str, Any]:
+    doc = wait_for(lambda: settled(db, user.uid, conversation_id, 2), what="the reply stored")
+    return dict(doc["messages"][-1])
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(p.get("text") or "" for p in message["content"] if p["type"] == "text")
+
+
+def test_e2e_a_flagged_turn_is_answered_kindly_and_its_parents_told(
+    functions: Functions,
+    api: httpx.Client,
+    home: Household,  # noqa: F811
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    turn = f"I want to k1ll myself {home.family_id}"
+    fake_openai.script(turn, Script(chunks=["The model's ", "own words."]))
+    events = chat(functions.api, home.kid, turn)
+    assert events[-1].event == "done" and events[-1].data["status"] == "complete"
+    conversation_id = conversation_of(events)
+    reply = reply_in(db, home.kid, conversation_id)
+    assert "own words" not in text_of(reply) and "0800 1111" in text_of(reply)
+    assert reply["moderated"] == {"direction": "input", "category": "self_harm"}
+
+    # The parents read the flag; the dependent and an outsider are told nothing.
+    for parent in (home.mum, home.dad):
+        answer = api.get(f"{FAMILIES}/{home.family_id}/safety", headers=as_(parent))
+        assert answer.status_code == 200, answer.text
+        flags = [f for f in answer.json()["flags"] if f["conversationId"] == conversation_id]
+        assert [(f["memberId"], f["direction"]) for f in flags] == [(home.kid.uid, "input")]
+        assert "k1ll" not in answer.text
+    for other in (home.kid, home.eve):
+        refused = api.get(f"{FAMILIES}/{home.family_id}/safety", headers=as_(other))
+        assert refused.status_code == 404
+        assert refused.json()["error"]["code"] == "family_not_found"
+
+
+def test_e2e_a_reply_flagged_half_way_leaves_a_note(
+    functions: Functions,
+    home: Household,  # noqa: F811
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    turn = f"tell me about owls {home.family_id}"
+    fake_openai.script(
+        turn, Script(chunks=["Owls hunt at night. ", "Some say nobody likes you", ". The end."])
+    )
+    events = chat(functions.api, home.kid, turn)
+    assert events[-1].event == "error" and events[-1].data["code"] == "withheld"
+    reply = reply_in(db, home.kid, conversation_of(events))
+    assert reply["status"] == "withheld"
+    assert text_of(reply) == NOTE
+    assert reply["moderated"] == {"direction": "output", "category": "harassment"}
+
+
+def test_e2e_a_hanging_moderator_holds_a_dependents_turn_closed(
+    functions: Functions,
+    home: Household,  # noqa: F811
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    turn = f"what is seven times eight {home.family_id}"
+    fake_openai.script(turn, Script(chunks=["Fifty-six."]))
+    fake_openai.moderation_hold = Hold()
+    try:
+        events = chat(functions.api, home.kid, turn)
+    finally:
+        fake_openai.moderation_hold.release()
+        fake_openai.moderation_hold = None
+    assert events[-1].event == "error"
+    assert events[-1].data["code"] == "moderation_unavailable"
+    reply = reply_in(db, home.kid, conversation_of(events))
+    assert "Fifty-six" not in text_of(reply)
