@@ -140,7 +140,10 @@ def test_web_a_conversation_is_renamed_then_deleted_after_asking(
     rename = listed(page, kept).get_by_role("button", name=re.compile("^Rename "))
     rename.focus()
     rename.press("Enter")
-    field = listed(page, kept).get_by_role("textbox", name="New title")
+    # In place of its link, while renamed.
+    field = page.get_by_role("navigation", name="Conversations", exact=True).get_by_role(
+        "textbox", name="New title"
+    )
     expect(field).to_be_focused()
     field.fill("Tides for Year 5")
     no_violations(page)  # the list's rename form
@@ -173,7 +176,9 @@ def test_web_a_conversation_is_renamed_then_deleted_after_asking(
     the_dialog(page, re.compile("^Delete “")).get_by_role("button", name="Delete").click()
     expect(listed(page, gone)).to_have_count(0)
     wait_for(lambda: conversation_doc(db, user.uid, gone) is None)
-    assert page.evaluate("location.hash") == "#/"
+    # Once the api has answered (Firestore may say it first): a new conversation, opened.
+    expect(page).to_have_url(f"{web}/#/")
+    expect(page.locator("#chat-title")).to_have_text("New conversation")  # its pane hidden
     expect(listed(page, kept)).to_be_visible()  # the other stays
     assert conversation_doc(db, user.uid, kept) is not None
     on_phone(page, "data-deleted", listed(page, kept), pane="Conversations")
