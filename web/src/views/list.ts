@@ -45,8 +45,12 @@ function link(entry: Listed, names: Map<string, string>): HTMLAnchorElement {
   return made;
 }
 
-function iconButton(glyph: string, label: string, key: string, onClick: () => void, className = "icon"): HTMLButtonElement {
-  const made = el("button", { type: "button", className, "aria-label": label, title: label, "data-key": key, text: glyph });
+/** A button named by its action alone ("Rename", "Delete"), described by the
+ * conversation's link (`of`): a screen reader says which conversation, and a name
+ * never holds a conversation's words (a title such as "Stop" would otherwise make two
+ * buttons answer to one name). */
+function iconButton(glyph: string, action: string, of: string, label: string, key: string, onClick: () => void, className = "icon"): HTMLButtonElement {
+  const made = el("button", { type: "button", className, "aria-label": action, "aria-describedby": of, title: `${action} “${label}”`, "data-key": key, text: glyph });
   made.addEventListener("click", onClick);
   return made;
 }
@@ -56,9 +60,11 @@ function item(entry: Listed, names: Map<string, string>): HTMLLIElement {
   const agent = !entry.data.kind || entry.data.kind === "agent";
   if (agent && editing.id === entry.id) return renameForm(entry, label);
   const actions = el("span", { className: "list-actions" });
-  if (agent) actions.append(iconButton("✎", `Rename “${label}”`, `rename:${entry.id}`, () => startRename(entry.id)));
-  actions.append(iconButton("🗑", `Delete “${label}”`, `delete:${entry.id}`, () => remove(entry, label), "icon danger"));
-  return el("li", { className: "listed" }, link(entry, names), actions);
+  const opens = link(entry, names);
+  opens.id = `listed-${entry.id}`;
+  if (agent) actions.append(iconButton("✎", "Rename", opens.id, label, `rename:${entry.id}`, () => startRename(entry.id)));
+  actions.append(iconButton("🗑", "Delete", opens.id, label, `delete:${entry.id}`, () => remove(entry, label), "icon danger"));
+  return el("li", { className: "listed" }, opens, actions);
 }
 
 function renameForm(entry: Listed, label: string): HTMLLIElement {
@@ -128,14 +134,17 @@ async function remove(entry: Listed, label: string): Promise<void> {
     confirm: "Delete",
   });
   if (!yes) return;
+  // The focus goes to the next conversation (or the one before), else "New
+  // conversation": chosen now, as the listener may take this one out before the api answers.
+  const links = [...$("conversation-list").querySelectorAll<HTMLElement>("a")];
+  const at = links.findIndex((a) => a.dataset.key === `open:${entry.id}`);
+  const next = (at >= 0 && (links[at + 1] || links[at - 1])) || null;
+  const nextKey = next ? next.dataset.key : undefined;
   try {
     await session().api.deleteConversation(entry.id);
     status(`Deleted “${label}”.`);
-    // The focus goes to the next conversation, or "New conversation" if none follows.
-    const links = [...$("conversation-list").querySelectorAll<HTMLElement>("a")];
-    const at = links.findIndex((a) => a.dataset.key === `open:${entry.id}`);
-    const next = links[at + 1] || links[at - 1];
-    (next || $("new-conversation")).focus();
+    const target = nextKey ? $("conversation-list").querySelector<HTMLElement>(`[data-key="${CSS.escape(nextKey)}"]`) : null;
+    (target || $("new-conversation")).focus();
     if (state().conversationId === entry.id) {
       // A new conversation, without the hash change that would show the chat on a phone:
       // the person is in the list.
