@@ -63,7 +63,7 @@ function item(entry: Listed, names: Map<string, string>): HTMLLIElement {
   const opens = link(entry, names);
   opens.id = `listed-${entry.id}`;
   if (agent) actions.append(iconButton("✎", "Rename", opens.id, label, `rename:${entry.id}`, () => startRename(entry.id)));
-  actions.append(iconButton("🗑", "Delete", opens.id, label, `delete:${entry.id}`, () => remove(entry, label), "icon danger"));
+  actions.append(iconButton("✕", "Delete", opens.id, label, `delete:${entry.id}`, () => remove(entry, label), "icon danger"));
   return el("li", { className: "listed" }, opens, actions);
 }
 

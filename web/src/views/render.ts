@@ -192,12 +192,13 @@ function attachment(part: ContentPart, context: ArticleContext): HTMLElement {
 function replyActions(message: Message, context: ArticleContext): HTMLElement {
   const rating = message.feedback ? message.feedback.rating : null;
   const group = el("div", { className: "reply-actions", role: "group", "aria-label": "This reply" });
-  const rate = (value: "up" | "down", glyph: string, label: string) => {
-    const made = el("button", { type: "button", className: "quiet rate", "aria-pressed": String(rating === value), "aria-label": label, title: label, text: glyph });
+  // Words, not emoji: seen as they are heard, whatever fonts the device has.
+  const rate = (value: "up" | "down", label: string) => {
+    const made = el("button", { type: "button", className: "quiet rate", "aria-pressed": String(rating === value), text: label });
     made.addEventListener("click", () => context.onRate(message, value));
     return made;
   };
-  group.append(rate("up", "👍", "Helpful"), rate("down", "👎", "Not helpful"));
+  group.append(rate("up", "Helpful"), rate("down", "Not helpful"));
   if (context.lastReply === message.id) {
     const again = el("button", { type: "button", className: "quiet regenerate", text: "Regenerate" });
     again.addEventListener("click", () => {
