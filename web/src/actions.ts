@@ -1,5 +1,6 @@
 // Acting on the open conversation through the api: stop it, answer a question, decide
-// an approval, carry out the client tools the page runs itself, and cancel a task. What
+// an approval, carry out the client tools the page runs itself, cancel a task, rate a
+// reply and make the last one again. What
 // happens next is shown when Firestore says so; the composer's status line says what
 // went wrong.
 import { ApiError } from "./api";
@@ -7,7 +8,7 @@ import { results } from "./conversation";
 import { $ } from "./dom";
 import { session } from "./session";
 import { setQuestion, state } from "./store";
-import type { QuestionState, Schemas, TaskDocument, ToolCall } from "./types";
+import type { Message, QuestionState, Schemas, TaskDocument, ToolCall } from "./types";
 
 // The client tool calls this page has answered, the approvals it has sent and the tasks
 // it has asked to cancel: once each.
@@ -97,5 +98,31 @@ export async function cancelTask(task: TaskDocument): Promise<void> {
   } catch (error) {
     done.cancelling.delete(task.id);
     say((error as Error).message);
+  }
+}
+
+/** Rates a reply ("up" or "down"): the buttons show the rating when Firestore has it. */
+export async function rate(message: Message, rating: "up" | "down"): Promise<void> {
+  const { conversationId } = state();
+  if (!conversationId) return;
+  try {
+    await session().api.rate(conversationId, message.id, rating);
+    say(rating === "up" ? "Thank you: marked as helpful." : "Thank you: marked as not helpful.");
+  } catch (error) {
+    say((error as Error).message);
+  }
+}
+
+/** Asks for the last reply again. The new reply, appended with `regenerates` naming
+ * this one, takes its place on the page when Firestore has it. Rejects if refused. */
+export async function regenerate(message: Message): Promise<void> {
+  const { conversationId } = state();
+  if (!conversationId) return;
+  try {
+    await session().api.regenerate(conversationId, message.id);
+    say("Writing the reply again…");
+  } catch (error) {
+    say((error as Error).message);
+    throw error;
   }
 }

@@ -25,6 +25,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** Seconds until a refused request may be made again (429), when the api says. */
+    readonly retryAfter: number | null = null,
   ) {
     super(message);
   }
@@ -51,10 +53,7 @@ export function makeApi(getToken: () => Promise<string>) {
     });
     const text = await response.text();
     const data: unknown = text ? JSON.parse(text) : {};
-    if (!response.ok) {
-      const error = (data as Partial<Schemas["ErrorBody"]>).error;
-      throw new ApiError(response.status, error?.code || "error", error?.message || `HTTP ${response.status}`);
-    }
+    if (!response.ok) throw errorOf(response, data);
     return data as AnswerOf<R, M>;
   }
   const conversation = (conversationId: string) => ({ conversationId });
@@ -143,6 +142,37 @@ export function makeApi(getToken: () => Promise<string>) {
     lessonVersions: (lessonId: string) => call("get", "/api/spark/lessons/{lessonId}/versions", { lessonId }, undefined),
     restoreLesson: (lessonId: string, version: number) =>
       call("post", "/api/spark/lessons/{lessonId}/restore", { lessonId }, { version }),
+    // Managing one's conversations (DESIGN §15): a title of one's own, a conversation
+    // deleted (a shared one: one's own copy), a reply rated.
+    renameConversation: (id: string, title: string) =>
+      call("patch", "/api/spark/agent/conversations/{conversationId}", conversation(id), { title }),
+    deleteConversation: (id: string) =>
+      call("delete", "/api/spark/agent/conversations/{conversationId}", conversation(id), undefined),
+    rate: (id: string, messageId: string, rating: Schemas["FeedbackRequest"]["rating"]) =>
+      call("put", "/api/spark/agent/conversations/{conversationId}/messages/{messageId}/feedback", { conversationId: id, messageId }, { rating }),
+    // The last reply made again: 202, and a Cloud Task writes the new reply (appended,
+    // `regenerates` naming this one), as a send without a stream. The route is newer than
+    // some apis this page may meet, so it is called by its path, its body typed.
+    regenerate: async (id: string, messageId: string): Promise<void> => {
+      const token = await getToken();
+      const body: Schemas["RegenerateRequest"] = { messageId };
+      const response = await fetch(`${url("/api/spark/agent/conversations/{conversationId}", conversation(id))}/regenerate`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      if (!response.ok) throw await refusal(response);
+      // A stream, should the api answer with one: the reply is read from Firestore.
+      await response.body?.cancel();
+    },
+    // An account erased (one's own, or with `familyId` and `userId` a dependent's, for a
+    // parent): 202 and the erasure's id; the work goes on as a task.
+    eraseAccount: (member?: { familyId: string; userId: string }) => {
+      const confirm: Schemas["EraseAccountRequest"]["confirm"] = "delete my account";
+      return member
+        ? call("delete", "/api/spark/families/{familyId}/members/{userId}/account", member, { confirm })
+        : call("delete", "/api/spark/me", {}, { confirm });
+    },
   };
 }
 
@@ -150,7 +180,13 @@ export type Api = ReturnType<typeof makeApi>;
 
 /** The api's error answer as an ApiError. */
 async function refusal(response: Response): Promise<ApiError> {
-  const data = (await response.json().catch(() => ({}))) as Partial<Schemas["ErrorBody"]>;
-  const error = data.error;
-  return new ApiError(response.status, error?.code || "error", error?.message || `HTTP ${response.status}`);
+  return errorOf(response, await response.json().catch(() => ({})));
+}
+
+/** `response`'s error, from its JSON body `data` (and its Retry-After header). */
+function errorOf(response: Response, data: unknown): ApiError {
+  const error = (data as Partial<Schemas["ErrorBody"]>).error;
+  const header = Number(response.headers.get("Retry-After"));
+  const retry = error?.retryAfter ?? (Number.isFinite(header) && header > 0 ? header : null);
+  return new ApiError(response.status, error?.code || "error", error?.message || `HTTP ${response.status}`, retry);
 }

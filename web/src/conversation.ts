@@ -33,11 +33,36 @@ export function everything(): Item[] {
 
 const VISIBLE = new Set(["text", "image", "file", "tool_call"]);
 
-/** What a person sees: a message holding only tool results (hidden or not) shows nothing. */
+/** What a person sees: a message holding only tool results (hidden or not) shows
+ * nothing, and a reply made again shows only its newest version. */
 export function shown(): Item[] {
-  return everything().filter(
-    ({ message }) => message.status !== "complete" || (message.content || []).some((p) => VISIBLE.has(p.type)),
+  const all = everything();
+  const older = superseded(all);
+  return all.filter(
+    ({ message }) =>
+      !older.has(message.id) &&
+      (message.status !== "complete" || (message.content || []).some((p) => VISIBLE.has(p.type))),
   );
+}
+
+/** The ids of the replies a later one was made again from (DESIGN §15: append-only, so
+ * the old reply stays in the document; a chain shows its newest). A reply made again
+ * is the messages after its user turn up to it (its tool steps included). The field is
+ * read whatever its type, as an api older or newer than this page may write it. */
+export function superseded(items: readonly Item[]): Set<string> {
+  const gone = new Set<string>();
+  const at = new Map(items.map(({ message }, index) => [message.id, index]));
+  for (const { message } of items) {
+    const from: unknown = (message as { regenerates?: unknown }).regenerates;
+    const index = typeof from === "string" ? at.get(from) : undefined;
+    if (index === undefined) continue;
+    for (let n = index; n >= 0; n--) {
+      const older = items[n]?.message;
+      if (!older || older.role === "user") break;
+      gone.add(older.id);
+    }
+  }
+  return gone;
 }
 
 /** toolCallId → its result, from every message. */

@@ -25,9 +25,12 @@ import { route } from "./router";
 import { begin, session } from "./session";
 import { onUpdate, state, update } from "./store";
 import type { Config } from "./types";
+import { wireAccount } from "./views/account";
+import { wireDialog } from "./views/dialog";
 import { makeFamilyPanel } from "./views/family";
 import { renderMessages } from "./views/messages";
-import { renderApprovals, renderHeading, renderList, renderRun } from "./views/panels";
+import { renderList } from "./views/list";
+import { renderApprovals, renderHeading, renderRun } from "./views/panels";
 import { wirePanes } from "./views/layout";
 import { renderReadAloud, renderTalk, talk } from "./voice";
 
@@ -62,6 +65,7 @@ async function boot(): Promise<void> {
     update({ user, listed: [] });
     family.reset();
     if (user) {
+      $("signed-out-note").textContent = "";
       $("who").textContent = `Signed in as ${user.email}`;
       loadModel();
       listenToUser();
@@ -127,6 +131,8 @@ function wire(): void {
   window.addEventListener("hashchange", route);
   $("talk").addEventListener("click", talk);
   wirePanes();
+  wireDialog();
+  wireAccount();
 }
 
 boot();

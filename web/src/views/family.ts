@@ -2,14 +2,16 @@
 // documents: the mirror /{uid}/client/family/current (name, their role, the members)
 // and /{uid}/client/settings/current (the opt-out). The api is called only to act:
 // create a family, make an invite link, join with one (`/join?token=…`), change a
-// member's role, revoke an invite, change one's own name, remove a member, leave, and
-// change the setting. A parent's list of invites is the one thing no mirror holds: it
+// member's role, revoke an invite, change one's own name, remove a member, leave,
+// change the setting, and (a parent, for a dependent) export or erase their data. A parent's list of invites is the one thing no mirror holds: it
 // is read from the api when the panel first shows the family, and after each change
 // to the invites. The panel keeps its own state (the mirror, the
 // settings, a join token, whether an action is under way); the rest of the page reads
 // the mirror through `family`.
 import { $, el } from "../dom";
 import type { Api } from "../api";
+import { ERASE_PHRASE, exportRefusal, saveZip } from "./account";
+import { confirmed } from "./dialog";
 import type { Conversation, FamilyMember, FamilyMirror, Schemas, UserSettings } from "../types";
 
 type InviteInfo = Schemas["InviteInfo"];
@@ -65,6 +67,8 @@ interface PanelState {
   /** The parent's invites, and the family they were read for. */
   invites: readonly InviteInfo[];
   invitesOf: string;
+  /** The last action's refusal, for a caller that says it in its own words. */
+  refused: unknown;
 }
 
 /** The panel's behaviour. */
@@ -74,7 +78,7 @@ export function makeFamilyPanel(deps: FamilyDeps) {
   // the user is in a family, so the panel offers neither a new family nor the join: made
   // at once after sign-in, a family could be written while the listener was still being
   // set up, and that listener never heard of it (the web test's one flake, twice).
-  const panel: PanelState = { family: null, settings: null, token: null, busy: false, known: false, invites: [], invitesOf: "" };
+  const panel: PanelState = { family: null, settings: null, token: null, busy: false, known: false, invites: [], invitesOf: "", refused: null };
 
   function status(text: string): void {
     $("family-status").textContent = text;
@@ -84,12 +88,14 @@ export function makeFamilyPanel(deps: FamilyDeps) {
   async function act<T>(work: () => Promise<T>, done: string | ((answer: T) => string)): Promise<boolean> {
     if (panel.busy) return false;
     panel.busy = true;
+    panel.refused = null;
     status("");
     try {
       const answer = await work();
       status(typeof done === "function" ? done(answer) : done);
       return true;
     } catch (error) {
+      panel.refused = error;
       status((error as Error).message); // what the api said, which says what to do
       return false;
     } finally {
@@ -122,31 +128,45 @@ export function makeFamilyPanel(deps: FamilyDeps) {
         });
         item.append(remove);
         if (member.role === "dependent") {
-          const save = el("button", { type: "button", className: "quiet", text: `Download ${member.displayName}'s data` });
           const whose = { familyId: family.familyId, userId: member.userId };
-          const saved = `${member.displayName}'s data was downloaded as a zip.`;
-          save.addEventListener("click", () => download(whose, `${member.displayName}'s data`, saved));
-          item.append(save);
+          const save = el("button", { type: "button", className: "quiet", text: `Download ${member.displayName}'s data` });
+          save.addEventListener("click", () => download(whose, member.displayName));
+          const erase = el("button", { type: "button", className: "danger", text: `Delete ${member.displayName}'s account` });
+          erase.addEventListener("click", () => eraseDependent(whose, member.displayName, family.name));
+          item.append(save, erase);
         }
       }
     }
     return item;
   }
 
-  /** A person's data (one's own, or a dependent's) saved as a zip; a refusal (one
-   * export per ten minutes) says when to try again. */
-  function download(member: { familyId: string; userId: string } | undefined, what: string, done: string): void {
+  /** A dependent's data saved as a zip; a refusal (one export per ten minutes) says
+   * when to try again. */
+  function download(member: { familyId: string; userId: string }, name: string): void {
     void act(
       async () => {
-        status(`Preparing ${what}…`);
-        const zip = await api.exportData(member);
-        const link = el("a", { href: URL.createObjectURL(zip) });
-        link.download = `spark-data-${member ? member.userId : deps.uid()}.zip`;
-        link.click();
-        setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+        status(`Preparing ${name}'s data…`);
+        saveZip(await api.exportData(member), `spark-data-${member.userId}.zip`);
       },
-      done,
-    );
+      `${name}'s data was downloaded as a zip.`,
+    ).then((done) => {
+      if (!done && panel.refused) status(exportRefusal(panel.refused));
+    });
+  }
+
+  /** A dependent's account erased, once the parent has typed the confirmation: the
+   * erasure runs as a task, and the member list follows from the mirror. */
+  async function eraseDependent(member: { familyId: string; userId: string }, name: string, familyName: string): Promise<void> {
+    const yes = await confirmed({
+      title: `Delete ${name}'s account?`,
+      text:
+        `Spark AI Agent will erase ${name}'s conversations, lessons, tasks, files and settings, take them out of ${familyName}, and then remove their sign-in. ` +
+        `Messages ${name} sent to the family stay in the others' copies, marked as from a deleted account. This cannot be undone; download ${name}'s data first if you want a copy.`,
+      confirm: `Delete ${name}'s account`,
+      typed: ERASE_PHRASE,
+    });
+    if (!yes) return;
+    await act(() => api.eraseAccount(member), `${name}'s account is being deleted: it takes a few minutes, and they leave the family list when it is done.`);
   }
 
   function render() {
@@ -302,9 +322,6 @@ export function makeFamilyPanel(deps: FamilyDeps) {
   $("leave").addEventListener("click", leave);
   $("family-chat").addEventListener("click", () => deps.open("#/family"));
   $("ai-reads").addEventListener("change", toggle);
-  $("export-mine").addEventListener("click", () => {
-    download(undefined, "your data", "Your data was downloaded as a zip.");
-  });
 
   // `/join?token=…`: kept until the signed-in user joins or declines.
   const token = new URLSearchParams(location.search).get("token");

@@ -6,8 +6,8 @@
 // carry) and task sections (whose documents carry updatedAt), and in the page, whether
 // its steps are open and where the user is in its question cards. Those, and nothing
 // else, make its revision; the articles are matched by message id.
-import { answer, cancelTask } from "../actions";
-import { messageOf, results, shown } from "../conversation";
+import { answer, cancelTask, rate, regenerate } from "../actions";
+import { type Item, messageOf, results, shared, shown } from "../conversation";
 import { $ } from "../dom";
 import { loadFile } from "../files";
 import { setQuestion, state, toggleExpanded } from "../store";
@@ -25,7 +25,7 @@ const built = { conversation: "", articles: new Map<string, Built>() };
 const stamp = (t: Timestamp | undefined): string => (t ? `${t.seconds}.${t.nanoseconds}` : "");
 
 /** What the article of `message` shows, as one comparable string. */
-function revision(message: Message, queued: boolean, found: ReadonlyMap<string, ToolResult>): string {
+function revision(message: Message, queued: boolean, found: ReadonlyMap<string, ToolResult>, last: string | null): string {
   const { tasks, expanded, questions } = state();
   const parts = message.content || [];
   const text = parts.reduce((n, p) => n + (p.type === "text" ? (p.text || "").length : 0), 0);
@@ -38,12 +38,26 @@ function revision(message: Message, queued: boolean, found: ReadonlyMap<string, 
   });
   const files = parts.flatMap((p) => (p.file ? [p.file.storagePath] : []));
   const open = expanded.has(message.id) ? "open" : "";
-  return [message.status, queued ? "queued" : "", parts.length, text, open, ...files, ...calls].join("|");
+  // Its rating, and whether it is the last reply (which has "Regenerate").
+  const rated = `${message.feedback ? message.feedback.rating : ""}${last === message.id ? ":last" : ""}`;
+  return [message.status, queued ? "queued" : "", parts.length, text, open, rated, ...files, ...calls].join("|");
 }
 
-function context(queued: boolean, found: ReadonlyMap<string, ToolResult>): ArticleContext {
+/** The last reply, if it can be made again: it has ended and nothing runs or waits. */
+function lastReply(items: readonly Item[]): string | null {
+  const { conversation } = state();
+  if (!conversation || conversation.activeRun || (conversation.queuedMessages || []).length) return null;
+  const last = items[items.length - 1];
+  return last && last.message.role === "assistant" && last.message.status === "complete" ? last.message.id : null;
+}
+
+function context(queued: boolean, found: ReadonlyMap<string, ToolResult>, last: string | null): ArticleContext {
   const { user, tasks, expanded, questions } = state();
   return {
+    agent: !shared(),
+    lastReply: last,
+    onRate: (message, rating) => rate(message, rating),
+    onRegenerate: (message) => regenerate(message),
     uid: user?.uid ?? "",
     results: found,
     tasks,
@@ -94,12 +108,13 @@ export function renderMessages(): void {
   }
   const items = shown();
   const found = results();
+  const last = lastReply(items);
   const wanted: HTMLElement[] = [];
   for (const { message, queued } of items) {
-    const now = revision(message, queued, found);
+    const now = revision(message, queued, found, last);
     let entry = built.articles.get(message.id);
     if (!entry || entry.revision !== now) {
-      const fresh = renderMessage(message, context(queued, found));
+      const fresh = renderMessage(message, context(queued, found, last));
       if (entry) entry.article.replaceWith(fresh);
       entry = { article: fresh, revision: now };
       built.articles.set(message.id, entry);

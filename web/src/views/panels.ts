@@ -1,56 +1,12 @@
-// Everything around the message log: the conversation list, the heading, the run's
-// controls and what it waits for, and the calls waiting for the owner's approval.
+// Everything around the message log: the heading, the run's controls and what it waits
+// for, and the calls waiting for the owner's approval (the conversation list: list.ts).
 import { decide } from "../actions";
 import { shared } from "../conversation";
 import { $, button, el } from "../dom";
 import { session } from "../session";
-import { type Listed, state } from "../store";
-import type { FamilyMirror, ToolCall } from "../types";
+import { state } from "../store";
+import type { ToolCall } from "../types";
 import { authorNames, sharedTitle } from "./family";
-
-// What the list was last built from (the snapshots' own objects: a new one each time
-// a listener hears a change).
-const listBuilt = { listed: null as readonly Listed[] | null, family: null as FamilyMirror | null, uid: "" };
-
-function listLabel({ data }: Listed, names: Map<string, string>): string {
-  const uid = state().user?.uid ?? "";
-  const title = sharedTitle(data, session().family.family, uid, names);
-  if (title) return title;
-  const first = (data.messages || []).find((m) => m.role === "user");
-  return data.title || (first && first.content.map((p) => p.text || "").join("").slice(0, 60)) || "Conversation";
-}
-
-/** The conversation list, newest first, the open one marked. */
-export function renderList(): void {
-  const { listed, user, conversationId } = state();
-  const family = session().family.family;
-  const uid = user?.uid ?? "";
-  if (listBuilt.listed !== listed || listBuilt.family !== family || listBuilt.uid !== uid) {
-    Object.assign(listBuilt, { listed, family, uid });
-    const names = authorNames(listed.map((entry) => entry.data));
-    $("conversation-list").replaceChildren(
-      ...listed.map((entry) => {
-        const link = el("a", { href: `#/c/${entry.id}` });
-        const kind = entry.data.kind;
-        if (kind === "direct" || kind === "family") {
-          const label = listLabel(entry, names);
-          const what = kind === "direct" ? "direct messages" : "family messages";
-          link.className = `shared ${kind}`;
-          // Seen as a badge, heard as part of the name: "Dad, direct messages".
-          link.setAttribute("aria-label", `${label}, ${what}`);
-          link.append(document.createTextNode(label), el("span", { className: "kind", text: kind }));
-        } else {
-          link.textContent = listLabel(entry, names);
-        }
-        return el("li", {}, link);
-      }),
-    );
-  }
-  for (const link of $("conversation-list").querySelectorAll("a")) {
-    if (link.getAttribute("href") === `#/c/${conversationId}`) link.setAttribute("aria-current", "page");
-    else link.removeAttribute("aria-current");
-  }
-}
 
 // Who the open shared conversation is with: a member's name or the family's.
 function sharedName(): string | null {

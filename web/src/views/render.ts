@@ -26,6 +26,12 @@ export interface ArticleContext {
   onAnswer: (call: ToolCall, q: QuestionState) => void;
   onCancel: (task: TaskDocument) => void;
   loadFile: (path: string) => Promise<string | null>;
+  /** A conversation with the agent (its replies can be rated and made again). */
+  agent: boolean;
+  /** The id of the last reply, once it has ended and nothing runs: it has "Regenerate". */
+  lastReply: string | null;
+  onRate: (message: Message, rating: "up" | "down") => void;
+  onRegenerate: (message: Message) => Promise<void>;
 }
 
 /** One card of an ask_user_question call (its arguments, which the model wrote). */
@@ -181,6 +187,29 @@ function attachment(part: ContentPart, context: ArticleContext): HTMLElement {
   return el("p", { className: "file" }, el("span", { text: `📄 ${name}${pages}` }));
 }
 
+/** Under a finished reply: "Helpful" and "Not helpful" (toggles showing the rating kept
+ * on the message, `feedback`), and on the last reply "Regenerate". */
+function replyActions(message: Message, context: ArticleContext): HTMLElement {
+  const rating = message.feedback ? message.feedback.rating : null;
+  const group = el("div", { className: "reply-actions", role: "group", "aria-label": "This reply" });
+  // Words, not emoji: seen as they are heard, whatever fonts the device has.
+  const rate = (value: "up" | "down", label: string) => {
+    const made = el("button", { type: "button", className: "quiet rate", "aria-pressed": String(rating === value), text: label });
+    made.addEventListener("click", () => context.onRate(message, value));
+    return made;
+  };
+  group.append(rate("up", "Helpful"), rate("down", "Not helpful"));
+  if (context.lastReply === message.id) {
+    const again = el("button", { type: "button", className: "quiet regenerate", text: "Regenerate" });
+    again.addEventListener("click", () => {
+      again.disabled = true;
+      context.onRegenerate(message).catch(() => { again.disabled = false; });
+    });
+    group.append(again);
+  }
+  return group;
+}
+
 /** The calls a message makes, in order. */
 export function callsOf(message: Message): ToolCall[] {
   return (message.content || []).flatMap((p) => (p.type === "tool_call" && p.toolCall ? [p.toolCall] : []));
@@ -231,6 +260,7 @@ export function renderMessage(message: Message, context: ArticleContext): HTMLEl
       if (card) article.append(card);
     }
   }
+  if (context.agent && message.role === "assistant" && message.status === "complete") article.append(replyActions(message, context));
   // A member's message their agent sent, with their approval of this exact text.
   if (message.via === "agent") article.append(el("p", { className: "note", text: "Sent by Spark AI Agent, as approved." }));
   if (context.queued) article.append(el("p", { className: "note", text: "Queued: sent after the reply in progress." }));
