@@ -15,7 +15,13 @@ import pytest
 from google.cloud import firestore
 
 from tests.e2e.conftest import Functions, SseEvent, StackUser, settled, wait_for
-from tests.e2e.test_family_agent import Household, as_, chat, home  # noqa: F401 (fixture)
+from tests.e2e.test_family_agent import (  # noqa: F401 (home: a fixture)
+    SEND,
+    Household,
+    as_,
+    chat,
+    home,
+)
 from tests.fakes.openai_server import FakeOpenAI, Hold, Script
 
 pytestmark = pytest.mark.emulator
@@ -37,6 +43,13 @@ def conversation_of(events: list[SseEvent]) -> str:
 def reply_in(db: firestore.Client, user: StackUser, conversation_id: str) -> dict[str, Any]:
     doc = wait_for(lambda: settled(db, user.uid, conversation_id, 2), what="the reply stored")
     return dict(doc["messages"][-1])
+
+
+def in_background(api: httpx.Client, user: StackUser, text: str) -> str:
+    """Send ``text`` without a stream (202: a Cloud Task answers it); its conversation."""
+    accepted = api.post(SEND, headers=as_(user), json={"text": text})
+    assert accepted.status_code == 202, accepted.text
+    return str(accepted.json()["conversationId"])
 
 
 def text_of(message: dict[str, Any]) -> str:
@@ -108,3 +121,32 @@ def test_e2e_a_hanging_moderator_holds_a_dependents_turn_closed(
     assert events[-1].data["code"] == "moderation_unavailable"
     reply = reply_in(db, home.kid, conversation_of(events))
     assert "Fifty-six" not in text_of(reply)
+
+
+def test_e2e_in_the_background_a_flagged_turn_and_a_flagged_reply_are_judged_alike(
+    api: httpx.Client,
+    home: Household,  # noqa: F811
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """The same judgements when a task answers (202, the tasks function's process): a
+    flagged turn is answered kindly and its parents told; a reply flagged half way
+    leaves the note."""
+    turn = f"I want to k1ll myself quietly {home.family_id}"
+    fake_openai.script(turn, Script(chunks=["The model's ", "own words."]))
+    flagged = in_background(api, home.kid, turn)
+    reply = reply_in(db, home.kid, flagged)
+    assert "own words" not in text_of(reply) and "0800 1111" in text_of(reply)
+    assert reply["moderated"] == {"direction": "input", "category": "self_harm"}
+    answer = api.get(f"{FAMILIES}/{home.family_id}/safety", headers=as_(home.mum))
+    assert [f["direction"] for f in answer.json()["flags"] if f["conversationId"] == flagged] == [
+        "input"
+    ]
+
+    turn = f"tell me about badgers {home.family_id}"
+    fake_openai.script(
+        turn, Script(chunks=["Badgers dig setts. ", "Some say nobody likes you", ". The end."])
+    )
+    withheld = reply_in(db, home.kid, in_background(api, home.kid, turn))
+    assert withheld["status"] == "withheld" and text_of(withheld) == NOTE
+    assert withheld["moderated"] == {"direction": "output", "category": "harassment"}
