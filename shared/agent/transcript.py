@@ -39,7 +39,7 @@ from shared.agent.events import (
     ToolStartEvent,
     UsageEvent,
 )
-from shared.errors import RequestError
+from shared.errors import ModerationUnavailable, RequestError
 from shared.schemas.api import EVENT_ID_PATTERN
 from shared.schemas.documents import (
     ContentPart,
@@ -272,21 +272,32 @@ class Transcript:
         elif isinstance(event, ModeratedEvent):
             self._moderated = Moderated(direction=event.direction, category=event.category)
             if event.direction == "output":  # what had streamed goes: a note stays
-                self._text, self._chars = [], 0
-                self._parts = [p for p in self._parts if p.type != "text"]
-                self._parts.append(ContentPart.of_text(WITHHELD_IN_DOCUMENT))
+                self._replace_text(WITHHELD_IN_DOCUMENT)
         elif isinstance(event, DoneEvent):
             self._status = _DONE_STATUS[event.status]
             if event.status == "stopped":
                 self._finish = "stopped"
         elif isinstance(event, ErrorEvent):
-            self._status = "withheld" if event.code == WITHHELD else "error"
-            self._error = MessageError(code=event.code, message=event.message)
-            self._finish = "error"
+            self._end_in_error(event)
         if isinstance(event, TERMINAL):
             return Cursor.end_id(self._run_id)
         position = self.position
         return Cursor.event_id(self._run_id, position.parts, position.chars)
+
+    def _end_in_error(self, event: ErrorEvent) -> None:
+        streamed = self._text or any(p.type == "text" for p in self._parts)
+        if event.code == UNJUDGED and streamed:
+            # Moderation failed closed half way: what had streamed was never judged.
+            self._replace_text(UNJUDGED_IN_DOCUMENT)
+        self._status = "withheld" if event.code == WITHHELD else "error"
+        self._error = MessageError(code=event.code, message=event.message)
+        self._finish = "error"
+
+    def _replace_text(self, note: str) -> None:
+        """The reply's text, as streamed so far, replaced by ``note``."""
+        self._text, self._chars = [], 0
+        self._parts = [p for p in self._parts if p.type != "text"]
+        self._parts.append(ContentPart.of_text(note))
 
     def _end_call(self, event: ToolEndEvent) -> None:
         self._close_text()
@@ -341,8 +352,11 @@ class Transcript:
 
 
 WITHHELD = "withheld"
+UNJUDGED = ModerationUnavailable.code
 WITHHELD_IN_DOCUMENT = "(Spark AI Agent withheld this reply.)"
 """What a withheld reply's message holds in place of what had streamed (DESIGN §16)."""
+UNJUDGED_IN_DOCUMENT = "(Spark AI Agent could not check this reply, so it is not kept.)"
+"""What a reply holds in place of what had streamed when its moderation failed closed."""
 
 CUT_NOTE = (
     "\n\n(Spark AI Agent cut this reply short: the conversation is full. "

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from shared.agent.events import ErrorEvent, TextEvent
-from shared.agent.transcript import WITHHELD_IN_DOCUMENT, Frame
+from shared.agent.transcript import UNJUDGED_IN_DOCUMENT, WITHHELD_IN_DOCUMENT, Frame
 from shared.llm.moderation import ScriptedModerator, Verdict
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Message, Moderated
@@ -177,6 +177,26 @@ async def test_a_reply_flagged_half_way_is_withheld_and_leaves_a_note() -> None:
     assert reply.moderated == Moderated(direction="output", category="self_harm")
     last = frames[-1].event
     assert isinstance(last, ErrorEvent) and last.code == "withheld"
+
+
+async def test_a_reply_that_cannot_be_judged_half_way_leaves_no_unjudged_words() -> None:
+    """Closed holds for the reply too: when a sentence's verdict fails, what had
+    streamed of it was never judged, so the document keeps a note, not those words."""
+    from shared.errors import ProviderUnavailable
+
+    def rule(text: str) -> Verdict:
+        if "owls" in text and "Tell me" not in text:  # the reply's, not the turn's
+            raise ProviderUnavailable("down")
+        return word_list(text)
+
+    moderator = ScriptedModerator(rule)
+    harness = await family(ScriptedProvider([Step.reply(*HALF_WAY)]), moderator)
+    conversation_id, frames = await run_frames(harness, KID, "Tell me about them")
+    reply = await reply_of(harness, "kid", conversation_id)
+    assert reply.error is not None and reply.error.code == "moderation_unavailable"
+    assert "owls" not in reply.text and reply.text == UNJUDGED_IN_DOCUMENT
+    last = frames[-1].event
+    assert isinstance(last, ErrorEvent) and last.code == "moderation_unavailable"
 
 
 async def test_an_adults_reply_is_not_judged_under_dependents() -> None:
