@@ -88,6 +88,7 @@ class Run:
         # The first model request, sent before the run was opened (``head_start.py``).
         self.head_start = head_start
         self.transcript = Transcript(record.message)
+        self.regenerates = record.message.regenerates
         self._files = FileLoader(deps.files)
         self._emit: Emit = ignore
         self._writer: ThrottledWriter | None = None
@@ -284,7 +285,9 @@ class Run:
     async def _request(self, offer_tools: bool) -> ModelRequest:
         deps = self.deps
         previous = list(self.conversation.messages)
-        if self.transcript.has_content:
+        # A reply made again is there from its first step, empty: it hides the reply it
+        # replaces (``history.to_chat``).
+        if self.transcript.has_content or self.regenerates is not None:
             previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
         limits = deps.limits
         window = previous[-limits.history_messages :]
