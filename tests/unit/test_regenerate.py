@@ -114,7 +114,9 @@ def test_the_model_is_never_shown_the_replaced_reply_nor_its_tool_turns() -> Non
     )
     result = ToolResult(tool_call_id="call_1", output_json='"the skill"', status="ok")
 
-    def message(mid: str, role: str, *parts: ContentPart, regenerates: str | None = None) -> Message:
+    def message(
+        mid: str, role: str, *parts: ContentPart, regenerates: str | None = None
+    ) -> Message:
         return Message.model_validate(
             {
                 "id": mid,
@@ -220,9 +222,7 @@ async def test_the_ai_sdk_regenerate_trigger_makes_the_last_reply_again() -> Non
     assert answer.status_code == 200
     assert answer.headers["x-vercel-ai-ui-message-stream"] == "v1"
     chunks = [
-        json.loads(line[6:])
-        for line in answer.text.splitlines()
-        if line.startswith("data: {")
+        json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data: {")
     ]
     assert chunks[0]["type"] == "start"
     assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == "Again."
