@@ -16,6 +16,7 @@ from shared.agent.manage import Conversations
 from shared.agent.people import People
 from shared.agent.resume import Resumes
 from shared.agent.service import RunService
+from shared.agent.titles import Titles
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
 from shared.attachments.voice import VoiceClips
@@ -240,13 +241,15 @@ def assemble(
     provenance: ProvenanceStore | None = None,
     accounts: AccountStore | None = None,
     auth: Accounts | None = None,
+    titles: bool = True,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
     the in-memory one over the conversations and families (when both are in memory),
     ``openings`` likewise over the conversations and the ledger;
     without ``live`` and ``speaker`` (an audio provider's) live audio and speech are
-    refused as offline, and without ``transcriber`` voice clips are."""
+    refused as offline, and without ``transcriber`` voice clips are; ``titles``: whether
+    conversations are titled after their first reply (a model call of its own)."""
     sections = sections if sections is not None else sections_beside(ledger)
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
@@ -325,6 +328,7 @@ def assemble(
         slots=slots,
         screen=FamilyScreen(preferences),
         tombstones=erasures,
+        titles=Titles(egress, store, load_prompt("title", settings.prompts)) if titles else None,
     )
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)

@@ -17,6 +17,7 @@ from shared.clock import Clock
 from shared.egress.gate import Egress
 from shared.llm.base import ChatMessage, ProviderName, ToolSpec
 from shared.queue.port import TaskPort
+from shared.schemas.documents import Conversation
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
 from shared.store.slots import RunSlots
@@ -69,6 +70,14 @@ class Tombstones(Protocol):
         ...
 
 
+class Titler(Protocol):
+    """Titles a conversation after a reply, if it has no title (``titles.Titles``)."""
+
+    async def title(self, user_id: str, conversation: Conversation) -> None:
+        """Title ``conversation`` as its run's final write left it; never raises."""
+        ...
+
+
 class NoTombstones:
     """Nobody's account is being erased (a test's agent without erasures)."""
 
@@ -100,6 +109,8 @@ class RunDeps:
     screen: HistoryScreen = field(default_factory=Unscreened)
     # Read before a conversation is created: none is, for an account being erased.
     tombstones: Tombstones = field(default_factory=NoTombstones)
+    # Titles conversations after their first reply (none: they stay untitled).
+    titles: Titler | None = None
     # What the model and the tools say of themselves, which holds for the process: read
     # once here, so a run builds each request from data rather than asking them again.
     label: str = field(init=False)

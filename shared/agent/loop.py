@@ -212,6 +212,10 @@ class Run:
         else:
             await end.well(outcome, self._calls.queued, self._calls.paused)
         await end.release()
+        titles = self.deps.titles
+        if titles is not None and end.saved is not None and end.ending == "completed":
+            # After the run: its done sent, its slot freed; only this coroutine waits.
+            await titles.title(self.user_id, end.saved)
 
     async def _watch(self, writer: ThrottledWriter) -> None:
         """Renew the lease while nothing is written, notice a stop or a takeover within

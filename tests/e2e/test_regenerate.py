@@ -101,3 +101,20 @@ def conversation_doc_messages(db: firestore.Client, uid: str, cid: str) -> list[
     doc = settled(db, uid, cid, 0)
     assert doc is not None
     return list(doc["messages"])
+
+
+def test_e2e_a_title_appears_after_the_first_reply(
+    api_url: str, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script("title me please", Script(chunks=["A reply to title."]))
+    cid, _ = first_reply(api_url, alice, db, "title me please")
+
+    def titled() -> object:
+        doc = settled(db, alice.uid, cid, 2)
+        return doc if doc and doc.get("titleSource") == "auto" else None
+
+    doc = wait_for(titled, what="the automatic title")
+    # The fake answers the title's request (not the conversation's script) by default.
+    assert doc["title"] == "Hello from the fake"
+    asked = [r for r in fake_openai.requests if "Title this conversation." in str(r["messages"])]
+    assert asked and all(r.get("max_completion_tokens", r.get("max_tokens")) for r in asked)

@@ -129,8 +129,11 @@ def make_service(
     tools: ToolRegistry | None = None,
     fakes: Fakes | None = None,
     transcriber: Transcriber | None = None,
+    titles: bool = False,
     **settings: int,
 ) -> Harness:
+    """The agent on fakes; ``titles``: conversations are titled after their first reply
+    (off by default: a scripted model would be asked for each title)."""
     fakes = fakes or Fakes(store or InMemoryConversationStore())
     configured = replace(Settings(), **settings)
     components = assemble(
@@ -152,6 +155,7 @@ def make_service(
         openings=fakes.openings,
         provenance=fakes.provenance,
         auth=fakes.auth,
+        titles=titles,
     )
     return Harness(
         components.agent,
