@@ -197,12 +197,12 @@ class Opening:
         draft = Draft(
             user,
             conversation_id,
-            False,
-            turn,
-            record,
-            turn.text,
-            "reject",
-            background,
+            new=False,
+            message=turn,
+            record=record,
+            text=turn.text,
+            when_busy="reject",
+            background=background,
             regenerates=message_id,
         )
         return await self._open_draft(draft)
