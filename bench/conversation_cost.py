@@ -61,6 +61,7 @@ async def conversation(replies: int, seconds: float, background: bool) -> dict[s
         ScriptedProvider(steps),
         SystemClock(),
         system_prompt="bench",
+        titles=False,  # (no title calls: the model is scripted)
     )
     handler = components.handler
     user = User(uid="bench")

@@ -109,6 +109,7 @@ async def in_memory(documents: int, files: int) -> None:
         system_prompt="",
         files=store,
         sections=ledger.sections,
+        titles=False,  # (no title calls: the model is scripted)
     )
     uid = "u"
     for n in range(documents // 2):
@@ -157,6 +158,7 @@ async def on_firestore(documents: int) -> None:
         provenance=stores.provenance,
         openings=stores.openings,
         accounts=stores.accounts,
+        titles=False,  # (no title calls: the model is scripted)
     )
     seconds, deliveries = await erase(components, queue, uid)
     accounts: AccountStore = stores.accounts

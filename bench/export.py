@@ -115,6 +115,7 @@ async def account(conversations: int, segments: int, live: int, files: int, less
         ids=SequentialIds(),
         system_prompt="You are Spark AI Agent.",
         files=uploads,
+        titles=False,  # (no title calls: the model is scripted)
     )
     for c in range(conversations):
         await conversation(store, c, segments, live)

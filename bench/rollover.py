@@ -167,6 +167,7 @@ async def writes_per_reply(seconds: float) -> tuple[int, int]:
         provider,
         __import__("shared.clock", fromlist=["SystemClock"]).SystemClock(),
         system_prompt="bench",
+        titles=False,  # (no title calls: the model is scripted)
     )
     sent = await components.agent.send(User(uid="bench"), "go", None)
     assert sent.run is not None

@@ -17,6 +17,7 @@ from shared.agent.people import People
 from shared.agent.resume import Resumes
 from shared.agent.retention import Retention
 from shared.agent.service import RunService
+from shared.agent.titles import Titles
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
 from shared.attachments.voice import VoiceClips
@@ -277,6 +278,7 @@ def assemble(
     auth: Accounts | None = None,
     moderator: Moderator | None = None,
     safety: SafetyStore | None = None,
+    titles: bool = True,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
@@ -284,7 +286,8 @@ def assemble(
     ``openings`` likewise over the conversations and the ledger;
     without ``live`` and ``speaker`` (an audio provider's) live audio and speech are
     refused as offline, and without ``transcriber`` voice clips are; without
-    ``moderator`` nothing is moderated."""
+    ``moderator`` nothing is moderated; ``titles``: whether conversations are titled
+    after their first reply (a model call of its own)."""
     sections = sections if sections is not None else sections_beside(ledger)
     policy = LedgerPolicy(
         max_running=settings.tasks_per_user,
@@ -378,6 +381,7 @@ def assemble(
         flags=SafetyFlags(
             household, safety if safety is not None else InMemorySafetyStore(), clock
         ),
+        titles=Titles(egress, store, load_prompt("title", settings.prompts)) if titles else None,
     )
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)

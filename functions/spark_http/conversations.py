@@ -54,8 +54,7 @@ async def post_message(edge: Edge, request: Request) -> Response:
     target = _verbatim(body)
     if target is not None:
         return await _deliver(edge, request, user, body.text or "", target, attachments)
-    if request.headers.get("idempotency-key") is not None:
-        raise RequestError(AGENT_IDEMPOTENCY)
+    refuse_idempotency(request)
     sent = await edge.agent.send(
         user,
         body.text or "",
@@ -207,6 +206,16 @@ def _verbatim(body: SendMessageRequest) -> Target | None:
     ):
         raise RequestError(FAMILY_TEXT_ONLY)
     return target
+
+
+def refuse_idempotency(request: Request) -> None:
+    """Refuse an ``Idempotency-Key`` on a request that asks the agent for a reply.
+
+    Raises:
+        RequestError: it carries one (nothing is written).
+    """
+    if request.headers.get("idempotency-key") is not None:
+        raise RequestError(AGENT_IDEMPOTENCY)
 
 
 def _idempotency_key(request: Request) -> str | None:

@@ -7,15 +7,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from shared.schemas.api import (
+    AckResponse,
     ConversationInfo,
     FeedbackInfo,
     FeedbackRequest,
     FeedbackResponse,
+    RegenerateRequest,
     RenameRequest,
     RenameResponse,
 )
-from spark_http.conversations import CONVERSATION
-from spark_http.edge import Edge, Routed
+from spark_http.conversations import CONVERSATION, refuse_idempotency
+from spark_http.edge import Edge, Routed, in_background
+from spark_http.responses import sse_response
 
 MESSAGE = CONVERSATION + "/messages/{message_id:message}"
 
@@ -37,6 +40,23 @@ async def delete(edge: Edge, request: Request) -> Response:
     user = await edge.caller(request)
     await edge.agent.delete_conversation(user.uid, request.path_params["conversation_id"])
     return Response(status_code=204)
+
+
+async def regenerate(edge: Edge, request: Request) -> Response:
+    """``POST .../conversations/{id}/regenerate`` ``{messageId}``: the last reply made
+    again, as a send: streamed (``Accept: text/event-stream``), or 202 and a task."""
+    user, body = await edge.read(request, RegenerateRequest)
+    refuse_idempotency(request)
+    sent = await edge.agent.regenerate(
+        user,
+        request.path_params["conversation_id"],
+        body.message_id,
+        background=in_background(request),
+    )
+    if sent.body is not None:
+        return sse_response(sent.body)
+    ack = AckResponse(conversation_id=sent.conversation_id, message_id=sent.user_message_id)
+    return JSONResponse(ack.model_dump(by_alias=True), status_code=202)
 
 
 async def feedback(edge: Edge, request: Request) -> Response:
@@ -61,5 +81,6 @@ async def feedback(edge: Edge, request: Request) -> Response:
 ROUTES = (
     Routed(CONVERSATION, "PATCH", rename),
     Routed(CONVERSATION, "DELETE", delete),
+    Routed(f"{CONVERSATION}/regenerate", "POST", regenerate, app_check="consume"),
     Routed(f"{MESSAGE}/feedback", "PUT", feedback),
 )

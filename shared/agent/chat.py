@@ -62,9 +62,6 @@ FAMILY_CHAT = (
     "A chat is with Spark AI Agent: this id names a conversation between family members, "
     "whose messages are sent with POST /api/spark/agent/messages."
 )
-REGENERATE = (
-    "A reply, once written, is kept: regenerating one is not supported. Send a new message instead."
-)
 
 Stream = Callable[[Run, Framing], AsyncIterator[bytes]]
 Resume = Callable[[str, str, Framing], Awaitable[AsyncIterator[bytes] | None]]
@@ -165,14 +162,18 @@ class Chats:
         """The reply to one chat request, as the UI message stream.
 
         Raises:
-            RequestError: a regenerate, a part the server cannot take, or nothing that
-                waits answered.
+            RequestError: a regenerate of anything but the last reply, a part the server
+                cannot take, or nothing that waits answered.
             NotFound, RunInProgress, RateLimited, AlreadyAnswered: as our own routes.
         """
-        if request.trigger != "submit-message":
-            raise RequestError(REGENERATE)
         if is_shared(request.id):
             raise RequestError(FAMILY_CHAT)
+        if request.trigger == "regenerate-message":
+            # The transport's regenerate: our own (``Opening.regenerate``), on the reply
+            # it names (none: the last); the history is Firestore's: ``messages`` unread.
+            sent = await self._opening.regenerate(user, request.id, request.message_id)
+            assert sent.run is not None  # (streamed here: no task produces it)
+            return stream(sent.run, UI)
         try:
             # Off the event loop: a file's data: URL is decoded here (up to 25 MB).
             asked = await asyncio.to_thread(turn, request)

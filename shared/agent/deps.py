@@ -17,6 +17,7 @@ from shared.clock import Clock
 from shared.egress.gate import Egress
 from shared.llm.base import ChatMessage, ProviderName, ToolSpec
 from shared.queue.port import TaskPort
+from shared.schemas.documents import Conversation
 from shared.store.base import ConversationStore
 from shared.store.files import FileStore
 from shared.store.slots import RunSlots
@@ -68,6 +69,14 @@ class Tombstones(Protocol):
 
     async def erased(self, user_ids: Sequence[str]) -> frozenset[str]:
         """Those of ``user_ids`` whose erasure has begun, as the store says now."""
+        ...
+
+
+class Titler(Protocol):
+    """Titles a conversation after a reply, if it has no title (``titles.Titles``)."""
+
+    async def title(self, user_id: str, conversation: Conversation) -> None:
+        """Title ``conversation`` as its run's final write left it; never raises."""
         ...
 
 
@@ -123,6 +132,8 @@ class RunDeps:
     tombstones: Tombstones = field(default_factory=NoTombstones)
     # Told of each stop the moderator makes (DESIGN §16).
     flags: Flagger = field(default_factory=NoFlags)
+    # Titles conversations after their first reply (none: they stay untitled).
+    titles: Titler | None = None
     # What the model and the tools say of themselves, which holds for the process: read
     # once here, so a run builds each request from data rather than asking them again.
     label: str = field(init=False)

@@ -15,7 +15,7 @@ from shared.agent.deps import RunDeps
 from shared.agent.head_start import HeadStart
 from shared.agent.history import steps_since_user
 from shared.agent.loop import Run
-from shared.agent.runs import QueueLimits, open_run
+from shared.agent.runs import QueueLimits, open_run, regenerate_run
 from shared.auth.base import User
 from shared.errors import NotFound, StoreError
 from shared.schemas.documents import ActiveRun, ContentPart, Conversation, Message
@@ -36,6 +36,9 @@ class Draft:
     when_busy: WhenBusy
     background: bool
     voice_session: str | None = None
+    # A regenerate: the reply made again (``message`` is the user turn it answered,
+    # stored already, not appended again).
+    regenerates: str | None = None
 
 
 class Lapsed(Exception):
@@ -51,7 +54,10 @@ def run_of(
     head_start: HeadStart | None = None,
 ) -> Run:
     """The ``Run`` that produces ``record``'s reply in ``conversation``."""
-    steps = steps_since_user(conversation.messages)
+    # A reply made again starts its turn afresh: the steps of the one it replaces are
+    # not the model's to count (it is not shown them).
+    regenerating = record.message is not None and record.message.regenerates is not None
+    steps = 0 if regenerating else steps_since_user(conversation.messages)
     return Run(deps, user_id, conversation, record, steps, head_start)
 
 
@@ -100,6 +106,8 @@ def opening(
         active = stored.active_run
         if lapsed_by is not None and active and active.lease_expires_at <= lapsed_by:
             raise Lapsed(active.run_id)
+        if draft.regenerates is not None:
+            return regenerate_run(stored, draft.regenerates, record)
         return open_run(stored, message, record, draft.when_busy, queue)
 
     return change

@@ -153,6 +153,17 @@ class Agent(FamilyVerbs):
             return replace(sent, body=self.stream_hearing(sent.hearing))
         return sent if sent.run is None else replace(sent, body=self.stream(sent.run))
 
+    async def regenerate(
+        self, user: User, conversation_id: str, message_id: str, *, background: bool = False
+    ) -> Sent:
+        """Make the conversation's last reply again (``Opening.regenerate``), as ``send``
+        with ``stream`` does: ``Sent.body`` is the SSE body producing it here, unless a
+        task produces it (``background``)."""
+        sent = await self._opening.regenerate(
+            user, conversation_id, message_id, background=background
+        )
+        return sent if sent.run is None else replace(sent, body=self.stream(sent.run))
+
     async def rename(self, user_id: str, conversation_id: str, title: str) -> Conversation:
         """Title one of the user's conversations (``Conversations.rename``)."""
         return await self._conversations.rename(user_id, conversation_id, title)

@@ -84,6 +84,8 @@ class RunEnd:
         self.ending: RunEnding = "completed"
         self._began = deps.clock.monotonic()
         self._released = False  # the slot was freed with the final write
+        # The conversation as the final write left it (``None``: none was made).
+        self.saved: Conversation | None = None
 
     async def release(self) -> None:
         """Free the user's run slot; the run is counted by how it ended (every run's end
@@ -148,7 +150,7 @@ class RunEnd:
                 "This conversation is full; please start a new one to carry on."
             )
 
-        saved = await self._writer.finish(final)
+        saved = self.saved = await self._writer.finish(final)
         successor = saved.active_run
         if successor is not None and successor.status == "queued":
             await self.deps.tasks.hand_on(self.user_id, self.conversation_id, successor)

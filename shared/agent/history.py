@@ -140,11 +140,17 @@ def to_chat(
     results = _results(messages)
     names: dict[str, str] = {}
     chat: list[ChatMessage] = []
+    answering = 0  # where the turns answering the latest user turn begin
     for message in messages:
+        if message.regenerates is not None:
+            # A reply made again stands for the one it replaces and whatever followed
+            # that user turn (its tool turns, its follow-ups): the model never sees them.
+            del chat[answering:]
         if message.role == "user":
             turn = _user_turn(message, shown or {})
             if turn is not None:
                 chat.append(turn)
+                answering = len(chat)
         elif message.role == "assistant" and message.status != "streaming":
             chat.extend(_assistant_turns(message, results, names, provider))
     return chat
@@ -223,6 +229,8 @@ def steps_since_user(messages: Sequence[Message]) -> int:
             break
         if message.role == "assistant":
             steps += sum(1 for t in to_chat([message]) if t.role == "assistant") or 1
+            if message.regenerates is not None:
+                break  # what it replaced does not count
     return steps
 
 

@@ -91,6 +91,7 @@ class Run:
         # The first model request, sent before the run was opened (``head_start.py``).
         self.head_start = head_start
         self.transcript = Transcript(record.message)
+        self.regenerates = record.message.regenerates
         self._files = FileLoader(deps.files)
         self._emit: Emit = ignore
         self._writer: ThrottledWriter | None = None
@@ -214,6 +215,10 @@ class Run:
         else:
             await end.well(outcome, self._calls.queued, self._calls.paused)
         await end.release()
+        titles = self.deps.titles
+        if titles is not None and end.saved is not None and end.ending == "completed":
+            # After the run: its done sent, its slot freed; only this coroutine waits.
+            await titles.title(self.user_id, end.saved)
 
     async def _watch(self, writer: ThrottledWriter) -> None:
         """Renew the lease while nothing is written, notice a stop or a takeover within
@@ -306,7 +311,9 @@ class Run:
     async def _request(self, offer_tools: bool) -> ModelRequest:
         deps = self.deps
         previous = list(self.conversation.messages)
-        if self.transcript.has_content:
+        # A reply made again is there from its first step, empty: it hides the reply it
+        # replaces (``history.to_chat``).
+        if self.transcript.has_content or self.regenerates is not None:
             previous.append(self.transcript.message().model_copy(update={"status": "complete"}))
         limits = deps.limits
         archived = self.conversation.archived

@@ -14,12 +14,13 @@ from shared.agent.deps import RunDeps
 from shared.agent.draft import Draft, Lapsed, WhenBusy, opening, run_of, with_parts
 from shared.agent.head_starts import Early, HeadStarts
 from shared.agent.loop import Run
-from shared.agent.runs import BUSY, check_queue, new_run
+from shared.agent.runs import BUSY, answered_turn, check_queue, new_run
 from shared.agent.watch import Watch
 from shared.attachments.service import Attachments, Checked, Requested
 from shared.attachments.voice import CheckedClip, Listened, Listener, VoiceClips
 from shared.auth.base import User
 from shared.errors import AccountDeleted, NotFound, RateLimited, RunInProgress
+from shared.families.messages import is_shared
 from shared.ids import IdGenerator, reserved
 from shared.schemas.documents import Author, ContentPart, Conversation, Message
 from shared.store.base import LessonStore
@@ -147,6 +148,64 @@ class Opening:
         plain = not background and self._starts.may_start(user.uid)
         early = await self._starts.start(draft) if plain else None
         return await self._open_draft(draft, early)
+
+    async def regenerate(
+        self,
+        user: User,
+        conversation_id: str,
+        message_id: str | None,
+        *,
+        background: bool = False,
+    ) -> Sent:
+        """Open a run that answers again the user turn of the conversation's last reply,
+        ``message_id`` (``None``: whichever is last): as a send without a new message
+        (the same admission, limits, budget and screen; ``background``: a Cloud Task
+        produces it). Its reply is
+        appended when it ends, marked ``regenerates: message_id``; the old one stays.
+
+        Raises:
+            NotFound: ``conversation_id`` is not one of this user's agent conversations.
+            RunInProgress: a run is live (or a message waits) in it.
+            RequestError: ``message_id`` is not its last finished reply (nothing written).
+            RateLimited, QueueUnavailable: as ``send``.
+        """
+        if is_shared(conversation_id):
+            raise NotFound("No conversation with this id.")
+        await self._refuse(user.uid, conversation_id, "reject")
+        stored = await self._deps.store.get(user.uid, conversation_id)
+        if stored is None or stored.kind != "agent":
+            raise NotFound("No conversation with this id.")
+        if stored.active_run is not None or stored.queued_messages:
+            raise RunInProgress(BUSY)
+        if message_id is None:  # (the AI SDK's regenerate of the last message)
+            message_id = stored.messages[-1].id if stored.messages else ""
+        # Judged here to spare the admission; judged again in its commit (``regenerate_run``).
+        turn = answered_turn(stored, message_id)
+        now = self._deps.clock.now()
+        record = new_run(
+            self._ids.new("run"),
+            self._ids.new("msg"),
+            now,
+            now + self._watch.lease(),
+            turn.id,
+            status="queued" if background else "streaming",
+            model=None if background else self._deps.label,
+        )
+        assert record.message is not None
+        again = record.message.model_copy(update={"regenerates": message_id})
+        record = record.model_copy(update={"message": again})
+        draft = Draft(
+            user,
+            conversation_id,
+            new=False,
+            message=turn,
+            record=record,
+            text=turn.text,
+            when_busy="reject",
+            background=background,
+            regenerates=message_id,
+        )
+        return await self._open_draft(draft)
 
     def _draft(
         self,

@@ -33,6 +33,7 @@ from shared.agent.transcript import Transcript, shrink
 from shared.errors import (
     NoActiveRun,
     RateLimited,
+    RequestError,
     RunInProgress,
     RunInterrupted,
     RunStopped,
@@ -397,3 +398,50 @@ def _stop_tasks(
             tasks[task_id] = state.model_copy(update={"follow_up": False, "updated_at": now})
     conversation = conversation.model_copy(update={"tasks": tasks})
     return cancel_calls(conversation, cancel, now)
+
+
+NOT_LAST_REPLY = (
+    "Only the conversation's last reply can be made again, once it has finished; "
+    "this messageId names another message."
+)
+
+
+def answered_turn(conversation: Conversation, message_id: str) -> Message:
+    """The user message whose reply ``message_id`` is, when ``message_id`` is the
+    conversation's last finished reply (what a regenerate may replace).
+
+    Raises:
+        RequestError: ``message_id`` is not the last message, not a finished reply of
+            Spark AI Agent's, or answers no user message.
+    """
+    messages = conversation.messages
+    last = messages[-1] if messages else None
+    if last is None or last.id != message_id or last.role != "assistant":
+        raise RequestError(NOT_LAST_REPLY)
+    if last.status == "streaming":
+        raise RequestError(NOT_LAST_REPLY)
+    for message in reversed(messages):
+        if message.role == "user":
+            return message
+    raise RequestError(NOT_LAST_REPLY)
+
+
+def regenerate_run(conversation: Conversation, message_id: str, run: ActiveRun) -> Conversation:
+    """Make ``run`` active to answer again the user turn that the last reply,
+    ``message_id``, answered; nothing is removed (messages are append-only: the new
+    reply, marked ``regenerates``, is appended after the old one when it ends).
+
+    Raises:
+        RunInProgress: another run is active (or waits its turn).
+        RequestError: ``message_id`` is not the conversation's last finished reply.
+    """
+    if conversation.active_run is not None or conversation.queued_messages:
+        raise RunInProgress(BUSY)
+    turn = answered_turn(conversation, message_id)
+    if run.user_message_id != turn.id:
+        raise RequestError(NOT_LAST_REPLY)  # the conversation moved on since it was drafted
+    now = run.started_at
+    conversation = supersede_pending(conversation, now)
+    return conversation.model_copy(
+        update={"active_run": run, "updated_at": now, "last_message_at": now}
+    )

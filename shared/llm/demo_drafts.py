@@ -1,5 +1,6 @@
 """What the demo model writes when a task tool asks it to draft: a lesson (XML valid
-against ``shared/lessons/grammar/``), a plan (JSON), a review (JSON).
+against ``shared/lessons/grammar/``), a plan (JSON), a review (JSON); and a
+conversation's title (``prompts/title.md``), from the first words of its first message.
 
 The task tools call the model without tools and with a system prompt of their own
 (``prompts/lesson.md``, ``plan.md``, ``review.md``); the demo model knows these calls
@@ -16,7 +17,7 @@ from typing import Literal
 
 from shared.llm.base import ChatMessage, ModelRequest
 
-Draft = Literal["lesson", "plan", "review"]
+Draft = Literal["lesson", "plan", "review", "title"]
 
 _FIELD = re.compile(r"^(Topic|Learners|Duration|This lesson): (.+)$", re.M)
 _MINUTES = re.compile(r"(\d+) minutes")
@@ -62,6 +63,8 @@ def draft_kind(request: ModelRequest) -> Draft | None:
         return "plan"
     if "reviewing a piece of work" in request.system or first.startswith("Review this piece"):
         return "review"
+    if "titling a conversation" in request.system or first.startswith("Title this conversation."):
+        return "title"
     return None
 
 
@@ -73,7 +76,21 @@ def draft(kind: Draft, messages: Sequence[ChatMessage]) -> str:
         return lesson_xml(brief)
     if kind == "plan":
         return plan_json(brief)
+    if kind == "title":
+        return title_of(brief)
     return review_json(brief)
+
+
+_WROTE = re.compile(r"The person wrote:\n(.*?)(?:\n\nSpark AI Agent replied:|\Z)", re.S)
+
+
+def title_of(brief: str) -> str:
+    """A conversation's title from the first words of its first message (at most six,
+    and 60 characters), as the offline model makes one."""
+    found = _WROTE.search(brief)
+    words = (found.group(1) if found else brief).split()[:6]
+    title = " ".join(words)[:60].strip(" .,;:!?")
+    return title[:1].upper() + title[1:]
 
 
 def _xml(text: str) -> str:

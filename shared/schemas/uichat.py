@@ -85,8 +85,8 @@ class UiMessage(_Lenient):
 
 class ChatRequest(_Lenient):
     """What the transport posts: the chat's id (our conversation id), its messages as
-    the client holds them, why it sends (``submit-message``; ``regenerate-message`` is
-    refused: a reply, once written, is kept), and the client's own body fields that
+    the client holds them, why it sends (``submit-message``; ``regenerate-message``:
+    the last reply, ``messageId``, made again), and the client's own body fields that
     mean something here."""
 
     id: ConversationId

@@ -7,6 +7,7 @@
 //   {approve: {id, approved, reason?}}          addToolApprovalResponse; sent on its own
 //   {output: {tool, toolCallId, output}}        addToolOutput; sent on its own
 //   {resume: true}                              resumeStream (nothing on 204)
+//   {regenerate: {messageId?}}                  regenerate (the last reply, made again)
 // Output (stdout, JSON): {messages: what the chat shows after it, requests: [{kind,
 // chunks: the chunk types read}], status}. A chunk the AI SDK refuses, or any error the
 // chat reports, fails the script.
@@ -91,6 +92,7 @@ if (action.send) await chat.sendMessage(action.send);
 else if (action.approve) await chat.addToolApprovalResponse(action.approve);
 else if (action.output) await chat.addToolOutput(action.output);
 else if (action.resume) await chat.resumeStream();
+else if (action.regenerate) await chat.regenerate(action.regenerate);
 else throw new Error(`no such action: ${JSON.stringify(action)}`);
 
 // An answer is sent by the chat itself (sendAutomaticallyWhen), after the call returns:

@@ -563,3 +563,22 @@ def chat_post(functions: Functions, user: StackUser, chat_id: str, messages: Any
         json={"id": chat_id, "messages": messages, "trigger": "submit-message"},
         timeout=30,
     )
+
+
+def test_e2e_the_ai_sdk_regenerate_makes_the_last_reply_again(
+    functions: Functions, alice: StackUser, db: firestore.Client, fake_openai: FakeOpenAI
+) -> None:
+    chat_id = f"chat_regen_{secrets.token_hex(4)}"
+    fake_openai.script(
+        "regenerate in the chat", Script(chunks=["Old words."]), after=Script(chunks=["New words."])
+    )
+    chat(functions, alice, chat_id, [], send={"text": "regenerate in the chat"})
+    doc = at_rest(db, alice.uid, chat_id, 2)
+    old = doc["messages"][-1]["id"]
+    # A reload holds what the server keeps; the AI SDK's regenerate() of the last reply.
+    after = chat(functions, alice, chat_id, rebuilt(doc), regenerate={"messageId": old})
+    assert shown(after["messages"]) == [("user", "regenerate in the chat"), ("text", "New words.")]
+    assert after["requests"][0]["chunks"][0] == "start"
+    doc = at_rest(db, alice.uid, chat_id, 3)
+    assert [m_text(m) for m in doc["messages"][1:]] == ["Old words.", "New words."]
+    assert doc["messages"][-1]["regenerates"] == old

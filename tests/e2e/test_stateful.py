@@ -243,6 +243,7 @@ class Process:
                 system_prompt="You are Spark AI Agent.",
                 sections=sections,  # type: ignore[arg-type]
                 openings=Dead(self.stores.openings, self),  # type: ignore[arg-type]
+                titles=False,  # (no title calls: the model is scripted)
             )
         self.agent = components.agent
         self.scheduler = components.scheduler

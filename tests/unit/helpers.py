@@ -133,8 +133,11 @@ def make_service(
     fakes: Fakes | None = None,
     transcriber: Transcriber | None = None,
     moderator: Moderator | None = None,
+    titles: bool = False,
     **settings: int | str,
 ) -> Harness:
+    """The agent on fakes; ``titles``: conversations are titled after their first reply
+    (off by default: a scripted model would be asked for each title)."""
     fakes = fakes or Fakes(store or InMemoryConversationStore())
     configured = replace(Settings(), **settings)
     components = assemble(
@@ -158,6 +161,7 @@ def make_service(
         auth=fakes.auth,
         moderator=moderator,
         safety=fakes.safety,
+        titles=titles,
     )
     return Harness(
         components.agent,

@@ -110,6 +110,7 @@ def registry() -> ToolRegistry:
         ScriptedProvider([]),
         SystemClock(),
         system_prompt="You are Spark AI Agent.",
+        titles=False,  # (no title calls: the model is scripted)
     ).deps.tools
 
 

@@ -62,6 +62,7 @@ def harness(
         sections=fakes.sections,
         live=voice,
         speaker=voice,
+        titles=False,  # (no title calls: the model is scripted)
     )
     return Harness(
         components.agent,
