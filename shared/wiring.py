@@ -60,6 +60,7 @@ from shared.store.base import (
     TaskDocumentStore,
     TaskLedgerStore,
 )
+from shared.store.feedback import FeedbackStore
 from shared.store.files import FileStore, InMemoryFileStore
 from shared.store.memory import (
     InMemoryFamilyStore,
@@ -69,6 +70,7 @@ from shared.store.memory import (
     sections_beside,
 )
 from shared.store.memory.accounts import accounts_beside
+from shared.store.memory.feedback import InMemoryFeedbackStore
 from shared.store.memory.safety import InMemorySafetyStore
 from shared.store.safety import SafetyStore
 from shared.store.slots import RunSlots
@@ -279,6 +281,7 @@ def assemble(
     moderator: Moderator | None = None,
     safety: SafetyStore | None = None,
     titles: bool = True,
+    feedback: FeedbackStore | None = None,
 ) -> Components:
     """The agent on the given adapters (real ones here, fakes in tests); ``files``,
     ``families`` and ``settings_store`` default to empty in-memory stores, ``posts`` to
@@ -324,9 +327,10 @@ def assemble(
     settings_store = settings_store if settings_store is not None else InMemorySettingsStore()
     provenance = provenance if provenance is not None else InMemoryProvenanceStore()
     safety = safety if safety is not None else InMemorySafetyStore()
+    feedback = feedback if feedback is not None else InMemoryFeedbackStore()
     if accounts is None:
         held = (store, ledger, sections, lessons, families, settings_store, provenance, safety)
-        accounts = accounts_beside(held)
+        accounts = accounts_beside((*held, feedback))
     flags = SafetyFlags(household, safety, clock)
     erasures = Erasures(accounts, families, queue, clock)
     preferences = Preferences(settings_store, clock, erasures)
@@ -388,7 +392,7 @@ def assemble(
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     people = People(runs.continuation, deps, scheduler)
     uploads = Uploads(files, ids, clock, scheduler)
-    conversations = Conversations(store, scheduler.sections, files, scheduler, clock)
+    conversations = Conversations(store, scheduler.sections, files, scheduler, clock, feedback)
     agent = Agent(
         runs,
         people,
@@ -410,6 +414,7 @@ def assemble(
                 preferences,
                 household,
                 files,
+                feedback,
             ),
             ledger,
             clock,
@@ -479,5 +484,6 @@ def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:
         auth=FirebaseAccounts(settings.project_id),
         moderator=build_moderator(settings),
         safety=stores.safety,
+        feedback=stores.feedback,
     )
     return components, stores

@@ -22,7 +22,9 @@ from shared.errors import ConversationTouched, NotFound, RequestError
 from shared.families.messages import is_shared
 from shared.queue.port import TaskPort
 from shared.schemas.documents import Conversation, Feedback, Message, Rating
+from shared.schemas.server import FeedbackRecord
 from shared.store.base import ConversationStore, TaskDocumentStore
+from shared.store.feedback import FeedbackStore
 from shared.store.files import FileStore
 from shared.voice.speech import speech_prefix
 
@@ -90,12 +92,14 @@ class Conversations:
         files: FileStore,
         tasks: TaskPort,
         clock: Clock,
+        feedback: FeedbackStore,
     ) -> None:
         self._store = store
         self._sections = sections
         self._files = files
         self._tasks = tasks
         self._clock = clock
+        self._feedback = feedback
 
     async def rename(self, user_id: str, conversation_id: str, title: str) -> Conversation:
         """Give the conversation ``title`` (checked at the edge: 1-120 characters); a
@@ -128,6 +132,16 @@ class Conversations:
         )
         message = conversation.message(message_id)
         assert message is not None and message.feedback is not None  # (the change kept it)
+        # After the message holds it: a rating refused above keeps nothing here either.
+        record = FeedbackRecord(
+            conversation_id=conversation_id,
+            message_id=message_id,
+            rating=rating,
+            comment=message.feedback.comment,
+            at=message.feedback.at,
+            model=message.model,
+        )
+        await self._feedback.keep(user_id, record)
         return Rated(conversation_id, message, message.feedback)
 
     async def delete(
@@ -176,6 +190,7 @@ class Conversations:
                 await self._tasks.cancel_conversation(user_id, conversation_id)
             named = await self._store.delete(user_id, conversation_id, self._clock.now())
         await self._sections.delete(user_id, conversation_id)
+        await self._feedback.forget(user_id, conversation_id)
         # Only the user's own files, and none a member's copy still names.
         own = [] if shared else [p for p in named if p.startswith(f"{user_id}/")]
         await self._files.delete(own, prefix=speech_prefix(user_id, conversation_id))

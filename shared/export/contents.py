@@ -22,6 +22,7 @@ from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.schemas.documents import Lesson
 from shared.store.base import ConversationStore, LessonStore, TaskDocumentStore
+from shared.store.feedback import FeedbackStore
 from shared.store.files import FileStore
 
 # How many ids (or task sections, or files' details) one listing reads at a time.
@@ -43,6 +44,7 @@ conversations/  each conversation of yours: {{id}}.json (every message, the olde
 lessons/        each lesson of yours, {{id}}.json: the lesson and its kept versions
 tasks/          each task's section, {{id}}.json: its steps, progress and result
 settings.json   your settings
+feedback.json   your ratings of Spark AI Agent's replies (also on each rated message)
 family.json     your family, if you belong to one: its name, your place in it, and
                 its members' names and roles
 files/          the files you uploaded (and what Spark AI Agent made of them: a
@@ -84,6 +86,7 @@ class Sources:
     preferences: Preferences
     families: Families
     files: FileStore
+    feedback: FeedbackStore
 
 
 def _json(value: Any) -> bytes:
@@ -106,6 +109,8 @@ async def members(sources: Sources, user_id: str, now: datetime) -> AsyncIterato
     )
     settings = await sources.preferences.of(user_id)
     yield _small("settings.json", _json(settings.model_dump(mode="json", by_alias=True)), now)
+    ratings = [r.model_dump(mode="json", by_alias=True) for r in await sources.feedback.of(user_id)]
+    yield _small("feedback.json", _json(ratings), now)
     yield _small("family.json", _json(await _family(sources.families, user_id)), now)
     async for member in _conversations(sources.conversations, user_id, now):
         yield member

@@ -171,6 +171,20 @@ class GivenText(Document):
     given_at: Timestamp
 
 
+class FeedbackRecord(Document):
+    """``/{userId}/server/feedback/{conversationId}.{messageId}``: a user's rating of one
+    of Spark AI Agent's replies, kept server-side for quality review (a reviewer reads
+    the ``feedback`` collection group); the latest rating of a reply replaces the one
+    before, and the record goes with its conversation (and with the account)."""
+
+    conversation_id: str
+    message_id: str
+    rating: Literal["up", "down"]
+    comment: str | None = None
+    at: Timestamp
+    model: str | None = None  # the model that made the reply, when it is known
+
+
 class Family(Document):
     """``/families/{familyId}``: the family as it is. Only the functions read it; every
     change is one transaction that also writes each member's ``FamilyMirror`` and the

@@ -43,6 +43,7 @@ from shared.store.memory import (
     InMemoryTaskDocumentStore,
     InMemoryTaskLedgerStore,
 )
+from shared.store.memory.feedback import InMemoryFeedbackStore
 from shared.store.memory.safety import InMemorySafetyStore
 from shared.tasks.handler import TaskHandler
 from shared.tasks.scheduler import TaskScheduler
@@ -89,6 +90,7 @@ class Fakes:
     settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
     provenance: InMemoryProvenanceStore = field(default_factory=InMemoryProvenanceStore)
     safety: InMemorySafetyStore = field(default_factory=InMemorySafetyStore)
+    feedback: InMemoryFeedbackStore = field(default_factory=InMemoryFeedbackStore)
     # A send's admission with its message; none: the one over ``store`` and ``ledger``.
     openings: InMemoryOpeningStore | None = None
     # Sign-in accounts, the last thing an erasure deletes.
@@ -161,6 +163,7 @@ def make_service(
         auth=fakes.auth,
         moderator=moderator,
         safety=fakes.safety,
+        feedback=fakes.feedback,
         titles=titles,
     )
     return Harness(

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import io
+import json
+import zipfile
 from typing import Any
 
 import pytest
@@ -127,6 +130,25 @@ async def test_feedback_is_kept_on_the_reply_for_its_author() -> None:
     kept = conversation.message(reply)
     assert kept is not None and kept.feedback is not None
     assert (kept.feedback.rating, kept.feedback.comment) == ("up", None)
+    # Kept server-side too, for quality review: one record per reply, the latest.
+    (record,) = await service.fakes.feedback.of("alice")
+    assert (record.conversation_id, record.message_id) == (cid, reply)
+    assert (record.rating, record.comment, record.at) == ("up", None, kept.feedback.at)
+
+
+async def test_feedback_records_go_with_their_conversation_and_into_the_export() -> None:
+    fakes = Fakes()
+    service, cid = await talked(fakes)
+    url = f"{CONVERSATIONS}/{cid}/messages/{reply_of(service, cid)}/feedback"
+    async with serving(api_of(service)) as client:
+        assert (await client.put(url, headers=ALICE_AUTH, json={"rating": "down"})).is_success
+        exported = await client.get("/api/spark/me/export", headers=ALICE_AUTH)
+        assert exported.status_code == 200
+        with zipfile.ZipFile(io.BytesIO(exported.content)) as archive:
+            ratings = json.loads(archive.read("feedback.json"))
+        assert [(r["conversationId"], r["rating"]) for r in ratings] == [(cid, "down")]
+        assert (await client.delete(f"{CONVERSATIONS}/{cid}", headers=ALICE_AUTH)).is_success
+    assert await fakes.feedback.of("alice") == []
 
 
 @pytest.mark.parametrize(

@@ -223,6 +223,7 @@ async def test_export_holds_every_part_of_an_account(
         "conversations/conv_direct.json",
         "conversations/conv_direct.md",
         "family.json",
+        "feedback.json",
         "files/u1/photo.jpg",
         "files/u2/notes.pdf",
         "lessons/lesson1.json",

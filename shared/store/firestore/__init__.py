@@ -13,6 +13,7 @@ from shared.config import DEFAULT_LESSON_VERSIONS_KEPT
 from shared.store.firestore.accounts import FirestoreAccountStore
 from shared.store.firestore.conversations import FirestoreConversationStore
 from shared.store.firestore.families import FirestoreFamilyStore
+from shared.store.firestore.feedback import FirestoreFeedbackStore
 from shared.store.firestore.ledgers import FirestoreTaskLedgerStore
 from shared.store.firestore.lessons import FirestoreLessonStore
 from shared.store.firestore.openings import FirestoreOpeningStore
@@ -26,6 +27,7 @@ __all__ = [
     "FirestoreAccountStore",
     "FirestoreConversationStore",
     "FirestoreFamilyStore",
+    "FirestoreFeedbackStore",
     "FirestoreLessonStore",
     "FirestoreOpeningStore",
     "FirestorePostStore",
@@ -55,6 +57,7 @@ class FirestoreStores:
     provenance: FirestoreProvenanceStore
     accounts: FirestoreAccountStore
     safety: FirestoreSafetyStore
+    feedback: FirestoreFeedbackStore
 
     def close(self) -> None:
         self.conversations.close()
@@ -81,4 +84,5 @@ def connect(
         FirestoreProvenanceStore(client),
         FirestoreAccountStore(client),
         FirestoreSafetyStore(client),
+        FirestoreFeedbackStore(client),
     )
