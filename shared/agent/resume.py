@@ -88,25 +88,59 @@ async def _follow(
     run_id: str,
     after: Cursor | None,
     channel: EventChannel,
+    poll_seconds: float,
 ) -> None:
+    """Follow the document until the run ends, from its listener, and from a fresh read
+    every ``poll_seconds``: a listener can fall silent without failing (seen on the
+    emulator of a loaded machine: the run's end never came, and the stream waited for
+    it forever), and a read costs little beside a stream held open for nothing."""
+    versions: asyncio.Queue[RunView | StoreError | None] = asyncio.Queue()
+
+    async def listen() -> None:
+        try:
+            async with contextlib.aclosing(store.watch(user_id, conversation_id)) as snapshots:
+                async for conversation in snapshots:
+                    versions.put_nowait(conversation)
+        except StoreError as exc:
+            versions.put_nowait(exc)
+
+    async def poll() -> None:
+        while True:
+            await asyncio.sleep(poll_seconds)
+            with contextlib.suppress(StoreError):  # the listener's own failure says it
+                stored = await store.get(user_id, conversation_id)
+                versions.put_nowait(None if stored is None else RunView.of(stored))
+
+    sources = [asyncio.create_task(listen()), asyncio.create_task(poll())]
     cursor = after
     try:
-        async with contextlib.aclosing(store.watch(user_id, conversation_id)) as snapshots:
-            async for conversation in snapshots:
-                target = None if conversation is None else locate(conversation, run_id)
-                if target is None:
-                    channel.emit(Frame(Cursor.end_id(run_id), ErrorEvent(GONE, "not_found")))
-                    return
-                frames = replay(target.message, conversation_id, target.user_message_id, cursor)
-                for frame in frames:
-                    channel.emit(frame)
-                if frames:
-                    cursor = Cursor.parse(frames[-1].id)
-                if target.message.status != "streaming":
-                    return
-    except StoreError as exc:
-        # The client reconnects with its Last-Event-ID; nothing it saw is lost.
-        channel.emit(Frame(Cursor.end_id(run_id), ErrorEvent(exc.message, exc.code)))
+        while True:
+            conversation = await versions.get()
+            if isinstance(conversation, StoreError):
+                # The client reconnects with its Last-Event-ID; nothing it saw is lost.
+                channel.emit(
+                    Frame(
+                        Cursor.end_id(run_id), ErrorEvent(conversation.message, conversation.code)
+                    )
+                )
+                return
+            target = None if conversation is None else locate(conversation, run_id)
+            if target is None:
+                channel.emit(Frame(Cursor.end_id(run_id), ErrorEvent(GONE, "not_found")))
+                return
+            # An older version read after a newer one adds nothing: replay sends only
+            # what comes after ``cursor``.
+            frames = replay(target.message, conversation_id, target.user_message_id, cursor)
+            for frame in frames:
+                channel.emit(frame)
+            if frames:
+                cursor = Cursor.parse(frames[-1].id)
+            if target.message.status != "streaming":
+                return
+    finally:
+        for source in sources:
+            source.cancel()
+        await asyncio.gather(*sources, return_exceptions=True)
 
 
 async def resume_stream(
@@ -118,13 +152,23 @@ async def resume_stream(
     keepalive: float,
     ended: Callable[[], None] | None = None,
     framing: Framing = SSE,
+    poll_seconds: float | None = None,
 ) -> AsyncIterator[bytes]:
     """The SSE body of a resume: the missed events, then the run's new ones as the
     document changes, ending with ``done`` or ``error``. A client that goes away stops
-    following (``ended`` is called); the run itself is never affected."""
+    following (``ended`` is called); the run itself is never affected. The document is
+    also read afresh every ``poll_seconds`` (the keep-alive's, unless given)."""
     channel = EventChannel(run_id)
     follower = asyncio.create_task(
-        _follow(store, user_id, conversation_id, run_id, after, channel),
+        _follow(
+            store,
+            user_id,
+            conversation_id,
+            run_id,
+            after,
+            channel,
+            keepalive if poll_seconds is None else poll_seconds,
+        ),
         name=f"resume-{run_id}",
     )
     follower.add_done_callback(lambda _: channel.end())

@@ -35,6 +35,7 @@ pytestmark = pytest.mark.emulator
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT = "/api/spark/agent/chat"
+NODE_NET_SECONDS = 300
 
 
 def node(
@@ -67,7 +68,15 @@ def node(
 
     listener = threading.Thread(target=listen, args=(process.stderr, opened), daemon=True)
     listener.start()
-    out = process.stdout.read()
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.append(process.stdout.read()), daemon=True)
+    reader.start()
+    # A net, not a verdict: a stream that never ends fails here instead of hanging.
+    reader.join(NODE_NET_SECONDS)
+    if reader.is_alive():
+        process.kill()
+        raise AssertionError(f"{script} still running after {NODE_NET_SECONDS} s: {said}")
+    out = printed[0]
     process.wait(timeout=90)
     listener.join(10)
     assert process.returncode == 0, "".join(said)

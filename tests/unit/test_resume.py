@@ -3,9 +3,10 @@ once, and only as much of it as a resume needs."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from shared.agent.resume import resume_stream
 from shared.agent.runs import finish_run, new_run, put_message
 from shared.schemas.documents import ActiveRun, ContentPart, Conversation, Message
+from shared.store.base import RunView
 from shared.store.memory import InMemoryConversationStore
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -66,8 +68,10 @@ async def _open(
     store: InMemoryConversationStore, conversation_id: str, streams: int
 ) -> list[AsyncIterator[bytes]]:
     """``streams`` resume streams of the live run, each past its replay."""
+    # Polled never (an hour): only the shared listener's versions are counted.
     opened = [
-        resume_stream(store, UID, conversation_id, "run_live", None, 15) for _ in range(streams)
+        resume_stream(store, UID, conversation_id, "run_live", None, 15, poll_seconds=3600)
+        for _ in range(streams)
     ]
     for stream in opened:
         assert b"event: run_start" in await anext(stream)
@@ -126,3 +130,43 @@ async def test_a_finished_run_is_found_without_reading_the_whole_history(
     # The finished reply and the user message it answers, read once for every stream.
     assert counts["Message"] <= 2
     assert counts["Conversation"] == 1  # the writer's
+
+
+class SilentListener(InMemoryConversationStore):
+    """A store whose listener delivers the document as it is, then falls silent without
+    failing (as a Firestore listener did on the emulator of a loaded machine)."""
+
+    def watch(self, user_id: str, conversation_id: str) -> AsyncGenerator[RunView | None, None]:
+        real = super().watch(user_id, conversation_id)
+
+        async def first_then_silence() -> AsyncGenerator[RunView | None, None]:
+            async with contextlib.aclosing(real) as versions:
+                yield await anext(versions)
+                await asyncio.Event().wait()  # never set: nothing more ever comes
+                yield None
+
+        return first_then_silence()
+
+
+async def test_a_resume_ends_with_its_run_even_when_the_listener_falls_silent() -> None:
+    store = SilentListener()
+    conversation_id, run = await _live(store, history=2)
+    stream = resume_stream(store, UID, conversation_id, "run_live", None, 15, poll_seconds=0.01)
+    assert b"event: run_start" in await anext(stream)
+    assert run.message is not None
+    reply = run.message.model_copy(
+        update={"status": "complete", "content": [ContentPart.of_text("All done.")]}
+    )
+    await store.mutate(UID, conversation_id, lambda c: finish_run(c, "run_live", reply, NOW, NOW))
+    # Only a fresh read can tell the stream the run ended (the net is not the verdict:
+    # before, the stream waited for ever).
+    rest = b"".join([chunk async for chunk in stream_within(stream, 60)])
+    assert b"All done." in rest and b"event: done" in rest
+
+
+async def stream_within(stream: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
+    while True:
+        try:
+            yield await asyncio.wait_for(anext(stream), seconds)
+        except StopAsyncIteration:
+            return
