@@ -171,13 +171,15 @@ def test_web_the_controls_form_sends_the_routes_body_and_says_a_refusal(
     functions: Functions,
     web: str,
     context: BrowserContext,
+    api: httpx.Client,
     home: Household,
 ) -> None:
     """The client's side of ``PUT .../members/{uid}/controls`` (caught at the network, so
     that it holds whatever the api has): the defaults shown first (every consent, no quiet
     hours, no limit, the browser's time zone), a limit out of range said in the form and
-    nothing sent, half a quiet-hours span likewise; then the body the route takes; a
-    refusal shows the api's own message."""
+    nothing sent, half a quiet-hours span likewise; what is filled in survives the member
+    list built again; then the body the route takes; a refusal shows the api's own
+    message."""
     page = open_page(context, web, home.mum)
     form = controls_of(page, "Kid")
     for label in (
@@ -229,6 +231,17 @@ def test_web_the_controls_form_sends_the_routes_body_and_says_a_refusal(
     assert asked == []  # nothing sent while the form says what to change
 
     fill_controls(form, "Europe/London")
+    # A change to the family (Dad renamed) builds the member list again: the form being
+    # filled in stays open, as it was.
+    renamed = api.put(
+        f"{FAMILIES}/{home.family_id}/members/{home.dad.uid}/name",
+        headers=as_(home.dad),
+        json={"displayName": "Papa"},
+    )
+    assert renamed.status_code == 200, renamed.text
+    expect(family_panel(page).get_by_role("list", name="Members")).to_contain_text("Papa")
+    expect(form.get_by_role("spinbutton", name="Messages a day")).to_have_value("20")
+    expect(form.get_by_label("Quiet from")).to_have_value("21:00")
     form.get_by_role("button", name="Save controls for Kid").click()
     expect(status).to_have_text("Kid's controls are saved.")
     assert asked == [("PUT", WANTED)]

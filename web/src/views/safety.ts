@@ -111,8 +111,21 @@ function answered(answer: unknown, sent: ParentControls): ParentControls {
   return { consent, ...(quiet ? { quietHours: quiet } : {}), ...(turns ? { dailyTurns: turns } : {}) };
 }
 
+/** Each dependent's disclosure, kept while the member list is built again (every change
+ * to the family rebuilds it): a form being filled in stays open, as it was. */
+const forms = new Map<string, HTMLDetailsElement>();
+
 /** "Controls for {name}": a disclosure beside a dependent, with its form. */
 export function controlsFor(api: Api, family: FamilyMirror, member: FamilyMember): HTMLDetailsElement {
+  const key = `${family.familyId}:${member.userId}:${member.displayName}`;
+  const kept = forms.get(key);
+  if (kept) return kept;
+  const made = buildControls(api, family, member);
+  forms.set(key, made);
+  return made;
+}
+
+function buildControls(api: Api, family: FamilyMirror, member: FamilyMember): HTMLDetailsElement {
   const name = member.displayName;
   const id = (part: string) => `controls-${member.userId}-${part}`;
   const shown = saved.get(member.userId) ?? DEFAULT_CONTROLS;
@@ -198,4 +211,5 @@ export function controlsFor(api: Api, family: FamilyMirror, member: FamilyMember
 /** Forgets what was saved (signing out). */
 export function forgetControls(): void {
   saved.clear();
+  forms.clear();
 }
