@@ -9,6 +9,7 @@ import { $ } from "./dom";
 import { session } from "./session";
 import { setQuestion, state } from "./store";
 import type { Message, QuestionState, Schemas, TaskDocument, ToolCall } from "./types";
+import { controlsRefusal } from "./views/safety";
 
 // The client tool calls this page has answered, the approvals it has sent and the tasks
 // it has asked to cancel: once each.
@@ -122,7 +123,8 @@ export async function regenerate(message: Message): Promise<void> {
     await session().api.regenerate(conversationId, message.id);
     say("Writing the reply again…");
   } catch (error) {
-    say((error as Error).message);
+    // A new turn: a dependent's parent's controls may refuse it, said by their reason.
+    say(controlsRefusal(error) ?? (error as Error).message);
     throw error;
   }
 }

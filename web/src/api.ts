@@ -1,6 +1,6 @@
 // The api, called only to act: send, stop, answer, approve, upload, client tool results,
 // the family's actions (create, invite, join, remove, leave, settings), a person's data
-// exported (their own, or a dependent's for a parent), cancelling a
+// exported (their own, or a dependent's for a parent), a dependent's controls, cancelling a
 // task, and a lesson's versions and restoring one. Nothing it
 // answers is rendered as the truth; the page shows what Firestore says. Each call names
 // its route as schemas/openapi.json does, and its body and answer are that route's
@@ -27,9 +27,21 @@ export class ApiError extends Error {
     message: string,
     /** Seconds until a refused request may be made again (429), when the api says. */
     readonly retryAfter: number | null = null,
+    /** Why, where the api says more than its code (403 `parent_controls`: "consent",
+     * "quiet_hours" or "daily_limit"). */
+    readonly reason: string | null = null,
   ) {
     super(message);
   }
+}
+
+/** A dependent's controls (DESIGN §16), as `PUT .../members/{userId}/controls` takes
+ * them. The route is newer than some apis this page may meet, so its body is typed here
+ * and its answer read defensively (views/safety.ts). */
+export interface ParentControls {
+  consent: { chat: boolean; speech: boolean; transcription: boolean; moderation: boolean };
+  quietHours?: { start: string; end: string; timeZone: string };
+  dailyTurns?: number;
 }
 
 /** `route` with its `{name}` placeholders filled in from `params` (each encoded). */
@@ -165,6 +177,17 @@ export function makeApi(getToken: () => Promise<string>) {
       // A stream, should the api answer with one: the reply is read from Firestore.
       await response.body?.cancel();
     },
+    // A dependent's controls, set by a parent: 200 `{controls}`, the controls as kept.
+    setControls: async (familyId: string, userId: string, body: ParentControls): Promise<unknown> => {
+      const token = await getToken();
+      const response = await fetch(`${url("/api/spark/families/{familyId}/members/{userId}", { familyId, userId })}/controls`, {
+        method: "PUT",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      if (!response.ok) throw await refusal(response);
+      return response.json().catch(() => ({}));
+    },
     // An account erased (one's own, or with `familyId` and `userId` a dependent's, for a
     // parent): 202 and the erasure's id; the work goes on as a task.
     eraseAccount: (member?: { familyId: string; userId: string }) => {
@@ -188,5 +211,16 @@ function errorOf(response: Response, data: unknown): ApiError {
   const error = (data as Partial<Schemas["ErrorBody"]>).error;
   const header = Number(response.headers.get("Retry-After"));
   const retry = error?.retryAfter ?? (Number.isFinite(header) && header > 0 ? header : null);
-  return new ApiError(response.status, error?.code || "error", error?.message || `HTTP ${response.status}`, retry);
+  return new ApiError(response.status, error?.code || "error", error?.message || `HTTP ${response.status}`, retry, reasonOf(error));
+}
+
+/** The refusal's `reason`: the error's own field, or one in an object under `details`
+ * (read either way: the field is newer than the generated ErrorDetail). */
+function reasonOf(error: unknown): string | null {
+  const found = (from: unknown): unknown =>
+    from && typeof from === "object" && "reason" in from ? (from as { reason: unknown }).reason : undefined;
+  const direct = found(error);
+  const nested = error && typeof error === "object" && "details" in error ? found((error as { details: unknown }).details) : undefined;
+  const reason = direct ?? nested;
+  return typeof reason === "string" ? reason : null;
 }

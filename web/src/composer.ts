@@ -7,6 +7,7 @@ import { $, button, el } from "./dom";
 import { session } from "./session";
 import { addAttachment, removeAttachment, state, update } from "./store";
 import type { Schemas } from "./types";
+import { controlsRefusal } from "./views/safety";
 
 // The Idempotency-Key of a message to members, and the body it was made for, until it
 // is sent.
@@ -37,7 +38,9 @@ export async function send(event: Event): Promise<void> {
     say("");
     if (!state().conversationId) location.hash = `#/c/${sent.conversationId}`;
   } catch (error) {
-    say((error as Error).message); // the text stays in the box: nothing the user wrote is lost
+    // The text stays in the box: nothing the user wrote is lost. A dependent whose
+    // parent's controls refuse it is told why, kindly.
+    say(controlsRefusal(error) ?? (error as Error).message);
   } finally {
     $<HTMLButtonElement>("send").disabled = false;
   }

@@ -1,5 +1,6 @@
 // The Firestore listeners on the signed-in user's own documents, the page's only source
-// of what it shows: the conversation list, the family mirror and settings (until
+// of what it shows: the conversation list, the family mirror, settings and a parent's
+// safety flags (until
 // signing out), and the open conversation with its task sections and lesson (until
 // another is opened). Each snapshot becomes an update of the state (store.ts).
 import {
@@ -17,7 +18,7 @@ import {
 } from "firebase/firestore";
 import { session } from "./session";
 import { changed, state, update } from "./store";
-import type { ArchiveSegment, Conversation, FamilyMirror, Lesson, TaskDocument, UserSettings } from "./types";
+import type { ArchiveSegment, Conversation, FamilyMirror, Lesson, SafetyMirror, TaskDocument, UserSettings } from "./types";
 import { showLesson } from "./views/lesson";
 
 // Each listener's stop: the open conversation's, and those kept until signing out.
@@ -85,6 +86,10 @@ export function listenToUser(): void {
   );
   watch((failed) =>
     onSnapshot(doc(db, ...client("settings", "current")), (snapshot) => family.setSettings(read<UserSettings>(snapshot)), failed),
+  );
+  // A parent's safety flags (DESIGN §16); anyone else has no such document.
+  watch((failed) =>
+    onSnapshot(doc(db, ...client("family", "safety")), (snapshot) => family.setSafety(read<SafetyMirror>(snapshot)), failed),
   );
 }
 

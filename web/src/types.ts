@@ -6,6 +6,7 @@ export type { ArchiveSegment } from "../generated/archive";
 export type { FamilyMember, FamilyMirror } from "../generated/family";
 export type { ContentPart, Conversation, Message, Timestamp, ToolCall, ToolResult } from "../generated/firestore";
 export type { Lesson } from "../generated/lesson";
+export type { SafetyFlag, SafetyMirror } from "../generated/safety";
 export type { UserSettings } from "../generated/settings";
 export type { TaskDocument } from "../generated/task";
 

@@ -10,6 +10,7 @@ import { ApiError } from "./api";
 import { shared } from "./conversation";
 import { $, el } from "./dom";
 import { session } from "./session";
+import { controlsRefusal } from "./views/safety";
 import { state } from "./store";
 import type { Schemas } from "./types";
 
@@ -90,7 +91,8 @@ async function sendClip(clip: Blob): Promise<void> {
     await follow(await api.sendStreaming(body));
   } catch (error) {
     heard("");
-    say(error instanceof ApiError || error instanceof Error ? error.message : String(error));
+    // A dependent's parent's controls: said kindly, by their reason.
+    say(controlsRefusal(error) ?? (error instanceof ApiError || error instanceof Error ? error.message : String(error)));
   } finally {
     recording.sending = false;
     talkButton().disabled = false;
@@ -171,6 +173,6 @@ async function readAloud(conversationId: string, messageId: string): Promise<voi
     await player.play();
     say("");
   } catch (error) {
-    say((error as Error).message);
+    say(controlsRefusal(error) ?? (error as Error).message);
   }
 }

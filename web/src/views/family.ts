@@ -3,7 +3,8 @@
 // and /{uid}/client/settings/current (the opt-out). The api is called only to act:
 // create a family, make an invite link, join with one (`/join?token=…`), change a
 // member's role, revoke an invite, change one's own name, remove a member, leave,
-// change the setting, and (a parent, for a dependent) export or erase their data. A parent's list of invites is the one thing no mirror holds: it
+// change the setting, and (a parent, for a dependent) export or erase their data or set
+// their controls; a parent also sees the safety flags (views/safety.ts). A parent's list of invites is the one thing no mirror holds: it
 // is read from the api when the panel first shows the family, and after each change
 // to the invites. The panel keeps its own state (the mirror, the
 // settings, a join token, whether an action is under way); the rest of the page reads
@@ -12,7 +13,8 @@ import { $, el } from "../dom";
 import type { Api } from "../api";
 import { ERASE_PHRASE, exportRefusal, saveZip } from "./account";
 import { confirmed } from "./dialog";
-import type { Conversation, FamilyMember, FamilyMirror, Schemas, UserSettings } from "../types";
+import { controlsFor, forgetControls, renderFlags } from "./safety";
+import type { Conversation, FamilyMember, FamilyMirror, SafetyMirror, Schemas, UserSettings } from "../types";
 
 type InviteInfo = Schemas["InviteInfo"];
 
@@ -61,6 +63,8 @@ export interface FamilyDeps {
 interface PanelState {
   family: FamilyMirror | null;
   settings: UserSettings | null;
+  /** A parent's safety flags (their mirror); null for anyone else. */
+  safety: SafetyMirror | null;
   token: string | null;
   busy: boolean;
   known: boolean;
@@ -78,7 +82,7 @@ export function makeFamilyPanel(deps: FamilyDeps) {
   // the user is in a family, so the panel offers neither a new family nor the join: made
   // at once after sign-in, a family could be written while the listener was still being
   // set up, and that listener never heard of it (the web test's one flake, twice).
-  const panel: PanelState = { family: null, settings: null, token: null, busy: false, known: false, invites: [], invitesOf: "", refused: null };
+  const panel: PanelState = { family: null, settings: null, safety: null, token: null, busy: false, known: false, invites: [], invitesOf: "", refused: null };
 
   function status(text: string): void {
     $("family-status").textContent = text;
@@ -133,7 +137,7 @@ export function makeFamilyPanel(deps: FamilyDeps) {
           save.addEventListener("click", () => download(whose, member.displayName));
           const erase = el("button", { type: "button", className: "danger", text: `Delete ${member.displayName}'s account` });
           erase.addEventListener("click", () => eraseDependent(whose, member.displayName, family.name));
-          item.append(save, erase);
+          item.append(save, erase, controlsFor(api, family, member));
         }
       }
     }
@@ -177,6 +181,7 @@ export function makeFamilyPanel(deps: FamilyDeps) {
     $("family-view").hidden = !family;
     const reads = !panel.settings || panel.settings.aiReadsFamilyMessages !== false;
     $<HTMLInputElement>("ai-reads").checked = reads;
+    renderFlags(panel.safety, family);
     if (!family) {
       $("family-title").textContent = "Family";
       return;
@@ -331,8 +336,10 @@ export function makeFamilyPanel(deps: FamilyDeps) {
     get family() { return panel.family; },
     setFamily(family: FamilyMirror | null) { panel.family = family; panel.known = true; render(); },
     setSettings(settings: UserSettings | null) { panel.settings = settings; render(); },
+    setSafety(safety: SafetyMirror | null) { panel.safety = safety; renderFlags(safety, panel.family); },
     reset() {
-      panel.family = panel.settings = null;
+      panel.family = panel.settings = panel.safety = null;
+      forgetControls();
       panel.known = false;
       panel.invites = [];
       panel.invitesOf = "";
