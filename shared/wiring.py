@@ -39,6 +39,7 @@ from shared.erasure.steps import Eraser, ErasureParts
 from shared.export.contents import Sources
 from shared.export.service import Exports
 from shared.families.allowance import SendLimits
+from shared.families.controls import ParentalControls
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.safety import SafetyFlags
@@ -325,6 +326,8 @@ def assemble(
         held = (store, ledger, sections, lessons, families, settings_store, provenance, safety)
         accounts = accounts_beside(held)
     flags = SafetyFlags(household, safety, clock)
+    moderated = moderator is not None and settings.moderation != "off"
+    controls = ParentalControls(household, families, clock, moderated=moderated)
     erasures = Erasures(accounts, families, queue, clock)
     preferences = Preferences(settings_store, clock, erasures)
 
@@ -357,6 +360,7 @@ def assemble(
         tracer=process_tracer(),
         metrics=process_metrics(),
         cached_input_percent=settings.cached_input_percent,
+        clock=clock,
     )
     family = family_tools(
         household, store, preferences, delivery, provenance, clock, settings.tool_output_chars
@@ -378,6 +382,7 @@ def assemble(
         flags=SafetyFlags(
             household, safety if safety is not None else InMemorySafetyStore(), clock
         ),
+        guardians=controls,
     )
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
@@ -438,6 +443,7 @@ def assemble(
         ),
         Retention(store, conversations, queue, clock, settings.retention_days),
         flags,
+        controls,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)

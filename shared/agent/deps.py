@@ -78,6 +78,27 @@ class NoTombstones:
         return frozenset()
 
 
+class Guardians(Protocol):
+    """Parents' controls, judged at a send (``ParentalControls``, DESIGN §16)."""
+
+    async def admit(self, user_id: str, *, voice: bool = False) -> bool:
+        """Judge a send of ``user_id``'s (with a clip, ``voice``) before it is admitted,
+        counting its turn; whether they are a dependent (their conversations open
+        with a notice).
+
+        Raises:
+            ParentControls: a control forbids it (nothing is written).
+        """
+        ...
+
+
+class Unguarded:
+    """An agent without families: no one is a dependent."""
+
+    async def admit(self, user_id: str, *, voice: bool = False) -> bool:
+        return False
+
+
 class Flagger(Protocol):
     """Who is told of a stop the moderator made (``SafetyFlags``: a dependent's parents)."""
 
@@ -123,6 +144,8 @@ class RunDeps:
     tombstones: Tombstones = field(default_factory=NoTombstones)
     # Told of each stop the moderator makes (DESIGN §16).
     flags: Flagger = field(default_factory=NoFlags)
+    # Read before a send is admitted: a dependent's parents' controls (DESIGN §16).
+    guardians: Guardians = field(default_factory=Unguarded)
     # What the model and the tools say of themselves, which holds for the process: read
     # once here, so a run builds each request from data rather than asking them again.
     label: str = field(init=False)
