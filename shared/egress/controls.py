@@ -71,7 +71,7 @@ def refusal(
     return None
 
 
-def chat_processors(moderated: bool) -> tuple[Processor, ...]:
+def chat_processors(*, moderated: bool) -> tuple[Processor, ...]:
     """What a dependent's chat turn needs consent for: the chat model and, where their
     turns are judged, the moderator (an unjudged turn is not answered)."""
     return ("chat", "moderation") if moderated else ("chat",)

@@ -380,7 +380,7 @@ class Egress:
                 _cancel(judging, covering)
                 await meter.settle(reservation, 0)
                 raise
-            refused = self._refusal(stood, chat_processors(self._moderated))
+            refused = self._refusal(stood, chat_processors(moderated=self._moderated))
             if refused is not None:
                 _cancel(judging, covering)
                 await meter.settle(reservation, 0)
@@ -435,7 +435,7 @@ class Egress:
         the chat (the moderator is not consented to, quiet hours): ``chat`` refuses it,
         and nothing of theirs may reach the moderator meanwhile."""
         stood = await standing
-        if self._refusal(stood, chat_processors(True)) is not None:
+        if self._refusal(stood, chat_processors(moderated=True)) is not None:
             return None
         return await self._policy.covered_as(_now(stood.role))
 

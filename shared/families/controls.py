@@ -108,7 +108,7 @@ class ParentalControls:
         controls = family.controls_of(user_id)
         if controls is None:
             return False
-        processors = chat_processors(self._moderated)
+        processors = chat_processors(moderated=self._moderated)
         if voice:
             processors = (*processors, "transcription")
         refused = refusal(controls, processors, self._clock.now())
