@@ -7,6 +7,7 @@ conversations open with a line saying they talk to an AI and what their parents 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -58,9 +59,11 @@ class World:
     """One family (Mum, Dad: parents; Kid: a dependent) on one process's fakes, with
     every processor a fake that counts its calls."""
 
-    def __init__(self, steps: list[Step] | None = None, **settings: int | str) -> None:
+    def __init__(
+        self, steps: list[Step] | None = None, fakes: Fakes | None = None, **settings: int | str
+    ) -> None:
         self.clock = ManualClock(NOON)
-        self.fakes = Fakes()
+        self.fakes = fakes or Fakes()
         self.provider = ScriptedProvider(steps or [])
         self.moderator = ScriptedModerator(clean)
         self.voice = ScriptedVoice(self.clock)
@@ -378,6 +381,24 @@ async def test_past_the_daily_limit_a_send_is_refused_until_the_next_day() -> No
         await world.clock.advance(13 * 3600)  # 01:00 the next day (UTC)
         tomorrow = await client.post(MESSAGES, headers=streamed("kid"), json={"text": "Hello"})
     assert tomorrow.status_code == 200, tomorrow.text
+
+
+async def test_two_processes_cannot_both_admit_the_last_turn_of_the_day() -> None:
+    one = await World().start()
+    two = World(fakes=one.fakes)  # another process on the same store
+    async with serving(one.api()) as client:
+        assert (await one.set(client, dailyTurns=1)).status_code == 200
+    results = await asyncio.gather(
+        one.harness.agent.send(KID, "Hello", None, background=True),
+        two.harness.agent.send(KID, "Hello", None, background=True),
+        return_exceptions=True,
+    )
+    kinds = sorted(type(r).__name__ for r in results)
+    assert kinds == ["ParentControls", "Sent"], results
+    (refusal,) = [r for r in results if isinstance(r, ParentControls)]
+    assert refusal.reason == "daily_limit"
+    replies = [t for t in one.fakes.queue.take() if t.name.startswith("reply-")]
+    assert len(replies) == 1
 
 
 # --- the opening line ------------------------------------------------------------------
