@@ -22,6 +22,7 @@ from shared.clock import ManualClock
 from shared.config import Settings
 from shared.egress.controls import quiet_now
 from shared.errors import ParentControls
+from shared.families.audit import family_violations
 from shared.ids import SequentialIds
 from shared.llm.base import ChatMessage, ModelRequest
 from shared.llm.moderation import ScriptedModerator, Verdict
@@ -29,7 +30,7 @@ from shared.llm.scripted import ScriptedProvider, Step
 from shared.llm.transcribe import Clip, FakeTranscriber
 from shared.schemas.documents import QuietHours
 from shared.schemas.tasks import TASK_PAYLOAD
-from shared.store.households import controls_mirror_path
+from shared.store.households import controls_mirror_path, family_path, mirror_path
 from shared.voice.scripted import ScriptedVoice
 from shared.wiring import assemble
 from tests.unit.helpers import Fakes, Harness, serving
@@ -223,6 +224,20 @@ async def test_a_dependent_made_a_parent_or_removed_loses_their_controls() -> No
     assert controls_mirror_path("kid") not in world.fakes.families.documents
     family = await world.harness.agent.families.current("kid")
     assert family.controls == {}
+
+
+async def test_the_audit_finds_controls_of_anyone_but_a_dependent() -> None:
+    world = await World().start()
+    async with serving(world.api()) as client:
+        assert (await world.set(client, dailyTurns=3)).status_code == 200
+    stored = world.fakes.families.documents[family_path(world.family_id)]
+    mirrors = {uid: world.fakes.families.documents.get(mirror_path(uid)) for uid in USERS}
+    assert family_violations(stored, mirrors) == []
+    wrong = copy.deepcopy(stored)
+    wrong["controls"]["mum"] = wrong["controls"]["kid"]
+    assert family_violations(wrong, mirrors) == [
+        f"family {world.family_id}: controls for mum, who is not a dependent of it"
+    ]
 
 
 async def test_erasing_the_dependent_removes_their_controls() -> None:
