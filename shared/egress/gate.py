@@ -16,7 +16,7 @@ secrets all go through it, in every process, and it does three things to each:
 Before any of that, a dependent's call is judged on their parents' controls (DESIGN
 §16), read with their role afresh at each call (``Roles.standing``): a processor their
 parent has not consented to, or quiet hours, refuse it with ``ParentControls`` and no
-provider is asked (``shared/families/controls.py`` holds the rules).
+provider is asked (``controls.py`` holds the rules).
 
 Nothing else holds a provider (``providers.py``).
 """
@@ -30,7 +30,7 @@ import functools
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Tracer
@@ -287,9 +287,9 @@ class Egress:
         return self._moderator is not None and self._policy.mode != "off"
 
     def _refusal(
-        self, standing: Standing, processors: Sequence[Processor]
+        self, standing: Standing, processors: Sequence[Processor], at: datetime | None = None
     ) -> ParentControls | None:
-        return refusal(standing.controls, processors, self._clock.now())
+        return refusal(standing.controls, processors, at or self._clock.now())
 
     async def _allowed(self, user_id: str, *processors: Processor) -> None:
         """Refuse a call of ``user_id``'s that their parents' controls forbid, read now.
@@ -351,7 +351,10 @@ class Egress:
         standing = (
             None if self._roles is None else asyncio.ensure_future(self._roles.standing(user_id))
         )
-        covering = self._covering(standing)
+        # One moment for both judgements of the controls (whether the turn is judged,
+        # whether it is sent): at a quiet hour's end, a turn left unjudged is not sent.
+        at = self._clock.now()
+        covering = self._covering(standing, at)
         turn = users_turn(request) if covering is not None else None
         judging = None
         if covering is not None and turn is not None:
@@ -380,7 +383,7 @@ class Egress:
                 _cancel(judging, covering)
                 await meter.settle(reservation, 0)
                 raise
-            refused = self._refusal(stood, chat_processors(moderated=self._moderated))
+            refused = self._refusal(stood, chat_processors(moderated=self._moderated), at)
             if refused is not None:
                 _cancel(judging, covering)
                 await meter.settle(reservation, 0)
@@ -422,20 +425,20 @@ class Egress:
         return await self._judge(user_id, text, (), covering)
 
     def _covering(
-        self, standing: asyncio.Future[Standing] | None
+        self, standing: asyncio.Future[Standing] | None, at: datetime
     ) -> asyncio.Future[Covered | None] | None:
         """Whether the user whose standing ``standing`` reads is moderated (``None``: no
-        one is, or there is no moderator)."""
+        one is, or there is no moderator), their controls judged ``at``."""
         if standing is None or not self._moderated:
             return None
-        return asyncio.ensure_future(self._covered(standing))
+        return asyncio.ensure_future(self._covered(standing, at))
 
-    async def _covered(self, standing: asyncio.Future[Standing]) -> Covered | None:
+    async def _covered(self, standing: asyncio.Future[Standing], at: datetime) -> Covered | None:
         """As whom the user is judged; not at all when their parents' controls forbid
         the chat (the moderator is not consented to, quiet hours): ``chat`` refuses it,
         and nothing of theirs may reach the moderator meanwhile."""
         stood = await standing
-        if self._refusal(stood, chat_processors(moderated=True)) is not None:
+        if self._refusal(stood, chat_processors(moderated=True), at) is not None:
             return None
         return await self._policy.covered_as(_now(stood.role))
 
