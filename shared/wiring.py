@@ -40,6 +40,7 @@ from shared.erasure.steps import Eraser, ErasureParts
 from shared.export.contents import Sources
 from shared.export.service import Exports
 from shared.families.allowance import SendLimits
+from shared.families.controls import ParentalControls
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.safety import SafetyFlags
@@ -332,6 +333,8 @@ def assemble(
         held = (store, ledger, sections, lessons, families, settings_store, provenance, safety)
         accounts = accounts_beside((*held, feedback))
     flags = SafetyFlags(household, safety, clock)
+    moderated = moderator is not None and settings.moderation != "off"
+    controls = ParentalControls(household, families, clock, moderated=moderated)
     erasures = Erasures(accounts, families, queue, clock)
     preferences = Preferences(settings_store, clock, erasures)
 
@@ -364,6 +367,7 @@ def assemble(
         tracer=process_tracer(),
         metrics=process_metrics(),
         cached_input_percent=settings.cached_input_percent,
+        clock=clock,
     )
     family = family_tools(
         household, store, preferences, delivery, provenance, clock, settings.tool_output_chars
@@ -386,6 +390,7 @@ def assemble(
             household, safety if safety is not None else InMemorySafetyStore(), clock
         ),
         titles=Titles(egress, store, load_prompt("title", settings.prompts)) if titles else None,
+        guardians=controls,
     )
     background = Background()
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
@@ -447,6 +452,7 @@ def assemble(
         ),
         Retention(store, conversations, queue, clock, settings.retention_days),
         flags,
+        controls,
     )
     handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)

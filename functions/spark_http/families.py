@@ -8,6 +8,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from shared.schemas.api import (
+    ControlsInfo,
+    ControlsRequest,
+    ControlsResponse,
     CreateFamilyRequest,
     DeletionResponse,
     EraseAccountRequest,
@@ -121,6 +124,17 @@ async def remove_member(edge: Edge, request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def set_controls(edge: Edge, request: Request) -> Response:
+    """``PUT .../families/{id}/members/{uid}/controls``: a dependent's controls (parents)."""
+    user, body = await edge.read(request, ControlsRequest)
+    params = request.path_params
+    controls = await edge.agent.set_controls(
+        user.uid, params["family_id"], params["member_id"], body.controls()
+    )
+    answer = ControlsResponse(controls=ControlsInfo.of(controls))
+    return JSONResponse(answer.model_dump(by_alias=True, mode="json"))
+
+
 async def family_safety(edge: Edge, request: Request) -> Response:
     """``GET .../families/{id}/safety``: the flags raised for the dependents (parents)."""
     user = await edge.caller(request)
@@ -217,6 +231,7 @@ ROUTES = (
     Routed(f"{FAMILY}/members/{{member_id}}", "DELETE", remove_member),
     Routed(f"{FAMILY}/members/{{member_id}}/name", "PUT", rename_member),
     Routed(f"{FAMILY}/members/{{member_id}}/account", "DELETE", erase_dependent),
+    Routed(f"{FAMILY}/members/{{member_id}}/controls", "PUT", set_controls),
     Routed(f"{FAMILY}/progress", "GET", family_progress),
     Routed(f"{FAMILY}/safety", "GET", family_safety),
     Routed("/api/spark/me/settings", "PATCH", update_settings),

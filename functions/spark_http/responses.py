@@ -16,6 +16,7 @@ from shared.errors import (
     Busy,
     InvalidBody,
     MethodNotAllowed,
+    ParentControls,
     RateLimited,
     SparkError,
 )
@@ -55,6 +56,7 @@ def error_response(exc: SparkError, request_id: str | None = None) -> JSONRespon
         request_id=request_id,
         details=problems,
         retry_after=wait,
+        reason=exc.reason if isinstance(exc, ParentControls) else None,
     )
     body = ErrorBody(error=detail)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None

@@ -87,6 +87,27 @@ class NoTombstones:
         return frozenset()
 
 
+class Guardians(Protocol):
+    """Parents' controls, judged at a send (``ParentalControls``, DESIGN §16)."""
+
+    async def admit(self, user_id: str, *, voice: bool = False) -> bool:
+        """Judge a send of ``user_id``'s (with a clip, ``voice``) before it is admitted,
+        counting its turn; whether they are a dependent (their conversations open
+        with a notice).
+
+        Raises:
+            ParentControls: a control forbids it (nothing is written).
+        """
+        ...
+
+
+class Unguarded:
+    """An agent without families: no one is a dependent."""
+
+    async def admit(self, user_id: str, *, voice: bool = False) -> bool:
+        return False
+
+
 class Flagger(Protocol):
     """Who is told of a stop the moderator made (``SafetyFlags``: a dependent's parents)."""
 
@@ -134,6 +155,8 @@ class RunDeps:
     flags: Flagger = field(default_factory=NoFlags)
     # Titles conversations after their first reply (none: they stay untitled).
     titles: Titler | None = None
+    # Read before a send is admitted: a dependent's parents' controls (DESIGN §16).
+    guardians: Guardians = field(default_factory=Unguarded)
     # What the model and the tools say of themselves, which holds for the process: read
     # once here, so a run builds each request from data rather than asking them again.
     label: str = field(init=False)

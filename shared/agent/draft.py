@@ -39,6 +39,9 @@ class Draft:
     # A regenerate: the reply made again (``message`` is the user turn it answered,
     # stored already, not appended again).
     regenerates: str | None = None
+    # What opens a new conversation of a dependent, before their first message
+    # (``notice.opening_notice``): never sent to the model.
+    notice: Message | None = None
 
 
 class Lapsed(Exception):
@@ -70,9 +73,14 @@ def with_parts(draft: Draft, parts: Sequence[ContentPart]) -> Draft:
 
 
 def new_conversation(
-    user: User, conversation_id: str, user_message: Message, record: ActiveRun
+    user: User,
+    conversation_id: str,
+    user_message: Message,
+    record: ActiveRun,
+    notice: Message | None = None,
 ) -> Conversation:
-    """The conversation a first message opens, with its run active."""
+    """The conversation a first message opens, with its run active (and ``notice``
+    first, when there is one)."""
     now = record.started_at
     return Conversation(
         id=conversation_id,
@@ -80,7 +88,7 @@ def new_conversation(
         created_at=now,
         updated_at=now,
         last_message_at=now,
-        messages=[user_message],
+        messages=[user_message] if notice is None else [notice, user_message],
         active_run=record,
         document_id=user_message.document_id,
     )
@@ -100,7 +108,7 @@ def opening(
         if draft.new:
             if stored is not None:
                 raise StoreError(f"conversation {conversation_id} already exists")
-            return new_conversation(user, conversation_id, message, record)
+            return new_conversation(user, conversation_id, message, record, draft.notice)
         if stored is None:
             raise NotFound("No conversation with this id.")
         active = stored.active_run

@@ -39,6 +39,7 @@ from shared.erasure.service import Erasures
 from shared.erasure.steps import Eraser
 from shared.errors import ConfigurationError, SparkError, VoiceUnavailable
 from shared.export.service import Exports
+from shared.families.controls import ParentalControls
 from shared.families.delivery import Delivery
 from shared.families.preferences import Preferences
 from shared.families.safety import SafetyFlags
@@ -81,6 +82,7 @@ class Agent(FamilyVerbs):
         eraser: Eraser | None = None,
         retention: Retention | None = None,
         safety: SafetyFlags | None = None,
+        controls: ParentalControls | None = None,
     ) -> None:
         self._runs = runs
         self._opening = runs.opening
@@ -101,6 +103,7 @@ class Agent(FamilyVerbs):
         self._speech = speech
         self._erasures = erasures
         self._safety = safety
+        self._controls = controls
         self._eraser = eraser
         self._conversations = conversations
         self._retention = retention

@@ -12,6 +12,7 @@ from shared.auth.base import User
 from shared.erasure.service import Erasures
 from shared.errors import AccountDeleted, FamilyNotFound, NoFamily
 from shared.families import progress
+from shared.families.controls import ParentalControls
 from shared.families.delivery import Delivered, Delivery, StoredFile
 from shared.families.membership import NOT_YOURS
 from shared.families.messages import Target
@@ -19,7 +20,7 @@ from shared.families.preferences import Preferences
 from shared.families.safety import SafetyFlags
 from shared.families.service import Families, ListedInvite, NewInvite
 from shared.llm.demo import EXAMPLES
-from shared.schemas.documents import FamilyRole, SafetyMirror, UserSettings
+from shared.schemas.documents import Controls, FamilyRole, SafetyMirror, UserSettings
 from shared.schemas.server import Family
 from shared.store.base import LessonStore
 
@@ -33,6 +34,7 @@ class FamilyVerbs:
     _lessons: LessonStore
     _erasures: Erasures | None
     _safety: SafetyFlags | None
+    _controls: ParentalControls | None
 
     async def _alive(self, user_id: str) -> None:
         """Refuse a write under an account whose erasure has begun (a fresh read): the
@@ -58,6 +60,21 @@ class FamilyVerbs:
         if self._safety is None:
             raise FamilyNotFound(NOT_YOURS)
         return await self._safety.read(user_id, family_id)
+
+    async def set_controls(
+        self, user_id: str, family_id: str, member_id: str, controls: Controls
+    ) -> Controls:
+        """A dependent's controls, set by their parent ``user_id`` (DESIGN §16), as
+        written to the family and to the dependent's mirror.
+
+        Raises:
+            FamilyNotFound: not the caller's family, the caller is not a parent in it,
+                or ``member_id`` is not a dependent of it.
+        """
+        if self._controls is None:
+            raise FamilyNotFound(NOT_YOURS)
+        await self._alive(user_id)
+        return await self._controls.put(user_id, family_id, member_id, controls)
 
     async def family_progress(self, user_id: str, family_id: str) -> list[progress.MemberProgress]:
         """Each member's lessons, with their blanks and how many are answered, for a

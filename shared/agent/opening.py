@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from shared.agent.background import Background
 from shared.agent.deps import RunDeps
@@ -27,6 +28,16 @@ from shared.store.base import LessonStore
 from shared.store.limits import CLOSING_RESERVE
 
 ERASED = "This account is being deleted, so nothing more can be saved for it."
+NOTICE = (
+    "You are talking to Spark AI Agent, which is an AI, not a person, and it can get "
+    "things wrong. Your parents can see when one of your messages, or a reply to you, "
+    "was stopped for safety (what kind of message and when, but not your words), and "
+    "they choose your settings here, such as quiet hours and how many messages you can "
+    "send each day."
+)
+"""The line that opens every conversation of a dependent (DESIGN §16; the UK Children's
+Code asks that a child is told when a parent can see): a ``system`` message, which the
+model is never given (``history.to_chat``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +129,8 @@ class Opening:
                 415, 422; it is named); no words in the clip (``NoSpeech``); voice with
                 no provider to transcribe it (``VoiceUnavailable``).
             RunInProgress: that conversation has a live run and ``when_busy`` is reject.
+            ParentControls: a dependent's parents' controls forbid the send (nothing is
+                written but, with a daily limit, the turn counted).
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
         new = conversation_id is None
@@ -137,9 +150,14 @@ class Opening:
         # Only what needs no download here: a refused send must not read the files.
         checked = await self._attachments.check(user.uid, attachments) if attachments else []
         clip = await self._voice.check(user.uid, voice) if voice is not None else None
+        # Before the model is asked (a head start) or anything is written: a send a
+        # parent's control forbids changes nothing (a fresh read of the family).
+        dependent = await self._deps.guardians.admit(user.uid, voice=clip is not None)
         draft = self._draft(
             user, text, conversation_id, new, background, when_busy, document_id, voice_session
         )
+        if new and dependent:
+            draft = dataclasses.replace(draft, notice=self._notice(draft.message.created_at))
         if checked or clip:
             return await self._read_then_open(draft, checked, clip, listening)
         # Nothing to read first: its admission and its message in one commit, while the
@@ -181,6 +199,8 @@ class Opening:
             message_id = stored.messages[-1].id if stored.messages else ""
         # Judged here to spare the admission; judged again in its commit (``regenerate_run``).
         turn = answered_turn(stored, message_id)
+        # A reply made again is a turn as a send is: a parent's controls judge it alike.
+        await self._deps.guardians.admit(user.uid, voice=False)
         now = self._deps.clock.now()
         record = new_run(
             self._ids.new("run"),
@@ -206,6 +226,15 @@ class Opening:
             regenerates=message_id,
         )
         return await self._open_draft(draft)
+
+    def _notice(self, now: datetime) -> Message:
+        return Message(
+            id=self._ids.new("msg"),
+            role="system",
+            created_at=now,
+            status="complete",
+            content=[ContentPart.of_text(NOTICE)],
+        )
 
     def _draft(
         self,

@@ -13,6 +13,11 @@ secrets all go through it, in every process, and it does three things to each:
 * **bound**: each kind of call has a size limit, checked before anything is sent,
   and a deadline, after which it fails as a provider that went silent.
 
+Before any of that, a dependent's call is judged on their parents' controls (DESIGN
+§16), read with their role afresh at each call (``Roles.standing``): a processor their
+parent has not consented to, or quiet hours, refuse it with ``ParentControls`` and no
+provider is asked (``controls.py`` holds the rules).
+
 Nothing else holds a provider (``providers.py``).
 """
 
@@ -25,16 +30,19 @@ import functools
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, TypeVar
 
 from opentelemetry.trace import Tracer
 
+from shared.clock import Clock, SystemClock
 from shared.egress import spans
+from shared.egress.controls import Processor, chat_processors, refusal
 from shared.egress.moderating import (
     Covered,
     ModerationPolicy,
     Roles,
+    Standing,
     held,
     judged_reply,
     users_turn,
@@ -52,6 +60,7 @@ from shared.egress.screen import Screen, Screening, screened
 from shared.egress.words import Withheld
 from shared.errors import (
     ModerationUnavailable,
+    ParentControls,
     PayloadTooLarge,
     ProviderError,
     ProviderSilent,
@@ -218,6 +227,11 @@ def _cancel(*futures: asyncio.Future[Any] | None) -> None:
             future.cancel()
 
 
+async def _now(value: str | None) -> str | None:
+    """``value``, as the awaitable ``ModerationPolicy.covered_as`` reads a role from."""
+    return value
+
+
 def _check_size(size: int, bound: Bound, what: str) -> None:
     if size > bound.max_chars:
         raise PayloadTooLarge(f"{what} is too large to send to the model.")
@@ -243,8 +257,11 @@ class Egress:
         tracer: Tracer | None = None,
         metrics: Metrics | None = None,
         cached_input_percent: int = 100,
+        clock: Clock | None = None,
     ) -> None:
         self._model = model
+        # What time it is where a dependent's quiet hours are judged.
+        self._clock = clock or SystemClock()
         # What share of a token read from the prompt cache the meter counts (``charged``).
         self._cached_percent = cached_input_percent
         self._screen = screen
@@ -262,6 +279,29 @@ class Egress:
         # (observing off is free).
         self._tracer = tracer
         self._metrics = metrics
+
+    @property
+    def _moderated(self) -> bool:
+        """Whether anyone's turns are judged (a dependent's chat then needs consent for
+        the moderator too: an unjudged turn is not answered)."""
+        return self._moderator is not None and self._policy.mode != "off"
+
+    def _refusal(
+        self, standing: Standing, processors: Sequence[Processor], at: datetime | None = None
+    ) -> ParentControls | None:
+        return refusal(standing.controls, processors, at or self._clock.now())
+
+    async def _allowed(self, user_id: str, *processors: Processor) -> None:
+        """Refuse a call of ``user_id``'s that their parents' controls forbid, read now.
+
+        Raises:
+            ParentControls: they forbid it (nothing is asked of any provider).
+        """
+        if self._roles is None:
+            return
+        refused = self._refusal(await self._roles.standing(user_id), processors)
+        if refused is not None:
+            raise refused
 
     def _screened(self, withheld: Withheld, kind: Kind) -> None:
         if withheld and self._metrics is not None:
@@ -298,6 +338,9 @@ class Egress:
             StoreError: what the screen must read could not be read (nothing is sent).
             PayloadTooLarge: the request is over the chat size.
             ValueError: ``screening`` is another user's, or was taken already.
+            ParentControls: a dependent's parents' controls forbid it (the chat model,
+                or the moderator that would judge the turn, not consented to; quiet
+                hours): nothing is sent, nor judged.
 
         A covered user's turn (the request's last message, when it is theirs) is judged
         beside the request (``moderating.held``): its stream then raises
@@ -305,8 +348,13 @@ class Egress:
         ``ModerationUnavailable`` for a failed verdict that fails closed.
         """
         _check_size(request_chars(request), self._bounds["chat"], "The request")
-        standing = None if self._roles is None else asyncio.ensure_future(self._roles.role(user_id))
-        covering = self._covering(standing)
+        standing = (
+            None if self._roles is None else asyncio.ensure_future(self._roles.standing(user_id))
+        )
+        # One moment for both judgements of the controls (whether the turn is judged,
+        # whether it is sent): at a quiet hour's end, a turn left unjudged is not sent.
+        at = self._clock.now()
+        covering = self._covering(standing, at)
         turn = users_turn(request) if covering is not None else None
         judging = None
         if covering is not None and turn is not None:
@@ -330,12 +378,17 @@ class Egress:
         if standing is not None:
             # A dependent's runs are told who they talk with (read beside the rest).
             try:
-                role = await standing
+                stood = await standing
             except BaseException:
                 _cancel(judging, covering)
                 await meter.settle(reservation, 0)
                 raise
-            if role == "dependent" and self._addendum:
+            refused = self._refusal(stood, chat_processors(moderated=self._moderated), at)
+            if refused is not None:
+                _cancel(judging, covering)
+                await meter.settle(reservation, 0)
+                raise refused
+            if stood.role == "dependent" and self._addendum:
                 system = f"{request.system}\n\n{self._addendum}"
                 request = dataclasses.replace(request, system=system)
         self._screened(withheld, "chat")
@@ -359,24 +412,35 @@ class Egress:
 
         Raises:
             ModerationUnavailable: it failed, and the user's turns fail closed.
+            ParentControls: a dependent's parent has not consented to the moderator (an
+                unjudged text is not sent to others), or it is quiet hours.
         """
-        if self._roles is None:
+        if self._roles is None or not self._moderated:
             return None
-        standing = asyncio.ensure_future(self._roles.role(user_id))
-        covering = self._covering(standing)
-        if covering is None:
-            standing.cancel()
-            return None
+        stood = await self._roles.standing(user_id)
+        refused = self._refusal(stood, ("moderation",))
+        if refused is not None:
+            raise refused
+        covering = asyncio.ensure_future(self._policy.covered_as(_now(stood.role)))
         return await self._judge(user_id, text, (), covering)
 
     def _covering(
-        self, standing: asyncio.Future[str | None] | None
+        self, standing: asyncio.Future[Standing] | None, at: datetime
     ) -> asyncio.Future[Covered | None] | None:
-        """Whether the user whose role ``standing`` reads is moderated (``None``: no one
-        is, or there is no moderator)."""
-        if standing is None or self._moderator is None or self._policy.mode == "off":
+        """Whether the user whose standing ``standing`` reads is moderated (``None``: no
+        one is, or there is no moderator), their controls judged ``at``."""
+        if standing is None or not self._moderated:
             return None
-        return asyncio.ensure_future(self._policy.covered_as(standing))
+        return asyncio.ensure_future(self._covered(standing, at))
+
+    async def _covered(self, standing: asyncio.Future[Standing], at: datetime) -> Covered | None:
+        """As whom the user is judged; not at all when their parents' controls forbid
+        the chat (the moderator is not consented to, quiet hours): ``chat`` refuses it,
+        and nothing of theirs may reach the moderator meanwhile."""
+        stood = await standing
+        if self._refusal(stood, chat_processors(moderated=True), at) is not None:
+            return None
+        return await self._policy.covered_as(_now(stood.role))
 
     async def _judge(
         self,
@@ -396,6 +460,7 @@ class Egress:
         self, user_id: str, request: ModelRequest, meter: Meter | None
     ) -> AsyncGenerator[ModelEvent, None]:
         bound = self._bounds["task"]
+        await self._allowed(user_id, "chat")
         withheld = await self._screen.withheld(user_id)
         self._screened(withheld, "task")
         request = screened(request, withheld)
@@ -429,6 +494,7 @@ class Egress:
 
         Raises:
             ToolError: the user's tokens for today are spent (the call was not made).
+            ParentControls: a dependent's parents' controls forbid the chat model.
             IncompleteResponse, ContentFiltered: the reply is not usable.
             ProviderError: the provider failed.
         """
@@ -461,6 +527,8 @@ class Egress:
 
         Raises:
             RateLimited: today's tokens are spent (nothing is asked).
+            ParentControls: a dependent's parents' controls forbid speech (nothing is
+                asked).
             PayloadTooLarge, ProviderSilent, ProviderError: as ``stream``.
         """
         return self._speak(user_id, text)
@@ -470,6 +538,7 @@ class Egress:
         if speaker is None:
             raise ValueError("no speech model")  # callers ask ``speaker`` first
         bound = self._bounds["speech"]
+        await self._allowed(user_id, "speech")
         withheld = await self._screen.withheld(user_id)
         self._screened(withheld, "speech")
         text = withheld.text(text)
@@ -501,6 +570,8 @@ class Egress:
 
         Raises:
             RateLimited: today's tokens are spent (nothing is asked).
+            ParentControls: a dependent's parents' controls forbid transcription
+                (nothing is asked).
             PayloadTooLarge, ProviderSilent, ProviderError: as ``stream``.
         """
         return self._transcribe(user_id, clip, meter)
@@ -513,6 +584,7 @@ class Egress:
             raise ValueError("no transcription model")  # callers ask ``transcribes``
         bound = self._bounds["transcription"]
         _check_size(len(clip.data), bound, "The voice clip")
+        await self._allowed(user_id, "transcription")
         meter = meter or self._budget.meter(user_id)
         estimated = estimated_usage(clip.duration_seconds)
         used = estimated.input_tokens + estimated.output_tokens
@@ -589,12 +661,15 @@ class Egress:
         allowance; the secret carries no text to screen), within its deadline.
 
         Raises:
+            ParentControls: a dependent's parents' controls forbid transcription (a
+                live session hears them).
             ProviderSilent: the provider did not answer in time.
             ProviderError: it did not mint one.
         """
         minter = self._minter
         if minter is None:
             raise ValueError("no live model")  # callers ask ``minter`` first
+        await self._allowed(user_id, "transcription")
         seconds = self._bounds["secret"].seconds
         try:
             async with asyncio.timeout(seconds):

@@ -31,6 +31,7 @@ from typing import Literal, Protocol
 from shared.errors import ModerationUnavailable, ReplyWithheld, TurnModerated
 from shared.llm.base import ChatMessage, Finish, ModelEvent, ModelRequest, TextDelta
 from shared.llm.moderation import Category, Verdict
+from shared.schemas.documents import Controls
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,23 @@ def kind_reply(category: Category | None, helpline: str) -> str:
     return KIND_REPLY
 
 
-class Roles(Protocol):
-    """Each user's role in their family, as stored now (``Families``)."""
+class Standing(Protocol):
+    """A user's role in their family and, for a dependent, their parents' controls."""
 
-    async def role(self, user_id: str) -> str | None:
-        """``parent``, ``dependent``, or ``None`` for a user in no family."""
+    @property
+    def role(self) -> str | None: ...
+
+    @property
+    def controls(self) -> Controls | None: ...
+
+
+class Roles(Protocol):
+    """Each user's role in their family, and a dependent's controls, as stored now
+    (``Families``)."""
+
+    async def standing(self, user_id: str) -> Standing:
+        """Their role (``parent``, ``dependent``, or ``None`` for a user in no family)
+        and, for a dependent, their parents' controls (DESIGN §16), read afresh."""
         ...
 
 

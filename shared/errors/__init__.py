@@ -10,7 +10,8 @@ and the stable ``code`` the API returns, so the HTTP edge maps errors in one pla
     │   │   ├── TokenExpired        401 token_expired
     │   │   └── TokenRevoked        401 token_revoked
     │   ├── Forbidden               403 forbidden             (authenticated, not allowed)
-    │   │   └── ParentOnly          403 parent_only           (a family's parents only)
+    │   │   ├── ParentOnly          403 parent_only           (a family's parents only)
+    │   │   └── ParentControls      403 parent_controls       (its reason: which control)
     │   ├── NotFound                404 not_found
     │   │   ├── NoFamily            404 no_family             (the caller is in no family)
     │   │   ├── FamilyNotFound      404 family_not_found      (not the caller's: never 403)
@@ -118,6 +119,7 @@ from shared.errors.families import (
     LastParent,
     MemberNotFound,
     NoFamily,
+    ParentControls,
     ParentOnly,
     TooManyInvites,
 )
@@ -184,6 +186,7 @@ __all__ = [
     "NoSpeech",
     "NotAcceptable",
     "NotFound",
+    "ParentControls",
     "ParentOnly",
     "PayloadTooLarge",
     "ProviderError",

@@ -3,6 +3,8 @@ invite, and the limits of a family."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from shared.errors.requests import Forbidden, NotFound, RequestError
 
 
@@ -10,6 +12,21 @@ class ParentOnly(Forbidden):
     """Only a parent of the family may do this (invite, revoke, change roles, remove)."""
 
     code = "parent_only"
+
+
+ControlReason = Literal["consent", "quiet_hours", "daily_limit"]
+
+
+class ParentControls(Forbidden):
+    """A dependent's parent does not allow this now (DESIGN §16): ``reason`` says which
+    control: ``consent`` (a processor the parent has not consented to), ``quiet_hours``
+    or ``daily_limit``. Raised before any provider is asked."""
+
+    code = "parent_controls"
+
+    def __init__(self, message: str, reason: ControlReason, detail: str | None = None) -> None:
+        super().__init__(message, detail)
+        self.reason: ControlReason = reason
 
 
 class NoFamily(NotFound):

@@ -1,6 +1,7 @@
 """The invariant of a family's stored state, checked on the documents alone (pure):
 every member has exactly one mirror, and it matches the family; nobody else's mirror
-names the family; each member's ``Membership`` points at it, and nobody else's does.
+names the family; each member's ``Membership`` points at it, and nobody else's does;
+only its dependents have controls (DESIGN §16).
 
 Each user has one mirror path (``/{uid}/client/family/current``), so "exactly one"
 means it exists; "matches" means it is what ``Family.mirror_for`` makes of the family,
@@ -71,6 +72,9 @@ def _family_shape(family: Family) -> list[str]:
         found.append(f"family {family.id}: no members left, yet the family remains")
     elif not family.parents:
         found.append(f"family {family.id}: members but no parent")
+    for uid in sorted(family.controls):
+        if family.controls_of(uid) is None:
+            found.append(f"family {family.id}: controls for {uid}, who is not a dependent of it")
     return found
 
 

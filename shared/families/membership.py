@@ -50,7 +50,7 @@ from shared.errors import (
     RateLimited,
     TooManyInvites,
 )
-from shared.schemas.documents import FamilyMember, FamilyRole
+from shared.schemas.documents import Controls, FamilyMember, FamilyRole
 from shared.schemas.server import Family, Invite, InviteStatus, Membership
 from shared.store.base import Household
 
@@ -269,7 +269,30 @@ def set_role(
     members = [
         m.model_copy(update={"role": role}) if m.user_id == target else m for m in family.members
     ]
-    changed = family.model_copy(update={"members": members, "updated_at": now})
+    # A dependent made a parent is controlled by no one: their controls go with the role.
+    controls = {uid: c for uid, c in family.controls.items() if uid != target}
+    changed = family.model_copy(
+        update={"members": members, "updated_at": now, "controls": controls}
+    )
+    return replace(household, family=changed), changed
+
+
+def set_controls(
+    household: Household, *, caller: str, target: str, controls: Controls
+) -> tuple[Household, Family]:
+    """``target``'s parents' controls are ``controls`` from now on (DESIGN §16).
+
+    Raises:
+        FamilyNotFound: it is not the caller's family, the caller is not a parent in it,
+            or ``target`` is not a dependent of it (404, never 403: nothing is told).
+    """
+    family = household.family
+    me = None if family is None else family.member(caller)
+    if family is None or me is None or me.role != "parent":
+        raise FamilyNotFound(NOT_YOURS)
+    if family.controls_of(target) is None:
+        raise FamilyNotFound(NOT_YOURS)
+    changed = family.model_copy(update={"controls": {**family.controls, target: controls}})
     return replace(household, family=changed), changed
 
 
@@ -325,7 +348,8 @@ def remove(
     }
     if not rest:
         return Household(family=None, invites={}, memberships=memberships), None
-    left = family.model_copy(update={"members": rest, "updated_at": now})
+    controls = {uid: c for uid, c in family.controls.items() if uid != target}
+    left = family.model_copy(update={"members": rest, "updated_at": now, "controls": controls})
     return replace(household, family=left, memberships=memberships), left
 
 

@@ -23,7 +23,7 @@ from shared.errors import FamilyNotFound, NoFamily
 from shared.families import membership
 from shared.families.membership import NOT_YOURS, Allowance, Person
 from shared.ids import IdGenerator, reserved
-from shared.schemas.documents import FamilyRole
+from shared.schemas.documents import Controls, FamilyRole
 from shared.schemas.server import Family, Invite, InviteStatus
 from shared.store.base import FamilyStore, Reads
 
@@ -36,6 +36,15 @@ _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Firestore reserves, which ``reserved`` judges.
 _UID = re.compile(r"^(?!\.\.?$)[^/]{1,128}$")
 NO_NAME = "Family member"
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """A user's role in their family and, for a dependent, their parents' controls, as
+    stored at the moment of reading (``None``, both, for a user in no family)."""
+
+    role: str | None = None
+    controls: Controls | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +106,11 @@ def _names_one(document_id: str, pattern: re.Pattern[str] = _ID) -> bool:
     return pattern.match(document_id) is not None and not reserved(document_id)
 
 
+def names_one(document_id: str, *, user: bool = False) -> bool:
+    """Whether ``document_id`` could name a family (or, with ``user``, a user)."""
+    return _names_one(document_id, _UID if user else _ID)
+
+
 def _family_id(family_id: str) -> str:
     if not _names_one(family_id):
         raise FamilyNotFound(NOT_YOURS)
@@ -150,12 +164,19 @@ class Families:
     async def role(self, user_id: str) -> str | None:
         """The user's role in their family as stored now (``parent``, ``dependent``), or
         ``None`` in none: read afresh each time, so a change made by any process holds."""
+        return (await self.standing(user_id)).role
+
+    async def standing(self, user_id: str) -> Standing:
+        """The user's role and, for a dependent, their parents' controls (DESIGN §16),
+        as stored now: one read of the family gives both, afresh each time."""
         try:
             family = await self.current(user_id)
         except NoFamily:
-            return None
+            return Standing()
         member = family.member(user_id)
-        return None if member is None else member.role
+        if member is None:
+            return Standing()
+        return Standing(member.role, family.controls_of(user_id))
 
     async def _count(self, user_id: str, allowance: Allowance, limit: int) -> None:
         """One attempt against the user's hourly allowance (429 past it)."""

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from shared.schemas.documents import (
     ArchiveSegment,
+    Controls,
     Conversation,
     FamilyMirror,
     Lesson,
@@ -31,6 +32,7 @@ SETTINGS_SCHEMA_PATH = SCHEMAS / "settings.schema.json"
 LESSON_SCHEMA_PATH = SCHEMAS / "lesson.schema.json"
 ARCHIVE_SCHEMA_PATH = SCHEMAS / "archive.schema.json"
 SAFETY_SCHEMA_PATH = SCHEMAS / "safety.schema.json"
+CONTROLS_SCHEMA_PATH = SCHEMAS / "controls.schema.json"
 # Each file: the document it describes, and where clients read it.
 DOCUMENTS: dict[Path, tuple[type[BaseModel], str]] = {
     SCHEMA_PATH: (Conversation, "/{userId}/client/conversations/{conversationId}"),
@@ -39,6 +41,7 @@ DOCUMENTS: dict[Path, tuple[type[BaseModel], str]] = {
     SETTINGS_SCHEMA_PATH: (UserSettings, "/{userId}/client/settings/current"),
     LESSON_SCHEMA_PATH: (Lesson, "/{userId}/client/lessons/{lessonId}"),
     SAFETY_SCHEMA_PATH: (SafetyMirror, "/{userId}/client/family/safety"),
+    CONTROLS_SCHEMA_PATH: (Controls, "/{userId}/client/settings/controls"),
     ARCHIVE_SCHEMA_PATH: (
         ArchiveSegment,
         "/{userId}/client/conversations/{conversationId}/archive/{segment}",

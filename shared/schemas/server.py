@@ -12,6 +12,8 @@ only the mirror written into their own subtree (``FamilyMirror``)::
     /inviteTokens/{sha256 of the token}      InviteToken: which invite a token opens
     /{userId}/server/family/membership       Membership: the user's family, allowances
     /{userId}/client/family/current          FamilyMirror (client-readable)
+    /{userId}/client/settings/controls       Controls: a dependent's, as the family's
+                                             ``controls`` hold them (client-readable)
 
 Beside them, each user's server-only upkeep of what the api answers from (never parsed
 again on a read): ``LessonsProgress`` (``/{userId}/server/progress/lessons``),
@@ -28,6 +30,7 @@ from typing import Literal
 from pydantic import Field
 
 from shared.schemas.documents import (
+    Controls,
     Document,
     FamilyMember,
     FamilyMirror,
@@ -200,6 +203,19 @@ class Family(Document):
     # family's invites held up the commit of another family's invite for the whole lock
     # timeout (2 s) and aborted it.
     invite_ids: list[str] = Field(default_factory=list)
+    # Each dependent's parents' controls (DESIGN §16), by user id: kept in the family so
+    # that the read which finds a user's role finds them too (no second read a call),
+    # and so that a member who leaves, or becomes a parent, loses them in the same
+    # change. A dependent without an entry has the defaults.
+    controls: dict[str, Controls] = Field(default_factory=dict)
+
+    def controls_of(self, user_id: str) -> Controls | None:
+        """What ``user_id``'s parents allow, when they are a dependent here (else
+        ``None``: no one controls a parent, nor a stranger)."""
+        member = self.member(user_id)
+        if member is None or member.role != "dependent":
+            return None
+        return self.controls.get(user_id) or Controls()
 
     def member(self, user_id: str) -> FamilyMember | None:
         """The member with this user id, if they belong to the family."""
@@ -268,11 +284,15 @@ class Membership(Document):
     """``/{userId}/server/family/membership``: the family the user belongs to (one at
     most, checked in the transaction that adds them), and when they last asked for
     invite links and tried to join (each list holds the last hour's, for the hourly
-    allowances)."""
+    allowances), and a dependent's turns today."""
 
     family_id: str | None = None
     invites_asked: list[Timestamp] = Field(default_factory=list)
     joins_tried: list[Timestamp] = Field(default_factory=list)
+    # A dependent's turns today (``turns_day``, where they are: DESIGN §16), counted in
+    # the transaction that judges a send on the family's ``dailyTurns``.
+    turns_day: str | None = None
+    turns: int = 0
 
 
 class Receipt(Document):

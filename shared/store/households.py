@@ -8,6 +8,9 @@ looks afterwards. From the two households, ``plan`` derives every write:
 * each member's mirror (``/{uid}/client/family/current``): rewritten for every member
   whose view of the family changed (all of them when a member, a role, the name or
   ``updatedAt`` changed; none for a new invite), deleted for each one no longer in it;
+* each dependent's controls mirror (``/{uid}/client/settings/controls``): written when
+  their entry in the family's ``controls`` changed, deleted when it went (they left,
+  became a parent, or the family ended);
 * invites: each new or changed one written, and a new one's token index with it; one
   dropped from the household deleted, with its token index;
 * memberships: each one that changed written whole (it was read in the transaction).
@@ -51,6 +54,11 @@ def mirror_path(user_id: str) -> Path:
     return (user_id, "client", "family", "current")
 
 
+def controls_mirror_path(user_id: str) -> Path:
+    """What a dependent reads of their parents' controls (``schemas/controls.schema.json``)."""
+    return (user_id, "client", "settings", "controls")
+
+
 @dataclass(frozen=True, slots=True)
 class Write:
     """Set ``document`` at ``path`` (whole), or delete it when ``document`` is ``None``."""
@@ -63,6 +71,7 @@ def plan(before: Household, after: Household) -> list[Write]:
     """Every write that turns ``before`` (as read) into ``after`` (as changed)."""
     return [
         *_family(before.family, after.family),
+        *_controls(before.family, after.family),
         *_invites(before, after),
         *(
             Write(membership_path(uid), membership.to_firestore())
@@ -87,6 +96,17 @@ def _family(before: Family | None, after: Family | None) -> Iterator[Write]:
     for member in before.members if before is not None else []:
         if member.user_id not in staying:
             yield Write(mirror_path(member.user_id), None)
+
+
+def _controls(before: Family | None, after: Family | None) -> Iterator[Write]:
+    old = before.controls if before is not None else {}
+    new = after.controls if after is not None else {}
+    for user_id, controls in new.items():
+        if controls != old.get(user_id):
+            yield Write(controls_mirror_path(user_id), controls.to_firestore())
+    for user_id in old:
+        if user_id not in new:
+            yield Write(controls_mirror_path(user_id), None)
 
 
 def _seen(family: Family | None, user_id: str) -> FamilyMirror | None:

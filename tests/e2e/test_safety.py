@@ -3,10 +3,12 @@ functions (two processes each) on the Firestore emulator, and the OpenAI fake, w
 ``/v1/moderations`` judges text by the offline word list and can be held (a moderator
 that hangs). A dependent's flagged turn is answered kindly, a reply flagged half way
 leaves only a note in the document, a hanging moderator holds the turn closed, a parent
-reads the flags, and the dependent's request for them is 404."""
+reads the flags, and the dependent's request for them is 404. A parent's controls set
+on one api process hold on the other at once: no model is asked."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +16,7 @@ import httpx
 import pytest
 from google.cloud import firestore
 
-from tests.e2e.conftest import Functions, SseEvent, StackUser, settled, wait_for
+from tests.e2e.conftest import ExtraApi, Functions, SseEvent, StackUser, settled, wait_for
 from tests.e2e.test_family_agent import (  # noqa: F401 (home: a fixture)
     SEND,
     Household,
@@ -150,3 +152,52 @@ def test_e2e_in_the_background_a_flagged_turn_and_a_flagged_reply_are_judged_ali
     withheld = reply_in(db, home.kid, in_background(api, home.kid, turn))
     assert withheld["status"] == "withheld" and text_of(withheld) == NOTE
     assert withheld["moderated"] == {"direction": "output", "category": "harassment"}
+
+
+def test_e2e_a_parents_controls_set_on_one_api_hold_on_the_other(
+    functions: Functions,
+    api: httpx.Client,
+    second_api: ExtraApi,
+    home: Household,  # noqa: F811
+    db: firestore.Client,
+    fake_openai: FakeOpenAI,
+) -> None:
+    consent = {"chat": False, "speech": True, "transcription": True, "moderation": True}
+    url = f"{FAMILIES}/{home.family_id}/members/{home.kid.uid}/controls"
+    put = api.put(url, headers=as_(home.mum), json={"consent": consent})
+    assert put.status_code == 200, put.text
+    assert put.json()["controls"]["consent"] == consent
+    mirror = db.document(f"{home.kid.uid}/client/settings/controls").get()
+    assert mirror.exists and mirror.to_dict()["consent"]["chat"] is False
+
+    turn = f"what is seven times eight {home.family_id} controls"
+    fake_openai.script(turn, Script(chunks=["Fifty-six."]))
+    with httpx.Client(base_url=second_api.url, timeout=60) as other:
+        for headers in ({"Accept": "text/event-stream"}, {}):  # streamed, and background
+            sent = other.post(
+                "/api/spark/agent/messages",
+                headers={**as_(home.kid), **headers},
+                json={"text": turn},
+            )
+            assert sent.status_code == 403, sent.text
+            error = sent.json()["error"]
+            assert (error["code"], error["reason"]) == ("parent_controls", "consent")
+        # The parent allows it again, on the first process: the other one sees it at once.
+        consent["chat"] = True
+        assert api.put(url, headers=as_(home.dad), json={"consent": consent}).status_code == 200
+        assert fake_openai.requests_for(turn) == []
+        assert not [m for m in fake_openai.moderations if turn in json.dumps(m)]
+        with httpx.stream(
+            "POST",
+            second_api.url + "/api/spark/agent/messages",
+            headers={**as_(home.kid), "Accept": "text/event-stream"},
+            json={"text": turn},
+            timeout=60,
+        ) as answered:
+            assert answered.status_code == 200
+            answered.read()
+    assert len(fake_openai.requests_for(turn)) == 1
+    conversations = db.collection(f"{home.kid.uid}/client/conversations").get()
+    (conversation,) = [c.to_dict() for c in conversations]
+    notice = conversation["messages"][0]
+    assert notice["role"] == "system" and "an AI, not a person" in text_of(notice)

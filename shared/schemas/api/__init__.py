@@ -21,6 +21,11 @@ from shared.schemas.api.common import (
     UserId,
     VoiceSessionId,
 )
+from shared.schemas.api.controls import (
+    ControlsInfo,
+    ControlsRequest,
+    ControlsResponse,
+)
 from shared.schemas.api.families import (
     FAMILY_ID_PATTERN,
     CreateFamilyRequest,
@@ -102,6 +107,9 @@ __all__ = [
     "ApprovalRequest",
     "AttachmentRef",
     "CancelTaskResponse",
+    "ControlsInfo",
+    "ControlsRequest",
+    "ControlsResponse",
     "ConversationId",
     "ConversationInfo",
     "CreateFamilyRequest",

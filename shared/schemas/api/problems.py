@@ -35,6 +35,11 @@ class ErrorDetail(BaseModel):
         description="A per-user limit was reached (429): the seconds until a retry may be "
         "admitted, as the Retry-After header says.",
     )
+    reason: str | None = Field(
+        default=None,
+        description="Which parent's control refused a dependent's call (403 "
+        "parent_controls): consent, quiet_hours or daily_limit.",
+    )
 
 
 class ErrorBody(BaseModel):

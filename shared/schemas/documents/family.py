@@ -4,6 +4,7 @@ settings."""
 from __future__ import annotations
 
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field
 
@@ -47,6 +48,61 @@ class UserSettings(Document):
 
     ai_reads_family_messages: bool = True
     updated_at: Timestamp | None = None
+
+
+class Consent(Document):
+    """Which processors a parent lets receive their dependent's data (DESIGN §16): the
+    chat model's provider, speech, transcription and the moderator. A dependent's
+    defaults are all ``True``: a parent's invite consents to what the service is."""
+
+    chat: bool = True
+    speech: bool = True
+    transcription: bool = True
+    moderation: bool = True
+
+
+CLOCK_TIME = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+"""A time of day, ``HH:MM`` on a 24-hour clock."""
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA time zone ``name``.
+
+    Raises:
+        ValueError: there is no such zone.
+    """
+    # A path-like name would make ``ZoneInfo`` look outside its data.
+    if not name or name.startswith(("/", ".")) or ".." in name or "\\" in name:
+        raise ValueError(f"{name!r} is not an IANA time zone name")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{name!r} is not an IANA time zone name") from None
+
+
+class QuietHours(Document):
+    """A daily window (``HH:MM`` to ``HH:MM`` in ``time_zone``, an IANA name) in which a
+    dependent's sends are refused; a window whose end is before its start crosses
+    midnight."""
+
+    start: str = Field(pattern=CLOCK_TIME)
+    end: str = Field(pattern=CLOCK_TIME)
+    time_zone: str = Field(min_length=1, max_length=64)
+
+
+class Controls(Document):
+    """``/{userId}/client/settings/controls``: what a dependent's parents allow (DESIGN
+    §16), as the dependent may read it. The truth is server-only, beside the family
+    (``/families/{familyId}``'s ``controls``), written with this mirror in one
+    transaction by ``PUT /api/spark/families/{id}/members/{uid}/controls``; a dependent
+    without either has the defaults (every consent, no quiet hours, no daily limit).
+    """
+
+    consent: Consent = Field(default_factory=Consent)
+    quiet_hours: QuietHours | None = None
+    daily_turns: int | None = Field(default=None, ge=1, le=500)
+    updated_at: Timestamp | None = None
+    updated_by: str | None = None
 
 
 MAX_FLAGS = 100

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared.schemas.api import (
+    ControlsRequest,
+    ControlsResponse,
     CreateFamilyRequest,
     DeletionResponse,
     EraseAccountRequest,
@@ -108,6 +110,20 @@ def family_paths() -> dict[str, Any]:
                 "server (members only; any other family is 404 family_not_found).",
                 (200, "The progress.", ProgressResponse),
                 parameters=(family,),
+            )
+        },
+        FAMILIES + "/{familyId}/members/{userId}/controls": {
+            "put": operation(
+                "Set a dependent's controls and consent (DESIGN §16): which processors may "
+                "receive their data, quiet hours, a daily limit of turns. Parents of that "
+                "family, for a dependent member only: anyone else, and any other member, "
+                "is 404 family_not_found (nothing changed); a bad body 400, nothing "
+                "changed. Mirrored to the dependent at /{uid}/client/settings/controls. "
+                "A call the controls forbid is 403 parent_controls with reason consent, "
+                "quiet_hours or daily_limit, and no provider is asked.",
+                (200, "The controls as set.", ControlsResponse),
+                ControlsRequest,
+                (family, member),
             )
         },
         FAMILIES + "/{familyId}/safety": {
