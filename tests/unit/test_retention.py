@@ -98,7 +98,7 @@ async def test_retention_off_deletes_nothing() -> None:
 def sweeper(service: Harness, fakes: Fakes, clock: ManualClock, page: int) -> Retention:
     """The sweep on ``service``'s stores, with pages of ``page`` conversations."""
     conversations = Conversations(
-        fakes.store, fakes.sections, fakes.files, service.scheduler, clock
+        fakes.store, fakes.sections, fakes.files, service.scheduler, clock, fakes.feedback
     )
     return Retention(fakes.store, conversations, fakes.queue, clock, DAYS, page)
 
