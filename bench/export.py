@@ -74,13 +74,13 @@ def message(n: int) -> Message:
 
 async def conversation(store: InMemoryConversationStore, c: int, segments: int, live: int) -> None:
     """One conversation: ``segments`` archive segments of 100 messages, ``live`` more."""
-    cid, n = f"conv_{c:03d}", 0
-    for number in range(1, segments + 1):
-        moved = [message(n + i) for i in range(100)]
-        n += 100
-        segment = ArchiveSegment(conversation_id=cid, segment=number, messages=moved, created_at=T0)
-        await store.archive(ME.uid, segment)
-    marker = ArchiveMarker(count=n, newest_id=f"m{n - 1:06d}", segments=segments) if n else None
+    cid, archived = f"conv_{c:03d}", segments * 100
+    marker = (
+        ArchiveMarker(count=archived, newest_id=f"m{archived - 1:06d}", segments=segments)
+        if archived
+        else None
+    )
+    # The conversation first: a segment is archived only beside one that exists.
     await store.create(
         ME.uid,
         Conversation(
@@ -90,10 +90,15 @@ async def conversation(store: InMemoryConversationStore, c: int, segments: int, 
             created_at=T0,
             updated_at=T0,
             last_message_at=T0,
-            messages=[message(n + i) for i in range(live)],
+            messages=[message(archived + i) for i in range(live)],
             archived=marker,
         ),
     )
+    for number in range(1, segments + 1):
+        first = (number - 1) * 100
+        moved = [message(first + i) for i in range(100)]
+        segment = ArchiveSegment(conversation_id=cid, segment=number, messages=moved, created_at=T0)
+        await store.archive(ME.uid, segment)
 
 
 async def account(conversations: int, segments: int, live: int, files: int, lessons: int) -> ApiApp:

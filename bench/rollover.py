@@ -71,19 +71,14 @@ async def seeded(history: int) -> tuple[object, str, int]:
         live.insert(0, message)
     archived = messages[: len(messages) - len(live)]
     uid, cid = "bench-rollover", f"c{history}-{time.time_ns()}"
-    segments = 0
-    for start in range(0, len(archived), 300):
-        segments += 1
-        chunk = archived[start : start + 300]
-        await store.archive(
-            uid,
-            ArchiveSegment(conversation_id=cid, segment=segments, messages=chunk, created_at=now),
-        )
+    segments = -(-len(archived) // 300)  # 300 messages a segment
     marker = (
         ArchiveMarker(count=len(archived), newest_id=archived[-1].id, segments=segments)
         if archived
         else None
     )
+    # The conversation first: an archive segment is written only beside a conversation
+    # that exists (a deleted one's late roll-over must not make it again).
     await store.create(
         uid,
         Conversation(
@@ -96,6 +91,12 @@ async def seeded(history: int) -> tuple[object, str, int]:
             archived=marker,
         ),
     )
+    for number, start in enumerate(range(0, len(archived), 300), start=1):
+        chunk = archived[start : start + 300]
+        await store.archive(
+            uid,
+            ArchiveSegment(conversation_id=cid, segment=number, messages=chunk, created_at=now),
+        )
     return stores, cid, len(live)
 
 
