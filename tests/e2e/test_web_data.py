@@ -258,6 +258,13 @@ def test_web_regenerate_asks_for_the_last_reply_and_shows_the_newest_of_a_chain(
         route.fulfill(status=202, content_type="application/json", body="{}")
 
     page.route(f"**/api/spark/agent/conversations/{conv}/regenerate", answer)
+    # The title is made after the reply's done and redraws the conversation: a click
+    # before it lands on a button about to be replaced.
+    wait_for(
+        lambda: (conversation_doc(db, user.uid, conv) or {}).get("title"),
+        what="the conversation's title",
+    )
+    again = replies.last.get_by_role("button", name="Regenerate")
     again.click()
     wait_for(lambda: asked)
     assert asked == [("POST", {"messageId": old_id})]

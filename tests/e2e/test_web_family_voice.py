@@ -308,7 +308,9 @@ def test_web_push_to_talk_is_heard_offline_then_the_reply_is_read_aloud(
     page.keyboard.press("Enter")
     expect(talk).to_have_attribute("aria-pressed", "false")
     heard = page.locator("#transcript")
-    expect(heard).to_contain_text("You said: ", timeout=90_000)
+    # The local model's transcription takes minutes of CPU on a loaded machine (a net,
+    # not a verdict: 90 s was passed once with three suites running at once).
+    expect(heard).to_contain_text("You said: ", timeout=600_000)
     conv = conversation_id(page)
     words = heard.inner_text().removeprefix("You said: ")
     rate = word_error_rate(PASSAGE, words)
