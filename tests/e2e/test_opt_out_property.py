@@ -9,22 +9,28 @@ JSON, regrouped numbers).
 Hypothesis picks the order of family messages (to the family or to one member), each
 member's reads and chat, Mum's lessons and speech, relays and opt-outs and opt-ins
 (bounded: a few short runs, as each step is real HTTP). Each request the fake received
-is judged, for the member it was made for, against the settings in force when it
-arrived: none may carry three words in a row, or a number, of a message then withheld
-(a relay is still its first author's words).
+is judged, for the member and the run (``example``) it was made for, against the
+settings in force when it arrived: none may carry three words in a row, or a number, of
+a message then withheld (a relay is still its first author's words). A setting changes
+only once the stack is quiet (no run, task or title still to come), so that no request
+screened before the change arrives after it; and a run's late requests (a lesson still
+drafted as the next run begins) are judged by their own run's settings, not the next's.
 The same property on the in-package fakes, with many more runs:
 ``tests/unit/test_opt_out_property.py``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import threading
 import time
 from typing import Any
 
 import httpx
 import pytest
+from google.cloud import firestore
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -36,10 +42,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from shared.agent.titles import BRIEF as TITLE_BRIEF
+from shared.agent.titles import title_request
+from shared.audit.violations import pending
+from shared.schemas.documents import Conversation
 from shared.tools.family.sending import MAX_SENT_CHARS
 from shared.tools.quoting import READ_TOOL, SEND_TOOL
 from tests.e2e.conftest import (
+    PROJECT,
     Functions,
     SseEvent,
     StackUser,
@@ -52,6 +61,7 @@ from tests.e2e.conftest import (
 from tests.fakes.openai_server import FakeOpenAI, Script
 from tests.unit.test_lesson_tools import DRAFT
 from tests.unit.test_opt_out_property import DISGUISES, VOCABULARY, _words, carries, runs_of
+from tools.audit import read_user
 
 pytestmark = pytest.mark.emulator
 
@@ -66,19 +76,35 @@ WORDS = st.lists(st.sampled_from(VOCABULARY), min_size=3, max_size=6).map(" ".jo
 DISGUISE = st.sampled_from(sorted(DISGUISES))
 
 
-def said_by(text: str, member: str) -> str:
-    """``text`` as ``member`` says it to their agent: tagged, so that each request the
-    fake is sent names the member it was made for (none of the family's words is a
-    member's name: ``VOCABULARY`` ends each in l, n or x)."""
-    return f"{text} ({member})"
+_RUNS = itertools.count(1)
+# A member's tag ("(kid ex3)") and a lesson brief's ("(ex3)"): the run a request is for.
+_TAG = re.compile(r" \((dad|kid|mum) (ex[0-9]+)\)$")
+_EXAMPLE = re.compile(r"\((?:(?:dad|kid|mum) )?(ex[0-9]+)\)")
+
+
+def said_by(text: str, member: str, example: str) -> str:
+    """``text`` as ``member`` says it to their agent in run ``example``: tagged, so that
+    each request the fake is sent names the member and the run it was made for (none of
+    the family's words is a member's name or a run's: ``VOCABULARY`` ends each in l, n
+    or x)."""
+    return f"{text} ({member} {example})"
 
 
 def speaker(text: str) -> str | None:
     """The member a trigger of this test's was said by (``None``: not one)."""
-    for member in MEMBERS:
-        tag = f" ({member})"
-        if text.endswith(tag) and text.removesuffix(tag).startswith((READ, CHAT, LESSON, RELAY)):
-            return member
+    tag = _TAG.search(text)
+    if tag and text[: tag.start()].startswith((READ, CHAT, LESSON, RELAY)):
+        return tag.group(1)
+    return None
+
+
+def example_of(body: dict[str, Any]) -> str | None:
+    """The run a request of this test's was made in (``None``: none is named)."""
+    for message in body.get("messages") or []:
+        if message.get("role") == "user":
+            found = _EXAMPLE.search(str(message.get("content")))
+            if found:
+                return found.group(1)
     return None
 
 
@@ -109,18 +135,13 @@ def _reader(body: dict[str, Any]) -> str:
     return "mum"
 
 
-def _titles(body: dict[str, Any]) -> bool:
-    """Whether ``body`` is a request that titles a conversation."""
-    users = [str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "user"]
-    return any(text.startswith(TITLE_BRIEF) for text in users)
-
-
 class Parrot:
     """The fake's answer to every chat request: it repeats the family messages whose
     words reach it whole, in the disguise it is set to. Told to relay to a member, it
     reads the family's messages and sends what it saw to them."""
 
-    def __init__(self) -> None:
+    def __init__(self, example: str) -> None:
+        self.example = example
         self.known: list[str] = []
         self.disguise = "plain"
         self.lock = threading.Lock()
@@ -147,7 +168,8 @@ class Parrot:
         if text.startswith((READ, RELAY)):
             return Script(chunks=[], tool_calls=[("read_family_messages", "{}")])
         if text.startswith(LESSON):
-            brief = {"topic": f"{BRIEF}{echo or 'rivers'}"[:200], "audience": "Year 5"}
+            topic = f"{BRIEF}({self.example}) {echo or 'rivers'}"[:200]
+            brief = {"topic": topic, "audience": "Year 5"}
             return Script(chunks=[], tool_calls=[("create_lesson", json.dumps(brief))])
         asked = users[-1]
         answered_read = last.get("role") == "tool" and len(messages) >= 2
@@ -177,20 +199,23 @@ class StackMachine(RuleBasedStateMachine):
     functions: Functions
     fake: FakeOpenAI
     auth_host: str
+    db: firestore.Client
+    # Every run of the test by its name, and how much of the fake's wire is judged.
+    runs: dict[str, StackMachine]
+    judged: int
 
     def __init__(self) -> None:
         super().__init__()
+        self.example = f"ex{next(_RUNS)}"
+        self.runs[self.example] = self
         self.api = httpx.Client(base_url=self.functions.api, timeout=60)
-        self.parrot = Parrot()
-        self.fake.answer = self.parrot
+        self.parrot = Parrot(self.example)
         self.users = {name: new_user(self.auth_host) for name in ("mum", "dad", "kid")}
         self.sent: list[tuple[str, str]] = []
         # When each member's setting changed (time.monotonic() once it was answered).
         self.changes: list[tuple[float, str, bool]] = []
         self.conversations: dict[str, str] = {}  # each member's agent conversation
         self.replies: list[str] = []  # Mum's replies (to be read aloud)
-        self.titled: set[str] = set()  # members whose conversation's title was asked
-        self.checked = len(self.fake.wire)
         self._family()
 
     def _as(self, name: str) -> dict[str, str]:
@@ -214,7 +239,7 @@ class StackMachine(RuleBasedStateMachine):
 
     def _say(self, member: str, text: str) -> list[SseEvent]:
         user: StackUser = self.users[member]
-        body: dict[str, Any] = {"text": said_by(text, member)}
+        body: dict[str, Any] = {"text": said_by(text, member, self.example)}
         if member in self.conversations:
             body["conversationId"] = self.conversations[member]
         deadline = time.monotonic() + 45
@@ -232,15 +257,6 @@ class StackMachine(RuleBasedStateMachine):
                 break
         self.conversations.setdefault(member, events[0].data["conversationId"])
         done = [e for e in events if e.event == "done"]
-        if done and done[-1].data.get("status") == "complete" and member not in self.titled:
-            # A conversation's first finished reply is titled after its done, in the
-            # background: its request is awaited here, so that it is judged against the
-            # settings of when it was made, not of a later step.
-            wait_for(
-                lambda: any(_titles(b) and _reader(b) == member for _, b in self.fake.wire),
-                what=f"the title request of {member}'s conversation",
-            )
-            self.titled.add(member)
         if member == "mum" and done and done[-1].data.get("status") == "complete":
             self.replies.append(done[-1].data["messageId"])
         return events
@@ -323,8 +339,25 @@ class StackMachine(RuleBasedStateMachine):
         url = f"/api/spark/agent/conversations/{self.conversations['mum']}/speech"
         self.api.post(url, headers=self._as("mum"), json={"messageId": self.replies[-1]})
 
+    def quiet(self) -> bool:
+        """Whether nothing of this run's is still to reach the provider: no run active,
+        no task queued or running, and every conversation with a reply titled (a title
+        is asked for after the reply's ``done``, in the background)."""
+        for user in self.users.values():
+            documents = read_user(self.db, user.uid)
+            if pending(documents):
+                return False
+            for raw in documents.conversations.values():
+                if raw.get("kind") != "agent" or raw.get("title") is not None:
+                    continue
+                if title_request(Conversation.model_validate(raw), "") is not None:
+                    return False
+        return True
+
     @rule(member=st.sampled_from(["mum", "dad", "kid"]), reads=st.booleans())
     def setting(self, member: str, reads: bool) -> None:
+        # A request screened before the change may arrive after it: none is in flight.
+        wait_for(self.quiet, what="the stack quiet before a setting changes")
         changed = self.api.patch(
             SETTINGS, headers=self._as(member), json={"aiReadsFamilyMessages": reads}
         )
@@ -349,12 +382,26 @@ class StackMachine(RuleBasedStateMachine):
 
     @invariant()
     def nothing_withheld_reached_the_provider(self) -> None:
-        for at, body in self.fake.wire[self.checked :]:
-            # Speech is Mum's (she alone has replies read aloud).
-            withheld = self._withheld_at(at, "mum" if "input" in body else _reader(body))
-            for text in _wire_strings(body):
-                assert not carries(text, withheld), text
-        self.checked = len(self.fake.wire)
+        judge(self)
+
+
+def judge(current: StackMachine) -> None:
+    """Judge each request the fake has received since the last judgement by the run it
+    was made in (one that names none, a speech request say, is ``current``'s)."""
+    wire = current.fake.wire
+    for at, body in wire[StackMachine.judged :]:
+        run = StackMachine.runs.get(example_of(body) or "", current)
+        # Speech is Mum's (she alone has replies read aloud).
+        withheld = run._withheld_at(at, "mum" if "input" in body else _reader(body))
+        for text in _wire_strings(body):
+            assert not carries(text, withheld), text
+    StackMachine.judged = len(wire)
+
+
+def _answer(body: dict[str, Any]) -> Script | None:
+    """The fake's answer: the parrot of the run the request was made in."""
+    run = StackMachine.runs.get(example_of(body) or "")
+    return run.parrot(body) if run else None
 
 
 def test_e2e_no_withheld_text_reaches_the_provider_on_two_processes(
@@ -363,6 +410,9 @@ def test_e2e_no_withheld_text_reaches_the_provider_on_two_processes(
     StackMachine.functions = functions
     StackMachine.fake = fake_openai
     StackMachine.auth_host = emulators[1]
+    StackMachine.db = firestore.Client(project=PROJECT)
+    StackMachine.runs = {}
+    StackMachine.judged = len(fake_openai.wire)
     # The shared profile (no deadline: a verdict never depends on the machine's speed),
     # bounded by its runs and their steps, each a real HTTP exchange.
     bounded = settings(
@@ -372,6 +422,11 @@ def test_e2e_no_withheld_text_reaches_the_provider_on_two_processes(
         suppress_health_check=list(HealthCheck),
         database=None,
     )
-    # The parrot stays on after the test: the lessons it queued are still being
-    # drafted while the audit waits for them (it answers this test's requests only).
+    # The parrots stay on after the test: the lessons they queued may still be drafted
+    # while the audit waits for them (they answer this test's requests only).
+    fake_openai.answer = _answer
     run_state_machine_as_test(StackMachine, settings=bounded)
+    # What the last run left going still reaches the provider: judged once all is quiet.
+    for run in StackMachine.runs.values():
+        wait_for(run.quiet, what=f"run {run.example} quiet")
+    judge(next(reversed(StackMachine.runs.values())))
