@@ -328,7 +328,7 @@ def assemble(
     settings_store = settings_store if settings_store is not None else InMemorySettingsStore()
     provenance = provenance if provenance is not None else InMemoryProvenanceStore()
     safety = safety if safety is not None else InMemorySafetyStore()
-    feedback = feedback if feedback is not None else InMemoryFeedbackStore()
+    feedback = feedback if feedback is not None else InMemoryFeedbackStore(store)
     if accounts is None:
         held = (store, ledger, sections, lessons, families, settings_store, provenance, safety)
         accounts = accounts_beside((*held, feedback))

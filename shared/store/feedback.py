@@ -24,9 +24,12 @@ class FeedbackStore(Protocol):
     """A person's ratings of replies, kept for quality review."""
 
     async def keep(self, user_id: str, record: FeedbackRecord) -> None:
-        """Keep ``record`` (replacing the reply's earlier one).
+        """Keep ``record`` (replacing the reply's earlier one), on the condition that its
+        conversation still exists: a rating that lands as its conversation is deleted
+        leaves no record behind it (the delete forgets the records after the document).
 
         Raises:
+            NotFound: the conversation does not exist (nothing was kept).
             StoreError: the store failed.
         """
         ...

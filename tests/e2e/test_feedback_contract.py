@@ -1,6 +1,7 @@
 """The ``FeedbackStore`` contract (``shared/store/feedback.py``), held by the in-memory
 fake and by the Firestore adapter against the emulator alike: one record per rated
-reply (the latest), read back oldest first, and forgotten with its conversation only."""
+reply (the latest), read back oldest first, forgotten with its conversation only, and
+kept only beside a conversation that exists."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from shared.errors import NotFound
+from shared.schemas.documents import Conversation
 from shared.schemas.server import FeedbackRecord
+from shared.store.base import ConversationStore
 from shared.store.feedback import FeedbackStore
 from shared.store.firestore import connect
+from shared.store.memory.conversations import InMemoryConversationStore
 from shared.store.memory.feedback import InMemoryFeedbackStore
 from tests.e2e.conftest import PROJECT
 
@@ -22,17 +27,33 @@ NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 @pytest.fixture(params=["memory", "firestore"])
-async def feedback(
+async def stores(
     request: pytest.FixtureRequest, emulators: object
-) -> AsyncIterator[FeedbackStore]:
+) -> AsyncIterator[tuple[FeedbackStore, ConversationStore]]:
+    """A feedback store and the conversations it keeps records beside."""
     if request.param == "memory":
-        yield InMemoryFeedbackStore()
+        conversations = InMemoryConversationStore()
+        yield InMemoryFeedbackStore(conversations), conversations
         return
-    stores = connect(PROJECT)
+    connected = connect(PROJECT)
     try:
-        yield stores.feedback
+        yield connected.feedback, connected.conversations
     finally:
-        stores.close()
+        connected.close()
+
+
+async def started(store: ConversationStore, uid: str, *ids: str) -> None:
+    for conversation_id in ids:
+        await store.create(
+            uid,
+            Conversation(
+                id=conversation_id,
+                participant_ids=[uid],
+                created_at=NOW,
+                updated_at=NOW,
+                last_message_at=NOW,
+            ),
+        )
 
 
 def record(conversation: str, message: str, rating: str, minutes: int) -> FeedbackRecord:
@@ -46,9 +67,12 @@ def record(conversation: str, message: str, rating: str, minutes: int) -> Feedba
 
 
 async def test_feedback_keeps_the_latest_per_reply_and_forgets_by_conversation(
-    feedback: FeedbackStore,
+    stores: tuple[FeedbackStore, ConversationStore],
 ) -> None:
+    feedback, conversations = stores
     uid, other = f"u{secrets.token_hex(4)}", f"u{secrets.token_hex(4)}"
+    await started(conversations, uid, "c1", "c2")
+    await started(conversations, other, "c1")
     assert await feedback.of(uid) == []
     await feedback.keep(uid, record("c1", "m1", "down", 1))
     await feedback.keep(uid, record("c2", "m2", "up", 2))
@@ -63,3 +87,21 @@ async def test_feedback_keeps_the_latest_per_reply_and_forgets_by_conversation(
     await feedback.forget(uid, "c-none")
     assert [r.conversation_id for r in await feedback.of(uid)] == ["c2"]
     assert [r.rating for r in await feedback.of(other)] == ["down"]
+
+
+async def test_feedback_is_kept_only_beside_a_conversation_that_exists(
+    stores: tuple[FeedbackStore, ConversationStore],
+) -> None:
+    """A rating that lands once its conversation is deleted keeps nothing: the delete
+    forgot the records already, and none may outlive it."""
+    feedback, conversations = stores
+    uid = f"u{secrets.token_hex(4)}"
+    with pytest.raises(NotFound):
+        await feedback.keep(uid, record("c-never", "m1", "up", 1))
+    await started(conversations, uid, "c1")
+    await feedback.keep(uid, record("c1", "m1", "up", 1))
+    await conversations.delete(uid, "c1", NOW + timedelta(hours=1))
+    await feedback.forget(uid, "c1")
+    with pytest.raises(NotFound):
+        await feedback.keep(uid, record("c1", "m1", "down", 2))
+    assert await feedback.of(uid) == []

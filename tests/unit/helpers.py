@@ -90,11 +90,15 @@ class Fakes:
     settings: InMemorySettingsStore = field(default_factory=InMemorySettingsStore)
     provenance: InMemoryProvenanceStore = field(default_factory=InMemoryProvenanceStore)
     safety: InMemorySafetyStore = field(default_factory=InMemorySafetyStore)
-    feedback: InMemoryFeedbackStore = field(default_factory=InMemoryFeedbackStore)
+    feedback: InMemoryFeedbackStore = field(init=False)
     # A send's admission with its message; none: the one over ``store`` and ``ledger``.
     openings: InMemoryOpeningStore | None = None
     # Sign-in accounts, the last thing an erasure deletes.
     auth: InMemoryAccounts = field(default_factory=InMemoryAccounts)
+
+    def __post_init__(self) -> None:
+        # Its records are kept only beside a conversation of ``store``'s.
+        self.feedback = InMemoryFeedbackStore(self.store)
 
     @property
     def sections(self) -> InMemoryTaskDocumentStore:
