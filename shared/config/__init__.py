@@ -445,6 +445,13 @@ class Settings(Deployment):
                 f"SPARK_MODEL chooses {self.provider}:{self.model} but "
                 f"{KEY_VARIABLE[self.provider]} is not set; refusing to start in production."
             )
+        if self.project_id.startswith("demo-"):
+            # Firebase's emulators alone serve ``demo-`` projects: the store, the queue
+            # and the bucket would all be missing, or be someone's local ones.
+            raise ConfigurationError(
+                f"GOOGLE_CLOUD_PROJECT is {self.project_id!r}, an emulator-only project, "
+                "in production; set it to the project's id. Refusing to start."
+            )
 
 
 MODERATION_MODES = ("off", "dependents", "everyone")

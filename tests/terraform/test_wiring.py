@@ -143,6 +143,7 @@ def test_env_sets_every_variable_the_code_reads(config: Config, scope: Scope) ->
 def test_local_only_variables_are_refused_in_production() -> None:
     production = {
         "K_SERVICE": "spark-api",
+        "GOOGLE_CLOUD_PROJECT": "my-spark-project",
         "OPENAI_API_KEY": "sk-test",
         "SPARK_TASKS_URL": "https://spark-tasks-1.europe-west2.run.app",
         "CLOUD_TASKS_SERVICE_ACCOUNT": "invoker@p.iam.gserviceaccount.com",

@@ -63,6 +63,7 @@ def production_env(**overrides: str | None) -> dict[str, str]:
     """A complete production environment; an override of ``None`` removes that variable."""
     env: dict[str, str | None] = {
         "K_SERVICE": "tasks",
+        "GOOGLE_CLOUD_PROJECT": "spark-prod",
         "OPENAI_API_KEY": "k",
         "CLOUD_TASKS_SERVICE_ACCOUNT": "spark-tasks@demo-spark.iam.gserviceaccount.com",
         "SPARK_TASKS_URL": "https://europe-west2-demo-spark.cloudfunctions.net/tasks",
@@ -70,6 +71,12 @@ def production_env(**overrides: str | None) -> dict[str, str]:
         **overrides,
     }
     return {k: v for k, v in env.items() if v is not None}
+
+
+@pytest.mark.parametrize("project", [None, "demo-spark", "demo-other"])
+def test_settings_refuse_production_on_an_emulator_only_project(project: str | None) -> None:
+    with pytest.raises(ConfigurationError, match="GOOGLE_CLOUD_PROJECT"):
+        Settings.from_env(production_env(GOOGLE_CLOUD_PROJECT=project))
 
 
 @pytest.mark.parametrize("url", [None, "http://demo-spark.web.app"])
