@@ -93,7 +93,9 @@ async def _follow(
     """Follow the document until the run ends, from its listener, and from a fresh read
     every ``poll_seconds``: a listener can fall silent without failing (seen on the
     emulator of a loaded machine: the run's end never came, and the stream waited for
-    it forever), and a read costs little beside a stream held open for nothing."""
+    it forever). The fresh read is the run's probe (its id and status, no messages):
+    the whole conversation, up to a megabyte, is read only once the run it follows has
+    ended or given way, which is what a silent listener would miss."""
     versions: asyncio.Queue[RunView | StoreError | None] = asyncio.Queue()
 
     async def listen() -> None:
@@ -108,6 +110,13 @@ async def _follow(
         while True:
             await asyncio.sleep(poll_seconds)
             with contextlib.suppress(StoreError):  # the listener's own failure says it
+                try:
+                    probe = await store.probe(user_id, conversation_id)
+                except NotFound:
+                    versions.put_nowait(None)
+                    continue
+                if probe.run_id == run_id:
+                    continue  # still going: its pieces are the listener's to bring
                 stored = await store.get(user_id, conversation_id)
                 versions.put_nowait(None if stored is None else RunView.of(stored))
 

@@ -15,7 +15,7 @@ import pytest
 from shared.agent.resume import resume_stream
 from shared.agent.runs import finish_run, new_run, put_message
 from shared.schemas.documents import ActiveRun, ContentPart, Conversation, Message
-from shared.store.base import RunView
+from shared.store.base import RunProbe, RunView
 from shared.store.memory import InMemoryConversationStore
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -162,6 +162,50 @@ async def test_a_resume_ends_with_its_run_even_when_the_listener_falls_silent() 
     # before, the stream waited for ever).
     rest = b"".join([chunk async for chunk in stream_within(stream, 60)])
     assert b"All done." in rest and b"event: done" in rest
+
+
+class CountedReads(SilentListener):
+    """A silent listener's store that counts the follower's fresh reads of each kind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes = self.gets = 0
+        self.five = asyncio.Event()  # set once five fresh reads were made, of either kind
+
+    def _counted(self) -> None:
+        if self.probes + self.gets >= 5:
+            self.five.set()
+
+    async def probe(self, user_id: str, conversation_id: str) -> RunProbe:
+        self.probes += 1
+        self._counted()
+        return await super().probe(user_id, conversation_id)
+
+    async def get(self, user_id: str, conversation_id: str) -> Conversation | None:
+        self.gets += 1
+        self._counted()
+        return await super().get(user_id, conversation_id)
+
+
+async def test_a_resume_polls_the_run_alone_until_it_ends() -> None:
+    """The fresh read a resume makes every keep-alive is the run's probe: the whole
+    conversation (up to a megabyte) is read once, when the run has ended."""
+    store = CountedReads()
+    conversation_id, run = await _live(store, history=2)
+    stream = resume_stream(store, UID, conversation_id, "run_live", None, 15, poll_seconds=0.01)
+    assert b"event: run_start" in await anext(stream)
+    store.gets = 0
+    store.five.clear()
+    await store.five.wait()
+    assert store.gets == 0
+    assert run.message is not None
+    reply = run.message.model_copy(
+        update={"status": "complete", "content": [ContentPart.of_text("All done.")]}
+    )
+    await store.mutate(UID, conversation_id, lambda c: finish_run(c, "run_live", reply, NOW, NOW))
+    rest = b"".join([chunk async for chunk in stream_within(stream, 60)])
+    assert b"All done." in rest and b"event: done" in rest
+    assert store.gets >= 1
 
 
 async def stream_within(stream: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
