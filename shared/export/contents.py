@@ -20,7 +20,7 @@ from shared.errors import NoFamily, NotFound
 from shared.export import conversations
 from shared.families.preferences import Preferences
 from shared.families.service import Families
-from shared.schemas.documents import Lesson
+from shared.schemas.documents import Controls, Lesson
 from shared.store.base import ConversationStore, LessonStore, TaskDocumentStore
 from shared.store.feedback import FeedbackStore
 from shared.store.files import FileStore
@@ -46,7 +46,8 @@ tasks/          each task's section, {{id}}.json: its steps, progress and result
 settings.json   your settings
 feedback.json   your ratings of Spark AI Agent's replies (also on each rated message)
 family.json     your family, if you belong to one: its name, your place in it, and
-                its members' names and roles
+                its members' names and roles; for a dependent, what their parents
+                allow (the controls: consents, quiet hours, daily turns)
 files/          the files you uploaded (and what Spark AI Agent made of them: a
                 photo's cleaned copy, a PDF's text), under the paths your messages name
 
@@ -140,8 +141,18 @@ async def _family(families: Families, user_id: str) -> dict[str, Any]:
                 {"displayName": m.display_name, "role": m.role, "you": m.user_id == user_id}
                 for m in family.members
             ],
+            # What the parents set for a dependent is about them: theirs to see.
+            "controls": _controls(family.controls_of(user_id)),
         }
     }
+
+
+def _controls(controls: Controls | None) -> dict[str, Any] | None:
+    """A dependent's controls as exported: what is allowed, not who set it (a parent's
+    id is theirs)."""
+    if controls is None:
+        return None
+    return controls.model_dump(mode="json", by_alias=True, exclude={"updated_by"})
 
 
 Page = Callable[[str | None], Awaitable[tuple[Sequence[T], str | None]]]

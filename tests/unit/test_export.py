@@ -319,7 +319,11 @@ async def test_a_parent_exports_a_dependents_data_and_nobody_else_can(
     assert "files/u9/drawing.png" in archive.namelist()
     assert "conversations/conv_sams.json" in archive.namelist()
     assert not any("conv_a" in name for name in archive.namelist())
-    assert json.loads(archive.read("family.json"))["family"]["myRole"] == "dependent"
+    family = json.loads(archive.read("family.json"))["family"]
+    assert family["myRole"] == "dependent"
+    # What the parents allow is the dependent's to see (the defaults: none was set).
+    assert family["controls"]["consent"] and family["controls"]["dailyTurns"] is None
+    assert "updatedBy" not in family["controls"]
 
     refusals = [
         ("sam", f"{member}/mum/export", "member_not_found"),  # a dependent, for a parent
