@@ -44,16 +44,8 @@ async def stores(
 
 async def started(store: ConversationStore, uid: str, *ids: str) -> None:
     for conversation_id in ids:
-        await store.create(
-            uid,
-            Conversation(
-                id=conversation_id,
-                participant_ids=[uid],
-                created_at=NOW,
-                updated_at=NOW,
-                last_message_at=NOW,
-            ),
-        )
+        times = {"created_at": NOW, "updated_at": NOW, "last_message_at": NOW}
+        await store.create(uid, Conversation(id=conversation_id, participant_ids=[uid], **times))
 
 
 def record(conversation: str, message: str, rating: str, minutes: int) -> FeedbackRecord:

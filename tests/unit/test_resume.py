@@ -148,22 +148,6 @@ class SilentListener(InMemoryConversationStore):
         return first_then_silence()
 
 
-async def test_a_resume_ends_with_its_run_even_when_the_listener_falls_silent() -> None:
-    store = SilentListener()
-    conversation_id, run = await _live(store, history=2)
-    stream = resume_stream(store, UID, conversation_id, "run_live", None, 15, poll_seconds=0.01)
-    assert b"event: run_start" in await anext(stream)
-    assert run.message is not None
-    reply = run.message.model_copy(
-        update={"status": "complete", "content": [ContentPart.of_text("All done.")]}
-    )
-    await store.mutate(UID, conversation_id, lambda c: finish_run(c, "run_live", reply, NOW, NOW))
-    # Only a fresh read can tell the stream the run ended (the net is not the verdict:
-    # before, the stream waited for ever).
-    rest = b"".join([chunk async for chunk in stream_within(stream, 60)])
-    assert b"All done." in rest and b"event: done" in rest
-
-
 class CountedReads(SilentListener):
     """A silent listener's store that counts the follower's fresh reads of each kind."""
 
@@ -187,9 +171,10 @@ class CountedReads(SilentListener):
         return await super().get(user_id, conversation_id)
 
 
-async def test_a_resume_polls_the_run_alone_until_it_ends() -> None:
-    """The fresh read a resume makes every keep-alive is the run's probe: the whole
-    conversation (up to a megabyte) is read once, when the run has ended."""
+async def test_a_resume_ends_with_its_run_even_when_the_listener_falls_silent() -> None:
+    """Only a fresh read can tell the stream the run ended (before, it waited for ever;
+    the net is not the verdict). The read a resume makes every keep-alive is the run's
+    probe: the whole conversation (up to a megabyte) is read once the run has ended."""
     store = CountedReads()
     conversation_id, run = await _live(store, history=2)
     stream = resume_stream(store, UID, conversation_id, "run_live", None, 15, poll_seconds=0.01)
