@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -98,10 +99,29 @@ def peak_rss_mb(pid: int) -> float:
     return peak / 1024
 
 
+# Ports for the stack's listeners are drawn below the kernel's ephemeral range (Linux's
+# default starts at 32768), never from it: a port the kernel handed to ``bind(0)`` and
+# that was let go is the kind it next gives an outgoing connection, which took one
+# before the emulator meant for it could listen (seen under load: the storage
+# emulator's readiness check answered by another server). Each is handed out once.
+_PORTS = range(20_000, 32_768)
+_HANDED: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on, not handed out before by this process."""
+    for _ in range(500):
+        port = random.choice(_PORTS)
+        if port in _HANDED:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED.add(port)
+        return port
+    raise RuntimeError(f"no free port in {_PORTS.start}-{_PORTS.stop - 1} after 500 tries")
 
 
 def _http_ok(url: str) -> bool:
