@@ -26,8 +26,10 @@ it is asked for Python's arbitrary ones).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import ijson
 from ijson.common import ObjectBuilder
@@ -316,6 +318,39 @@ def _lighten(message: dict[str, Any]) -> None:
                 part.pop(name, None)
 
 
+# While a worker thread parses, the event loop waits for the GIL each time it wakes (a
+# stream's next piece to send) until the worker is asked to let go: every switch
+# interval, 5 ms by default. A shorter one while a body is parsed keeps the other
+# streams' pace; the parse pays a few more switches.
+_PARSING_SWITCH_SECONDS = 0.0005
+T = TypeVar("T")
+_parsing = 0
+_switch = sys.getswitchinterval()
+
+
+@contextmanager
+def _parsing_beside_streams() -> Iterator[None]:
+    """The switch interval short while any body is parsed in a worker (entered and left
+    on the event loop's thread only, so the count needs no lock)."""
+    global _parsing, _switch
+    if _parsing == 0:
+        _switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(_switch, _PARSING_SWITCH_SECONDS))
+    _parsing += 1
+    try:
+        yield
+    finally:
+        _parsing -= 1
+        if _parsing == 0:
+            sys.setswitchinterval(_switch)
+
+
+async def _parsed(work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)`` in a worker thread, beside the streams (``_parsing_beside_streams``)."""
+    with _parsing_beside_streams():
+        return await asyncio.to_thread(work, *args)
+
+
 async def read_chat(request: Request, limit: int) -> ChatRequest:
     """The chat body, parsed as it arrives, at most ``limit`` bytes.
 
@@ -332,13 +367,13 @@ async def read_chat(request: Request, limit: int) -> ChatRequest:
         batched += len(chunk)
         if batched >= _BATCH:
             # One chunk is fed as it is (a join of one is the chunk itself, uncopied).
-            await asyncio.to_thread(body.feed, b"".join(batch))
+            await _parsed(body.feed, b"".join(batch))
             batch, batched = [], 0
     if batch:
-        await asyncio.to_thread(body.feed, b"".join(batch))
-    data = await asyncio.to_thread(body.end)
+        await _parsed(body.feed, b"".join(batch))
+    data = await _parsed(body.end)
     del body  # the parser, and its copy of the longest string it gathered (a file's URL)
     try:
-        return await asyncio.to_thread(ChatRequest.model_validate, data)
+        return await _parsed(ChatRequest.model_validate, data)
     except ValidationError as exc:
         raise invalid_body(ChatRequest, exc) from None

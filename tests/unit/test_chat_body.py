@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import threading
 import tracemalloc
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -17,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from spark_http import chatbody
 from spark_http.budget import ByteBudget
 from spark_http.chatbody import MAX_DEPTH, MAX_VALUES
 
@@ -220,3 +223,29 @@ async def test_chat_body_nested_hostile_shapes_are_read_in_bounded_memory(
     response, peak = await peak_of_post(client, content)
     assert response.status_code in (200, 400), response.text
     assert peak < 3 * len(content), f"{peak:,} bytes for a body of {len(content):,}"
+
+
+async def test_the_switch_interval_is_short_while_bodies_are_parsed_and_restored_after() -> None:
+    """While a worker parses, the loop gets the GIL back within half a millisecond, not
+    the default five (the other streams' pace: ``bench/chat_memory.py --gap``); once no
+    body is parsed, whatever happened to them, the process's own interval is back."""
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+    release = threading.Event()
+
+    def parse() -> None:
+        seen.append(sys.getswitchinterval())
+        release.wait()
+
+    def fail() -> None:
+        raise ValueError("a bad body")
+
+    first = asyncio.ensure_future(chatbody._parsed(parse))
+    second = asyncio.ensure_future(chatbody._parsed(parse))
+    with pytest.raises(ValueError, match="a bad body"):
+        await chatbody._parsed(fail)
+    assert sys.getswitchinterval() == chatbody._PARSING_SWITCH_SECONDS  # two still parse
+    release.set()
+    await asyncio.gather(first, second)
+    assert seen == [chatbody._PARSING_SWITCH_SECONDS] * 2
+    assert sys.getswitchinterval() == before
