@@ -221,24 +221,28 @@ async def test_a_kept_alive_connection_serves_the_next_request(
     await closed(client)
 
 
-async def closed_by_the_server(port: int) -> None:
-    """Until the kernel has the server's end of the connection from our ``port``
-    (CLOSE_WAIT: its FIN came, and we have not closed ours), however late the server's
-    idle timer fired on a busy machine; a net of 30 s for a server that never closes."""
+async def closed_by_the_server(port: int, server: int) -> None:
+    """Until the kernel has the server's end of the connection from our ``port`` to its
+    ``server`` port (CLOSE_WAIT: its FIN came, and we have not closed ours), however late
+    the server's idle timer fired on a busy machine; a net of 30 s for a server that
+    never closes."""
     for _ in range(3000):
-        if _tcp_state(port) in (None, "08"):  # gone, or CLOSE_WAIT (include/net/tcp_states.h)
+        if _tcp_state(port, server) in (None, "08"):  # gone, or CLOSE_WAIT (tcp_states.h)
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"the server never closed the idle connection from port {port}")
 
 
-def _tcp_state(port: int) -> str | None:
-    """The state of our socket bound to ``port`` on loopback, as /proc/net/tcp gives it."""
+def _tcp_state(port: int, server: int) -> str | None:
+    """The state of our socket from ``port`` to ``server`` on loopback, as /proc/net/tcp
+    gives it. Both ends name it: once ours is gone, a busy machine may give its port to
+    another connection at once, whose state says nothing of ours."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with suppress(FileNotFoundError), open(table) as rows:
             for row in list(rows)[1:]:
-                local, state = row.split()[1], row.split()[3]
-                if int(local.rsplit(":", 1)[1], 16) == port:
+                local, remote, state = row.split()[1:4]
+                ends = (int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16))
+                if ends == (port, server):
                     return state
     return None
 
@@ -248,7 +252,8 @@ async def test_a_connection_the_server_closed_when_idle_is_replaced(
 ) -> None:
     client = door(served.url)
     first = await client.fetch("/length?n=1")
-    await closed_by_the_server(first.port)  # its idle timeout passed: it sent its FIN
+    server = int(served.url.rsplit(":", 1)[1])
+    await closed_by_the_server(first.port, server)  # its idle timeout passed: it sent its FIN
     second = await client.fetch("/length?n=1")
     assert second.body == expected(second.port, 1)
     assert second.port != first.port
