@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from shared.schemas.api import ModelResponse
-from shared.schemas.openapi.parts import Operation, error_responses, json_body
+from shared.schemas.openapi.parts import Operation, operation
 from spark_http.edge import Edge, Routed
 
 
@@ -45,16 +45,13 @@ _DOCUMENT: Operation = {
     "summary": "This document.",
     "responses": {"200": {"description": "OpenAPI 3.1."}},
 }
-_MODEL: Operation = {
-    "summary": "Which model answers. With no provider configured it is the "
+_MODEL = operation(
+    "Which model answers. With no provider configured it is the "
     "demo model (demo true), and examples lists the requests it recognises "
     "(docs/demo.md), for a client to offer in an empty conversation.",
-    "security": [{"bearer": []}],
-    "responses": {
-        "200": {"description": "The model.", "content": json_body(ModelResponse)},
-        **error_responses(401, 405, 500, 503),
-    },
-}
+    (200, "The model.", ModelResponse),
+    errors=(401, 405, 500, 503),
+)
 
 ROUTES = (
     # Not in the OpenAPI document: a client of the api has no use for it.

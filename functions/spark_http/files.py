@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse, Response
 from shared.errors import RequestError
 from shared.schemas.api import UploadRequest, UploadResponse
 from shared.schemas.openapi.parts import CONVERSATION as CONVERSATION_ID
-from shared.schemas.openapi.parts import Operation, error_responses, json_body
+from shared.schemas.openapi.parts import Operation, error_responses, operation
 from spark_http.conversations import CONVERSATION
 from spark_http.edge import Edge, Routed
 
@@ -58,17 +58,14 @@ def _header_safe(name: str) -> str:
     return "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
 
 
-_UPLOAD: Operation = {
-    "summary": "Start an upload session for one file (JPEG, PNG or PDF, at most "
+_UPLOAD = operation(
+    "Start an upload session for one file (JPEG, PNG or PDF, at most "
     "25 MB) under the caller's {uid}/uploads/; PUT the bytes to uploadUrl, then "
     "attach storagePath to a message.",
-    "security": [{"bearer": []}],
-    "requestBody": {"required": True, "content": json_body(UploadRequest)},
-    "responses": {
-        "201": {"description": "Session started.", "content": json_body(UploadResponse)},
-        **error_responses(400, 401, 405, 413, 415, 429, 500, 503),
-    },
-}
+    (201, "Session started.", UploadResponse),
+    UploadRequest,
+    errors=(400, 401, 405, 413, 415, 429, 500, 503),
+)
 _FILE: Operation = {
     "summary": "A file that a message in the caller's copy of the conversation "
     "carries (a family member's attachment included): its bytes. 404 if no "

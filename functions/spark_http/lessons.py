@@ -12,7 +12,7 @@ from shared.schemas.api import (
     RestoreResponse,
 )
 from shared.schemas.openapi.parts import LESSON as LESSON_ID
-from shared.schemas.openapi.parts import Operation, error_responses, json_body, post
+from shared.schemas.openapi.parts import Operation, json_body, operation, post
 from spark_http.edge import Edge, Routed
 
 LESSON = "/api/spark/lessons/{lesson_id:lesson}"
@@ -48,18 +48,12 @@ async def restore_lesson(edge: Edge, request: Request) -> Response:
     return JSONResponse(answer.model_dump(by_alias=True))
 
 
-_VERSIONS: Operation = {
-    "summary": "A lesson's kept earlier versions, newest first (also a deleted lesson's).",
-    "security": [{"bearer": []}],
-    "parameters": [LESSON_ID],
-    "responses": {
-        "200": {
-            "description": "The versions.",
-            "content": json_body(LessonVersionsResponse),
-        },
-        **error_responses(400, 401, 404, 405, 500, 503),
-    },
-}
+_VERSIONS = operation(
+    "A lesson's kept earlier versions, newest first (also a deleted lesson's).",
+    (200, "The versions.", LessonVersionsResponse),
+    parameters=(LESSON_ID,),
+    errors=(400, 401, 404, 405, 500, 503),
+)
 
 
 def _restore() -> Operation:

@@ -18,7 +18,14 @@ from shared.schemas.api import (
     RenameResponse,
 )
 from shared.schemas.openapi.parts import CONVERSATION as CONVERSATION_ID
-from shared.schemas.openapi.parts import SSE, Operation, error_responses, json_body, path_id
+from shared.schemas.openapi.parts import (
+    SSE,
+    Operation,
+    error_responses,
+    json_body,
+    operation,
+    path_id,
+)
 from spark_http.conversations import CONVERSATION, refuse_idempotency
 from spark_http.edge import Edge, Routed, in_background
 from spark_http.responses import sse_response
@@ -82,31 +89,25 @@ async def feedback(edge: Edge, request: Request) -> Response:
 
 
 _ERRORS = (400, 401, 404, 405, 413, 415, 500, 503)
-_RENAME: Operation = {
-    "summary": "Give the conversation a title (1 to 120 characters, not all spaces). A "
+_RENAME = operation(
+    "Give the conversation a title (1 to 120 characters, not all spaces). A "
     "title given here is never replaced by the one made after the first reply. 404 "
     "for a conversation that is not the caller's; 400 for an empty or long title "
     "(nothing changes).",
-    "security": [{"bearer": []}],
-    "parameters": [CONVERSATION_ID],
-    "requestBody": {"required": True, "content": json_body(RenameRequest)},
-    "responses": {
-        "200": {"description": "Renamed.", "content": json_body(RenameResponse)},
-        **error_responses(*_ERRORS),
-    },
-}
-_DELETE: Operation = {
-    "summary": "Delete the caller's copy of the conversation: its run stopped, its "
+    (200, "Renamed.", RenameResponse),
+    RenameRequest,
+    (CONVERSATION_ID,),
+    _ERRORS,
+)
+_DELETE = operation(
+    "Delete the caller's copy of the conversation: its run stopped, its "
     "tasks cancelled, the document, its archive, task sections, files and spoken "
     "replies gone; nothing in flight makes any of it again. A direct or family "
     "conversation loses only the caller's copy. 204, and 204 again.",
-    "security": [{"bearer": []}],
-    "parameters": [CONVERSATION_ID],
-    "responses": {
-        "204": {"description": "Deleted (or there was nothing to delete)."},
-        **error_responses(401, 404, 405, 500, 503),
-    },
-}
+    (204, "Deleted (or there was nothing to delete).", None),
+    parameters=(CONVERSATION_ID,),
+    errors=(401, 404, 405, 500, 503),
+)
 _REGENERATE: Operation = {
     "summary": "Make the conversation's last reply again, as a send: a new reply to the "
     "same user message, streamed (Accept: text/event-stream) or written by a task "
@@ -128,19 +129,16 @@ _REGENERATE: Operation = {
         **error_responses(*_ERRORS, 409, 429),
     },
 }
-_FEEDBACK: Operation = {
-    "summary": "Rate one of Spark AI Agent's replies (up or down, with a comment if "
+_FEEDBACK = operation(
+    "Rate one of Spark AI Agent's replies (up or down, with a comment if "
     "wished): kept for quality review and shown to its author as the message's "
     "feedback; the latest rating replaces the one before. 400 for a message that is "
     "not a reply; 404 for one not in the caller's conversation.",
-    "security": [{"bearer": []}],
-    "parameters": [CONVERSATION_ID, path_id("messageId", MESSAGE_ID_PATTERN)],
-    "requestBody": {"required": True, "content": json_body(FeedbackRequest)},
-    "responses": {
-        "200": {"description": "Kept.", "content": json_body(FeedbackResponse)},
-        **error_responses(*_ERRORS),
-    },
-}
+    (200, "Kept.", FeedbackResponse),
+    FeedbackRequest,
+    (CONVERSATION_ID, path_id("messageId", MESSAGE_ID_PATTERN)),
+    _ERRORS,
+)
 
 ROUTES = (
     Routed(CONVERSATION, "PATCH", rename, operation=_RENAME),

@@ -133,7 +133,10 @@ def operation(
     ok: tuple[int, str, type[BaseModel] | None],
     body: type[BaseModel] | None = None,
     parameters: tuple[dict[str, Any], ...] = (),
+    errors: tuple[int, ...] = FAMILY_ERRORS,
 ) -> Operation:
+    """A bearer-secured operation with one answer (a status, its description and its
+    JSON model or none), its body's model if it takes one, and its error statuses."""
     status, description, answer = ok
     response: dict[str, Any] = {"description": description}
     if answer is not None:
@@ -141,7 +144,7 @@ def operation(
     operation: Operation = {
         "summary": summary,
         "security": [{"bearer": []}],
-        "responses": {str(status): response, **error_responses(*FAMILY_ERRORS)},
+        "responses": {str(status): response, **error_responses(*errors)},
     }
     if body is not None:
         operation["requestBody"] = {"required": True, "content": json_body(body)}
