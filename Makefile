@@ -168,6 +168,7 @@ eval: .venv/.synced ## Evaluate the agent (evals/): every set on SPARK_MODEL, or
 
 schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, OpenAPI)
 	$(PY) -m shared.schemas.export
+	PYTHONPATH=functions $(PY) -m spark_http.openapi
 
 ## Benchmarks (not part of `make test`). The peers' virtualenv is made first; should it
 ## fail (no registry, say), the benchmarks still run and stream_overhead.py says why the

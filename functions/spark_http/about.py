@@ -8,14 +8,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from shared.schemas.api import ModelResponse
-from shared.schemas.openapi import render as render_openapi
+from shared.schemas.openapi.parts import Operation, operation
 from spark_http.edge import Edge, Routed
 
 
 @functools.cache
 def _openapi() -> str:
-    """Built on first request, not at every instance's start-up."""
-    return render_openapi()
+    """Built on first request, not at every instance's start-up (and imported then: the
+    document is made from the route table, which holds this module's routes)."""
+    from spark_http.openapi import render
+
+    return render()
 
 
 async def health(edge: Edge, request: Request) -> Response:
@@ -38,8 +41,21 @@ async def model(edge: Edge, request: Request) -> Response:
     return JSONResponse(answer.model_dump())
 
 
+_DOCUMENT: Operation = {
+    "summary": "This document.",
+    "responses": {"200": {"description": "OpenAPI 3.1."}},
+}
+_MODEL = operation(
+    "Which model answers. With no provider configured it is the "
+    "demo model (demo true), and examples lists the requests it recognises "
+    "(docs/demo.md), for a client to offer in an empty conversation.",
+    (200, "The model.", ModelResponse),
+    errors=(401, 405, 500, 503),
+)
+
 ROUTES = (
+    # Not in the OpenAPI document: a client of the api has no use for it.
     Routed("/healthz", "GET", health, app_check="none"),
-    Routed("/api/spark/agent/openapi.json", "GET", openapi),
-    Routed("/api/spark/agent/model", "GET", model),
+    Routed("/api/spark/agent/openapi.json", "GET", openapi, operation=_DOCUMENT),
+    Routed("/api/spark/agent/model", "GET", model, operation=_MODEL),
 )

@@ -11,6 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.agent.uistream import HEADERS
+from shared.schemas.openapi.parts import COMMON_ERRORS, Operation, error_responses, json_body
+from shared.schemas.uichat import ChatRequest
 from spark_http.chatbody import read_chat
 from spark_http.edge import Edge, Routed
 from spark_http.requests import declared_size, json_only
@@ -53,7 +55,47 @@ async def resume(edge: Edge, request: Request) -> Response:
     return _ui_response(body)
 
 
+_UI_STREAM = {
+    "text/event-stream": {
+        "schema": {"type": "string"},
+        "description": "The AI SDK's UI message stream (header x-vercel-ai-ui-message-stream: "
+        "v1): one `data: {json}` chunk a line (start, start-step, text-start/-delta/-end, "
+        "tool-input-available, tool-output-available/-error, tool-approval-request, "
+        "data-task, data-question, finish-step, finish, abort, error), then `data: [DONE]`.",
+    }
+}
+_CHAT_ID = {
+    "name": "chatId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"},
+    "description": "The chat's id: its conversation's.",
+}
+_TURN: Operation = {
+    "summary": "A turn of an AI SDK chat: the newest user message (a new one, or the "
+    "chat's conversation made with its id), or the approvals and client tools' "
+    "outputs that answer calls waiting in the conversation; everything else in "
+    "messages is ignored (the stored conversation is the history).",
+    "security": [{"bearer": []}],
+    "requestBody": {"required": True, "content": json_body(ChatRequest)},
+    "responses": {
+        "200": {"description": "The reply, streamed.", "content": _UI_STREAM},
+        **error_responses(*COMMON_ERRORS),
+    },
+}
+_RESUME: Operation = {
+    "summary": "The chat's reply being written, from its start, then live, from any "
+    "instance; 204 when none is.",
+    "security": [{"bearer": []}],
+    "parameters": [_CHAT_ID],
+    "responses": {
+        "200": {"description": "The reply, streamed.", "content": _UI_STREAM},
+        "204": {"description": "Nothing is being written."},
+        **error_responses(401, 404, 405, 429, 500, 503),
+    },
+}
+
 ROUTES = (
-    Routed(CHAT, "POST", chat, app_check="consume"),
-    Routed(f"{CHAT}/{{chat_id:conversation}}/stream", "GET", resume),
+    Routed(CHAT, "POST", chat, "consume", _TURN),
+    Routed(f"{CHAT}/{{chat_id:conversation}}/stream", "GET", resume, operation=_RESUME),
 )

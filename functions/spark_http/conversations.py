@@ -25,6 +25,18 @@ from shared.schemas.api import (
     StopResponse,
     ToolResultRequest,
 )
+from shared.schemas.openapi.parts import (
+    COMMON_ERRORS,
+    EVENT_ID,
+    SSE,
+    Operation,
+    error_responses,
+    json_body,
+    path_id,
+    post,
+    resumed,
+)
+from shared.schemas.openapi.parts import CONVERSATION as CONVERSATION_ID
 from spark_http.edge import Edge, Routed, in_background
 from spark_http.responses import sse_response
 
@@ -232,13 +244,108 @@ def _idempotency_key(request: Request) -> str | None:
     return key
 
 
+def _send() -> Operation:
+    send = post(
+        "Send a message: the reply streams (Accept: text/event-stream) or a task writes it. "
+        "With targetUserId, targetFamily or the conversationId of a direct or family "
+        "conversation, the text goes verbatim to family members (no model call): 201; "
+        "past the sender's SPARK_FAMILY_MESSAGES_PER_MINUTE or "
+        "SPARK_FAMILY_MESSAGE_BYTES_PER_HOUR, 429 with Retry-After, nothing delivered.",
+        SendMessageRequest,
+        {
+            "200": {"description": "The reply, streamed.", "content": SSE},
+            "201": {
+                "description": "Delivered verbatim to family members (or, for a retry "
+                "with the same Idempotency-Key, the first answer: Idempotent-Replayed).",
+                "content": json_body(DeliveredResponse),
+            },
+            "202": {"description": "Accepted or queued.", "content": json_body(AckResponse)},
+        },
+    )
+    send["parameters"] = [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "description": "(Messages to family members) a retry with the same key, by "
+            "the same sender within 24 hours, gets the first answer and delivers nothing "
+            "again; the same key for a different message is 422 idempotency_key_reused. "
+            "On a message to the agent it is 400 (only deliveries keep receipts).",
+            "schema": {"type": "string", "pattern": _IDEMPOTENCY_KEY.pattern},
+        }
+    ]
+    # An attachment outside the sender's uploads (403) or one that cannot be used (422).
+    send["responses"].update(error_responses(403, 422))
+    return send
+
+
+_STREAM: Operation = {
+    "summary": "Resume a run's stream from Last-Event-ID (header or lastEventId).",
+    "security": [{"bearer": []}],
+    "parameters": [
+        CONVERSATION_ID,
+        {"name": "Last-Event-ID", "in": "header", "schema": EVENT_ID},
+        {"name": "lastEventId", "in": "query", "schema": EVENT_ID},
+    ],
+    "responses": {
+        "200": {"description": "The events missed, then the rest.", "content": SSE},
+        "204": {"description": "Nothing to send."},
+        **error_responses(*COMMON_ERRORS),
+    },
+}
+_STOP: Operation = {
+    "summary": "Stop the conversation's active run wherever it runs.",
+    "security": [{"bearer": []}],
+    "parameters": [CONVERSATION_ID],
+    "responses": {
+        "200": {"description": "Stopped.", "content": json_body(StopResponse)},
+        "202": {"description": "Stopping.", "content": json_body(StopResponse)},
+        **error_responses(*COMMON_ERRORS),
+    },
+}
+_CANCEL_TASK: Operation = {
+    "summary": "Cancel one of the caller's tasks. One not yet started, or waiting "
+    "for an answer, ends at once (200 cancelled); one whose tool is running stops "
+    "at its next step (202 cancelling). Either way its slot frees, its section "
+    'ends cancelled, its call gets the result "Cancelled by the user." and the '
+    "agent follows up. 404 not_found for a task that is not the caller's; 409 "
+    "task_finished once it has ended.",
+    "security": [{"bearer": []}],
+    "parameters": [path_id("taskId", r"^[A-Za-z0-9_-]{1,200}$")],
+    "responses": {
+        "200": {"description": "Cancelled.", "content": json_body(CancelTaskResponse)},
+        "202": {
+            "description": "Its running tool stops at its next step.",
+            "content": json_body(CancelTaskResponse),
+        },
+        **error_responses(401, 404, 405, 409, 500, 503),
+    },
+}
+
 # The message route first: it is the one most requests name, and matching stops at it.
 ROUTES = (
-    Routed("/api/spark/agent/messages", "POST", post_message, app_check="consume"),
-    Routed(f"{CONVERSATION}/stream", "GET", resume),
-    Routed(f"{CONVERSATION}/stop", "POST", stop),
-    Routed(f"{CONVERSATION}/answers", "POST", answers, app_check="consume"),
-    Routed(f"{CONVERSATION}/approvals", "POST", approvals, app_check="consume"),
-    Routed(f"{CONVERSATION}/tool-results", "POST", tool_results, app_check="consume"),
-    Routed("/api/spark/agent/tasks/{task_id}/cancel", "POST", cancel_task),
+    Routed("/api/spark/agent/messages", "POST", post_message, "consume", _send()),
+    Routed(f"{CONVERSATION}/stream", "GET", resume, operation=_STREAM),
+    Routed(f"{CONVERSATION}/stop", "POST", stop, operation=_STOP),
+    Routed(
+        f"{CONVERSATION}/answers",
+        "POST",
+        answers,
+        "consume",
+        resumed("Answer an ask_user_question call.", AnswersRequest),
+    ),
+    Routed(
+        f"{CONVERSATION}/approvals",
+        "POST",
+        approvals,
+        "consume",
+        resumed("Approve or deny a call awaiting approval.", ApprovalRequest),
+    ),
+    Routed(
+        f"{CONVERSATION}/tool-results",
+        "POST",
+        tool_results,
+        "consume",
+        resumed("The output of a client-executed tool.", ToolResultRequest),
+    ),
+    Routed("/api/spark/agent/tasks/{task_id}/cancel", "POST", cancel_task, operation=_CANCEL_TASK),
 )

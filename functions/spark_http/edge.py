@@ -1,5 +1,6 @@
 """What every route of the ``api`` function holds: the facade, the check of callers and
-the settings; and the shape of a route (a path, a method and its endpoint)."""
+the settings; and the shape of a route (a path, a method, its endpoint and its OpenAPI
+operation)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from shared.appcheck.guard import HEADER, AppCheck
 from shared.appcheck.replays import InMemorySpentTokens
 from shared.auth.base import TokenVerifier, User
 from shared.config import Settings
+from shared.schemas.openapi.parts import Operation
 from spark_http.budget import ByteBudget
 from spark_http.requests import Body, bearer_token, read_json, wants_event_stream
 
@@ -75,12 +77,16 @@ token, spent by the call."""
 
 class Routed(NamedTuple):
     """One route: its path (Starlette's template, with ``{name}`` or ``{name:kind}``
-    parameters), its one method, the function that answers it, and its App Check."""
+    parameters), its one method, the function that answers it, its App Check, and its
+    operation in the OpenAPI document (``spark_http.openapi`` walks the routes into it;
+    ``None`` for a route a client has no use for, left out of the document). The
+    operation's path parameters name the path's, in order."""
 
     path: str
     method: str
     endpoint: Endpoint
     app_check: AppChecked = "check"
+    operation: Operation | None = None
 
 
 def in_background(request: Request) -> bool:

@@ -33,11 +33,16 @@ from shared.schemas.api import (
     SettingsResponse,
 )
 from shared.schemas.deletions import Deletion
+from shared.schemas.openapi.parts import operation, path_id
 from shared.schemas.server import Family
 from spark_http.edge import Edge, Routed
 
 FAMILIES = "/api/spark/families"
 FAMILY = f"{FAMILIES}/{{family_id}}"
+# The path's ids as the OpenAPI document names them.
+FAMILY_ID = path_id("familyId")
+MEMBER_ID = path_id("userId", r"^[^/]{1,128}$")
+_INVITE_ID = path_id("inviteId")
 
 
 async def create_family(edge: Edge, request: Request) -> Response:
@@ -219,21 +224,133 @@ def _family(family: Family, status: int = 200) -> Response:
     return JSONResponse(answer.model_dump(by_alias=True, mode="json"), status_code=status)
 
 
+# The operations' errors (``parts.FAMILY_ERRORS``): 403 ``parent_only``, 404
+# (``no_family``, ``family_not_found`` for a family that is not the caller's: never 403,
+# ``member_not_found``, ``invite_not_found``), 409 (``already_in_family``,
+# ``family_full``, ``last_parent``, ``too_many_invites``), 410 (``invite_expired``,
+# ``invite_used_up``, ``invite_revoked``) and 429 with Retry-After.
+_CHANGED = (200, "The family after the change.", FamilyResponse)
+_ERASING = (202, "The erasure has begun; it runs as a task, in pages.", DeletionResponse)
+
+_CREATE_FAMILY = operation(
+    "Create a family; the caller becomes its parent (one family per user).",
+    (201, "Created.", FamilyResponse),
+    CreateFamilyRequest,
+)
+_CURRENT_FAMILY = operation(
+    "The caller's family (404 no_family).", (200, "The family.", FamilyResponse)
+)
+_JOIN_FAMILY = operation(
+    "Join the family of an invite link, with the invite's role.",
+    (200, "Joined (or already a member).", FamilyResponse),
+    JoinRequest,
+)
+_CREATE_INVITE = operation(
+    "A new invite link (parents only). Its token is shown only in this answer.",
+    (201, "Created.", InviteResponse),
+    InviteRequest,
+    (FAMILY_ID,),
+)
+_LIST_INVITES = operation(
+    "The family's invites, newest first, without their tokens (parents only).",
+    (200, "The invites.", InvitesResponse),
+    parameters=(FAMILY_ID,),
+)
+_REVOKE_INVITE = operation(
+    "Revoke an invite: its link stops working at once (parents only).",
+    (204, "Revoked.", None),
+    parameters=(FAMILY_ID, _INVITE_ID),
+)
+_SET_ROLE = operation(
+    "Change a member's role (parents only; 409 last_parent).",
+    _CHANGED,
+    RoleRequest,
+    (FAMILY_ID, MEMBER_ID),
+)
+_REMOVE_MEMBER = operation(
+    "Leave the family (userId is the caller) or remove a member (parents only); "
+    "the last member leaving ends the family.",
+    (204, "Gone from the family.", None),
+    parameters=(FAMILY_ID, MEMBER_ID),
+)
+_RENAME_MEMBER = operation(
+    "Change the name the other members see: one's own only (403 otherwise).",
+    _CHANGED,
+    NameRequest,
+    (FAMILY_ID, MEMBER_ID),
+)
+_ERASE_DEPENDENT = operation(
+    "A parent deletes a dependent's account, as DELETE /api/spark/me does "
+    "(parents of that family, for a dependent member only; 404 otherwise).",
+    _ERASING,
+    EraseAccountRequest,
+    (FAMILY_ID, MEMBER_ID),
+)
+_SET_CONTROLS = operation(
+    "Set a dependent's controls and consent (DESIGN §16): which processors may "
+    "receive their data, quiet hours, a daily limit of turns. Parents of that "
+    "family, for a dependent member only: anyone else, and any other member, "
+    "is 404 family_not_found (nothing changed); a bad body 400, nothing "
+    "changed. Mirrored to the dependent at /{uid}/client/settings/controls. "
+    "A call the controls forbid is 403 parent_controls with reason consent, "
+    "quiet_hours or daily_limit, and no provider is asked.",
+    (200, "The controls as set.", ControlsResponse),
+    ControlsRequest,
+    (FAMILY_ID, MEMBER_ID),
+)
+_FAMILY_PROGRESS = operation(
+    "Each member's lessons (title, updatedAt, blanks, answered), counted on the "
+    "server (members only; any other family is 404 family_not_found).",
+    (200, "The progress.", ProgressResponse),
+    parameters=(FAMILY_ID,),
+)
+_FAMILY_SAFETY = operation(
+    "The flags the moderator raised for the family's dependents, newest first "
+    "(category, direction, conversation, time; never the words). Parents only: "
+    "anyone else, a dependent of the family included, is 404 family_not_found.",
+    (200, "The flags.", SafetyResponse),
+    parameters=(FAMILY_ID,),
+)
+_UPDATE_SETTINGS = operation(
+    "Change the caller's settings. aiReadsFamilyMessages false: no family "
+    "message they wrote is given to any model, and their own agent reads no "
+    "family messages, from the next model call on. Also written to the "
+    "caller's mirror /{uid}/client/settings/current.",
+    (200, "The settings after the change.", SettingsResponse),
+    SettingsRequest,
+)
+_ERASE_ACCOUNT = operation(
+    "Delete the caller's account: everything under /{uid}, their files, and "
+    "last their sign-in (DESIGN §15). Their messages in others' copies stay, "
+    "marked author.deleted and withheld from every model. 400 for a wrong "
+    "confirmation; 409 last_parent when they are the only parent of a "
+    "family with others (nothing deleted).",
+    _ERASING,
+    EraseAccountRequest,
+)
+
 # Routes of one path in the order their methods are named in ``Allow``.
 ROUTES = (
-    Routed(FAMILIES, "POST", create_family),
-    Routed(f"{FAMILIES}/current", "GET", current_family),
-    Routed(f"{FAMILIES}/join", "POST", join_family),
-    Routed(f"{FAMILY}/invites", "POST", create_invite),
-    Routed(f"{FAMILY}/invites", "GET", list_invites),
-    Routed(f"{FAMILY}/invites/{{invite_id}}", "DELETE", revoke_invite),
-    Routed(f"{FAMILY}/members/{{member_id}}", "PATCH", set_role),
-    Routed(f"{FAMILY}/members/{{member_id}}", "DELETE", remove_member),
-    Routed(f"{FAMILY}/members/{{member_id}}/name", "PUT", rename_member),
-    Routed(f"{FAMILY}/members/{{member_id}}/account", "DELETE", erase_dependent),
-    Routed(f"{FAMILY}/members/{{member_id}}/controls", "PUT", set_controls),
-    Routed(f"{FAMILY}/progress", "GET", family_progress),
-    Routed(f"{FAMILY}/safety", "GET", family_safety),
-    Routed("/api/spark/me/settings", "PATCH", update_settings),
-    Routed("/api/spark/me", "DELETE", erase_account),
+    Routed(FAMILIES, "POST", create_family, operation=_CREATE_FAMILY),
+    Routed(f"{FAMILIES}/current", "GET", current_family, operation=_CURRENT_FAMILY),
+    Routed(f"{FAMILIES}/join", "POST", join_family, operation=_JOIN_FAMILY),
+    Routed(f"{FAMILY}/invites", "POST", create_invite, operation=_CREATE_INVITE),
+    Routed(f"{FAMILY}/invites", "GET", list_invites, operation=_LIST_INVITES),
+    Routed(f"{FAMILY}/invites/{{invite_id}}", "DELETE", revoke_invite, operation=_REVOKE_INVITE),
+    Routed(f"{FAMILY}/members/{{member_id}}", "PATCH", set_role, operation=_SET_ROLE),
+    Routed(f"{FAMILY}/members/{{member_id}}", "DELETE", remove_member, operation=_REMOVE_MEMBER),
+    Routed(f"{FAMILY}/members/{{member_id}}/name", "PUT", rename_member, operation=_RENAME_MEMBER),
+    Routed(
+        f"{FAMILY}/members/{{member_id}}/account",
+        "DELETE",
+        erase_dependent,
+        operation=_ERASE_DEPENDENT,
+    ),
+    Routed(
+        f"{FAMILY}/members/{{member_id}}/controls", "PUT", set_controls, operation=_SET_CONTROLS
+    ),
+    Routed(f"{FAMILY}/progress", "GET", family_progress, operation=_FAMILY_PROGRESS),
+    Routed(f"{FAMILY}/safety", "GET", family_safety, operation=_FAMILY_SAFETY),
+    Routed("/api/spark/me/settings", "PATCH", update_settings, operation=_UPDATE_SETTINGS),
+    Routed("/api/spark/me", "DELETE", erase_account, operation=_ERASE_ACCOUNT),
 )

@@ -7,6 +7,8 @@ from starlette.responses import JSONResponse, Response
 
 from shared.errors import RequestError
 from shared.schemas.api import UploadRequest, UploadResponse
+from shared.schemas.openapi.parts import CONVERSATION as CONVERSATION_ID
+from shared.schemas.openapi.parts import Operation, error_responses, operation
 from spark_http.conversations import CONVERSATION
 from spark_http.edge import Edge, Routed
 
@@ -56,7 +58,39 @@ def _header_safe(name: str) -> str:
     return "".join(c if " " <= c <= "~" and c not in '"\\' else "_" for c in name)
 
 
+_UPLOAD = operation(
+    "Start an upload session for one file (JPEG, PNG or PDF, at most "
+    "25 MB) under the caller's {uid}/uploads/; PUT the bytes to uploadUrl, then "
+    "attach storagePath to a message.",
+    (201, "Session started.", UploadResponse),
+    UploadRequest,
+    errors=(400, 401, 405, 413, 415, 429, 500, 503),
+)
+_FILE: Operation = {
+    "summary": "A file that a message in the caller's copy of the conversation "
+    "carries (a family member's attachment included): its bytes. 404 if no "
+    "message there names the path.",
+    "security": [{"bearer": []}],
+    "parameters": [
+        CONVERSATION_ID,
+        {
+            "name": "path",
+            "in": "query",
+            "required": True,
+            "schema": {"type": "string", "minLength": 1},
+            "description": "The storagePath (or textPath) of a message's file.",
+        },
+    ],
+    "responses": {
+        "200": {
+            "description": "The file.",
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        **error_responses(400, 401, 404, 405, 500, 503),
+    },
+}
+
 ROUTES = (
-    Routed("/api/spark/agent/uploads", "POST", post_upload),
-    Routed(f"{CONVERSATION}/files", "GET", conversation_file),
+    Routed("/api/spark/agent/uploads", "POST", post_upload, operation=_UPLOAD),
+    Routed(f"{CONVERSATION}/files", "GET", conversation_file, operation=_FILE),
 )

@@ -11,6 +11,8 @@ from shared.schemas.api import (
     RestoreRequest,
     RestoreResponse,
 )
+from shared.schemas.openapi.parts import LESSON as LESSON_ID
+from shared.schemas.openapi.parts import Operation, json_body, operation, post
 from spark_http.edge import Edge, Routed
 
 LESSON = "/api/spark/lessons/{lesson_id:lesson}"
@@ -46,7 +48,26 @@ async def restore_lesson(edge: Edge, request: Request) -> Response:
     return JSONResponse(answer.model_dump(by_alias=True))
 
 
+_VERSIONS = operation(
+    "A lesson's kept earlier versions, newest first (also a deleted lesson's).",
+    (200, "The versions.", LessonVersionsResponse),
+    parameters=(LESSON_ID,),
+    errors=(400, 401, 404, 405, 500, 503),
+)
+
+
+def _restore() -> Operation:
+    restore = post(
+        "Restore a kept version: it becomes the lesson's next version (the one it replaces "
+        "is kept); a deleted lesson comes back. 409 if the lesson changed meanwhile.",
+        RestoreRequest,
+        {"200": {"description": "Restored.", "content": json_body(RestoreResponse)}},
+    )
+    restore["parameters"] = [LESSON_ID]
+    return restore
+
+
 ROUTES = (
-    Routed(f"{LESSON}/versions", "GET", lesson_versions),
-    Routed(f"{LESSON}/restore", "POST", restore_lesson),
+    Routed(f"{LESSON}/versions", "GET", lesson_versions, operation=_VERSIONS),
+    Routed(f"{LESSON}/restore", "POST", restore_lesson, operation=_restore()),
 )

@@ -6,6 +6,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from shared.schemas.api import SpeechRequest, VoiceSessionResponse
+from shared.schemas.openapi.parts import CONVERSATION as CONVERSATION_ID
+from shared.schemas.openapi.parts import Operation, error_responses, json_body, post
 from spark_http.conversations import CONVERSATION
 from spark_http.edge import Edge, Routed
 
@@ -47,7 +49,42 @@ async def speech(edge: Edge, request: Request) -> Response:
     )
 
 
+_SESSION: Operation = {
+    "summary": "Start a live-audio session: a short-lived, single-use provider "
+    "secret the browser connects to the provider with (it never sees an API key). "
+    "Within SPARK_VOICE_SESSIONS_PER_DAY a day (429 past it, nothing minted); 409 "
+    "voice_unavailable without an audio provider (offline).",
+    "security": [{"bearer": []}],
+    "responses": {
+        "201": {"description": "Minted.", "content": json_body(VoiceSessionResponse)},
+        **error_responses(401, 405, 409, 429, 500, 502, 503),
+    },
+}
+
+
+def _speech() -> Operation:
+    spoken = post(
+        "Read a reply of Spark AI Agent's aloud: its text, each visual part's description "
+        "in its place, streamed as audio (audio/mpeg or audio/wav) and kept, so a replay "
+        "costs no provider call. 404 for a message not in the caller's conversation, 400 "
+        "for one that is not a reply; 409 voice_unavailable offline.",
+        SpeechRequest,
+        {
+            "200": {
+                "description": "The audio, streamed.",
+                "content": {
+                    "audio/mpeg": {"schema": {"type": "string", "format": "binary"}},
+                    "audio/wav": {"schema": {"type": "string", "format": "binary"}},
+                },
+            }
+        },
+    )
+    spoken["parameters"] = [CONVERSATION_ID]
+    spoken["responses"].update(error_responses(502))
+    return spoken
+
+
 ROUTES = (
-    Routed("/api/spark/agent/voice/sessions", "POST", start_voice_session, app_check="consume"),
-    Routed(f"{CONVERSATION}/speech", "POST", speech, app_check="consume"),
+    Routed("/api/spark/agent/voice/sessions", "POST", start_voice_session, "consume", _SESSION),
+    Routed(f"{CONVERSATION}/speech", "POST", speech, "consume", _speech()),
 )

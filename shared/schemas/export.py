@@ -66,12 +66,11 @@ def render(path: Path = SCHEMA_PATH) -> str:
 
 
 def main() -> None:
-    from shared.schemas import openapi
-
+    # The OpenAPI document is the route table's (functions/), which shared/ may not
+    # import: ``make schemas`` writes it next, with ``python -m spark_http.openapi``.
     for path in DOCUMENTS:
         path.write_text(render(path), encoding="utf-8")
-    openapi.OPENAPI_PATH.write_text(openapi.render(), encoding="utf-8")
-    written = ", ".join(str(p) for p in [*DOCUMENTS, openapi.OPENAPI_PATH])
+    written = ", ".join(str(p) for p in DOCUMENTS)
     sys.stdout.write(f"wrote {written}\n")
 
 

@@ -13,8 +13,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks
 from schemathesis.specs.openapi import checks as openapi_checks
+from spark_http.openapi import openapi
 
-from shared.schemas.openapi import openapi
 from tests.e2e.conftest import Functions, StackUser, new_user
 
 pytestmark = pytest.mark.emulator

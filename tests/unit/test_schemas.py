@@ -72,7 +72,7 @@ def test_send_message_request_accepts_32_kb_of_text() -> None:
 
 
 def test_openapi_document_is_current_and_served() -> None:
-    from shared.schemas.openapi import OPENAPI_PATH, openapi, render
+    from spark_http.openapi import OPENAPI_PATH, openapi, render
 
     assert OPENAPI_PATH.read_text(encoding="utf-8") == render(), (
         "schemas/openapi.json is stale: run `make schemas`"

@@ -1,113 +1,24 @@
-"""The OpenAPI 3.1 document of the ``api`` function, built from the request and response
-models (``GET /api/spark/agent/openapi.json`` serves it; ``make schemas`` writes it to
-``schemas/openapi.json``, which a test keeps current)."""
+"""The OpenAPI 3.1 document of the ``api`` function around its paths: its info, its
+security scheme and the component schemas of the models its operations name. The paths
+come from the route table (``spark_http.openapi`` walks it: each route's module writes its
+operation beside it); ``make schemas`` writes the document to ``schemas/openapi.json``,
+which a test keeps current, and ``GET /api/spark/agent/openapi.json`` serves it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
-from shared.schemas.api import (
-    AckResponse,
-    AnswersRequest,
-    ApprovalRequest,
-    CancelTaskResponse,
-    ControlsRequest,
-    ControlsResponse,
-    CreateFamilyRequest,
-    DeletionResponse,
-    DeliveredResponse,
-    EraseAccountRequest,
-    ErrorBody,
-    FamilyResponse,
-    FeedbackRequest,
-    FeedbackResponse,
-    InviteRequest,
-    InviteResponse,
-    InvitesResponse,
-    JoinRequest,
-    LessonVersionsResponse,
-    ModelResponse,
-    NameRequest,
-    ProgressResponse,
-    RegenerateRequest,
-    RenameRequest,
-    RenameResponse,
-    RestoreRequest,
-    RestoreResponse,
-    ResumeResponse,
-    RoleRequest,
-    SafetyResponse,
-    SendMessageRequest,
-    SettingsRequest,
-    SettingsResponse,
-    SpeechRequest,
-    StopResponse,
-    ToolResultRequest,
-    UploadRequest,
-    UploadResponse,
-    VoiceSessionResponse,
-)
-from shared.schemas.openapi.agent import agent_paths
-from shared.schemas.openapi.chat import chat_paths
-from shared.schemas.openapi.exports import export_paths
-from shared.schemas.openapi.families import family_paths
-from shared.schemas.openapi.manage import manage_paths
-from shared.schemas.uichat import ChatRequest
+from shared.schemas.openapi.parts import Operation, models
 
 OPENAPI_PATH = Path(__file__).resolve().parents[3] / "schemas" / "openapi.json"
 
-_MODELS: tuple[type[BaseModel], ...] = (
-    SendMessageRequest,
-    AckResponse,
-    DeliveredResponse,
-    ProgressResponse,
-    SafetyResponse,
-    ControlsRequest,
-    ControlsResponse,
-    UploadRequest,
-    UploadResponse,
-    StopResponse,
-    CancelTaskResponse,
-    AnswersRequest,
-    ApprovalRequest,
-    ToolResultRequest,
-    ResumeResponse,
-    LessonVersionsResponse,
-    RestoreRequest,
-    RestoreResponse,
-    CreateFamilyRequest,
-    JoinRequest,
-    InviteRequest,
-    RoleRequest,
-    NameRequest,
-    SettingsRequest,
-    SettingsResponse,
-    EraseAccountRequest,
-    DeletionResponse,
-    FamilyResponse,
-    InviteResponse,
-    InvitesResponse,
-    VoiceSessionResponse,
-    SpeechRequest,
-    ModelResponse,
-    ChatRequest,
-    RenameRequest,
-    RenameResponse,
-    RegenerateRequest,
-    FeedbackRequest,
-    FeedbackResponse,
-    ErrorBody,
-)
 
-
-def openapi() -> dict[str, Any]:
-    """The document (deterministic: the same code gives the same bytes)."""
+def document(paths: dict[str, dict[str, Operation]]) -> dict[str, Any]:
+    """The document of ``paths`` (each an OpenAPI path to its operations by method),
+    with a component schema for each model they refer to, and those models' own."""
     schemas: dict[str, Any] = {}
-    for model in _MODELS:
+    for model in dict.fromkeys(models(paths)):
         schema = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
@@ -121,13 +32,7 @@ def openapi() -> dict[str, Any]:
             "message in plain words, for a body that did not validate (400) each problem "
             "in details, and for a 429 the seconds to wait (as Retry-After says).",
         },
-        "paths": {
-            **agent_paths(),
-            **manage_paths(),
-            **chat_paths(),
-            **family_paths(),
-            **export_paths(),
-        },
+        "paths": paths,
         "components": {
             "schemas": schemas,
             "securitySchemes": {
@@ -139,7 +44,3 @@ def openapi() -> dict[str, Any]:
             },
         },
     }
-
-
-def render() -> str:
-    return json.dumps(openapi(), indent=2, sort_keys=True) + "\n"

@@ -1,9 +1,11 @@
 """The building blocks of the OpenAPI document's operations: JSON bodies, error
 responses, path parameters and the bearer security every route but the document's own
-has."""
+has. Each route's module in ``functions/spark_http/`` writes its operation with them,
+beside the route; ``spark_http.openapi`` walks the routes into the document."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -17,12 +19,34 @@ from shared.schemas.api import (
     ResumeResponse,
 )
 
-PREFIX = "/api/spark/agent"
-LESSONS = "/api/spark/lessons/{lessonId}"
+Operation = dict[str, Any]
+"""An OpenAPI operation object: what one route's method does, as the document says it."""
 
 
-def ref(model: type[BaseModel]) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{model.__name__}"}
+class Ref(dict[str, str]):
+    """A ``$ref`` to a model's component schema that still knows its model, so the
+    document's components are the models its operations name (and no list kept beside
+    them). It is a ``dict``: written to JSON it is the ``$ref`` alone."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        super().__init__({"$ref": f"#/components/schemas/{model.__name__}"})
+        self.model = model
+
+
+def ref(model: type[BaseModel]) -> Ref:
+    return Ref(model)
+
+
+def models(value: Any) -> Iterator[type[BaseModel]]:
+    """Every model an operation (or any part of one) refers to, depth first."""
+    if isinstance(value, Ref):
+        yield value.model
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from models(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from models(item)
 
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:
@@ -73,24 +97,22 @@ EVENT_ID = {
 COMMON_ERRORS = (400, 401, 404, 405, 409, 413, 415, 429, 500, 502, 503, 504, 507)
 
 
-def post(summary: str, body: type[BaseModel], ok: dict[str, Any]) -> dict[str, Any]:
+def post(summary: str, body: type[BaseModel], ok: dict[str, Any]) -> Operation:
     return {
-        "post": {
-            "summary": summary,
-            "security": [{"bearer": []}],
-            "requestBody": {"required": True, "content": json_body(body)},
-            "responses": {**ok, **error_responses(*COMMON_ERRORS)},
-        }
+        "summary": summary,
+        "security": [{"bearer": []}],
+        "requestBody": {"required": True, "content": json_body(body)},
+        "responses": {**ok, **error_responses(*COMMON_ERRORS)},
     }
 
 
-def resumed(summary: str, body: type[BaseModel]) -> dict[str, Any]:
+def resumed(summary: str, body: type[BaseModel]) -> Operation:
     ok = {
         "200": {"description": "The agent's follow-up, streamed.", "content": SSE},
         "202": {"description": "Recorded; see status.", "content": json_body(ResumeResponse)},
     }
     operation = post(summary, body, ok)
-    operation["post"]["parameters"] = [CONVERSATION]
+    operation["parameters"] = [CONVERSATION]
     return operation
 
 
@@ -111,15 +133,18 @@ def operation(
     ok: tuple[int, str, type[BaseModel] | None],
     body: type[BaseModel] | None = None,
     parameters: tuple[dict[str, Any], ...] = (),
-) -> dict[str, Any]:
+    errors: tuple[int, ...] = FAMILY_ERRORS,
+) -> Operation:
+    """A bearer-secured operation with one answer (a status, its description and its
+    JSON model or none), its body's model if it takes one, and its error statuses."""
     status, description, answer = ok
     response: dict[str, Any] = {"description": description}
     if answer is not None:
         response["content"] = json_body(answer)
-    operation: dict[str, Any] = {
+    operation: Operation = {
         "summary": summary,
         "security": [{"bearer": []}],
-        "responses": {str(status): response, **error_responses(*FAMILY_ERRORS)},
+        "responses": {str(status): response, **error_responses(*errors)},
     }
     if body is not None:
         operation["requestBody"] = {"required": True, "content": json_body(body)}
