@@ -142,7 +142,10 @@ export function renderTalk(): void {
   const hide = shared();
   talkButton().hidden = hide;
   const open = state().conversationId ?? "";
-  if (hide || (!recording.sending && recording.heardIn !== open)) heard("");
+  // A new conversation is in the address before the page opens it (the hashchange is
+  // handled later, and on a busy machine a render may come between): still this one.
+  const opening = Boolean(recording.heardIn) && location.hash === `#/c/${recording.heardIn}`;
+  if (hide || (!recording.sending && recording.heardIn !== open && !opening)) heard("");
 }
 
 /** A "Read aloud" button on each finished reply of Spark AI Agent's. The articles are
