@@ -99,13 +99,20 @@ def speaker(text: str) -> str | None:
 
 
 def example_of(body: dict[str, Any]) -> str | None:
-    """The run a request of this test's was made in (``None``: none is named)."""
-    for message in body.get("messages") or []:
-        if message.get("role") == "user":
-            found = _EXAMPLE.search(str(message.get("content")))
-            if found:
-                return found.group(1)
+    """The run a request of this test's was made in (``None``: none is named): a
+    trigger's tag, or the tag the parrot writes in its replies and the texts it sends
+    (which the moderator is sent too)."""
+    for text in _wire_strings(body):
+        found = _EXAMPLE.search(text)
+        if found:
+            return found.group(1)
     return None
+
+
+def _moderates(body: dict[str, Any]) -> bool:
+    """Whether ``body`` asks the moderator (which judges the dependent's turns, replies
+    and the texts their agent sends: ``SPARK_MODERATION=dependents``)."""
+    return "moderation" in str(body.get("model", ""))
 
 
 def _leaves(value: Any) -> list[str]:
@@ -175,9 +182,11 @@ class Parrot:
         answered_read = last.get("role") == "tool" and len(messages) >= 2
         if answered_read and asked.startswith(RELAY) and echo and _last_call(messages) == READ_TOOL:
             to = asked.removeprefix(RELAY).rsplit(" (", 1)[0]
-            sent = {"to": to, "text": echo[:MAX_SENT_CHARS]}
+            sent = {"to": to, "text": f"({self.example}) {echo}"[:MAX_SENT_CHARS]}
             return Script(chunks=[], tool_calls=[(SEND_TOOL, json.dumps(sent))])
-        return Script(chunks=[f"I recall: {echo}" if echo else "Nothing to recall."])
+        # Tagged with the run, as the moderator sees a dependent's reply without its turn.
+        said = f"I recall ({self.example}): {echo}" if echo else f"Nothing ({self.example})."
+        return Script(chunks=[said])
 
 
 def _last_call(messages: list[dict[str, Any]]) -> str | None:
@@ -190,8 +199,8 @@ def _last_call(messages: list[dict[str, Any]]) -> str | None:
 
 
 def _wire_strings(body: dict[str, Any]) -> list[str]:
-    if "input" in body:  # a speech request
-        return [str(body["input"])]
+    if "input" in body:  # a speech or a moderation request
+        return _leaves(body["input"])
     return _leaves(body.get("messages"))
 
 
@@ -391,8 +400,10 @@ def judge(current: StackMachine) -> None:
     wire = current.fake.wire
     for at, body in wire[StackMachine.judged :]:
         run = StackMachine.runs.get(example_of(body) or "", current)
-        # Speech is Mum's (she alone has replies read aloud).
-        withheld = run._withheld_at(at, "mum" if "input" in body else _reader(body))
+        # The moderator judges the kid's (the one dependent); speech is Mum's (she alone
+        # has replies read aloud).
+        reader = "kid" if _moderates(body) else "mum" if "input" in body else _reader(body)
+        withheld = run._withheld_at(at, reader)
         for text in _wire_strings(body):
             assert not carries(text, withheld), text
     StackMachine.judged = len(wire)
