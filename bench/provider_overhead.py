@@ -60,15 +60,16 @@ def start_fake(wire: str) -> tuple[subprocess.Popen[bytes], int]:
             f"--wire={wire}",
         ]
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    # A net, not a measure: a loaded machine may take a minute to start Python.
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and fake.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return fake, port
         except OSError:
             time.sleep(0.05)
     fake.kill()
-    raise RuntimeError(f"the {wire} fake did not start")
+    raise RuntimeError(f"the {wire} fake did not start (exit code {fake.poll()})")
 
 
 async def closing(*closes: Awaitable[None]) -> None:
