@@ -67,8 +67,8 @@ class TimedFake(FakeOpenAI):
             self.events.setdefault(f"followup:{text}", threading.Event()).set()
         return await super()._complete(_Replay(request, body))
 
-    async def _stream(self, script: Script) -> AsyncIterator[bytes]:
-        async for piece in super()._stream(script):
+    async def _stream(self, script: Script, read: Any = None) -> AsyncIterator[bytes]:
+        async for piece in super()._stream(script, read):
             yield piece
             if b'"finish_reason": "tool_calls"' in piece:
                 self.ended[script.chunks[0]] = time.perf_counter()
