@@ -88,7 +88,7 @@ class FirestoreConversationStore(ConversationStore):
         self.listeners: Listeners[Any, RunView | None] = Listeners(self._listen, _run_view)
 
     def _ref(self, user_id: str, conversation_id: str) -> Any:
-        return _conversation(self._client, user_id, conversation_id)
+        return conversation_ref(self._client, user_id, conversation_id)
 
     @property
     def writes(self) -> Writes:
@@ -407,7 +407,7 @@ class FirestoreConversationStore(ConversationStore):
             loop.call_soon_threadsafe(deliver, snapshots[-1] if snapshots else None)
 
         with unavailable("Firestore listen"):
-            watch = _conversation(self._listener, *key).on_snapshot(on_snapshot)
+            watch = conversation_ref(self._listener, *key).on_snapshot(on_snapshot)
 
         async def stop() -> None:
             await asyncio.to_thread(watch.unsubscribe)
@@ -448,7 +448,8 @@ def _conversations(client: Any, user_id: str) -> Any:
     return client.collection(user_id).document("client").collection("conversations")
 
 
-def _conversation(client: Any, user_id: str, conversation_id: str) -> Any:
+def conversation_ref(client: Any, user_id: str, conversation_id: str) -> Any:
+    """The reference of ``user_id``'s conversation document (for a write beside it)."""
     return _conversations(client, user_id).document(conversation_id)
 
 

@@ -10,6 +10,7 @@ from shared.errors import NotFound
 from shared.schemas.server import FeedbackRecord
 from shared.store.feedback import feedback_collection, feedback_path
 from shared.store.firestore.common import unavailable
+from shared.store.firestore.conversations import conversation_ref
 from shared.store.firestore.raw import Writes, exists_write, set_write
 
 # A batch deletes at most this many documents (Firestore's limit is 500 writes).
@@ -25,9 +26,7 @@ class FirestoreFeedbackStore:
 
     async def keep(self, user_id: str, record: FeedbackRecord) -> None:
         path = feedback_path(user_id, record.conversation_id, record.message_id)
-        conversation = self._client.document(
-            user_id, "client", "conversations", record.conversation_id
-        )
+        conversation = conversation_ref(self._client, user_id, record.conversation_id)
         # One commit: the record lands only beside a conversation that exists.
         writes = [
             exists_write(conversation._document_path),
