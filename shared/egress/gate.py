@@ -69,6 +69,7 @@ from shared.errors import (
 )
 from shared.ids import derived
 from shared.llm.base import (
+    ChatMessage,
     Finish,
     ImagePart,
     Meter,
@@ -356,16 +357,18 @@ class Egress:
         at = self._clock.now()
         covering = self._covering(standing, at)
         turn = users_turn(request) if covering is not None else None
+        # The screen's read, begun now: the moderator is sent the turn as the model is,
+        # with what is withheld blanked (it is a provider too).
+        reading = asyncio.ensure_future(
+            screening.take(user_id) if screening is not None else self._screen.withheld(user_id)
+        )
         judging = None
         if covering is not None and turn is not None:
-            judging = asyncio.ensure_future(self._judge(user_id, turn.text, turn.images, covering))
+            judging = asyncio.ensure_future(self._judge_turn(user_id, turn, reading, covering))
         meter = self._budget.meter(user_id)
         reserving = asyncio.ensure_future(meter.reserve(_estimate(request), "chat"))
         try:
-            if screening is not None:
-                withheld = await screening.take(user_id)
-            else:
-                withheld = await self._screen.withheld(user_id)
+            withheld = await reading
         except BaseException:
             await _unreserved(reserving, meter)
             _cancel(judging, covering, standing)
@@ -441,6 +444,18 @@ class Egress:
         if self._refusal(stood, chat_processors(moderated=True), at) is not None:
             return None
         return await self._policy.covered_as(_now(stood.role))
+
+    async def _judge_turn(
+        self,
+        user_id: str,
+        turn: ChatMessage,
+        reading: asyncio.Future[Withheld],
+        covering: asyncio.Future[Covered | None],
+    ) -> Verdict | None:
+        """The verdict of the user's ``turn`` as the screen lets it leave (``reading``:
+        what is withheld from ``user_id``'s model, read for this request)."""
+        withheld = await asyncio.shield(reading)
+        return await self._judge(user_id, withheld.text(turn.text), turn.images, covering)
 
     async def _judge(
         self,

@@ -305,3 +305,23 @@ async def test_a_dependents_flagged_family_message_is_refused_before_approval() 
     # A clean message is judged, then waits for approval as ever.
     _, frames = await run_frames(harness, KID, "tell mum about dinner", conversation_id)
     assert any(isinstance(f.event, ApprovalRequiredEvent) for f in frames)
+
+
+async def test_the_moderator_is_sent_the_turn_as_the_screen_lets_it_leave() -> None:
+    """The moderator is a provider too: words a member withholds (Mum, opted out) that
+    the kid pastes into a turn are blanked for it as for the model, never sent."""
+    from datetime import UTC, datetime
+
+    from shared.egress.provenance import Given
+
+    moderator = ScriptedModerator(word_list)
+    provider = ScriptedProvider([Step.reply("Noted.")])
+    harness = await family(provider, moderator)
+    mums = "pick me up behind the gym at half past four"
+    given = Given("fm_1", "mum", mums, datetime(2026, 1, 1, tzinfo=UTC))
+    await harness.fakes.provenance.record("kid", [given])
+    await harness.agent.preferences.update("mum", ai_reads_family_messages=False)
+    await run_frames(harness, KID, f"Mum said: {mums}. What does it mean?")
+    judged = [text for text, _ in moderator.calls]
+    assert all("behind the gym" not in str(r) for r in provider.requests), provider.requests
+    assert judged and all("behind the gym" not in text for text in judged), judged
