@@ -31,8 +31,8 @@ sys.path[:0] = [str(ROOT)]
 
 from PIL import Image  # noqa: E402
 
-from shared.agent.files import AttachmentBudget, choose  # noqa: E402
-from shared.agent.history import build_history  # noqa: E402
+from shared.agent.prompt.files import AttachmentBudget, choose  # noqa: E402
+from shared.agent.prompt.history import build_history  # noqa: E402
 from shared.attachments.images import normalise  # noqa: E402
 from shared.attachments.pdf import MAX_PAGES, PdfText, extract_text, with_markers  # noqa: E402
 from shared.attachments.pdf_worker import extract  # noqa: E402

@@ -38,8 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
-from shared.agent.events import TextEvent  # noqa: E402
-from shared.agent.transcript import Frame  # noqa: E402
+from shared.agent.stream.events import TextEvent  # noqa: E402
+from shared.agent.stream.transcript import Frame  # noqa: E402
 from shared.auth.base import User  # noqa: E402
 from shared.clock import SystemClock  # noqa: E402
 from shared.config import Settings  # noqa: E402

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 
-from shared.agent.retention import PAGE  # noqa: E402
+from shared.agent.conversations.retention import PAGE  # noqa: E402
 from shared.clock import SystemClock  # noqa: E402
 from shared.config import Settings  # noqa: E402
 from shared.ids import SequentialIds  # noqa: E402

@@ -59,8 +59,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "functions")]
 from google.cloud.firestore import AsyncClient, Client  # noqa: E402
 
 from bench import results  # noqa: E402
-from shared.agent.resume import resume_stream  # noqa: E402
-from shared.agent.runs import new_run, put_message  # noqa: E402
+from shared.agent.run.runs import new_run, put_message  # noqa: E402
+from shared.agent.stream.resume import resume_stream  # noqa: E402
 from shared.schemas.documents import ContentPart, Conversation, Message  # noqa: E402
 from shared.store.base import RunView  # noqa: E402
 from shared.store.firestore import FirestoreConversationStore, connect  # noqa: E402

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from evals.cases import Call, Family, Inputs, Outcome, Page
-from shared.agent.events import ApprovalRequiredEvent, QuestionEvent
-from shared.agent.transcript import Frame
+from shared.agent.stream.events import ApprovalRequiredEvent, QuestionEvent
+from shared.agent.stream.transcript import Frame
 from shared.attachments.service import Requested
 from shared.auth.base import User
 from shared.clock import SystemClock

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.agent.deps import RunLimits
-from shared.agent.files import AttachmentBudget
-from shared.agent.runs import QueueLimits
+from shared.agent.prompt.files import AttachmentBudget
+from shared.agent.run.deps import RunLimits
+from shared.agent.run.runs import QueueLimits
 from shared.config import Settings
 from shared.families.service import FamilyPolicy
 from shared.tasks.handler import TaskPolicy

@@ -8,16 +8,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from shared.agent.background import Background
 from shared.agent.chat import Chats
-from shared.agent.deps import RunDeps
+from shared.agent.conversations.manage import Conversations
+from shared.agent.conversations.retention import Retention
+from shared.agent.conversations.titles import Titles
 from shared.agent.facade import Agent
-from shared.agent.manage import Conversations
-from shared.agent.people import People
-from shared.agent.resume import Resumes
-from shared.agent.retention import Retention
+from shared.agent.run.background import Background
+from shared.agent.run.deps import RunDeps
 from shared.agent.service import RunService
-from shared.agent.titles import Titles
+from shared.agent.stream.resume import Resumes
+from shared.agent.waiting.people import People
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
 from shared.attachments.voice import VoiceClips

@@ -7,8 +7,8 @@ source of truth, so the page changes when that source does and never by hand:
 * ``settings``: every variable ``Settings`` reads (``shared/config/``: its declaration's
   name, older names, default, meaning and minimum);
 * ``documents``: each JSON Schema in ``schemas/`` (``make schemas`` writes them);
-* ``sse-events``: the events a reply streams (``shared/agent/events.py``), with their
-  wire fields as ``shared/agent/sse.py`` sends them;
+* ``sse-events``: the events a reply streams (``shared/agent/stream/events.py``), with their
+  wire fields as ``shared/agent/stream/sse.py`` sends them;
 * ``benchmarks``: the figures ``make bench`` last recorded in ``bench/results.json``;
 * ``eval-settings``: the variables a run of ``make eval`` reads (``evals/settings.py``);
 * ``eval-results``: the latest kept result of each model ``make eval`` ran
@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:  # mkdocs loads hooks by path: the repository's pa
 from bench.results import RESULTS  # noqa: E402
 from evals.run import RESULTS as EVAL_RESULTS  # noqa: E402
 from evals.settings import DECLARED as EVAL_SETTINGS  # noqa: E402
-from shared.agent.events import UNSENT, AgentEvent  # noqa: E402
+from shared.agent.stream.events import UNSENT, AgentEvent  # noqa: E402
 from shared.config import SETTINGS  # noqa: E402
 from shared.config.declaration import Setting  # noqa: E402
 

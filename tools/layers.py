@@ -33,7 +33,7 @@ def modules() -> dict[str, Path]:
 
 
 def package(module: str) -> str:
-    """The node of ``module`` in the graph: ``shared.agent`` for ``shared.agent.loop``,
+    """The node of ``module`` in the graph: ``shared.agent`` for ``shared.agent.run.loop``,
     ``shared.config`` for itself, ``spark_http`` for ``spark_http.app``."""
     parts = module.split(".")
     return ".".join(parts[:2]) if parts[0] == "shared" else parts[0]

@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from shared.agent.events import QuestionEvent, ToolEndEvent, ToolStartEvent  # noqa: E402
-from shared.agent.transcript import Frame  # noqa: E402
+from shared.agent.stream.events import QuestionEvent, ToolEndEvent, ToolStartEvent  # noqa: E402
+from shared.agent.stream.transcript import Frame  # noqa: E402
 from shared.auth.base import User  # noqa: E402
 from shared.clock import SystemClock  # noqa: E402
 from shared.config import Settings  # noqa: E402

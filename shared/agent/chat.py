@@ -15,14 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from shared.agent.loop import Run
-from shared.agent.opening import Opening
-from shared.agent.people import People, Resumed
-from shared.agent.replay import tool_end
-from shared.agent.results import answered, find_call, follow_up_id
-from shared.agent.sse import Framing
-from shared.agent.transcript import args_of
-from shared.agent.uistream import (
+from shared.agent.run.loop import Run
+from shared.agent.sending.opening import Opening
+from shared.agent.stream.replay import tool_end
+from shared.agent.stream.sse import Framing
+from shared.agent.stream.transcript import args_of
+from shared.agent.stream.uistream import (
     DONE,
     UI,
     Chunk,
@@ -34,7 +32,9 @@ from shared.agent.uistream import (
     tool_ended,
     tool_input,
 )
-from shared.agent.waiting import PersonKind, person_kind
+from shared.agent.waiting.people import People, Resumed
+from shared.agent.waiting.results import answered, find_call, follow_up_id
+from shared.agent.waiting.whose import PersonKind, person_kind
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Uploads
 from shared.auth.base import User

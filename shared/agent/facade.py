@@ -19,18 +19,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
-from shared.agent.background import Background
 from shared.agent.chat import Chats
-from shared.agent.events import DoneEvent, ErrorEvent, TranscriptEvent
+from shared.agent.conversations.manage import Conversations, Rated
+from shared.agent.conversations.retention import Retention, Swept
 from shared.agent.family_verbs import FamilyVerbs
-from shared.agent.loop import Run
-from shared.agent.manage import Conversations, Rated
-from shared.agent.people import People, Resumed, TaskCancel
-from shared.agent.resume import Resumes
-from shared.agent.retention import Retention, Swept
+from shared.agent.run.background import Background
+from shared.agent.run.loop import Run
 from shared.agent.service import Hearing, Next, RunService, Sent, Stopped, WhenBusy
-from shared.agent.sse import SSE, EventChannel, Framing, sse_stream
-from shared.agent.transcript import Cursor, Frame
+from shared.agent.stream.events import DoneEvent, ErrorEvent, TranscriptEvent
+from shared.agent.stream.resume import Resumes
+from shared.agent.stream.sse import SSE, EventChannel, Framing, sse_stream
+from shared.agent.stream.transcript import Cursor, Frame
+from shared.agent.waiting.people import People, Resumed, TaskCancel
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User

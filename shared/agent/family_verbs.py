@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.agent.opening import ERASED
+from shared.agent.sending.opening import ERASED
 from shared.attachments.service import Requested
 from shared.auth.base import User
 from shared.erasure.service import Erasures

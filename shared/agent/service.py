@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.agent.background import Background
-from shared.agent.claims import Claims
-from shared.agent.continuation import Continuation, Next
-from shared.agent.deps import RunDeps
-from shared.agent.draft import WhenBusy
-from shared.agent.head_starts import HeadStarts
-from shared.agent.loop import Run
-from shared.agent.opening import Hearing, Opening, Sent
-from shared.agent.supervision import Stopped, Supervision
-from shared.agent.watch import Watch
+from shared.agent.run.background import Background
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.run.supervision import Stopped, Supervision
+from shared.agent.run.watch import Watch
+from shared.agent.sending.claims import Claims
+from shared.agent.sending.draft import WhenBusy
+from shared.agent.sending.head_starts import HeadStarts
+from shared.agent.sending.opening import Hearing, Opening, Sent
+from shared.agent.waiting.continuation import Continuation, Next
 from shared.attachments.service import Attachments
 from shared.attachments.voice import VoiceClips
 from shared.ids import IdGenerator

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared.agent.results import follow_up_id, wants_follow_up
-from shared.agent.waiting import waiting_on_person
+from shared.agent.waiting.results import follow_up_id, wants_follow_up
+from shared.agent.waiting.whose import waiting_on_person
 from shared.audit.violations import (
     HANDED,
     LIVE,

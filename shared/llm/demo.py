@@ -133,7 +133,7 @@ _WORD = _pattern(r"[a-z]+")
 
 
 # The notes a user turn carries after its text, one per attachment
-# (``shared/agent/files.py``, ``describe``): what the model reads, never the user.
+# (``shared/agent/prompt/files.py``, ``describe``): what the model reads, never the user.
 _NOTE = _pattern(r'(?:^|\n\n)\[(Image|PDF|Attachment)(?: attached)?(?: earlier)?:? "([^"\n]*)"')
 
 

@@ -122,7 +122,7 @@ def _parts(message: ChatMessage) -> list[dict[str, Any]]:
 def _wire_request(request: ModelRequest) -> dict[str, Any]:
     # Gemini's implicit cache matches a prompt's prefix as the model reads it: the system
     # instruction and tools (the same on every request of a conversation), then the
-    # turns, which only grow at the end (``shared.agent.history``). Explicit context
+    # turns, which only grow at the end (``shared.agent.prompt.history``). Explicit context
     # caching (``cachedContents``) is not used: it bills storage by the hour, for prefixes
     # that the implicit cache already serves at the same discount.
     body: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """``RunSlots``: a run's place among its user's run slots, taken and freed in the user's
-ledger (``/{userId}/server``), below the agent that holds it (``shared/agent/slot.py``).
+ledger (``/{userId}/server``), below the agent that holds it (``shared/agent/run/slot.py``).
 
 Every model call of a run passes the admission first (``admit_run``, or a send's admission
 in the same commit as its message, ``admit_and_open``); the place is freed, counting the

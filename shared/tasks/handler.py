@@ -16,11 +16,11 @@ from datetime import timedelta
 from functools import partial
 from typing import Literal
 
-from shared.agent.deps import RunDeps
 from shared.agent.facade import Agent, Next
-from shared.agent.questions import ask_for_task
-from shared.agent.results import cancel_by_user, record_results
-from shared.agent.task_calls import BeforeTool, after_result, begin_tool
+from shared.agent.run.deps import RunDeps
+from shared.agent.waiting.questions import ask_for_task
+from shared.agent.waiting.results import cancel_by_user, record_results
+from shared.agent.waiting.task_calls import BeforeTool, after_result, begin_tool
 from shared.errors import ConversationTooLarge, NotFound, TaskCancelled
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort

@@ -1,5 +1,5 @@
 """Running one tool call, the same way wherever it runs: inside the stream (an inline
-call, ``shared/agent/loop.py``) or on Cloud Tasks (a task call, ``shared/tasks/handler.py``).
+call, ``shared/agent/run/loop.py``) or on Cloud Tasks (a task call, ``shared/tasks/handler.py``).
 
 Whatever the tool does (returns, refuses with ``ToolError``, fails unexpectedly, returns
 more than the model may read) becomes a ``ToolOutcome``; only what the caller does with a

@@ -3,7 +3,7 @@ approve (deleting or restoring a lesson), and a tool the user's client carries o
 (DESIGN §5; seeds 001 and 002).
 
 Their results arrive through the API (``answers``, ``approvals``, ``tool-results``) and
-resume the run the way task results do (``shared/agent/results.py``).
+resume the run the way task results do (``shared/agent/waiting/results.py``).
 """
 
 from __future__ import annotations

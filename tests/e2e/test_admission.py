@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from shared.agent.slot import RunSlot
+from shared.agent.run.slot import RunSlot
 from shared.clock import SystemClock
 from shared.errors import RateLimited, SlotsTaken
 from shared.queue.memory import InMemoryTaskQueue

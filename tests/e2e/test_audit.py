@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.cloud import firestore
 
-from shared.agent.results import follow_up_id, result_message_id
+from shared.agent.waiting.results import follow_up_id, result_message_id
 from shared.schemas.documents import (
     ActiveRun,
     ContentPart,

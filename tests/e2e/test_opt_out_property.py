@@ -42,7 +42,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from shared.agent.titles import title_request
+from shared.agent.conversations.titles import title_request
 from shared.audit.violations import pending
 from shared.schemas.documents import Conversation
 from shared.tools.family.sending import MAX_SENT_CHARS

@@ -18,7 +18,7 @@ from google.cloud.firestore_v1.document import DocumentReference
 from google.cloud.firestore_v1.watch import Watch
 from hypothesis import HealthCheck, example, given, settings
 
-from shared.agent.runs import new_run, put_message
+from shared.agent.run.runs import new_run, put_message
 from shared.errors import (
     ConversationTooLarge,
     ConversationTouched,

@@ -15,11 +15,11 @@ import httpx
 from functions_framework.aio import create_asgi_app
 from spark_http.app import ApiApp
 
-from shared.agent.deps import RunDeps
-from shared.agent.events import UNSENT, AgentEvent
 from shared.agent.facade import Agent
-from shared.agent.loop import Run
-from shared.agent.transcript import Frame
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.stream.events import UNSENT, AgentEvent
+from shared.agent.stream.transcript import Frame
 from shared.auth.accounts import InMemoryAccounts
 from shared.auth.base import StaticTokenVerifier, User
 from shared.clock import Clock, SystemClock

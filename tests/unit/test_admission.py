@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.people import Resumed
+from shared.agent.waiting.people import Resumed
 from shared.clock import ManualClock
 from shared.errors import RateLimited, SlotsTaken, StoreError, ToolError
 from shared.llm.base import (

@@ -143,8 +143,8 @@ EDGE_MAY_IMPORT = (
 # judges ids in a path before anything reads the store), and the tasks function's one
 # entry, ``TaskHandler`` (it drives the agent, so the facade cannot hold it).
 EDGE_VALUES = {
-    "shared.agent.people": {"Resumed"},
-    "shared.agent.manage": {"NO_MESSAGE"},
+    "shared.agent.waiting.people": {"Resumed"},
+    "shared.agent.conversations.manage": {"NO_MESSAGE"},
     "shared.attachments.service": {"Requested"},
     "shared.families.messages": {"Target", "is_shared", "NO_CONVERSATION"},
     "shared.families.membership": {"NO_INVITE", "NO_MEMBER", "NOT_YOURS"},
@@ -156,7 +156,7 @@ EDGE_VALUES = {
     "shared.appcheck.guard": {"AppCheck", "HEADER"},
     "shared.appcheck.replays": {"InMemorySpentTokens"},
     # The AI SDK's framing of a stream, and the header that names it.
-    "shared.agent.uistream": {"HEADERS", "UI"},
+    "shared.agent.stream.uistream": {"HEADERS", "UI"},
 }
 # The composition root builds what the edges are given, and starts the process's
 # telemetry before it does.
@@ -283,11 +283,11 @@ def test_the_edge_rules_see_a_module_that_breaks_them(tmp_path: Path) -> None:
 # runs' machinery (opening, claims, continuation, supervision, slots, the loop).
 TASKS_MAY_IMPORT = {
     "shared.agent.facade",
-    "shared.agent.deps",
-    "shared.agent.results",
-    "shared.agent.questions",
-    "shared.agent.task_calls",
-    "shared.agent.throttle",
+    "shared.agent.run.deps",
+    "shared.agent.waiting.results",
+    "shared.agent.waiting.questions",
+    "shared.agent.waiting.task_calls",
+    "shared.agent.run.throttle",
 }
 
 
@@ -337,6 +337,6 @@ def test_a_run_slot_is_freed_in_one_place() -> None:
     pure change ``release_run`` is called by their implementation alone
     (``shared.store.slots``)."""
     calls = [c for c in _calls_of("release_run") if not c.startswith("shared.store.slots:")]
-    assert calls and all(c.startswith("shared.agent.slot:") for c in calls), calls
+    assert calls and all(c.startswith("shared.agent.run.slot:") for c in calls), calls
     closes = _calls_of("close_and_release")
-    assert closes and all(c.startswith("shared.agent.slot:") for c in closes), closes
+    assert closes and all(c.startswith("shared.agent.run.slot:") for c in closes), closes

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.history import build_history
-from shared.agent.runs import close_stale_run, new_run
-from shared.agent.transcript import CUT_NOTE
+from shared.agent.prompt.history import build_history
+from shared.agent.run.runs import close_stale_run, new_run
+from shared.agent.stream.transcript import CUT_NOTE
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import ArchiveSegment, ContentPart, Conversation, Message

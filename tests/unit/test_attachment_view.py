@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 from datetime import UTC, datetime
 
-from shared.agent.files import AttachmentBudget, PdfExcerpt, choose
-from shared.agent.history import build_history
+from shared.agent.prompt.files import AttachmentBudget, PdfExcerpt, choose
+from shared.agent.prompt.history import build_history
 from shared.attachments.service import Requested
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import ContentPart, FileRef, Message

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.agent.results import follow_up_id, result_message_id
+from shared.agent.waiting.results import follow_up_id, result_message_id
 from shared.audit import Audit, UserDocuments, Violation, audit, grouped, pending
 from shared.ids import task_id_for
 from shared.schemas.documents import (
@@ -194,7 +194,7 @@ def test_audit_passes_calls_waiting_for_a_person_and_a_task_under_way() -> None:
         user("Make one", "u2"),
         assistant("a2", call_part("c2", "running")),
         # The end of a run shows the calls waiting on the user as waiting_on_user
-        # (shared/agent/finish.py): no task holds them, and none needs to.
+        # (shared/agent/run/finish.py): no task holds them, and none needs to.
         tasks={
             **task_state("c2", "running"),
             **task_state("q1", "waiting_on_user"),

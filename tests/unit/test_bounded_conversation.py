@@ -13,11 +13,11 @@ from typing import TypeVar
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.events import DoneEvent
-from shared.agent.loop import Run
-from shared.agent.results import mark_running, record_results
-from shared.agent.runs import QUEUE_RETRY_SECONDS, finish_run, new_run, open_run
-from shared.agent.transcript import Frame
+from shared.agent.run.loop import Run
+from shared.agent.run.runs import QUEUE_RETRY_SECONDS, finish_run, new_run, open_run
+from shared.agent.stream.events import DoneEvent
+from shared.agent.stream.transcript import Frame
+from shared.agent.waiting.results import mark_running, record_results
 from shared.clock import ManualClock
 from shared.config import Settings
 from shared.errors import ConfigurationError, ConversationTooLarge, RateLimited

@@ -4,7 +4,7 @@ from the stored conversation (``shared/agent/chat.followed``)."""
 from __future__ import annotations
 
 from shared.agent.chat import followed
-from shared.agent.results import follow_up_id
+from shared.agent.waiting.results import follow_up_id
 from shared.ids import task_id_for
 from tests.unit.test_audit import (
     CID,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench import results
-from shared.agent.events import ToolStartEvent
-from shared.agent.sse import event_data
+from shared.agent.stream.events import ToolStartEvent
+from shared.agent.stream.sse import event_data
 from tools import docs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.events import DoneEvent, ErrorEvent, TaskQueuedEvent, TextEvent
-from shared.agent.finish import RunEnd
-from shared.agent.results import follow_up_id
-from shared.agent.transcript import CUT_NOTE, Frame
+from shared.agent.run.finish import RunEnd
+from shared.agent.stream.events import DoneEvent, ErrorEvent, TaskQueuedEvent, TextEvent
+from shared.agent.stream.transcript import CUT_NOTE, Frame
+from shared.agent.waiting.results import follow_up_id
 from shared.clock import ManualClock
 from shared.errors import NoActiveRun, RunInProgress, StoreError
 from shared.llm.base import Finish, TextDelta, ToolCallRequest

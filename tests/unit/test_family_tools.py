@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shared.agent.events import ApprovalRequiredEvent
+from shared.agent.stream.events import ApprovalRequiredEvent
 from shared.auth.base import User
 from shared.clock import ManualClock
 from shared.families.messages import Target, family_conversation_id

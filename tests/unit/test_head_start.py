@@ -1,5 +1,5 @@
 """The first model request of a send starts while its admission and its message are
-written, in one commit (``shared/agent/head_start.py``); nothing of it is shown or kept
+written, in one commit (``shared/agent/sending/head_start.py``); nothing of it is shown or kept
 unless that commit succeeds and the committed conversation asks for exactly that
 request."""
 
@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from shared.agent.events import TextEvent
-from shared.agent.head_start import HeadStart
-from shared.agent.transcript import Frame
+from shared.agent.sending.head_start import HeadStart
+from shared.agent.stream.events import TextEvent
+from shared.agent.stream.transcript import Frame
 from shared.clock import ManualClock
 from shared.errors import SlotsTaken, StoreError
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta

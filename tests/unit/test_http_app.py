@@ -17,7 +17,7 @@ from spark_http.app import ApiApp
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from shared.agent.runs import new_run
+from shared.agent.run.runs import new_run
 from shared.errors import ProviderRejected
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.queue.memory import InMemoryTaskQueue

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from shared.agent.events import ToolEndEvent, ToolStartEvent
-from shared.agent.replay import replay
-from shared.agent.sse import event_data
+from shared.agent.stream.events import ToolEndEvent, ToolStartEvent
+from shared.agent.stream.replay import replay
+from shared.agent.stream.sse import event_data
 from shared.errors import NotFound, ProviderUnavailable
 from shared.lessons.grammar import validate
 from shared.llm.base import Finish, TextDelta, ToolCallRequest

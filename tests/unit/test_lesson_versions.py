@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from shared.agent.events import ApprovalRequiredEvent
-from shared.agent.transcript import Frame
+from shared.agent.stream.events import ApprovalRequiredEvent
+from shared.agent.stream.transcript import Frame
 from shared.clock import SystemClock
 from shared.lessons.text import removed_chars
 from shared.llm.base import Finish, ToolCallRequest

@@ -9,9 +9,9 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.events import DoneEvent, TaskQueuedEvent, ToolEndEvent
-from shared.agent.history import build_history, to_chat
-from shared.agent.transcript import Frame
+from shared.agent.prompt.history import build_history, to_chat
+from shared.agent.stream.events import DoneEvent, TaskQueuedEvent, ToolEndEvent
+from shared.agent.stream.transcript import Frame
 from shared.errors import RateLimited
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
@@ -144,7 +144,7 @@ def test_history_cut_never_starts_with_a_result_nor_drops_the_question() -> None
         ChatMessage("assistant", "", tool_calls=(ToolCallRequest("c1", "t", "{}"),)),
         ChatMessage("tool", "r" * 5000, tool_call_id="c1", name="t"),
     ]
-    from shared.agent import history
+    from shared.agent.prompt import history
 
     original = history.to_chat
     history.to_chat = lambda *_: chat  # type: ignore[assignment]

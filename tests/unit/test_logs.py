@@ -10,7 +10,7 @@ from spark_http.logs import CloudLoggingFormatter
 
 def test_log_lines_are_cloud_logging_json_with_ids_and_trace() -> None:
     record = logging.LogRecord(
-        "shared.agent.loop", logging.WARNING, "f", 1, "run %s failed", ("r1",), None
+        "shared.agent.run.loop", logging.WARNING, "f", 1, "run %s failed", ("r1",), None
     )
     record.conversationId = "conv_1"
     record.trace = "abc123"

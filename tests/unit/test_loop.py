@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from shared.agent.events import DoneEvent, TextEvent, ToolEndEvent, ToolStartEvent
-from shared.agent.history import build_history
+from shared.agent.prompt.history import build_history
+from shared.agent.stream.events import DoneEvent, TextEvent, ToolEndEvent, ToolStartEvent
 from shared.llm.base import Finish, ProviderState, TextDelta, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.prompts import DEFAULT_DIR

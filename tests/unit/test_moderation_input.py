@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from shared.agent.events import ErrorEvent, TextEvent
-from shared.agent.transcript import UNJUDGED_IN_DOCUMENT, WITHHELD_IN_DOCUMENT, Frame
+from shared.agent.stream.events import ErrorEvent, TextEvent
+from shared.agent.stream.transcript import UNJUDGED_IN_DOCUMENT, WITHHELD_IN_DOCUMENT, Frame
 from shared.llm.moderation import ScriptedModerator, Verdict
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Message, Moderated
@@ -283,7 +283,7 @@ async def test_a_dependents_runs_get_the_age_fit_addendum_and_an_adults_do_not()
 
 
 async def test_a_dependents_flagged_family_message_is_refused_before_approval() -> None:
-    from shared.agent.events import ApprovalRequiredEvent, ToolEndEvent
+    from shared.agent.stream.events import ApprovalRequiredEvent, ToolEndEvent
     from tests.unit.test_family_tools import calls
 
     flagged = "you are worthless and nobody likes you"

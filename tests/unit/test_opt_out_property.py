@@ -34,8 +34,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from shared.agent.events import ApprovalRequiredEvent
-from shared.agent.transcript import Frame
+from shared.agent.stream.events import ApprovalRequiredEvent
+from shared.agent.stream.transcript import Frame
 from shared.clock import ManualClock
 from shared.families.messages import Target
 from shared.llm.base import Finish, ModelEvent, ModelRequest, ProviderName, TextDelta

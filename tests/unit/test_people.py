@@ -9,16 +9,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shared.agent.events import (
+from shared.agent.stream.events import (
     ApprovalRequiredEvent,
     DoneEvent,
     QuestionEvent,
     TextEvent,
     ToolStartEvent,
 )
-from shared.agent.replay import replay
-from shared.agent.transcript import Frame
-from shared.agent.waiting import person_kind, waiting_on_person
+from shared.agent.stream.replay import replay
+from shared.agent.stream.transcript import Frame
+from shared.agent.waiting.whose import person_kind, waiting_on_person
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.llm.base import Finish, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.agent.history import build_history, window, window_start
+from shared.agent.prompt.history import build_history, window, window_start
 from shared.egress.gate import charged
 from shared.llm.anthropic import AnthropicProvider
 from shared.llm.gemini import GeminiProvider

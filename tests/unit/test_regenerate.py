@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shared.agent.history import steps_since_user, to_chat
+from shared.agent.prompt.history import steps_since_user, to_chat
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import ContentPart, Message, ToolCall, ToolResult
 from tests.unit.helpers import ALICE, Harness, api_of, make_service, serving

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from shared.agent.resume import resume_stream
-from shared.agent.runs import finish_run, new_run, put_message
+from shared.agent.run.runs import finish_run, new_run, put_message
+from shared.agent.stream.resume import resume_stream
 from shared.schemas.documents import ActiveRun, ContentPart, Conversation, Message
 from shared.store.base import RunProbe, RunView
 from shared.store.memory import InMemoryConversationStore

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from shared.agent.manage import Conversations
-from shared.agent.retention import Retention
+from shared.agent.conversations.manage import Conversations
+from shared.agent.conversations.retention import Retention
 from shared.clock import ManualClock
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.queue.memory import InMemoryTaskQueue

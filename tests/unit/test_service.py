@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from shared.agent.events import DoneEvent, ErrorEvent, RunStartEvent, TextEvent
-from shared.agent.transcript import Frame
+from shared.agent.stream.events import DoneEvent, ErrorEvent, RunStartEvent, TextEvent
+from shared.agent.stream.transcript import Frame
 from shared.clock import ManualClock
 from shared.errors import NotFound, ProviderUnavailable, RunInProgress
 from shared.llm.base import Finish, ModelEvent, ModelRequest, TextDelta

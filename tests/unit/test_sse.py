@@ -3,9 +3,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from shared.agent.events import DoneEvent, RunStartEvent, TextEvent, ToolEndEvent, UsageEvent
-from shared.agent.sse import KEEPALIVE, EventChannel, encode, sse_stream
-from shared.agent.transcript import Frame
+from shared.agent.stream.events import DoneEvent, RunStartEvent, TextEvent, ToolEndEvent, UsageEvent
+from shared.agent.stream.sse import KEEPALIVE, EventChannel, encode, sse_stream
+from shared.agent.stream.transcript import Frame
 
 
 def test_sse_encode_has_id_event_and_camel_case_json() -> None:

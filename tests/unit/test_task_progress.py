@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from shared.agent.questions import question_call_id
+from shared.agent.waiting.questions import question_call_id
 from shared.attachments.service import Attachments, Requested
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import TaskDocument

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.agent.questions import question_call_id
+from shared.agent.waiting.questions import question_call_id
 from shared.errors import RequestError, SparkError
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.tools.base import Ask, ToolContext, ToolOutput, ToolRegistry

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.agent.events import DoneEvent, TaskQueuedEvent
+from shared.agent.stream.events import DoneEvent, TaskQueuedEvent
 from shared.clock import ManualClock
 from shared.errors import QueueUnavailable
 from shared.llm.base import Finish, TextDelta, ToolCallRequest

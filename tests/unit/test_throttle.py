@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from shared.agent.throttle import ThrottledWriter
+from shared.agent.run.throttle import ThrottledWriter
 from shared.clock import ManualClock, SystemClock
 from shared.errors import StoreError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from shared.agent.titles import MAX_AUTO_TITLE, TITLE_TOKENS, cleaned
+from shared.agent.conversations.titles import MAX_AUTO_TITLE, TITLE_TOKENS, cleaned
 from shared.errors import ProviderError
 from shared.llm.base import ModelEvent, ModelRequest
 from shared.llm.demo import respond
@@ -115,7 +115,7 @@ def test_a_title_is_cut_to_60_characters_at_a_word() -> None:
 
 
 def test_the_demo_model_titles_from_the_first_words() -> None:
-    from shared.agent.titles import title_request
+    from shared.agent.conversations.titles import title_request
     from shared.prompts import load_prompt
     from shared.schemas.documents import Conversation
 

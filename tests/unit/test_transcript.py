@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.agent.events import (
+from shared.agent.stream.events import (
     AgentEvent,
     DoneEvent,
     ErrorEvent,
@@ -20,8 +20,8 @@ from shared.agent.events import (
     ToolStartEvent,
     UsageEvent,
 )
-from shared.agent.replay import replay
-from shared.agent.transcript import Cursor, Frame, Transcript
+from shared.agent.stream.replay import replay
+from shared.agent.stream.transcript import Cursor, Frame, Transcript
 from shared.errors import RequestError
 from shared.schemas.documents import Message
 

@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from shared.agent.events import (
+from shared.agent.stream.events import (
     ApprovalRequiredEvent,
     DoneEvent,
     ErrorEvent,
@@ -17,9 +17,9 @@ from shared.agent.events import (
     ToolEndEvent,
     ToolStartEvent,
 )
-from shared.agent.sse import EventChannel, sse_stream
-from shared.agent.transcript import Cursor, Frame
-from shared.agent.uistream import DONE, UI, UiChunks, encode
+from shared.agent.stream.sse import EventChannel, sse_stream
+from shared.agent.stream.transcript import Cursor, Frame
+from shared.agent.stream.uistream import DONE, UI, UiChunks, encode
 
 RUN = "run_1"
 ROOT = Path(__file__).resolve().parents[2]

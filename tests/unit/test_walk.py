@@ -93,5 +93,5 @@ def test_an_await_that_waits_on_the_event_loop_moves_nothing() -> None:
 def test_helper_packages_are_no_place() -> None:
     walker = Walker("package", LAYERS)
     assert walker.place("shared.schemas.documents") is None
-    assert walker.place("shared.agent.loop") == "shared.agent"
-    assert Walker("module", LAYERS).place("shared.agent.loop") == "shared.agent.loop"
+    assert walker.place("shared.agent.run.loop") == "shared.agent"
+    assert Walker("module", LAYERS).place("shared.agent.run.loop") == "shared.agent.run.loop"

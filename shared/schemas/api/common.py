@@ -26,7 +26,7 @@ Label = Annotated[str, StringConstraints(min_length=1, max_length=80)]
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 
-# An SSE event id (``shared/agent/transcript.py``): {runId}:{parts}:{chars} or {runId}:end.
+# An SSE event id (``shared/agent/stream/transcript.py``): {runId}:{parts}:{chars} or {runId}:end.
 EVENT_ID_PATTERN = r"^([A-Za-z0-9_-]{1,128}):(?:([0-9]{1,9}):([0-9]{1,12})|end)$"
 
 

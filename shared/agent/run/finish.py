@@ -15,12 +15,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from shared.agent.deps import RunDeps
-from shared.agent.events import AgentEvent, DoneEvent, ErrorEvent
-from shared.agent.runs import INTERRUPTED, finish_run
-from shared.agent.slot import RunSlot
-from shared.agent.throttle import ThrottledWriter
-from shared.agent.transcript import Cursor, Emit, Frame, Transcript, shrink
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.runs import INTERRUPTED, finish_run
+from shared.agent.run.slot import RunSlot
+from shared.agent.run.throttle import ThrottledWriter
+from shared.agent.stream.events import AgentEvent, DoneEvent, ErrorEvent
+from shared.agent.stream.transcript import Cursor, Emit, Frame, Transcript, shrink
 from shared.errors import (
     ConversationTooLarge,
     NotFound,

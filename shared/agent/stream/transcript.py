@@ -3,7 +3,7 @@
 The live stream, the persisted document and the resume endpoint all go through here,
 so what a client is sent and what Firestore holds can never disagree:
 ``Transcript.apply`` folds each event the loop emits into the message being written
-and returns the event's id; ``replay`` (``shared/agent/replay.py``) turns a stored
+and returns the event's id; ``replay`` (``shared/agent/stream/replay.py``) turns a stored
 message back into the same events with the same ids.
 
 An event id is ``{runId}:{parts}:{chars}``: the number of content parts the message
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.agent.events import (
+from shared.agent.stream.events import (
     TERMINAL,
     AgentEvent,
     ApprovalRequiredEvent,

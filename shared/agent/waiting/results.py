@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 
-from shared.agent.waiting import KIND_NAMES, PersonKind, person_kind, waiting_on_person
+from shared.agent.waiting.whose import KIND_NAMES, PersonKind, person_kind, waiting_on_person
 from shared.errors import AlreadyAnswered, NotFound, RequestError, RunInProgress
 from shared.ids import derived, task_id_for
 from shared.schemas.documents import (

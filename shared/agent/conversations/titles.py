@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 
-from shared.agent.manage import titled
+from shared.agent.conversations.manage import titled
 from shared.egress.gate import Egress
 from shared.llm.base import ChatMessage, ModelRequest
 from shared.schemas.documents import Conversation

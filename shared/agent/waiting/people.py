@@ -1,6 +1,6 @@
 """People's results (answers, approvals, client tools): each resumes the agent through
 the same path as task results, "a result arrived, continue the agent"
-(``shared/agent/continuation.py``).
+(``shared/agent/waiting/continuation.py``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.agent.continuation import Continuation
-from shared.agent.deps import RunDeps
-from shared.agent.loop import Run
-from shared.agent.questions import close_task_question
-from shared.agent.results import (
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.waiting.continuation import Continuation
+from shared.agent.waiting.questions import close_task_question
+from shared.agent.waiting.results import (
     CANCELLED_BY_USER,
     approve,
     cancel_by_user,
@@ -24,7 +24,7 @@ from shared.agent.results import (
     pending_call,
     record_results,
 )
-from shared.agent.waiting import PersonKind
+from shared.agent.waiting.whose import PersonKind
 from shared.errors import AlreadyAnswered, NotFound, SparkError
 from shared.queue.port import TaskTools
 from shared.schemas.documents import Conversation, ToolCall

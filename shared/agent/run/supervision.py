@@ -7,11 +7,11 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.agent.claims import Claims
-from shared.agent.deps import RunDeps
-from shared.agent.loop import Run
-from shared.agent.runs import request_stop
-from shared.agent.watch import Watch
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.run.runs import request_stop
+from shared.agent.run.watch import Watch
+from shared.agent.sending.claims import Claims
 from shared.queue.port import TaskTools
 
 log = logging.getLogger(__name__)

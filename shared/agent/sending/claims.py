@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 
-from shared.agent.deps import RunDeps
-from shared.agent.draft import run_of
-from shared.agent.loop import Run
-from shared.agent.queued import claim_queued_run, hold_queued, refuse_queued
-from shared.agent.watch import Watch
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.run.watch import Watch
+from shared.agent.sending.draft import run_of
+from shared.agent.sending.queued import claim_queued_run, hold_queued, refuse_queued
 from shared.errors import AlreadyAnswered, NotFound, RateLimited, SlotsTaken
 from shared.schemas.documents import Conversation, MessageError
 

@@ -1,7 +1,7 @@
 """The projection back: a stored message turned into the events of its run.
 
 ``replay`` gives the same events, with the same ids, that ``Transcript.apply`` gave
-while the run was live (``shared/agent/transcript.py``), from any cursor, so another
+while the run was live (``shared/agent/stream/transcript.py``), from any cursor, so another
 instance can resume a client where it left off. It reads only the message, so any
 instance can compute it from the document.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TypeVar
 
-from shared.agent.events import (
+from shared.agent.stream.events import (
     ApprovalRequiredEvent,
     DoneEvent,
     DoneStatus,
@@ -23,7 +23,7 @@ from shared.agent.events import (
     ToolEndEvent,
     ToolStartEvent,
 )
-from shared.agent.transcript import END, Cursor, Frame, Position, args_of
+from shared.agent.stream.transcript import END, Cursor, Frame, Position, args_of
 from shared.ids import task_id_for
 from shared.schemas.documents import Message, MessageError, ToolCall, ToolResult
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from shared.agent.deps import RunDeps
-from shared.agent.events import (
+from shared.agent.run.deps import RunDeps
+from shared.agent.stream.events import (
     AgentEvent,
     ApprovalRequiredEvent,
     QuestionEvent,
@@ -17,7 +17,7 @@ from shared.agent.events import (
     ToolEndEvent,
     ToolStartEvent,
 )
-from shared.agent.transcript import args_of
+from shared.agent.stream.transcript import args_of
 from shared.errors import ModerationUnavailable, ToolError
 from shared.ids import task_id_for
 from shared.llm.base import ToolCallRequest

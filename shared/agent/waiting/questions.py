@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from shared.agent.results import answered, find_call, record_results, with_task_status
+from shared.agent.waiting.results import answered, find_call, record_results, with_task_status
 from shared.ids import derived, task_id_for
 from shared.schemas.documents import ContentPart, Conversation, Message, ToolCall, ToolResult
 from shared.tools.people import QUESTION_TOOL

@@ -18,22 +18,22 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator
 
-from shared.agent.calls import StepCalls
-from shared.agent.deps import RunDeps
-from shared.agent.events import (
+from shared.agent.prompt.files import FileLoader, choose
+from shared.agent.prompt.history import build_history, open_document_note, window
+from shared.agent.run.calls import StepCalls
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.finish import Ending, RunEnd
+from shared.agent.run.runs import INTERRUPTED, put_message
+from shared.agent.run.throttle import ThrottledWriter
+from shared.agent.sending.head_start import HeadStart
+from shared.agent.stream.events import (
     AgentEvent,
     ModeratedEvent,
     RunStartEvent,
     TextEvent,
     UsageEvent,
 )
-from shared.agent.files import FileLoader, choose
-from shared.agent.finish import Ending, RunEnd
-from shared.agent.head_start import HeadStart
-from shared.agent.history import build_history, open_document_note, window
-from shared.agent.runs import INTERRUPTED, put_message
-from shared.agent.throttle import ThrottledWriter
-from shared.agent.transcript import Emit, Frame, Transcript
+from shared.agent.stream.transcript import Emit, Frame, Transcript
 from shared.errors import (
     INTERNAL_MESSAGE,
     NotFound,

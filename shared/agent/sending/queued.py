@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.agent.runs import abandon_run, placeholder, with_run
+from shared.agent.run.runs import abandon_run, placeholder, with_run
 from shared.errors import AlreadyAnswered
 from shared.schemas.documents import ActiveRun, Conversation, MessageError
 

@@ -10,10 +10,10 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from shared.agent.deps import RunDeps
-from shared.agent.draft import Draft, new_conversation, run_of
-from shared.agent.head_start import HeadStart
-from shared.agent.runs import open_run
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.runs import open_run
+from shared.agent.sending.draft import Draft, new_conversation, run_of
+from shared.agent.sending.head_start import HeadStart
 from shared.egress.screen import Screening
 from shared.errors import RateLimited
 

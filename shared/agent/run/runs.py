@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from shared.agent.events import DoneEvent, ErrorEvent
-from shared.agent.results import (
+from shared.agent.stream.events import DoneEvent, ErrorEvent
+from shared.agent.stream.transcript import Transcript, shrink
+from shared.agent.waiting.results import (
     cancel_calls,
     follow_documents,
     follow_up_id,
     follow_up_run_id,
     supersede_pending,
 )
-from shared.agent.transcript import Transcript, shrink
 from shared.errors import (
     NoActiveRun,
     RateLimited,

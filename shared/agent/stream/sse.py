@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from shared.agent.events import TERMINAL, UNSENT, AgentEvent, ErrorEvent, TextEvent
-from shared.agent.transcript import Cursor, Frame
+from shared.agent.stream.events import TERMINAL, UNSENT, AgentEvent, ErrorEvent, TextEvent
+from shared.agent.stream.transcript import Cursor, Frame
 from shared.errors import INTERNAL_MESSAGE
 
 KEEPALIVE = b": keep-alive\n\n"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from shared.agent.questions import answer_of, task_question
-from shared.agent.results import (
+from shared.agent.waiting.questions import answer_of, task_question
+from shared.agent.waiting.results import (
     CANCELLED_BY_USER,
     answered,
     approved,

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
-from shared.agent.files import AttachmentBudget
-from shared.agent.runs import QueueLimits
+from shared.agent.prompt.files import AttachmentBudget
+from shared.agent.run.runs import QueueLimits
 from shared.clock import Clock
 from shared.egress.gate import Egress
 from shared.llm.base import ChatMessage, ProviderName, ToolSpec

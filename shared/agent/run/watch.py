@@ -11,10 +11,10 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from shared.agent.deps import RunDeps
-from shared.agent.queued import renew_queued
-from shared.agent.runs import abandon_run, close_stale_run
-from shared.agent.slot import RunSlot
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.runs import abandon_run, close_stale_run
+from shared.agent.run.slot import RunSlot
+from shared.agent.sending.queued import renew_queued
 from shared.errors import ConversationTooLarge, SparkError
 from shared.queue.port import RunQueue
 from shared.schemas.documents import ActiveRun, Conversation, MessageError

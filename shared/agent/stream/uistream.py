@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shared.agent.events import (
+from shared.agent.stream.events import (
     ApprovalRequiredEvent,
     DoneEvent,
     DoneStatus,
@@ -30,8 +30,8 @@ from shared.agent.events import (
     ToolStartEvent,
     TranscriptEvent,
 )
-from shared.agent.sse import Framing
-from shared.agent.transcript import Cursor, Frame, args_of
+from shared.agent.stream.sse import Framing
+from shared.agent.stream.transcript import Cursor, Frame, args_of
 
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}
 """The header that tells the AI SDK's transport it reads this protocol."""

@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from shared.agent.background import Background
-from shared.agent.deps import RunDeps
-from shared.agent.draft import Draft, Lapsed, WhenBusy, opening, run_of, with_parts
-from shared.agent.head_starts import Early, HeadStarts
-from shared.agent.loop import Run
-from shared.agent.runs import BUSY, answered_turn, check_queue, new_run
-from shared.agent.watch import Watch
+from shared.agent.run.background import Background
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.run.runs import BUSY, answered_turn, check_queue, new_run
+from shared.agent.run.watch import Watch
+from shared.agent.sending.draft import Draft, Lapsed, WhenBusy, opening, run_of, with_parts
+from shared.agent.sending.head_starts import Early, HeadStarts
 from shared.attachments.service import Attachments, Checked, Requested
 from shared.attachments.voice import CheckedClip, Listened, Listener, VoiceClips
 from shared.auth.base import User

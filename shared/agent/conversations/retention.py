@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.agent.manage import Conversations
+from shared.agent.conversations.manage import Conversations
 from shared.clock import Clock
 from shared.errors import NotFound
 from shared.queue.base import QueuedTask, TaskQueue

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from shared.agent.claims import Claims
-from shared.agent.deps import RunDeps
-from shared.agent.draft import run_of
-from shared.agent.loop import Run
-from shared.agent.queued import claim_queued_run
-from shared.agent.results import FollowUp, open_follow_up
-from shared.agent.runs import follow_up_run
-from shared.agent.watch import Watch
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.run.runs import follow_up_run
+from shared.agent.run.watch import Watch
+from shared.agent.sending.claims import Claims
+from shared.agent.sending.draft import run_of
+from shared.agent.sending.queued import claim_queued_run
+from shared.agent.waiting.results import FollowUp, open_follow_up
 from shared.errors import NotFound, RateLimited, RunInProgress, SlotsTaken, SparkError
 from shared.queue.port import RunQueue
 from shared.schemas.documents import ActiveRun, Conversation

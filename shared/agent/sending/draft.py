@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from shared.agent.deps import RunDeps
-from shared.agent.head_start import HeadStart
-from shared.agent.history import steps_since_user
-from shared.agent.loop import Run
-from shared.agent.runs import QueueLimits, open_run, regenerate_run
+from shared.agent.prompt.history import steps_since_user
+from shared.agent.run.deps import RunDeps
+from shared.agent.run.loop import Run
+from shared.agent.run.runs import QueueLimits, open_run, regenerate_run
+from shared.agent.sending.head_start import HeadStart
 from shared.auth.base import User
 from shared.errors import NotFound, StoreError
 from shared.schemas.documents import ActiveRun, ContentPart, Conversation, Message

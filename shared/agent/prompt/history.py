@@ -7,7 +7,7 @@ A call still waiting for its result gets a note saying so, and a result whose ca
 fell out of the window is left out with it.
 
 A user turn names each of its attachments; the images and PDF text that
-``shared.agent.files`` loaded within its budget (``shown``) ride on it, the others stay
+``shared.agent.prompt.files`` loaded within its budget (``shown``) ride on it, the others stay
 as references.
 
 Opaque provider state (``Message.provider_state``, one entry per model step) rides on
@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from shared.agent.files import Shown, attachments, describe
+from shared.agent.prompt.files import Shown, attachments, describe
 from shared.llm.base import ChatMessage, ImagePart, ProviderName, ProviderState, ToolCallRequest
 from shared.schemas.documents import Message, ToolResult
 

@@ -17,10 +17,10 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from shared.agent.events import ErrorEvent
-from shared.agent.replay import replay
-from shared.agent.sse import SSE, EventChannel, Framing, sse_stream
-from shared.agent.transcript import END, Cursor, Frame
+from shared.agent.stream.events import ErrorEvent
+from shared.agent.stream.replay import replay
+from shared.agent.stream.sse import SSE, EventChannel, Framing, sse_stream
+from shared.agent.stream.transcript import END, Cursor, Frame
 from shared.errors import NotFound, RateLimited, RequestError, StoreError
 from shared.schemas.documents import Message
 from shared.store.base import ConversationStore, RunView
