@@ -182,7 +182,7 @@ def _to_first_token(slow_model: bool) -> float:
     call's, are ended after it, untimed).
 
     Its model request is sent before its opening commits (the head start,
-    ``shared/agent/sending/head_starts.py``): before it leaves, the request's span and the model
+    ``shared/agent/sending/head_start.py``): before it leaves, the request's span and the model
     call's are made; the opening's commit, its watchdog's enqueue (with its
     ``traceparent``) and the run's span follow while the model thinks, and then the
     first token is seen. With ``slow_model`` (a model slower than the opening's commit,

@@ -3,7 +3,7 @@ that the HTTP edge and the tasks function talk to. It puts together the parts, e
 one concern:
 
 * ``opening.py``: a user's message, refused early, admitted and opened (``Opening``),
-  with the head start of its model request (``head_starts.py``);
+  with the head start of its model request (``sending/head_start.py``);
 * ``claims.py``: a queued run admitted and claimed for the delivery that produces it;
 * ``continuation.py``: the one path on after a result;
 * ``supervision.py``: stopping runs and the watchdog's look at them, on ``watch.py``
@@ -25,7 +25,7 @@ from shared.agent.run.supervision import Stopped, Supervision
 from shared.agent.run.watch import Watch
 from shared.agent.sending.claims import Claims
 from shared.agent.sending.draft import WhenBusy
-from shared.agent.sending.head_starts import HeadStarts
+from shared.agent.sending.head_start import HeadStarts
 from shared.agent.sending.opening import Hearing, Opening, Sent
 from shared.agent.waiting.continuation import Continuation, Next
 from shared.attachments.service import Attachments

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
+from typing import Protocol
 
 from shared.agent.prompt.files import FileLoader, choose
 from shared.agent.prompt.history import build_history, open_document_note, window
@@ -25,7 +26,6 @@ from shared.agent.run.deps import RunDeps
 from shared.agent.run.finish import Ending, RunEnd
 from shared.agent.run.runs import INTERRUPTED, put_message
 from shared.agent.run.throttle import ThrottledWriter
-from shared.agent.sending.head_start import HeadStart
 from shared.agent.stream.events import (
     AgentEvent,
     ModeratedEvent,
@@ -60,6 +60,23 @@ from shared.store.limits import CLOSING_RESERVE
 
 log = logging.getLogger(__name__)
 
+
+class FirstRequest(Protocol):
+    """A run's first model request, sent before the run was opened (a head start,
+    ``sending/head_start.py``): the run takes its stream only for the very request it
+    would send itself."""
+
+    @property
+    def request(self) -> ModelRequest: ...
+
+    @property
+    def guess(self) -> Conversation | None: ...
+
+    def take(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None] | None: ...
+
+    async def discard(self) -> None: ...
+
+
 STEP_LIMIT_NOTE = (
     "\n\n(Spark AI Agent stopped after the most steps allowed for one reply. "
     "Ask me to carry on if there is more to do.)"
@@ -80,7 +97,7 @@ class Run:
         conversation: Conversation,
         record: ActiveRun,
         steps_before: int = 0,
-        head_start: HeadStart | None = None,
+        head_start: FirstRequest | None = None,
     ) -> None:
         assert record.message is not None
         self.deps = deps
@@ -88,7 +105,7 @@ class Run:
         self.conversation = conversation
         self.record = record
         self.steps_before = steps_before
-        # The first model request, sent before the run was opened (``head_start.py``).
+        # The first model request, sent before the run was opened (``sending/head_start.py``).
         self.head_start = head_start
         self.transcript = Transcript(record.message)
         self.regenerates = record.message.regenerates
@@ -305,7 +322,7 @@ class Run:
 
     async def first_request(self) -> ModelRequest:
         """The request of this run's first model call, as ``_model_step`` builds it (what
-        a ``HeadStart`` sends before the run is opened)."""
+        a head start sends before the run is opened)."""
         return await self._request(offer_tools=self._steps() > 1)
 
     async def _request(self, offer_tools: bool) -> ModelRequest:

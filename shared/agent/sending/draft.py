@@ -1,6 +1,6 @@
 """A message being sent (``Draft``), from its admission to its run's opening, and the
 pure change that opens it (``opening``): what the opening (``opening.py``) writes and the
-head start (``head_starts.py``) guesses from.
+head start (``head_start.py``) guesses from.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from typing import Literal
 
 from shared.agent.prompt.history import steps_since_user
 from shared.agent.run.deps import RunDeps
-from shared.agent.run.loop import Run
+from shared.agent.run.loop import FirstRequest, Run
 from shared.agent.run.runs import QueueLimits, open_run, regenerate_run
-from shared.agent.sending.head_start import HeadStart
 from shared.auth.base import User
 from shared.errors import NotFound, StoreError
 from shared.schemas.documents import ActiveRun, ContentPart, Conversation, Message
@@ -54,7 +53,7 @@ def run_of(
     user_id: str,
     conversation: Conversation,
     record: ActiveRun,
-    head_start: HeadStart | None = None,
+    head_start: FirstRequest | None = None,
 ) -> Run:
     """The ``Run`` that produces ``record``'s reply in ``conversation``."""
     # A reply made again starts its turn afresh: the steps of the one it replaces are

@@ -16,7 +16,7 @@ from shared.agent.run.loop import Run
 from shared.agent.run.runs import BUSY, answered_turn, check_queue, new_run
 from shared.agent.run.watch import Watch
 from shared.agent.sending.draft import Draft, Lapsed, WhenBusy, opening, run_of, with_parts
-from shared.agent.sending.head_starts import Early, HeadStarts
+from shared.agent.sending.head_start import Early, HeadStarts
 from shared.attachments.service import Attachments, Checked, Requested
 from shared.attachments.voice import CheckedClip, Listened, Listener, VoiceClips
 from shared.auth.base import User
