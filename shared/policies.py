@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.agent.prompt.files import AttachmentBudget
-from shared.agent.run.deps import RunLimits
-from shared.agent.run.runs import QueueLimits
+from shared.agent import AttachmentBudget, QueueLimits, RunLimits
 from shared.config import Settings
 from shared.families.service import FamilyPolicy
 from shared.tasks.handler import TaskPolicy

@@ -18,6 +18,7 @@ from shared.agent.run.deps import RunDeps
 from shared.agent.service import RunService
 from shared.agent.stream.resume import Resumes
 from shared.agent.waiting.people import People
+from shared.agent.waiting.task_calls import TaskCalls
 from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
 from shared.attachments.voice import VoiceClips
@@ -426,6 +427,7 @@ def assemble(
             tombstones=erasures,
         ),
         conversations,
+        TaskCalls(store, clock),
         LiveSessions(
             egress,
             scheduler,
@@ -454,7 +456,7 @@ def assemble(
         flags,
         controls,
     )
-    handler = TaskHandler(agent, deps, scheduler, task_policy_of(settings))
+    handler = TaskHandler(agent, clock, deps.tools, scheduler, task_policy_of(settings))
     return Components(agent, handler, scheduler, deps, settings)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared.agent.facade import Agent
+from shared.agent import Agent
 from shared.appcheck.guard import AppCheck
 from shared.auth.base import TokenVerifier
 from shared.config import Settings

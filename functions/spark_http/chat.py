@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared.agent.stream.uistream import HEADERS
+from shared.agent import HEADERS
 from shared.schemas.openapi.parts import COMMON_ERRORS, Operation, error_responses, json_body
 from shared.schemas.uichat import ChatRequest
 from spark_http.chatbody import read_chat

@@ -9,7 +9,7 @@ import re
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from shared.agent.waiting.people import Resumed
+from shared.agent import Resumed
 from shared.attachments.service import Requested
 from shared.auth.base import User
 from shared.errors import RequestError

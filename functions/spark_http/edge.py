@@ -10,7 +10,7 @@ from typing import Literal, NamedTuple
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared.agent.facade import Agent
+from shared.agent import Agent
 from shared.appcheck.guard import HEADER, AppCheck
 from shared.appcheck.replays import InMemorySpentTokens
 from shared.auth.base import TokenVerifier, User

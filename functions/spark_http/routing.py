@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
 
-from shared.agent.conversations.manage import NO_MESSAGE
+from shared.agent import NO_MESSAGE
 from shared.errors import (
     FamilyNotFound,
     InviteNotFound,

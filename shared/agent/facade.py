@@ -31,6 +31,14 @@ from shared.agent.stream.resume import Resumes
 from shared.agent.stream.sse import SSE, EventChannel, Framing, sse_stream
 from shared.agent.stream.transcript import Cursor, Frame
 from shared.agent.waiting.people import People, Resumed, TaskCancel
+from shared.agent.waiting.task_calls import (
+    TOOL_FAILED,
+    AfterResult,
+    BeforeTool,
+    Recorded,
+    TaskCalls,
+    after_result,
+)
 from shared.attachments.service import Requested
 from shared.attachments.uploads import Upload, Uploads
 from shared.auth.base import User
@@ -45,7 +53,7 @@ from shared.families.preferences import Preferences
 from shared.families.safety import SafetyFlags
 from shared.families.service import Families
 from shared.schemas.deletions import Deletion
-from shared.schemas.documents import Conversation, Lesson, Rating
+from shared.schemas.documents import Conversation, Lesson, Message, Rating
 from shared.schemas.tasks import EraseTask, RetentionTask
 from shared.schemas.uichat import ChatRequest
 from shared.store import versions
@@ -76,6 +84,7 @@ class Agent(FamilyVerbs):
         chats: Chats,
         exports: Exports,
         conversations: Conversations,
+        task_calls: TaskCalls,
         live: LiveSessions | None = None,
         speech: SpokenReplies | None = None,
         erasures: Erasures | None = None,
@@ -106,6 +115,7 @@ class Agent(FamilyVerbs):
         self._controls = controls
         self._eraser = eraser
         self._conversations = conversations
+        self._task_calls = task_calls
         self._retention = retention
 
     # -- the api function ----------------------------------------------------------------
@@ -420,6 +430,43 @@ class Agent(FamilyVerbs):
         if going.run is not None:
             await going.run.execute()
         return going
+
+    async def begin_tool(
+        self, user_id: str, conversation_id: str, call_id: str, *, cancel_requested: bool
+    ) -> tuple[Conversation | None, BeforeTool]:
+        """What a task's delivery finds of its call, judged and written in one commit
+        (``TaskCalls.begin``): run the tool, wait, or leave it."""
+        return await self._task_calls.begin(user_id, conversation_id, call_id, cancel_requested)
+
+    async def ask_for_task(
+        self, user_id: str, conversation_id: str, call_id: str, args_json: str
+    ) -> None:
+        """Put a task's question to its user (``TaskCalls.ask``)."""
+        await self._task_calls.ask(user_id, conversation_id, call_id, args_json)
+
+    async def record_result(
+        self,
+        user_id: str,
+        conversation_id: str,
+        source_id: str,
+        call_id: str,
+        outcome: Recorded,
+        *,
+        task_error: str = TOOL_FAILED,
+        reserve: int = 0,
+    ) -> Next:
+        """Give a task's call its result and, in the same write, let the agent follow
+        up (``follow_up``); ``task_error``: what a failed task's section says."""
+        record = self._task_calls.result(call_id, outcome, task_error)
+        return await self.follow_up(user_id, conversation_id, source_id, None, record, reserve)
+
+    @staticmethod
+    def after_tool(
+        conversation: Conversation, call_id: str, message: Message, task_id: str
+    ) -> AfterResult:
+        """How the agent goes on and the task ends, once ``call_id`` has its result
+        (``after_result``)."""
+        return after_result(conversation, call_id, message, task_id)
 
     async def expire(
         self, user_id: str, conversation_id: str, call_id: str, seconds: float

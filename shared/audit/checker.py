@@ -10,8 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared.agent.waiting.results import follow_up_id, wants_follow_up
-from shared.agent.waiting.whose import waiting_on_person
+from shared.agent import follow_up_id, waiting_on_person, wants_follow_up
 from shared.audit.violations import (
     HANDED,
     LIVE,

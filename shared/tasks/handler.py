@@ -13,18 +13,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from typing import Literal
 
-from shared.agent.facade import Agent, Next
-from shared.agent.run.deps import RunDeps
-from shared.agent.waiting.questions import ask_for_task
-from shared.agent.waiting.results import cancel_by_user, record_results
-from shared.agent.waiting.task_calls import BeforeTool, after_result, begin_tool
-from shared.errors import ConversationTooLarge, NotFound, TaskCancelled
+from shared.agent import TOOL_FAILED, Agent, Next, Recorded
+from shared.clock import Clock
+from shared.errors import ConversationTooLarge, TaskCancelled
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
-from shared.schemas.documents import Conversation, ToolCall
+from shared.schemas.documents import ToolCall
 from shared.schemas.server import TaskRecord
 from shared.schemas.tasks import (
     AnyTask,
@@ -38,7 +34,7 @@ from shared.schemas.tasks import (
 from shared.store.limits import CLOSING_RESERVE
 from shared.tasks import deliveries, sections
 from shared.tasks.steps import Steps
-from shared.tools.base import Ask, ToolContext, error_output
+from shared.tools.base import Ask, ToolContext, ToolRegistry, error_output
 from shared.tools.execute import ToolOutcome, execute_request, refused, safe_reason
 from shared.tools.people import question_args, question_text
 
@@ -77,9 +73,12 @@ class TaskPolicy:
 class TaskHandler:
     """Serves one delivery of a task."""
 
-    def __init__(self, agent: Agent, deps: RunDeps, tasks: TaskPort, policy: TaskPolicy) -> None:
+    def __init__(
+        self, agent: Agent, clock: Clock, tools: ToolRegistry, tasks: TaskPort, policy: TaskPolicy
+    ) -> None:
         self._agent = agent
-        self._deps = deps
+        self._clock = clock
+        self._tools = tools
         self._tasks = tasks
         self._policy = policy
 
@@ -117,7 +116,7 @@ class TaskHandler:
         return "done"
 
     async def _tool_task(self, task: ToolTask) -> Verdict:
-        steps = Steps(self._tasks, task, self._deps.clock, self._policy.progress_every)
+        steps = Steps(self._tasks, task, self._clock, self._policy.progress_every)
         record = await self._tasks.claim(task.user_id, task.task_id, task.attempt, steps.start)
         if record == "busy":
             return "busy"
@@ -138,24 +137,19 @@ class TaskHandler:
     async def _keep_lease(self, task: ToolTask) -> None:
         every = self._policy.lease.total_seconds() / 3
         while True:
-            await self._deps.clock.sleep(every)
+            await self._clock.sleep(every)
             try:
                 await self._tasks.renew(task.user_id, task.task_id, task.attempt)
             except Exception:
                 log.warning("task %s: could not renew its lease", task.task_id, exc_info=True)
 
     async def _work(self, task: ToolTask, record: TaskRecord, steps: Steps) -> None:
-        store, now = self._deps.store, self._deps.clock.now()
-        cancel = bool(record.cancel_requested)
-        conversation: Conversation | None
-        try:
-            conversation, seen = await store.apply(
-                task.user_id,
-                task.conversation_id,
-                partial(begin_tool, call_id=record.tool_call_id, cancel_requested=cancel, now=now),
-            )
-        except NotFound:
-            conversation, seen = None, BeforeTool("gone")
+        conversation, seen = await self._agent.begin_tool(
+            task.user_id,
+            task.conversation_id,
+            record.tool_call_id,
+            cancel_requested=bool(record.cancel_requested),
+        )
         if seen.found == "unsaved":
             # The run that made the call has not saved it yet: come back shortly.
             await self._retry_later(task, self._policy.retry_base, None)
@@ -185,9 +179,9 @@ class TaskHandler:
             if going.conversation is None:
                 await self._gone(task, deleted=True)
                 return
-            end = after_result(going.conversation, call.id, message, task.task_id)
+            end = self._agent.after_tool(going.conversation, call.id, message, task.task_id)
         else:
-            end = after_result(conversation, call.id, message, task.task_id)
+            end = self._agent.after_tool(conversation, call.id, message, task.task_id)
             if end.follow_up and await self._follow_up(task, end.source.id) is None:
                 return  # retried later
         ending = None
@@ -226,12 +220,7 @@ class TaskHandler:
         args_json = question_args(ask)
         if args_json is None:
             return False
-        now = self._deps.clock.now()
-        await self._deps.store.mutate(
-            task.user_id,
-            task.conversation_id,
-            lambda c: ask_for_task(c, call.id, args_json, now),
-        )
+        await self._agent.ask_for_task(task.user_id, task.conversation_id, call.id, args_json)
         await self._wait(task, question_text(args_json))
         return True
 
@@ -249,7 +238,7 @@ class TaskHandler:
         answer: str | None,
     ) -> ToolOutcome | None:
         """Run the tool: its outcome, or ``None`` if it will be retried instead."""
-        deps, policy = self._deps, self._policy
+        policy = self._policy
         if task.attempt > policy.max_attempts:
             deliveries.mark("dead_letter")
             outcome = refused(_gave_up(call, policy.max_attempts, "it stopped responding"))
@@ -264,7 +253,7 @@ class TaskHandler:
                 answer,
             )
             request = ToolCallRequest(call.id, call.name, call.args_json)
-            outcome = await execute_request(deps.tools, request, context, policy.output_chars)
+            outcome = await execute_request(self._tools, request, context, policy.output_chars)
             if (failure := outcome.failure) is not None:
                 log.warning("task %s attempt %d failed: %r", task.task_id, task.attempt, failure)
                 if task.attempt < policy.max_attempts:
@@ -276,58 +265,51 @@ class TaskHandler:
         return outcome
 
     async def _record(
-        self,
-        task: ToolTask,
-        call: ToolCall,
-        source_id: str,
-        outcome: ToolOutcome | Literal["cancelled"],
+        self, task: ToolTask, call: ToolCall, source_id: str, outcome: Recorded
     ) -> Next | None:
         """Record the tool's result, and in the same write let the agent follow up
         (``_follow_up``). Cancelled by its user, the call gets the result the model sees
         (the task then ends ``cancelled``)."""
-        now = self._deps.clock.now()
         if isinstance(outcome, str):  # "cancelled"
-            cancelled = partial(cancel_by_user, tool_call_id=call.id, now=now)
-            return await self._follow_up(task, source_id, cancelled)
-        change, ok = outcome.change, outcome.ok
-        result = partial(
-            record_results,
-            outputs={call.id: outcome.output_json},
-            status="ok" if ok else "error",
-            now=now,
-            task_error=None if ok else "The tool failed.",
-            changes={call.id: change} if change else None,
-            descriptions={call.id: outcome.description},
-        )
+            return await self._follow_up(task, source_id, (call.id, outcome))
         try:
             # New content; the note below may use the room kept for closing.
-            return await self._follow_up(task, source_id, result, reserve=CLOSING_RESERVE)
+            return await self._follow_up(
+                task, source_id, (call.id, outcome), reserve=CLOSING_RESERVE
+            )
         except ConversationTooLarge:
             # Never retried for ever: the model hears the result did not fit, and the task
             # ends (freeing its slot) either way.
             log.warning("task %s: its result does not fit the conversation", task.task_id)
-            small = partial(
-                record_results,
-                outputs={call.id: error_output(TOO_LARGE)},
-                status="error",
-                now=now,
-                task_error=TOO_LARGE,
-            )
-            return await self._follow_up(task, source_id, small)
+            small = ToolOutcome(error_output(TOO_LARGE), error=TOO_LARGE)
+            return await self._follow_up(task, source_id, (call.id, small), TOO_LARGE)
 
     async def _follow_up(
         self,
         task: ToolTask,
         source_id: str,
-        record: Callable[[Conversation], Conversation] | None = None,
+        result: tuple[str, Recorded] | None = None,
+        task_error: str = TOOL_FAILED,
         reserve: int = 0,
     ) -> Next | None:
         """Let the agent answer the results of ``source_id``'s calls, recorded already or
-        by ``record`` in the same write (``Agent.follow_up``: produced here, now); ``None``
-        if the follow-up must wait (retried later)."""
-        going = await self._agent.follow_up(
-            task.user_id, task.conversation_id, source_id, None, record, reserve
-        )
+        (``result``: a call's id and what its tool came to) in the same write
+        (``Agent.follow_up``: produced here, now); ``None`` if the follow-up must wait
+        (retried later)."""
+        user_id, conversation_id = task.user_id, task.conversation_id
+        if result is None:
+            going = await self._agent.follow_up(user_id, conversation_id, source_id, None)
+        else:
+            call_id, outcome = result
+            going = await self._agent.record_result(
+                user_id,
+                conversation_id,
+                source_id,
+                call_id,
+                outcome,
+                task_error=task_error,
+                reserve=reserve,
+            )
         if going.status == "busy":
             if task.attempt >= self._policy.max_attempts + BUSY_RETRIES:
                 log.warning("task %s: conversation stayed busy; no follow-up", task.task_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from shared.agent.run.throttle import ThrottledWriter
+from shared.agent import ThrottledWriter
 from shared.clock import Clock
 from shared.errors import TaskCancelled
 from shared.queue.port import TaskPort

@@ -126,10 +126,10 @@ def test_the_provider_rule_sees_a_module_that_breaks_it(tmp_path: Path) -> None:
 # -- edges call only the facade ---------------------------------------------------------
 
 # What a module under ``functions/`` (an edge) may import from ``shared/``, whole: the
-# facade, and modules of values and helpers that hold no part of the agent (documents
-# and bodies, the error tree, settings, the caller's check, prose).
+# agent's face (``shared.agent`` itself, none of its rooms), and modules of values and
+# helpers that hold no part of the agent (documents and bodies, the error tree,
+# settings, the caller's check, prose).
 EDGE_MAY_IMPORT = (
-    "shared.agent.facade",
     "shared.schemas",
     "shared.errors",
     "shared.config",
@@ -187,10 +187,15 @@ def _edge_import_offences(module: str, path: Path, known: dict[str, Path]) -> li
     allowed = (*EDGE_MAY_IMPORT, *ROOT_MAY_IMPORT.get(module, ()))
     offences = []
     for line, imported, name in _imported(path, known):
-        whole = any(imported == a or imported.startswith(f"{a}.") for a in allowed)
+        whole = imported == AGENT or any(
+            imported == a or imported.startswith(f"{a}.") for a in allowed
+        )
         if not whole and name not in EDGE_VALUES.get(imported, set()):
             offences.append(f"{module}:{line} imports {name or '*'} from {imported}")
     return offences
+
+
+AGENT = "shared.agent"
 
 
 def _facade_verbs() -> set[str]:
@@ -251,7 +256,7 @@ def test_edges_call_only_the_facade() -> None:
 def test_the_edge_rules_see_a_module_that_breaks_them(tmp_path: Path) -> None:
     sneaky = tmp_path / "sneaky.py"
     sneaky.write_text(
-        "from shared.agent.facade import Agent\n"
+        "from shared.agent import Agent\n"
         "from shared.families.service import Families\n"
         "from shared.families.messages import Target, address\n"
         "from shared.store import memory\n\n"
@@ -274,27 +279,41 @@ def test_the_edge_rules_see_a_module_that_breaks_them(tmp_path: Path) -> None:
     ]
 
 
-# -- the tasks package and the agent ------------------------------------------------------
+# -- one way into the agent ----------------------------------------------------------
 
-# What the tasks package may use of the agent: its face (``Agent``), the deps a run is
-# built on (the store, clock and tools the handler works with), the pure changes a tool
-# result makes to a conversation and the verdicts on a task's call, and the throttle of
-# a section's writes. Never the
-# runs' machinery (opening, claims, continuation, supervision, slots, the loop).
-TASKS_MAY_IMPORT = {
-    "shared.agent.facade",
-    "shared.agent.run.deps",
-    "shared.agent.waiting.results",
-    "shared.agent.waiting.questions",
-    "shared.agent.waiting.task_calls",
-    "shared.agent.run.throttle",
-}
+# The one module beside the agent that may build it from its rooms' parts.
+BUILDS_THE_AGENT = {"shared.wiring"}
 
 
-def test_the_tasks_package_reaches_the_agent_only_through_its_face() -> None:
-    edges = _graph()["shared.tasks"].get("shared.agent", set())
-    imported = {edge.split(" -> ")[1] for edge in edges}
-    assert imported <= TASKS_MAY_IMPORT, sorted(imported - TASKS_MAY_IMPORT)
+def _reaching_into_rooms(known: dict[str, Path]) -> list[str]:
+    """Each import, outside ``shared/agent/`` and the wiring, of one of the agent's
+    rooms rather than its face (``shared.agent``)."""
+    return [
+        f"{module}:{line} imports {imported}"
+        for module, path in known.items()
+        if not (module == AGENT or module.startswith(f"{AGENT}."))
+        and module not in BUILDS_THE_AGENT
+        for line, imported, _ in _imported(path, known)
+        if imported.startswith(f"{AGENT}.")
+    ]
+
+
+def test_everyone_but_the_wiring_reaches_the_agent_through_its_face() -> None:
+    """The edges, the tasks handler, the policies and the audit import ``shared.agent``
+    (``Agent`` and the values its verbs take and give), never one of its rooms."""
+    assert _reaching_into_rooms(_modules()) == []
+    graph = _graph()
+    # The handler drives the agent, through its face.
+    assert graph["shared.tasks"]["shared.agent"] == {
+        f"shared.tasks.{m} -> shared.agent" for m in ("handler", "steps")
+    }
+
+
+def test_the_face_rule_sees_a_module_that_reaches_into_a_room(tmp_path: Path) -> None:
+    sneaky = tmp_path / "sneaky.py"
+    sneaky.write_text("from shared.agent import Agent\nfrom shared.agent.run.loop import Run\n")
+    known = {**_modules(), "shared.tasks.sneaky": sneaky}
+    assert _reaching_into_rooms(known) == ["shared.tasks.sneaky:2 imports shared.agent.run.loop"]
 
 
 # What a person's export may read: the stores (through their Protocols), the families'

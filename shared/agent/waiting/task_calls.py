@@ -4,16 +4,19 @@ tool (``begin_tool``: run it, wait, or leave it, with the change that starts it 
 records its user's cancel, in the write that judged it) and once the call has its result
 (``after_result``: whether the agent follows up, and how the task ends). The handler
 acts on the verdict; the rules that make it are the agent's (``results.py``,
-``questions.py``).
+``questions.py``). ``TaskCalls`` makes the writes these take, so the handler, which
+reaches the agent only through ``Agent``, writes no conversation itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Literal
 
-from shared.agent.waiting.questions import answer_of, task_question
+from shared.agent.waiting.questions import answer_of, ask_for_task, task_question
 from shared.agent.waiting.results import (
     CANCELLED_BY_USER,
     answered,
@@ -21,11 +24,19 @@ from shared.agent.waiting.results import (
     cancel_by_user,
     find_call,
     mark_running,
+    record_results,
     wants_follow_up,
 )
+from shared.clock import Clock
+from shared.errors import NotFound
 from shared.queue.port import Ended
 from shared.schemas.documents import Conversation, Message, ToolCall, ToolResult
+from shared.store.base import ConversationStore
+from shared.tools.execute import ToolOutcome
 from shared.tools.people import answer_text, question_text
+
+# What a task that failed says, in its section, unless the caller has better words.
+TOOL_FAILED = "The tool failed."
 
 Found = Literal["unsaved", "gone", "answered", "unapproved", "asked", "cancel", "run"]
 """``unsaved``: the run that made the call has not saved it yet (come back shortly);
@@ -123,3 +134,61 @@ def after_result(
     return AfterResult(
         source, follow_up, "completed" if ok else "failed", None, results[0] if results else None
     )
+
+
+Recorded = ToolOutcome | Literal["cancelled"]
+"""What a task's tool came to: its outcome, or ``cancelled`` by its user at a step."""
+
+
+def result_change(
+    call_id: str, outcome: Recorded, now: datetime, task_error: str = TOOL_FAILED
+) -> Callable[[Conversation], Conversation]:
+    """The pure change that gives ``call_id`` its result (``cancelled``: the result the
+    model hears of a user's cancel); ``task_error``: what a failed task's section says."""
+    if outcome == "cancelled":
+        return partial(cancel_by_user, tool_call_id=call_id, now=now)
+    ok, change = outcome.ok, outcome.change
+    return partial(
+        record_results,
+        outputs={call_id: outcome.output_json},
+        status="ok" if ok else "error",
+        now=now,
+        task_error=None if ok else task_error,
+        changes={call_id: change} if change else None,
+        descriptions={call_id: outcome.description},
+    )
+
+
+class TaskCalls:
+    """The writes a task's delivery makes to its call's conversation, each judged on the
+    version it writes (``begin_tool``, ``ask_for_task``): the tasks handler's, through
+    ``Agent``."""
+
+    def __init__(self, store: ConversationStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def begin(
+        self, user_id: str, conversation_id: str, call_id: str, cancel_requested: bool
+    ) -> tuple[Conversation | None, BeforeTool]:
+        """``begin_tool`` on the conversation as stored, and its change written in the
+        same commit; ``gone`` (and no conversation) when the conversation is."""
+        now = self._clock.now()
+        begin = partial(begin_tool, call_id=call_id, cancel_requested=cancel_requested, now=now)
+        try:
+            return await self._store.apply(user_id, conversation_id, begin)
+        except NotFound:
+            return None, BeforeTool("gone")
+
+    async def ask(self, user_id: str, conversation_id: str, call_id: str, args_json: str) -> None:
+        """Put a task's question to its user in a call of its own (``ask_for_task``)."""
+        now = self._clock.now()
+        await self._store.mutate(
+            user_id, conversation_id, lambda c: ask_for_task(c, call_id, args_json, now)
+        )
+
+    def result(
+        self, call_id: str, outcome: Recorded, task_error: str = TOOL_FAILED
+    ) -> Callable[[Conversation], Conversation]:
+        """``result_change`` now."""
+        return result_change(call_id, outcome, self._clock.now(), task_error)
