@@ -166,8 +166,9 @@ unit: .venv/.synced ## Unit tests only (no emulators)
 eval: .venv/.synced ## Evaluate the agent (evals/): every set on SPARK_MODEL, or the offline smoke set with no key
 	$(PY) -m evals
 
-schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, OpenAPI)
+schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, SSE events, OpenAPI)
 	$(PY) -m shared.schemas.export
+	$(PY) -m tools.eventschema
 	PYTHONPATH=functions $(PY) -m spark_http.openapi
 
 ## Benchmarks (not part of `make test`). The peers' virtualenv is made first; should it
