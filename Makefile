@@ -131,7 +131,7 @@ lint: .venv/.synced ## ruff: lint and format check
 typecheck: .venv/.synced ## mypy --strict
 	.venv/bin/mypy
 
-## The web client's type check: its document and api types generated from schemas/ into
+## The web client's type check: its document, SSE event and api types generated from schemas/ into
 ## web/generated/ (json-schema-to-typescript, openapi-typescript), then tsc --strict over
 ## web/src (web/tsconfig.json). A field the schemas lack fails it.
 webcheck: node_modules/.installed .venv/.synced ## Type-check the web client (tsc --strict; types generated from schemas/)
