@@ -131,7 +131,7 @@ lint: .venv/.synced ## ruff: lint and format check
 typecheck: .venv/.synced ## mypy --strict
 	.venv/bin/mypy
 
-## The web client's type check: its document and api types generated from schemas/ into
+## The web client's type check: its document, SSE event and api types generated from schemas/ into
 ## web/generated/ (json-schema-to-typescript, openapi-typescript), then tsc --strict over
 ## web/src (web/tsconfig.json). A field the schemas lack fails it.
 webcheck: node_modules/.installed .venv/.synced ## Type-check the web client (tsc --strict; types generated from schemas/)
@@ -166,8 +166,9 @@ unit: .venv/.synced ## Unit tests only (no emulators)
 eval: .venv/.synced ## Evaluate the agent (evals/): every set on SPARK_MODEL, or the offline smoke set with no key
 	$(PY) -m evals
 
-schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, OpenAPI)
+schemas: .venv/.synced ## Regenerate schemas/ (Firestore JSON Schema, SSE events, OpenAPI)
 	$(PY) -m shared.schemas.export
+	$(PY) -m tools.eventschema
 	PYTHONPATH=functions $(PY) -m spark_http.openapi
 
 ## Benchmarks (not part of `make test`). The peers' virtualenv is made first; should it

@@ -6,9 +6,10 @@ source of truth, so the page changes when that source does and never by hand:
 
 * ``settings``: every variable ``Settings`` reads (``shared/config/``: its declaration's
   name, older names, default, meaning and minimum);
-* ``documents``: each JSON Schema in ``schemas/`` (``make schemas`` writes them);
-* ``sse-events``: the events a reply streams (``shared/agent/stream/events.py``), with their
-  wire fields as ``shared/agent/stream/sse.py`` sends them;
+* ``documents``: each document's JSON Schema in ``schemas/`` (``make schemas`` writes them);
+* ``sse-events``: the events a reply streams, from their JSON Schema
+  (``schemas/events.schema.json``, which ``tools/eventschema.py`` makes from
+  ``shared/agent/stream/events.py`` and the names ``shared/agent/stream/sse.py`` sends);
 * ``benchmarks``: the figures ``make bench`` last recorded in ``bench/results.json``;
 * ``eval-settings``: the variables a run of ``make eval`` reads (``evals/settings.py``);
 * ``eval-results``: the latest kept result of each model ``make eval`` ran
@@ -22,8 +23,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import typing
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,9 @@ if str(ROOT) not in sys.path:  # mkdocs loads hooks by path: the repository's pa
 from bench.results import RESULTS  # noqa: E402
 from evals.run import RESULTS as EVAL_RESULTS  # noqa: E402
 from evals.settings import DECLARED as EVAL_SETTINGS  # noqa: E402
-from shared.agent.stream.events import UNSENT, AgentEvent  # noqa: E402
 from shared.config import SETTINGS  # noqa: E402
 from shared.config.declaration import Setting  # noqa: E402
+from tools.eventschema import EVENTS_PATH  # noqa: E402
 
 SCHEMAS = ROOT / "schemas"
 _MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.M)
@@ -110,19 +109,26 @@ def _object(title: str, schema: dict[str, Any], level: str) -> list[str]:
     properties: dict[str, Any] = schema.get("properties", {})
     if properties:
         required = set(schema.get("required", []))
-        lines += ["| field | type | required | meaning |", "| --- | --- | --- | --- |"]
+        # A table none of whose fields is described has no column for it.
+        described = any(prop.get("description") for prop in properties.values())
+        head = ["field", "type", "required", *(["meaning"] if described else [])]
+        lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         for name, prop in properties.items():
-            meaning = _cell(prop.get("description", ""))
-            needed = "yes" if name in required else ""
-            lines.append(f"| `{name}` | {_type(prop)} | {needed} | {meaning} |")
+            cells = [f"`{name}`", _type(prop), "yes" if name in required else ""]
+            if described:
+                cells.append(_cell(prop.get("description", "")))
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines
 
 
 def document_schemas(folder: Path = SCHEMAS) -> str:
-    """Each ``*.schema.json`` in ``folder``: the document, then each of its definitions."""
+    """Each ``*.schema.json`` in ``folder`` but the events' (``sse_events``): the document,
+    then each of its definitions."""
     lines: list[str] = []
     for path in sorted(folder.glob("*.schema.json")):
+        if path.name == EVENTS_PATH.name:
+            continue
         schema = json.loads(path.read_text(encoding="utf-8"))
         title = schema.get("title") or path.name
         lines += _object(f"{title} (`schemas/{path.name}`)", schema, "##")
@@ -131,30 +137,18 @@ def document_schemas(folder: Path = SCHEMAS) -> str:
     return "\n".join(lines).rstrip()
 
 
-def _events() -> list[type[Any]]:
-    return [e for e in typing.get_args(AgentEvent) if e not in UNSENT]
-
-
-def sse_events() -> str:
-    """The events a reply streams, in the order of the union, with their wire fields."""
+def sse_events(path: Path = EVENTS_PATH) -> str:
+    """The events a reply streams, in the order of the union, with their wire fields, from
+    their JSON Schema (``type`` is the frame's ``event:`` line, not a field of its data)."""
+    schema = json.loads(path.read_text(encoding="utf-8"))
     lines: list[str] = []
-    for cls in _events():
-        kind = cls.__dataclass_fields__["type"].default
-        lines += [f"### `{kind}`", ""]
-        if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
-            lines += [_cell(" ".join(cls.__doc__.split())), ""]
-        lines += ["| field | type |", "| --- | --- |"]
-        for f in fields(cls):
-            if f.name == "type" or f.metadata.get("wire") is False:
-                continue
-            lines.append(f"| `{_camel(f.name)}` | `{_cell(str(f.type))}` |")
-        lines.append("")
+    for ref in schema["oneOf"]:
+        event = schema["$defs"][ref["$ref"].rsplit("/", 1)[-1]]
+        properties = dict(event["properties"])
+        kind = properties.pop("type")["const"]
+        fields = {**event, "properties": properties}
+        lines += _object(f"`{kind}`", fields, "###")
     return "\n".join(lines).rstrip()
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(word.title() for word in rest)
 
 
 def benchmarks(path: Path = RESULTS) -> str:

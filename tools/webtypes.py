@@ -3,12 +3,13 @@
     python -m tools.web check        # generate web/generated/, then tsc --noEmit
 
 The client (``web/src``, TypeScript) reads only Firestore documents whose JSON Schemas
-``shared/schemas/export.py`` writes, and calls only routes ``schemas/openapi.json``
+``shared/schemas/export.py`` writes and SSE events whose JSON Schema
+``tools/eventschema.py`` writes, and calls only routes ``schemas/openapi.json``
 describes. Their types are generated here into ``web/generated/`` (not committed: the
 schemas are the one source, and a build or check makes them afresh), with
-json-schema-to-typescript for the documents and openapi-typescript for the routes, both
-pinned in ``package-lock.json``. ``tsc`` (``strict``, ``web/tsconfig.json``) then fails on a
-client that reads a field its schema lacks.
+json-schema-to-typescript for the documents and events and openapi-typescript for the
+routes, both pinned in ``package-lock.json``. ``tsc`` (``strict``, ``web/tsconfig.json``)
+then fails on a client that reads a field its schema lacks.
 
 Two things are changed in the document schemas on the way, both so that a read of an
 unknown field fails: ``additionalProperties: true`` (the server keeps a newer writer's
@@ -16,7 +17,8 @@ fields when it rewrites a document, a concern of writers, not of this reader) be
 false, which would otherwise give every type an index signature that lets any name
 through; and the titles pydantic gives every field are dropped (json-schema-to-typescript
 would make each one a named type), keeping those of the documents, their definitions and
-the Firestore ``Timestamp``, which becomes one shared definition.
+the Firestore ``Timestamp``, which becomes one shared definition. The events' schema
+goes the same way: a tool's ``args``, a free map, becomes an object with no field to read.
 """
 
 from __future__ import annotations

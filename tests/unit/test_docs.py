@@ -13,6 +13,7 @@ from bench import results
 from shared.agent.stream.events import ToolStartEvent
 from shared.agent.stream.sse import event_data
 from tools import docs
+from tools.eventschema import EVENTS_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +57,9 @@ def test_the_documents_page_follows_the_schemas(tmp_path: Path) -> None:
 def test_every_schema_in_the_repository_is_on_the_documents_page() -> None:
     page = docs.document_schemas()
     for path in sorted((ROOT / "schemas").glob("*.schema.json")):
-        assert f"`schemas/{path.name}`" in page
+        if path != EVENTS_PATH:  # not a document: the API page's events (below)
+            assert f"`schemas/{path.name}`" in page
+    assert "`schemas/events.schema.json`" not in page
 
 
 def test_the_sse_events_are_listed_with_their_wire_fields() -> None:
@@ -70,6 +73,18 @@ def test_the_sse_events_are_listed_with_their_wire_fields() -> None:
         if name != "type":
             assert f"`{name}`" in section
     assert "argsJson" not in section  # kept for the reducer, not sent
+
+
+def test_the_sse_events_follow_their_schema(tmp_path: Path) -> None:
+    schema = json.loads(EVENTS_PATH.read_text(encoding="utf-8"))
+    done = schema["$defs"]["DoneEvent"]
+    done["properties"]["replyId"] = done["properties"].pop("messageId")
+    path = tmp_path / "events.schema.json"
+    path.write_text(json.dumps(schema))
+    section = docs.sse_events(path).split("### `done`")[1].split("###")[0]
+    assert "| `replyId` | string |" in section
+    assert "messageId" not in section
+    assert "`type`" not in section  # the frame's event line, not a field of its data
 
 
 def test_the_benchmarks_page_says_when_no_results_are_committed(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ from pydantic import ValidationError
 from shared.schemas.api import SendMessageRequest
 from shared.schemas.documents import ContentPart, Conversation, Message
 from shared.schemas.export import DOCUMENTS, FAMILY_SCHEMA_PATH, SCHEMA_PATH, render
+from tools import eventschema
+from tools.eventschema import EVENTS_PATH
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -19,6 +21,9 @@ def test_schema_file_is_current() -> None:
     )
     for path in DOCUMENTS:
         assert path.read_text(encoding="utf-8") == render(path), f"{path.name} is stale"
+    assert EVENTS_PATH.read_text(encoding="utf-8") == eventschema.render(), (
+        "schemas/events.schema.json is stale: run `make schemas`"
+    )
 
 
 def test_family_mirror_schema_describes_the_mirror() -> None:

@@ -1,5 +1,6 @@
 """The web client's type check (``make webcheck``, ``tools/webtypes.py``): tsc passes on
-the client as it is, and fails on one that reads a field its schema lacks, naming it;
+the client as it is, and fails on one that reads a field its schema (a document's, or an
+SSE event's) lacks, naming it;
 and the client's modules stay small.
 
 Each test checks a copy of ``web/`` (beside a link to this clone's ``node_modules``, which
@@ -40,6 +41,21 @@ def test_web_types_a_field_the_schema_lacks_fails(tmp_path: Path) -> None:
     checked = webtypes.check(web)
     assert checked.returncode != 0
     assert "Property 'spokenText' does not exist on type 'Message'" in checked.stdout, (
+        checked.stdout
+    )
+
+
+def test_web_types_an_event_field_the_schema_lacks_fails(tmp_path: Path) -> None:
+    web = _copy(tmp_path)
+    voice = web / "src" / "voice.ts"
+    source = voice.read_text(encoding="utf-8")
+    read = "const id = event.conversationId;"
+    assert read in source
+    # The name the event has in Python: on the wire (schemas/events.schema.json) it is camelCase.
+    voice.write_text(source.replace(read, "const id = event.conversation_id;"), encoding="utf-8")
+    checked = webtypes.check(web)
+    assert checked.returncode != 0
+    assert "Property 'conversation_id' does not exist on type 'RunStartEvent'" in checked.stdout, (
         checked.stdout
     )
 

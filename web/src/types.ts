@@ -1,8 +1,10 @@
-// The documents the client reads and the bodies it sends and receives, as generated
-// from schemas/ (tools/webtypes.py), and the few shapes that live only in the page.
+// The documents the client reads, the bodies it sends and receives and the events a
+// reply streams, as generated from schemas/ (tools/webtypes.py), and the few shapes
+// that live only in the page.
 import type { components } from "../generated/openapi";
 
 export type { ArchiveSegment } from "../generated/archive";
+export type { SseEvent } from "../generated/events";
 export type { FamilyMember, FamilyMirror } from "../generated/family";
 export type { ContentPart, Conversation, Message, Timestamp, ToolCall, ToolResult } from "../generated/firestore";
 export type { Lesson } from "../generated/lesson";

@@ -12,7 +12,7 @@ import { $, el } from "./dom";
 import { session } from "./session";
 import { controlsRefusal } from "./views/safety";
 import { state } from "./store";
-import type { Schemas } from "./types";
+import type { Schemas, SseEvent } from "./types";
 
 // The recording under way, if any, and the audio already fetched for each reply.
 const recording = { recorder: null as MediaRecorder | null, chunks: [] as Blob[], sending: false, heardIn: "" };
@@ -114,23 +114,23 @@ async function follow(response: Response): Promise<void> {
     while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
       const frame = buffer.slice(0, end);
       buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, "");
-      const event = /^event: ?(.*)$/m.exec(frame)?.[1] ?? "message";
+      const type = /^event: ?(.*)$/m.exec(frame)?.[1] ?? "message";
       const data = frame.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, "")).join("\n");
       if (!data) continue;
-      const parsed = JSON.parse(data) as Record<string, unknown>;
-      if (event === "transcript") {
-        const content = String(parsed.content ?? "");
-        pieces = parsed.final ? content : pieces + content;
-        heard(pieces.trim(), Boolean(parsed.final));
-      } else if (event === "run_start") {
+      // The event as schemas/events.schema.json has it: the `event:` line is its type.
+      const event = { ...(JSON.parse(data) as object), type } as SseEvent;
+      if (event.type === "transcript") {
+        pieces = event.final ? event.content : pieces + event.content;
+        heard(pieces.trim(), event.final);
+      } else if (event.type === "run_start") {
         say("");
-        const id = String(parsed.conversationId ?? "");
+        const id = event.conversationId;
         // What was heard belongs to this conversation. Said here, not when the hash
         // change is rendered: the stream may end before that render comes.
         if (id) recording.heardIn = id;
         if (id && !state().conversationId) location.hash = `#/c/${id}`;
-      } else if (event === "error") {
-        say(String(parsed.message ?? "Something went wrong."));
+      } else if (event.type === "error") {
+        say(event.message || "Something went wrong.");
       }
     }
   }

@@ -17,6 +17,9 @@ _INTERNAL: dict[str, Any] = {"wire": False}
 
 @dataclass(frozen=True, slots=True)
 class RunStartEvent:
+    """The run started: the ids a client follows it by (the run's, its conversation's,
+    the user's message it answers, if any, and the reply's)."""
+
     run_id: str
     conversation_id: str
     user_message_id: str | None

@@ -23,7 +23,7 @@ _json_string: Callable[[str], str] = json.encoder.encode_basestring
 _WIRE_NAMES: dict[type[Any], tuple[tuple[str, str], ...]] = {}
 
 
-def _wire_names(cls: type[Any]) -> tuple[tuple[str, str], ...]:
+def wire_names(cls: type[Any]) -> tuple[tuple[str, str], ...]:
     """(python name, camelCase name) of an event class's payload fields, cached."""
     names = _WIRE_NAMES.get(cls)
     if names is None:
@@ -39,7 +39,7 @@ def _wire_names(cls: type[Any]) -> tuple[tuple[str, str], ...]:
 def event_data(event: AgentEvent) -> dict[str, Any]:
     """The event's JSON payload, camelCase, without unset optionals."""
     data = {}
-    for name, wire in _wire_names(type(event)):
+    for name, wire in wire_names(type(event)):
         value = getattr(event, name)
         if value is not None:
             data[wire] = value

@@ -71,9 +71,11 @@ SSE = {
     "text/event-stream": {
         "schema": {
             "type": "string",
-            "description": "Server-Sent Events: transcript (a voice message's words, "
-            "before its run), run_start, text, tool_start, tool_end, task_queued, question, "
-            "approval_required, then done or error (DESIGN §4).",
+            # The events themselves are schemas/events.schema.json's (tools/eventschema.py),
+            # not listed again here.
+            "description": "Server-Sent Events, each an `event:` line naming its type and "
+            "a `data:` line of JSON, as schemas/events.schema.json describes them; done or "
+            "error ends the stream (DESIGN §4).",
         }
     }
 }
