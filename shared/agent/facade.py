@@ -2,39 +2,39 @@
 
 The ``api`` function and the ``tasks`` function call only these verbs; each hands its
 work to the part that does it (``Opening`` opens users' messages, ``RunService`` puts
-the runs' parts together and claims, continues and stops runs, ``People``
-records people's results, ``Uploads`` starts upload sessions, ``Resumes`` resumes
-streams, ``lessons.versions`` keeps lessons' versions, ``Families`` keeps families,
-``Delivery`` delivers family members' messages, ``Preferences`` keeps users' settings,
-``Exports`` streams a person's data as a zip,
-``LiveSessions`` and ``SpokenReplies`` are voice, ``Conversations`` renames, rates
-and deletes conversations, ``Retention`` deletes those untouched too long, ``Erasures``
-and ``Eraser`` erase accounts),
-all built in ``shared/wiring.py``. Work that outlives a call (a run whose client left, a watchdog
-being enqueued) is held by one ``Background``, drained on shutdown.
+the runs' parts together and claims, continues and stops runs, ``People`` records
+people's results, ``TaskCalls`` a task's call in its conversation, ``Uploads`` starts
+upload sessions, ``Resumes`` resumes streams, ``lessons.versions`` keeps lessons'
+versions, ``Families`` keeps families, ``Delivery`` delivers family members' messages,
+``Preferences`` keeps users' settings, ``Exports`` streams a person's data as a zip,
+``LiveSessions`` and ``SpokenReplies`` are voice, ``Conversations`` renames, rates and
+deletes conversations, ``Retention`` deletes those untouched too long, ``Erasures`` and
+``Eraser`` erase accounts), all built in ``shared/wiring.py``. A verb that only hands
+its call on is the part's own method (``handed``): its signature is written once. Work
+that outlives a call (a run whose client left, a watchdog being enqueued) is held by one
+``Background``, drained on shutdown.
 """
-
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from shared.agent.chat import Chats
-from shared.agent.conversations.manage import Conversations, Rated
+from shared.agent.conversations.manage import Conversations
 from shared.agent.conversations.retention import Retention, Swept
-from shared.agent.family_verbs import FamilyVerbs
 from shared.agent.run.background import Background
 from shared.agent.run.loop import Run
-from shared.agent.service import Hearing, Next, RunService, Sent, Stopped, WhenBusy
+from shared.agent.sending.opening import ERASED
+from shared.agent.service import Hearing, Next, RunService, Sent, WhenBusy
 from shared.agent.stream.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.stream.resume import Resumes
 from shared.agent.stream.sse import SSE, EventChannel, Framing, sse_stream
 from shared.agent.stream.transcript import Cursor, Frame
-from shared.agent.waiting.people import People, Resumed, TaskCancel
+from shared.agent.waiting.people import People
 from shared.agent.waiting.task_calls import (
     TOOL_FAILED,
     AfterResult,
-    BeforeTool,
     Recorded,
     TaskCalls,
     after_result,
@@ -45,15 +45,34 @@ from shared.auth.base import User
 from shared.clock import Clock
 from shared.erasure.service import Erasures
 from shared.erasure.steps import Eraser
-from shared.errors import ConfigurationError, SparkError, VoiceUnavailable
+from shared.errors import (
+    AccountDeleted,
+    ConfigurationError,
+    FamilyNotFound,
+    NoFamily,
+    SparkError,
+    VoiceUnavailable,
+)
 from shared.export.service import Exports
+from shared.families import progress
 from shared.families.controls import ParentalControls
-from shared.families.delivery import Delivery
+from shared.families.delivery import Delivered, Delivery
+from shared.families.membership import NOT_YOURS
+from shared.families.messages import Target
 from shared.families.preferences import Preferences
 from shared.families.safety import SafetyFlags
 from shared.families.service import Families
+from shared.llm.demo import EXAMPLES
 from shared.schemas.deletions import Deletion
-from shared.schemas.documents import Conversation, Lesson, Message, Rating
+from shared.schemas.documents import (
+    Controls,
+    Conversation,
+    Lesson,
+    Message,
+    SafetyMirror,
+    UserSettings,
+)
+from shared.schemas.server import Family
 from shared.schemas.tasks import EraseTask, RetentionTask
 from shared.schemas.uichat import ChatRequest
 from shared.store import versions
@@ -65,7 +84,25 @@ from shared.voice.speech import Spoken, SpokenReplies
 __all__ = ["Agent", "Next"]
 
 
-class Agent(FamilyVerbs):
+P = ParamSpec("P")
+R = TypeVar("R")
+Part = TypeVar("Part")
+
+
+def handed(part: str, verb: Callable[Concatenate[Part, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """A verb of ``Agent`` that only hands its call to one of its parts (the attribute
+    named ``part``): that part's own method, its signature and docstring, so the facade
+    does not copy them."""
+
+    def handing(agent: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return verb(getattr(agent, part), *args, **kwargs)
+
+    handing.__name__ = handing.__qualname__ = verb.__name__
+    handing.__doc__ = verb.__doc__
+    return handing
+
+
+class Agent:
     """What the edges may ask of the agent; one per process."""
 
     def __init__(
@@ -177,25 +214,11 @@ class Agent(FamilyVerbs):
         )
         return sent if sent.run is None else replace(sent, body=self.stream(sent.run))
 
-    async def rename(self, user_id: str, conversation_id: str, title: str) -> Conversation:
-        """Title one of the user's conversations (``Conversations.rename``)."""
-        return await self._conversations.rename(user_id, conversation_id, title)
+    rename = handed("_conversations", Conversations.rename)
 
-    async def delete_conversation(self, user_id: str, conversation_id: str) -> None:
-        """Delete the user's copy of a conversation and all kept of it
-        (``Conversations.delete``)."""
-        await self._conversations.delete(user_id, conversation_id)
+    delete_conversation = handed("_conversations", Conversations.delete)
 
-    async def rate(
-        self,
-        user_id: str,
-        conversation_id: str,
-        message_id: str,
-        rating: Rating,
-        comment: str | None = None,
-    ) -> Rated:
-        """Keep the user's feedback on a reply (``Conversations.rate``)."""
-        return await self._conversations.rate(user_id, conversation_id, message_id, rating, comment)
+    rate = handed("_conversations", Conversations.rate)
 
     async def start_voice_session(self, user_id: str) -> VoiceSession:
         """A live-audio session's secret, within the user's allowance (``LiveSessions``).
@@ -270,79 +293,17 @@ class Agent(FamilyVerbs):
 
         return await self._chats.resume(user_id, chat_id, live)
 
-    async def resume(
-        self,
-        user_id: str,
-        conversation_id: str,
-        last_event_id: str | None,
-        framing: Framing = SSE,
-        *,
-        live_only: bool = False,
-    ) -> AsyncIterator[bytes] | None:
-        """What the client missed of the active (or last; ``live_only``: only an active)
-        run, then the rest of it; ``None`` when there is nothing to send
-        (``Resumes.start``)."""
-        return await self._resumes.start(
-            user_id, conversation_id, last_event_id, framing, live_only=live_only
-        )
+    resume = handed("_resumes", Resumes.start)
 
-    async def stop(self, user_id: str, conversation_id: str) -> Stopped:
-        """Stop the conversation's active run wherever it runs (``RunService.stop``)."""
-        return await self._runs.stop(user_id, conversation_id)
+    stop = handed("_runs", RunService.stop)
 
-    async def answer(
-        self,
-        user_id: str,
-        conversation_id: str,
-        call_id: str,
-        answers: dict[str, str | list[str]],
-        *,
-        background: bool,
-    ) -> Resumed:
-        """Answer an ``ask_user_question`` call and resume the agent (``People.answer``)."""
-        return await self._people.answer(
-            user_id, conversation_id, call_id, answers, background=background
-        )
+    answer = handed("_people", People.answer)
 
-    async def decide(
-        self,
-        user_id: str,
-        conversation_id: str,
-        call_id: str,
-        *,
-        approved: bool,
-        reason: str | None = None,
-        background: bool,
-    ) -> Resumed:
-        """The owner approves or denies a call (``People.decide``)."""
-        return await self._people.decide(
-            user_id,
-            conversation_id,
-            call_id,
-            approved=approved,
-            reason=reason,
-            background=background,
-        )
+    decide = handed("_people", People.decide)
 
-    async def submit_result(
-        self,
-        user_id: str,
-        conversation_id: str,
-        call_id: str,
-        output: object,
-        *,
-        ok: bool,
-        background: bool,
-    ) -> Resumed:
-        """A client-executed tool's output, and the agent resumed (``People.submit_result``)."""
-        return await self._people.submit_result(
-            user_id, conversation_id, call_id, output, ok=ok, background=background
-        )
+    submit_result = handed("_people", People.submit_result)
 
-    async def cancel_task(self, user_id: str, task_id: str) -> TaskCancel:
-        """Cancel one of the user's tasks: at once, or at its tool's next step
-        (``People.cancel_task``)."""
-        return await self._people.cancel_task(user_id, task_id)
+    cancel_task = handed("_people", People.cancel_task)
 
     async def start_upload(
         self,
@@ -365,16 +326,9 @@ class Agent(FamilyVerbs):
         now = self._clock.now()
         return await versions.restore(self._lessons, user_id, lesson_id, version, now)
 
-    async def export(self, user_id: str) -> AsyncIterator[bytes]:
-        """The user's data as a zip, streamed as it is made (``Exports.start``)."""
-        return await self._exports.start(user_id)
+    export = handed("_exports", Exports.start)
 
-    async def export_dependent(
-        self, parent_id: str, family_id: str, member_id: str
-    ) -> AsyncIterator[bytes]:
-        """A dependent's data, for a parent of their family
-        (``Exports.start_for_dependent``)."""
-        return await self._exports.start_for_dependent(parent_id, family_id, member_id)
+    export_dependent = handed("_exports", Exports.start_for_dependent)
 
     async def erase_account(self, user_id: str) -> Deletion:
         """Begin erasing the caller's account (``Erasures.erase``): its record."""
@@ -388,6 +342,134 @@ class Agent(FamilyVerbs):
         if self._erasures is None:
             raise ConfigurationError("This process erases no accounts.")
         return self._erasures
+
+    # -- families, their messages and users' settings -----------------------------------
+
+    async def _alive(self, user_id: str) -> None:
+        """Refuse a write under an account whose erasure has begun (a fresh read): the
+        caller's ID token may outlive their account by up to an hour.
+
+        Raises:
+            AccountDeleted: it has begun.
+        """
+        if self._erasures is not None and await self._erasures.erased([user_id]):
+            raise AccountDeleted(ERASED)
+
+    @property
+    def families(self) -> Families:
+        """The family verbs (``Families``): create, invite, join, change roles, leave."""
+        return self._families
+
+    async def family_safety(self, user_id: str, family_id: str) -> SafetyMirror:
+        """The flags raised for ``family_id``'s dependents, for its parent ``user_id``.
+
+        Raises:
+            FamilyNotFound: it is not the caller's family, or they are not a parent.
+        """
+        if self._safety is None:
+            raise FamilyNotFound(NOT_YOURS)
+        return await self._safety.read(user_id, family_id)
+
+    async def set_controls(
+        self, user_id: str, family_id: str, member_id: str, controls: Controls
+    ) -> Controls:
+        """A dependent's controls, set by their parent ``user_id`` (DESIGN §16), as
+        written to the family and to the dependent's mirror.
+
+        Raises:
+            FamilyNotFound: not the caller's family, the caller is not a parent in it,
+                or ``member_id`` is not a dependent of it.
+        """
+        if self._controls is None:
+            raise FamilyNotFound(NOT_YOURS)
+        await self._alive(user_id)
+        return await self._controls.put(user_id, family_id, member_id, controls)
+
+    async def family_progress(self, user_id: str, family_id: str) -> list[progress.MemberProgress]:
+        """Each member's lessons, with their blanks and how many are answered, for a
+        member of the family, read from the counts the lesson store keeps
+        (``progress.of_members``: nothing is parsed).
+
+        Raises:
+            FamilyNotFound: it is not the caller's family.
+        """
+        try:
+            family = await self._families.current(user_id)
+        except NoFamily:
+            family = None
+        if family is None or family.id != family_id:
+            raise FamilyNotFound(NOT_YOURS)
+        return await progress.of_members(self._lessons, family.members)
+
+    @property
+    def delivery(self) -> Delivery:
+        """Verbatim messages between family members (``Delivery.deliver``), and the
+        files their messages carry (``Delivery.file``)."""
+        return self._delivery
+
+    @property
+    def preferences(self) -> Preferences:
+        """Users' settings (``Preferences``): the opt-out of AI reading family messages."""
+        return self._preferences
+
+    def examples(self, *, demo: bool) -> list[str]:
+        """The requests the demo model recognises, for a client to offer (none otherwise)."""
+        return list(EXAMPLES) if demo else []
+
+    async def deliver(
+        self,
+        user_id: str,
+        text: str,
+        target: Target,
+        *,
+        attachments: Sequence[Requested] = (),
+        idempotency_key: str | None = None,
+    ) -> Delivered:
+        """The user's own message to family members, verbatim (``Delivery.deliver``)."""
+        await self._alive(user_id)
+        return await self._delivery.deliver(
+            user_id,
+            text,
+            target,
+            attachments=attachments,
+            via="user",
+            idempotency_key=idempotency_key,
+        )
+
+    conversation_file = handed("_delivery", Delivery.file)
+
+    async def create_family(self, user: User, name: str, display_name: str | None) -> Family:
+        """A new family, with ``user`` its parent (``Families.create``)."""
+        await self._alive(user.uid)
+        return await self._families.create(user, name, display_name)
+
+    current_family = handed("_families", Families.current)
+
+    async def join_family(self, user: User, token: str, display_name: str | None) -> Family:
+        """Join with an invite link's token (``Families.join``)."""
+        await self._alive(user.uid)
+        return await self._families.join(user, token, display_name)
+
+    invite = handed("_families", Families.invite)
+
+    invites = handed("_families", Families.invites)
+
+    revoke_invite = handed("_families", Families.revoke)
+
+    set_role = handed("_families", Families.set_role)
+
+    rename_member = handed("_families", Families.rename)
+
+    remove_member = handed("_families", Families.remove)
+
+    async def update_settings(
+        self, user_id: str, *, ai_reads_family_messages: bool
+    ) -> UserSettings:
+        """The user's settings changed (``Preferences.update``)."""
+        await self._alive(user_id)
+        return await self._preferences.update(
+            user_id, ai_reads_family_messages=ai_reads_family_messages
+        )
 
     # -- the tasks function --------------------------------------------------------------
 
@@ -403,13 +485,9 @@ class Agent(FamilyVerbs):
             raise ConfigurationError("This process sweeps no conversations.")
         return await self._retention.sweep(task)
 
-    async def claim(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
-        """A queued run, admitted and claimed for this delivery (``RunService.claim``)."""
-        return await self._runs.claim(user_id, conversation_id, run_id)
+    claim = handed("_runs", RunService.claim)
 
-    async def supervise(self, user_id: str, conversation_id: str, run_id: str) -> Run | None:
-        """The watchdog's look at ``run_id`` (``RunService.supervise``)."""
-        return await self._runs.supervise(user_id, conversation_id, run_id)
+    supervise = handed("_runs", RunService.supervise)
 
     async def follow_up(
         self,
@@ -431,18 +509,9 @@ class Agent(FamilyVerbs):
             await going.run.execute()
         return going
 
-    async def begin_tool(
-        self, user_id: str, conversation_id: str, call_id: str, *, cancel_requested: bool
-    ) -> tuple[Conversation | None, BeforeTool]:
-        """What a task's delivery finds of its call, judged and written in one commit
-        (``TaskCalls.begin``): run the tool, wait, or leave it."""
-        return await self._task_calls.begin(user_id, conversation_id, call_id, cancel_requested)
+    begin_tool = handed("_task_calls", TaskCalls.begin)
 
-    async def ask_for_task(
-        self, user_id: str, conversation_id: str, call_id: str, args_json: str
-    ) -> None:
-        """Put a task's question to its user (``TaskCalls.ask``)."""
-        await self._task_calls.ask(user_id, conversation_id, call_id, args_json)
+    ask_for_task = handed("_task_calls", TaskCalls.ask)
 
     async def record_result(
         self,
@@ -468,11 +537,7 @@ class Agent(FamilyVerbs):
         (``after_result``)."""
         return after_result(conversation, call_id, message, task_id)
 
-    async def expire(
-        self, user_id: str, conversation_id: str, call_id: str, seconds: float
-    ) -> Run | None:
-        """A client call's time is up (``People.expire``)."""
-        return await self._people.expire(user_id, conversation_id, call_id, seconds)
+    expire = handed("_people", People.expire)
 
     # -- the process ---------------------------------------------------------------------
 

@@ -145,7 +145,7 @@ def result_change(
 ) -> Callable[[Conversation], Conversation]:
     """The pure change that gives ``call_id`` its result (``cancelled``: the result the
     model hears of a user's cancel); ``task_error``: what a failed task's section says."""
-    if outcome == "cancelled":
+    if isinstance(outcome, str):  # "cancelled"
         return partial(cancel_by_user, tool_call_id=call_id, now=now)
     ok, change = outcome.ok, outcome.change
     return partial(
