@@ -21,6 +21,7 @@ from shared.agent.facade import Agent, Next
 from shared.agent.questions import ask_for_task
 from shared.agent.results import cancel_by_user, record_results
 from shared.agent.task_calls import BeforeTool, after_result, begin_tool
+from shared.budget.service import Budget
 from shared.errors import ConversationTooLarge, NotFound, TaskCancelled
 from shared.llm.base import ToolCallRequest
 from shared.queue.port import Ended, TaskPort
@@ -77,10 +78,15 @@ class TaskPolicy:
 class TaskHandler:
     """Serves one delivery of a task."""
 
-    def __init__(self, agent: Agent, deps: RunDeps, tasks: TaskPort, policy: TaskPolicy) -> None:
+    def __init__(
+        self, agent: Agent, deps: RunDeps, tasks: TaskPort, budget: Budget, policy: TaskPolicy
+    ) -> None:
         self._agent = agent
         self._deps = deps
         self._tasks = tasks
+        # A task tool's model calls reserve from its user's day, and stop once its user
+        # cancels it (``Budget.meter`` with the task's id).
+        self._budget = budget
         self._policy = policy
 
     async def handle(self, task: AnyTask) -> Verdict:
@@ -260,7 +266,7 @@ class TaskHandler:
                 call.id,
                 document_id,
                 progress,
-                self._tasks.meter(task.user_id, task.task_id),
+                self._budget.meter(task.user_id, task.task_id),
                 answer,
             )
             request = ToolCallRequest(call.id, call.name, call.args_json)
