@@ -127,19 +127,6 @@ class Budget:
         now = self.clock.now()
         await self._change(user_id, lambda led: allowance.settle(led, reservation_id, tokens, now))
 
-    async def check_task(self, user_id: str, task_id: str) -> None:
-        """Before a task tool's next step, on one fresh read of the ledger: stop if its
-        user cancelled it, and refuse a model call once today's tokens are spent.
-
-        Raises:
-            TaskCancelled: its user asked it to stop (``TaskPort.cancel_task``).
-            RateLimited: today's tokens are spent.
-        """
-        ledger = await self.ledger.get(user_id)
-        if cancel_wanted(ledger, task_id):
-            raise TaskCancelled(CANCELLED)
-        allowance.check_tokens(ledger, self.clock.now(), self.limits)
-
     def meter(self, user_id: str, task_id: str | None = None) -> Meter:
         """What one user's provider calls are checked and counted with (with ``task_id``,
         a task tool's: each check also stops the tool once its user cancelled it)."""

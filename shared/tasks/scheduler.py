@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeVar
 
+from shared.budget.service import CANCELLED
 from shared.clock import Clock
 from shared.errors import NotFound, TaskCancelled, TaskFinished
 from shared.ids import task_id_for
@@ -285,7 +286,7 @@ class TaskScheduler(RunTasks):
     async def check_cancel(self, user_id: str, task_id: str) -> None:
         """``TaskPort.check_cancel``: a progress step's look at the ledger."""
         if ledgers.cancel_wanted(await self.ledger.get(user_id), task_id):
-            raise TaskCancelled("Cancelled by the user.")
+            raise TaskCancelled(CANCELLED)
 
     async def _dispatch_quietly(self, user_id: str, records: Sequence[TaskRecord]) -> None:
         try:
