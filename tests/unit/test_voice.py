@@ -276,7 +276,7 @@ async def test_a_voice_session_is_refused_when_reused_and_nothing_is_written() -
 # -- the ledger's voice grants (pure) ------------------------------------------------------
 
 
-def test_ledger_voice_grant_counts_and_is_refused_past_the_allowance() -> None:
+def test_voice_grant_counts_and_is_refused_past_the_allowance() -> None:
     clock = ManualClock()
     now = clock.now()
     limits = voice_grants.VoiceLimits(sessions_per_day=1)
