@@ -23,6 +23,9 @@ from shared.attachments.service import Attachments
 from shared.attachments.uploads import Uploads
 from shared.attachments.voice import VoiceClips
 from shared.auth.accounts import Accounts, FirebaseAccounts, InMemoryAccounts
+from shared.budget.allowance import UserLimits
+from shared.budget.service import Budget
+from shared.budget.voice_grants import VoiceLimits
 from shared.clock import Clock, SystemClock
 from shared.config import DEFAULT_AUDIO_MODELS, AudioPurpose, Settings
 from shared.egress.gate import BOUNDS, Bound, Egress
@@ -77,7 +80,7 @@ from shared.store.memory.safety import InMemorySafetyStore
 from shared.store.safety import SafetyStore
 from shared.store.slots import RunSlots
 from shared.tasks.handler import TaskHandler
-from shared.tasks.ledger import LedgerPolicy, UserLimits, VoiceLimits
+from shared.tasks.ledger import LedgerPolicy
 from shared.tasks.scheduler import TaskScheduler
 from shared.tools.base import Tool, ToolRegistry
 from shared.tools.documents import document_tools
@@ -247,12 +250,13 @@ def build_queue(settings: Settings) -> TaskQueue:
 @dataclass(frozen=True)
 class Components:
     """One process's agent (what the edges talk to) and the task handler (what the
-    tasks function delegates to), on the adapters it was given; the scheduler and the
-    run's dependencies too, for tests and benchmarks to look at."""
+    tasks function delegates to), on the adapters it was given; the scheduler, the
+    budget and the run's dependencies too, for tests and benchmarks to look at."""
 
     agent: Agent
     handler: TaskHandler
     scheduler: TaskScheduler
+    budget: Budget
     deps: RunDeps
     settings: Settings
 
@@ -303,13 +307,12 @@ def assemble(
         settings.runs_per_user, settings.daily_tokens_per_user, settings.daily_uploads_per_user
     )
     scheduler = TaskScheduler(
+        ledger, queue, clock, policy, timedelta(seconds=settings.watchdog_grace_seconds), sections
+    )
+    budget = Budget(
         ledger,
-        queue,
         clock,
-        policy,
-        timedelta(seconds=settings.watchdog_grace_seconds),
         user_limits,
-        sections,
         VoiceLimits(
             settings.voice_sessions_per_day, timedelta(minutes=settings.voice_session_minutes)
         ),
@@ -352,7 +355,7 @@ def assemble(
     egress = Egress(
         provider,
         Screen(provenance, preferences),
-        scheduler,
+        budget,
         speaker=speaker,
         transcriber=transcriber,
         minter=live,
@@ -397,7 +400,7 @@ def assemble(
     voice = VoiceClips(files, egress, settings.voice_max_seconds, settings.voice_decodes_at_once)
     runs = RunService(deps, ids, scheduler, lessons, attachments, background, voice)
     people = People(runs.continuation, deps, scheduler)
-    uploads = Uploads(files, ids, clock, scheduler)
+    uploads = Uploads(files, ids, clock, budget)
     conversations = Conversations(store, scheduler.sections, files, scheduler, clock, feedback)
     agent = Agent(
         runs,
@@ -430,7 +433,7 @@ def assemble(
         TaskCalls(store, clock),
         LiveSessions(
             egress,
-            scheduler,
+            budget,
             clock,
             ids,
             timedelta(seconds=settings.voice_secret_seconds),
@@ -456,8 +459,8 @@ def assemble(
         flags,
         controls,
     )
-    handler = TaskHandler(agent, clock, deps.tools, scheduler, task_policy_of(settings))
-    return Components(agent, handler, scheduler, deps, settings)
+    handler = TaskHandler(agent, clock, deps.tools, scheduler, budget, task_policy_of(settings))
+    return Components(agent, handler, scheduler, budget, deps, settings)
 
 
 def build_components(settings: Settings) -> tuple[Components, FirestoreStores]:

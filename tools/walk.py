@@ -11,8 +11,8 @@ for each:
   (a one-token reply).
 
 The measure. ``sys.setprofile`` sees every Python call and return. A *place* is a
-package that data flows through: ``shared.agent``, ``shared.tasks``, ``shared.queue``,
-``shared.families``, ``shared.store``, ``shared.egress``, ``shared.tools`` and the
+package that data flows through: ``shared.agent``, ``shared.tasks``, ``shared.budget``,
+``shared.queue``, ``shared.families``, ``shared.store``, ``shared.egress``, ``shared.tools`` and the
 functions (``spark_http``, ``main``); with ``--by module``, each module of those. Every
 other frame (the standard library, dependencies, value and helper packages such as
 ``shared.schemas``, ``shared.errors``, ``shared.clock``, ``shared.ids``,
@@ -55,6 +55,7 @@ PLACES = frozenset(
     {
         "shared.agent",
         "shared.tasks",
+        "shared.budget",
         "shared.queue",
         "shared.families",
         "shared.store",

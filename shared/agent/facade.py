@@ -14,6 +14,7 @@ its call on is the part's own method (``handed``): its signature is written once
 that outlives a call (a run whose client left, a watchdog being enqueued) is held by one
 ``Background``, drained on shutdown.
 """
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence

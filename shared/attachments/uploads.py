@@ -140,8 +140,8 @@ def checked_type(file_name: str, content_type: str, size_bytes: int) -> MediaTyp
 
 
 class UploadAllowance(Protocol):
-    """Each user's daily allowance of upload sessions (``TaskScheduler`` keeps it in the
-    user's ledger, with their other per-user limits)."""
+    """Each user's daily allowance of upload sessions (``shared/budget``'s ``Budget``
+    keeps it in the user's ledger, with their other daily allowances)."""
 
     async def admit_upload(self, user_id: str) -> None:
         """Count one session.

@@ -126,7 +126,7 @@ OpenAI's charges none: the reservation only keeps a flood of calls within the da
 
 
 class Budget(Protocol):
-    """Each user's daily tokens (``TaskScheduler``)."""
+    """Each user's daily tokens (``shared/budget``'s ``Budget``)."""
 
     def meter(self, user_id: str, task_id: str | None = None) -> Meter:
         """What one user's calls (one task's, with ``task_id``) reserve and settle with."""

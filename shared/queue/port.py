@@ -2,7 +2,8 @@
 produce, watch over and follow up runs (``RunQueue``), and task tool calls
 (``TaskTools``). ``TaskPort`` is both; ``shared.tasks.scheduler.TaskScheduler``
 implements it over the user's ledger and the queue. A run's slot is taken and freed
-below both, in the store (``shared/store/slots.py``).
+below both, in the store (``shared/store/slots.py``); the model calls of runs and task
+tools are metered by the user's budget (``shared/budget``), not here.
 
 It lives here, below both of its users, so that ``shared.agent`` (runs submit tasks, the
 agent schedules runs' replies and watchdogs) depends on it without
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Literal, Protocol
 
-from shared.llm.base import Meter
 from shared.schemas.documents import ActiveRun, KeyOutput
 from shared.schemas.server import TaskRecord
 from shared.store.base import SectionChange
@@ -160,11 +160,6 @@ class TaskTools(Protocol):
     async def sweep(self, user_id: str) -> None:
         """Grant again, and enqueue, task attempts whose lease lapsed unclaimed, and start
         queued tasks while slots are free."""
-        ...
-
-    def meter(self, user_id: str, task_id: str | None = None) -> Meter:
-        """What a task tool's model calls are checked and counted with (with ``task_id``,
-        a check also raises ``TaskCancelled`` once its user cancelled the task)."""
         ...
 
 

@@ -4,10 +4,10 @@ ledger (``/{userId}/server``), below the agent that holds it (``shared/agent/run
 Every model call of a run passes the admission first (``admit_run``, or a send's admission
 in the same commit as its message, ``admit_and_open``); the place is freed, counting the
 run's tokens, however the run ends (``release_run``, or in the same commit as the run's
-final write, ``close_and_release``, which saves a message one commit). The ledger's pure
-changes (``allowance.admit_run``, ``allowance.release_run``, ``voice_grants.redeem_voice``)
-decide; the stores write. A freed place names the runs that waited for one: the caller
-hands them to tasks (the queue is above the store).
+final write, ``close_and_release``, which saves a message one commit). The budget's pure
+changes (``shared/budget``: ``allowance.admit_run``, ``allowance.release_run``,
+``voice_grants.redeem_voice``) decide; the stores write. A freed place names the runs
+that waited for one: the caller hands them to tasks (the queue is above the store).
 
 A run's slot holds no task, so no task's section follows these ledger changes.
 """
@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from shared.budget.allowance import UserLimits, admit_run, release_run
+from shared.budget.voice_grants import redeem_voice
 from shared.clock import Clock
 from shared.errors import RateLimited
 from shared.schemas.documents import Conversation
 from shared.schemas.server import TaskLedger
-from shared.store.allowance import UserLimits, admit_run, release_run
 from shared.store.ledgers import OpeningStore, TaskLedgerStore
-from shared.store.voice_grants import redeem_voice
 
 Woken = list[tuple[str, str]]
 """The runs that waited for a slot and may now have one: ``(conversation id, run id)``."""

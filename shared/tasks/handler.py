@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Literal
 
 from shared.agent import TOOL_FAILED, Agent, Next, Recorded
+from shared.budget.service import Budget
 from shared.clock import Clock
 from shared.errors import ConversationTooLarge, TaskCancelled
 from shared.llm.base import ToolCallRequest
@@ -74,12 +75,21 @@ class TaskHandler:
     """Serves one delivery of a task."""
 
     def __init__(
-        self, agent: Agent, clock: Clock, tools: ToolRegistry, tasks: TaskPort, policy: TaskPolicy
+        self,
+        agent: Agent,
+        clock: Clock,
+        tools: ToolRegistry,
+        tasks: TaskPort,
+        budget: Budget,
+        policy: TaskPolicy,
     ) -> None:
         self._agent = agent
         self._clock = clock
         self._tools = tools
         self._tasks = tasks
+        # A task tool's model calls reserve from its user's day, and stop once its user
+        # cancels it (``Budget.meter`` with the task's id).
+        self._budget = budget
         self._policy = policy
 
     async def handle(self, task: AnyTask) -> Verdict:
@@ -249,7 +259,7 @@ class TaskHandler:
                 call.id,
                 document_id,
                 progress,
-                self._tasks.meter(task.user_id, task.task_id),
+                self._budget.meter(task.user_id, task.task_id),
                 answer,
             )
             request = ToolCallRequest(call.id, call.name, call.args_json)

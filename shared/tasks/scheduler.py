@@ -6,14 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TypeVar
 
+from shared.budget.service import CANCELLED
 from shared.clock import Clock
-from shared.errors import (
-    NotFound,
-    TaskFinished,
-)
+from shared.errors import NotFound, TaskCancelled, TaskFinished
 from shared.ids import task_id_for
 from shared.queue.base import QueuedTask, TaskQueue
 from shared.queue.naming import attempt_name
@@ -25,7 +23,6 @@ from shared.schemas.tasks import ToolTask
 from shared.store.base import SectionChange, TaskDocumentStore, TaskLedgerStore
 from shared.store.memory import InMemoryTaskDocumentStore
 from shared.tasks import ledger as ledgers
-from shared.tasks.budget import TokenBudget
 from shared.tasks.sections import Ending, following
 
 log = logging.getLogger(__name__)
@@ -36,22 +33,21 @@ CONVERSATION_DELETED = "Cancelled: its conversation was deleted."
 
 
 @dataclass
-class TaskScheduler(RunTasks, TokenBudget):
+class TaskScheduler(RunTasks):
     """Admits tasks against the per-user limit and enqueues the attempts granted: the
     ``TaskPort`` (``shared/queue/port.py``) of the agent and of the task handler. Every
-    change to the ledger is one of ``ledger.py``'s pure functions, applied here."""
+    change to the ledger is one of ``ledger.py``'s pure functions, applied here. The
+    user's budget, kept in the same ledger, is ``shared/budget``'s."""
 
     ledger: TaskLedgerStore
     queue: TaskQueue
     clock: Clock
     policy: ledgers.LedgerPolicy
     watchdog_grace: timedelta
-    limits: ledgers.UserLimits
     # Each task's section (``/{uid}/client/tasks/{taskId}``): its start and progress steps
     # are written here (``show``); its status moves with the ledger, written by the
     # ledger store (``apply_with_sections``; in memory, into its own ``sections``).
     sections: TaskDocumentStore = field(default_factory=InMemoryTaskDocumentStore)
-    voice: ledgers.VoiceLimits = field(default_factory=ledgers.VoiceLimits)
 
     async def _apply(
         self,
@@ -152,41 +148,6 @@ class TaskScheduler(RunTasks, TokenBudget):
                     record.retry_at,
                 )
             )
-
-    async def grant_voice(self, user_id: str, session_id: str, provider: str, model: str) -> None:
-        """``VoiceAllowance.grant_voice``: the ledger's ``grant_voice`` decides."""
-        now = self.clock.now()
-        await self._apply(
-            user_id,
-            lambda led: (
-                ledgers.grant_voice(led, session_id, provider, model, now, self.voice),
-                None,
-            ),
-        )
-
-    async def record_voice(
-        self, user_id: str, session_id: str, secret_hash: str, expires_at: datetime
-    ) -> None:
-        """``VoiceAllowance.record_voice``."""
-        await self._apply(
-            user_id,
-            lambda led: (ledgers.record_voice(led, session_id, secret_hash, expires_at), None),
-        )
-
-    async def withdraw_voice(self, user_id: str, session_id: str) -> None:
-        """``VoiceAllowance.withdraw_voice``."""
-        now = self.clock.now()
-        await self._apply(user_id, lambda led: (ledgers.withdraw_voice(led, session_id, now), None))
-
-    async def admit_upload(self, user_id: str) -> None:
-        """``TaskPort.admit_upload``: the ledger's ``admit_upload`` decides."""
-        now = self.clock.now()
-        await self._apply(user_id, lambda led: (ledgers.admit_upload(led, now, self.limits), None))
-
-    async def withdraw_uploads(self, user_id: str, count: int) -> None:
-        """``UploadAllowance.withdraw_uploads``."""
-        now = self.clock.now()
-        await self._apply(user_id, lambda led: (ledgers.withdraw_uploads(led, now, count), None))
 
     async def claim(
         self, user_id: str, task_id: str, attempt: int, section: SectionChange | None = None
@@ -321,6 +282,11 @@ class TaskScheduler(RunTasks, TokenBudget):
         now = self.clock.now()
         granted = await self._apply(user_id, lambda led: ledgers.grant(led, now, self.policy))
         await self._dispatch_quietly(user_id, granted)
+
+    async def check_cancel(self, user_id: str, task_id: str) -> None:
+        """``TaskPort.check_cancel``: a progress step's look at the ledger."""
+        if ledgers.cancel_wanted(await self.ledger.get(user_id), task_id):
+            raise TaskCancelled(CANCELLED)
 
     async def _dispatch_quietly(self, user_id: str, records: Sequence[TaskRecord]) -> None:
         try:

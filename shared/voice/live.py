@@ -14,7 +14,7 @@ leaked secret can be traced to whose session it was.
 
 The browser then sends each finished utterance's transcript as a message with
 ``input: "voice"`` and the session's id (``voiceSessionId``): the first such message
-redeems the session for its conversation (``shared/tasks/ledger.redeem_voice``, in the
+redeems the session for its conversation (``shared/budget/voice_grants.redeem_voice``, in the
 same write as the run's admission), and the session carries messages into that
 conversation only, until it ends.
 """
@@ -42,7 +42,7 @@ OFFLINE = (
 
 class VoiceAllowance(Protocol):
     """Each user's daily allowance of live-audio sessions, in their ledger (kept by
-    ``TaskScheduler`` with their other per-user limits)."""
+    ``shared/budget``'s ``Budget`` with their other daily allowances)."""
 
     async def check_tokens(self, user_id: str) -> None:
         """Raises ``RateLimited`` once today's tokens are spent."""

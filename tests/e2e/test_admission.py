@@ -10,12 +10,14 @@ from datetime import timedelta
 import pytest
 
 from shared.agent.run.slot import RunSlot
+from shared.budget.allowance import UserLimits
+from shared.budget.service import Budget
 from shared.clock import SystemClock
 from shared.errors import RateLimited, SlotsTaken
 from shared.queue.memory import InMemoryTaskQueue
 from shared.store.firestore import FirestoreStores, connect
 from shared.store.slots import RunSlots
-from shared.tasks.ledger import LedgerPolicy, UserLimits
+from shared.tasks.ledger import LedgerPolicy
 from shared.tasks.scheduler import TaskScheduler
 from tests.e2e.conftest import PROJECT
 
@@ -34,8 +36,8 @@ class Process:
             SystemClock(),
             LedgerPolicy(max_running=3, lease=timedelta(minutes=2)),
             timedelta(seconds=30),
-            LIMITS,
         )
+        self.budget = Budget(stores.ledgers, SystemClock(), LIMITS)
         self._slots = RunSlots(stores.ledgers, stores.openings, SystemClock(), LIMITS)
 
     async def admit_run(
@@ -90,7 +92,7 @@ async def test_e2e_the_days_tokens_count_a_task_tools_calls_and_refuse_the_next(
     uid = f"u{secrets.token_hex(4)}"
     queue = InMemoryTaskQueue()
     api, tasks = Process(two[0], queue), Process(two[1], queue)
-    meter = tasks.scheduler.meter(uid)
+    meter = tasks.budget.meter(uid)
     reservation = await meter.reserve(300, "task")
     await meter.settle(reservation, 1_100)
     with pytest.raises(RateLimited, match="today's allowance"):

@@ -22,6 +22,7 @@ from shared.agent.stream.events import UNSENT, AgentEvent
 from shared.agent.stream.transcript import Frame
 from shared.auth.accounts import InMemoryAccounts
 from shared.auth.base import StaticTokenVerifier, User
+from shared.budget.service import Budget
 from shared.clock import Clock, SystemClock
 from shared.config import Settings
 from shared.egress.gate import Egress
@@ -113,6 +114,7 @@ class Harness:
     agent: Agent
     tasks: TaskHandler
     scheduler: TaskScheduler
+    budget: Budget
     deps: RunDeps
     settings: Settings
     fakes: Fakes
@@ -174,6 +176,7 @@ def make_service(
         components.agent,
         components.handler,
         components.scheduler,
+        components.budget,
         components.deps,
         configured,
         fakes,

@@ -21,6 +21,7 @@ import pytest
 from pydantic import BaseModel
 
 from shared.agent.waiting.people import Resumed
+from shared.budget.allowance import UserLimits, admit_run, release_run, spend
 from shared.clock import ManualClock
 from shared.errors import RateLimited, SlotsTaken, StoreError, ToolError
 from shared.llm.base import (
@@ -35,7 +36,6 @@ from shared.schemas.documents import Conversation, Lesson, Usage
 from shared.schemas.server import TaskLedger
 from shared.schemas.tasks import TASK_PAYLOAD, ExpireTask
 from shared.store.memory import InMemoryConversationStore
-from shared.tasks.ledger import UserLimits, admit_run, release_run, spend
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from shared.tools.lessons import create_lesson_tool, plan_lessons_tool
 from shared.tools.people import (

@@ -19,7 +19,8 @@ from tools.layers import modules as _modules
 
 def test_the_graph_is_read_from_the_source() -> None:
     graph = _graph()
-    assert {"shared.agent", "shared.tasks", "shared.queue", "spark_http", "main"} <= set(graph)
+    known = {"shared.agent", "shared.tasks", "shared.budget", "shared.queue", "spark_http", "main"}
+    assert known <= set(graph)
     # The handler drives the agent: an edge the test must see to mean anything.
     assert "shared.agent" in graph["shared.tasks"]
     assert "shared.tasks" in graph["shared.wiring"]
@@ -334,6 +335,19 @@ def test_the_export_reads_the_stores_and_holds_nothing_of_the_agent() -> None:
     imported = set(graph["shared.export"])
     assert imported <= EXPORT_MAY_IMPORT, sorted(imported - EXPORT_MAY_IMPORT)
     assert "shared.export" in graph["shared.agent"]
+
+
+# What the user's budget may import: values, the clock, and the ``Meter`` it gives. It
+# sits below the store (whose run slots apply its rules) and below every package that
+# spends from it (the egress, uploads, voice, tasks), which are handed one by the wiring.
+BUDGET_MAY_IMPORT = {"shared.schemas", "shared.errors", "shared.clock", "shared.llm"}
+
+
+def test_the_budget_sits_below_the_store_that_keeps_its_ledger() -> None:
+    graph = _graph()
+    imported = set(graph["shared.budget"])
+    assert imported <= BUDGET_MAY_IMPORT, sorted(imported - BUDGET_MAY_IMPORT)
+    assert "shared.budget" in graph["shared.store"]  # the run slots' rules are its
 
 
 def _calls_of(name: str) -> list[str]:

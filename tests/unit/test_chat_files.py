@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from shared.attachment_rules import MAX_ATTACHMENTS, MAX_BYTES
+from shared.budget.allowance import spend
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.server import TaskLedger
 from shared.schemas.uichat import (
@@ -23,7 +24,6 @@ from shared.schemas.uichat import (
     UnreadablePart,
     turn,
 )
-from shared.tasks.ledger import spend
 from tests.samples import pdf_with_pages, png_with_gps
 from tests.unit.helpers import ALICE, Harness, api_of, make_service, serving
 

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from shared.budget.allowance import UserLimits, admit_run, reserve, settle, spend
+from shared.budget.service import RESERVATION_LEASE
 from shared.clock import ManualClock
 from shared.families.messages import Target
 from shared.llm.base import (
@@ -23,8 +25,6 @@ from shared.llm.base import (
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.server import Reservation, TaskLedger
 from shared.store.archive import roll_over_stored
-from shared.tasks.budget import RESERVATION_LEASE
-from shared.tasks.ledger import UserLimits, admit_run, reserve, settle, spend
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, egress_of, run_frames
 from tests.unit.test_admission import deliver
@@ -196,7 +196,7 @@ async def test_speech_left_unsettled_is_charged_whole_when_its_lease_ends() -> N
     # The process dies here: the stream is never closed, nothing is settled.
     before = (await harness.fakes.ledger.get("mum")).usage
     await clock.advance(3600)
-    await harness.scheduler.settle("mum", "unrelated", 0)  # any later write of the ledger
+    await harness.budget.settle("mum", "unrelated", 0)  # any later write of the ledger
     after = (await harness.fakes.ledger.get("mum")).usage
     assert after is not None
     assert after.tokens - (before.tokens if before else 0) >= len(reply.strip()) // 4

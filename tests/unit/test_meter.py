@@ -13,6 +13,7 @@ from typing import ClassVar
 import pytest
 from pydantic import BaseModel
 
+from shared.budget.allowance import spend
 from shared.errors import RateLimited, ToolError
 from shared.llm.base import (
     ChatMessage,
@@ -26,7 +27,6 @@ from shared.llm.base import (
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Usage
 from shared.schemas.server import TaskLedger
-from shared.tasks.ledger import spend
 from shared.tools.base import Tool, ToolContext, ToolRegistry
 from tests.unit.helpers import ALICE, Harness, make_service
 

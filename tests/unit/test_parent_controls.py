@@ -97,6 +97,7 @@ class World:
             components.agent,
             components.handler,
             components.scheduler,
+            components.budget,
             components.deps,
             configured,
             self.fakes,

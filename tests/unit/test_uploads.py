@@ -104,7 +104,7 @@ def files() -> InMemoryFileStore:
 def uploads(files: InMemoryFileStore) -> Uploads:
     clock = ManualClock()
     harness = make_service(ScriptedProvider([]), clock=clock, fakes=Fakes(files=files))
-    return Uploads(files, SequentialIds(), clock, harness.scheduler)
+    return Uploads(files, SequentialIds(), clock, harness.budget)
 
 
 async def test_uploads_start_picks_a_fresh_path_under_the_callers_prefix(

@@ -12,6 +12,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from shared.budget import voice_grants
 from shared.clock import ManualClock
 from shared.config import Settings
 from shared.errors import RateLimited
@@ -25,7 +26,6 @@ from shared.schemas.documents import (
     ToolResult,
 )
 from shared.schemas.server import TaskLedger
-from shared.tasks import ledger as ledgers
 from shared.voice.live import secret_hash
 from shared.voice.scripted import ScriptedVoice
 from shared.voice.speech import pieces, spoken_text
@@ -68,6 +68,7 @@ def harness(
         components.agent,
         components.handler,
         components.scheduler,
+        components.budget,
         components.deps,
         configured,
         fakes,
@@ -275,23 +276,25 @@ async def test_a_voice_session_is_refused_when_reused_and_nothing_is_written() -
 # -- the ledger's voice grants (pure) ------------------------------------------------------
 
 
-def test_ledger_voice_grant_counts_and_is_refused_past_the_allowance() -> None:
+def test_voice_grant_counts_and_is_refused_past_the_allowance() -> None:
     clock = ManualClock()
     now = clock.now()
-    limits = ledgers.VoiceLimits(sessions_per_day=1)
-    granted = ledgers.grant_voice(TaskLedger(), "vs_1", "openai", "m", now, limits)
+    limits = voice_grants.VoiceLimits(sessions_per_day=1)
+    granted = voice_grants.grant_voice(TaskLedger(), "vs_1", "openai", "m", now, limits)
     assert granted.usage is not None and granted.usage.voice_sessions == 1
     with pytest.raises(RateLimited):
-        ledgers.grant_voice(granted, "vs_2", "openai", "m", now, limits)
+        voice_grants.grant_voice(granted, "vs_2", "openai", "m", now, limits)
     # Withdrawn (never minted): the count is given back.
-    withdrawn = ledgers.withdraw_voice(granted, "vs_1", now)
+    withdrawn = voice_grants.withdraw_voice(granted, "vs_1", now)
     assert withdrawn.usage is not None and withdrawn.usage.voice_sessions == 0
     assert withdrawn.voice == {}
     # A minted grant is never withdrawn; old ones are dropped a day after they end.
-    minted = ledgers.record_voice(granted, "vs_1", "h", now + timedelta(minutes=1))
-    assert ledgers.withdraw_voice(minted, "vs_1", now) == minted
+    minted = voice_grants.record_voice(granted, "vs_1", "h", now + timedelta(minutes=1))
+    assert voice_grants.withdraw_voice(minted, "vs_1", now) == minted
     later = now + timedelta(days=2)
-    assert list(ledgers.grant_voice(minted, "vs_3", "openai", "m", later, limits).voice) == ["vs_3"]
+    assert list(voice_grants.grant_voice(minted, "vs_3", "openai", "m", later, limits).voice) == [
+        "vs_3"
+    ]
 
 
 # -- spoken replies ------------------------------------------------------------------------
@@ -408,7 +411,7 @@ async def test_speech_is_refused_once_todays_tokens_are_spent() -> None:
     voice = ScriptedVoice(clock)
     h = harness(ScriptedProvider([Step.reply("Sure.")]), clock, voice, daily_tokens_per_user=1)
     conversation_id = await with_reply(h)
-    await h.scheduler.spend("alice", 10)
+    await h.budget.spend("alice", 10)
     url = f"/api/spark/agent/conversations/{conversation_id}/speech"
     async with serving(api_of(h)) as client:
         refused = await client.post(url, headers=ALICE, json={"messageId": "msg_r"})

@@ -268,12 +268,6 @@ def request_cancel(ledger: TaskLedger, task_id: str, now: datetime) -> TaskLedge
     return _with(ledger, record.model_copy(update={"cancel_requested": True, "updated_at": now}))
 
 
-def cancel_wanted(ledger: TaskLedger, task_id: str) -> bool:
-    """Its user asked the task to stop (``request_cancel``)."""
-    record = ledger.tasks.get(task_id)
-    return record is not None and record.status == "running" and bool(record.cancel_requested)
-
-
 def wait(
     ledger: TaskLedger, task_id: str, attempt: int, now: datetime, policy: LedgerPolicy
 ) -> tuple[TaskLedger, list[TaskRecord]]:

@@ -1,5 +1,6 @@
 """Pure changes to a user's ledger for model calls: runs at once (slots, and the runs
-waiting for one), the daily token budget with its reservations, and uploads a day."""
+waiting for one, taken and freed by the store's ``RunSlots``), the daily token budget
+with its reservations (``service.Budget``), and uploads a day."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from shared.budget.allowance import until_midnight, usage_today
 from shared.errors import (
     RateLimited,
     VoiceSessionEnded,
@@ -16,7 +17,6 @@ from shared.schemas.server import (
     TaskLedger,
     VoiceGrant,
 )
-from shared.store.allowance import until_midnight, usage_today
 
 # -- live-audio sessions -----------------------------------------------------------------
 #
