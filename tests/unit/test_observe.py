@@ -14,9 +14,9 @@ from opentelemetry.trace import Status, StatusCode
 
 from shared.clock import SystemClock
 from shared.config import Settings
+from shared.egress import screen as egress_screen
 from shared.egress.gate import Egress
 from shared.egress.provenance import InMemoryProvenanceStore
-from shared.egress import screen as egress_screen
 from shared.egress.screen import Screen
 from shared.egress.words import Withheld
 from shared.errors import ConfigurationError, ProviderUnavailable
