@@ -412,8 +412,9 @@ class Egress:
 
     async def judge(self, user_id: str, text: str) -> Verdict | None:
         """The moderator's verdict of ``text`` that ``user_id``'s agent would send to
-        others (a tool's argument), when ``user_id`` is covered; ``None`` when not, or
-        when the moderator failed and the policy lets them go on.
+        others (a tool's argument), as the screen lets it leave, when ``user_id`` is
+        covered; ``None`` when not, or when the moderator failed and the policy lets them
+        go on.
 
         Raises:
             ModerationUnavailable: it failed, and the user's turns fail closed.
@@ -426,8 +427,13 @@ class Egress:
         refused = self._refusal(stood, ("moderation",))
         if refused is not None:
             raise refused
-        covering = asyncio.ensure_future(self._policy.covered_as(_now(stood.role)))
-        return await self._judge(user_id, text, (), covering)
+        covered = await self._policy.covered_as(_now(stood.role))
+        if covered is None:
+            return None
+        # The moderator is a provider too: it is sent the text as the screen lets it leave.
+        withheld = await self._screen.withheld(user_id)
+        verdict = self.moderate(user_id, withheld.text(text))
+        return await verdict_of(verdict, self._policy, covered)
 
     def _covering(
         self, standing: asyncio.Future[Standing] | None, at: datetime
