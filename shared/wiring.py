@@ -92,7 +92,6 @@ from shared.tools.people import (
     get_editor_selection_tool,
     restore_lesson_tool,
 )
-from shared.tools.quoting import FamilyScreen
 from shared.tools.review import review_work_tool
 from shared.tools.skills import discover_skills, load_skill_tool
 from shared.voice.live import LiveSessions
@@ -373,9 +372,7 @@ def assemble(
         cached_input_percent=settings.cached_input_percent,
         clock=clock,
     )
-    family = family_tools(
-        household, store, preferences, delivery, provenance, clock, settings.tool_output_chars
-    )
+    family = family_tools(household, store, delivery, provenance, clock, settings.tool_output_chars)
     deps = RunDeps(
         store=store,
         model=egress,
@@ -388,7 +385,6 @@ def assemble(
         tasks=scheduler,
         files=files,
         slots=slots,
-        screen=FamilyScreen(preferences),
         tombstones=erasures,
         flags=SafetyFlags(
             household, safety if safety is not None else InMemorySafetyStore(), clock

@@ -3,9 +3,9 @@
 A chat turn, a task tool's own model calls, transcription, speech and live-session
 secrets all go through it, in every process, and it does three things to each:
 
-* **screen** (``screen.py``): what the user's model may no longer be sent is worked
-  out afresh from the provenance record and the authors' settings, and blanked from
-  the request (or the text to be spoken);
+* **screen** (``screen.py``, where the AI opt-out is decided): what the user's model
+  may no longer be sent is worked out afresh from the provenance record and the
+  members' settings, and withheld from the request (or the text to be spoken);
 * **meter**: every call reserves an estimate of its tokens from the user's day before
   it is made (a run's each step, its head start included, as a task tool's each call)
   and settles what it used after; a reservation has a lease, so a call whose client
@@ -56,8 +56,7 @@ from shared.egress.providers import (
     Speaker,
     Transcriber,
 )
-from shared.egress.screen import Screen, Screening, screened
-from shared.egress.words import Withheld
+from shared.egress.screen import Screen, Screening, Withholding, named_in, screened
 from shared.errors import (
     ModerationUnavailable,
     ParentControls,
@@ -304,7 +303,7 @@ class Egress:
         if refused is not None:
             raise refused
 
-    def _screened(self, withheld: Withheld, kind: Kind) -> None:
+    def _screened(self, withheld: Withholding, kind: Kind) -> None:
         if withheld and self._metrics is not None:
             self._metrics.screen_applied(kind)
 
@@ -359,8 +358,11 @@ class Egress:
         turn = users_turn(request) if covering is not None else None
         # The screen's read, begun now: the moderator is sent the turn as the model is,
         # with what is withheld blanked (it is a provider too).
+        named = named_in(request)
         reading = asyncio.ensure_future(
-            screening.take(user_id) if screening is not None else self._screen.withheld(user_id)
+            screening.take(user_id, named)
+            if screening is not None
+            else self._screen.withheld(user_id, named)
         )
         judging = None
         if covering is not None and turn is not None:
@@ -410,8 +412,9 @@ class Egress:
 
     async def judge(self, user_id: str, text: str) -> Verdict | None:
         """The moderator's verdict of ``text`` that ``user_id``'s agent would send to
-        others (a tool's argument), when ``user_id`` is covered; ``None`` when not, or
-        when the moderator failed and the policy lets them go on.
+        others (a tool's argument), as the screen lets it leave, when ``user_id`` is
+        covered; ``None`` when not, or when the moderator failed and the policy lets them
+        go on.
 
         Raises:
             ModerationUnavailable: it failed, and the user's turns fail closed.
@@ -424,8 +427,13 @@ class Egress:
         refused = self._refusal(stood, ("moderation",))
         if refused is not None:
             raise refused
-        covering = asyncio.ensure_future(self._policy.covered_as(_now(stood.role)))
-        return await self._judge(user_id, text, (), covering)
+        covered = await self._policy.covered_as(_now(stood.role))
+        if covered is None:
+            return None
+        # The moderator is a provider too: it is sent the text as the screen lets it leave.
+        withheld = await self._screen.withheld(user_id)
+        verdict = self.moderate(user_id, withheld.text(text))
+        return await verdict_of(verdict, self._policy, covered)
 
     def _covering(
         self, standing: asyncio.Future[Standing] | None, at: datetime
@@ -449,7 +457,7 @@ class Egress:
         self,
         user_id: str,
         turn: ChatMessage,
-        reading: asyncio.Future[Withheld],
+        reading: asyncio.Future[Withholding],
         covering: asyncio.Future[Covered | None],
     ) -> Verdict | None:
         """The verdict of the user's ``turn`` as the screen lets it leave (``reading``:
@@ -476,7 +484,7 @@ class Egress:
     ) -> AsyncGenerator[ModelEvent, None]:
         bound = self._bounds["task"]
         await self._allowed(user_id, "chat")
-        withheld = await self._screen.withheld(user_id)
+        withheld = await self._screen.withheld(user_id, named_in(request))
         self._screened(withheld, "task")
         request = screened(request, withheld)
         _check_size(request_chars(request), bound, "The request")

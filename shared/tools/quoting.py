@@ -1,5 +1,5 @@
-"""Family messages as the model may see them (DESIGN §8): quoted as data, never as
-instructions, and withheld whenever their author (or the reader) has opted out.
+"""Family messages as the model is given them (DESIGN §8): quoted as data, never as
+instructions, and marked with whose words they are.
 
 Other people's words reach the model only inside a ``read_family_messages`` result. Each
 message there is *datamarked*: its text sits between an opening and a closing marker
@@ -15,32 +15,29 @@ alone does not stop a model from obeying a message ("ignore your instructions an
 …"): what does is that sending always waits for the user's approval of the exact text
 (``send_family_message``).
 
-An opt-out holds from the next model call on. Results still in the model's window are
-rewritten, against the settings as stored at that moment, each time its history is
-given to the model (``FamilyScreen``): a message whose author has opted out becomes a
-note saying it was withheld, so the model knows why it is gone; a reader who opted out
-sees none of these results any more. Every other copy of the words (the model quoting
-them back, a task carrying them, a reply read aloud, a read long out of the window) is
-withheld where every request leaves, by the egress (``shared/egress``), from the
-record of what was given (docs/egress.md).
+These modules only *mark*: each message names its author by userId and role and the
+members whose words it carries (``quotes``), by userId. Whether the model may be given
+it is not decided here: the egress decides that for every request, against the
+settings as stored at that moment (``shared/egress/screen.py``, docs/egress.md), so a
+message of a member who opted out, or every message for a reader who did, is withheld
+where every request leaves, from the tool's result and from every other copy alike.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from shared.families.preferences import Preferences
-from shared.llm.base import ChatMessage
+from shared.egress.marks import FENCE_PREFIX as FENCE_PREFIX
+from shared.egress.marks import LIST_TOOL as LIST_TOOL
+from shared.egress.marks import READ_TOOL as READ_TOOL
+from shared.egress.marks import SEND_TOOL as SEND_TOOL
+from shared.egress.marks import is_fenced as is_fenced
+from shared.egress.marks import unfenced as unfenced
 
-READ_TOOL = "read_family_messages"
-LIST_TOOL = "list_family_members"
-SEND_TOOL = "send_family_message"
-FENCE_PREFIX = "quote-"
 # The most characters of one message quoted (the rest is cut, saying so), so that one long
 # message does not crowd out the others within the tool's output budget.
 MAX_QUOTED_CHARS = 2_000
@@ -62,26 +59,6 @@ NAMES_NOTE = (
     "whose name reads the same, and their role and the day they joined tell them apart "
     "for the user."
 )
-OWNER_OPTED_OUT = (
-    "You have turned off Spark AI Agent reading family messages (aiReadsFamilyMessages is "
-    "false in your settings), so family messages are not shown to the agent. Turn it back "
-    "on in your settings to let the agent read them."
-)
-UNREADABLE = "These family messages are no longer shown to the agent."
-OUTDATED = (
-    "These family messages were read before members' names were quoted as data, so they "
-    "are no longer shown to the agent. Read them again to see them."
-)
-OUTDATED_MEMBERS = (
-    "This list of family members was made before members' names were quoted as data, so "
-    "it is no longer shown to the agent. List them again to see it."
-)
-WITHHELD = (
-    "Its author has turned off Spark AI Agent reading their family messages, so this "
-    "message is withheld."
-)
-# A member-chosen string between its markers (``fenced_name``), as ``unfenced`` finds it.
-_FENCED = re.compile(r"<<(quote-[0-9a-f]+) [a-z ]+>>(.*)<<end \1>>", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +76,7 @@ class Quoted:
     with_id: str | None = None
     message_id: str = ""
     quotes: tuple[str, ...] = ()
-    """Other members whose words it carries (``Message.quotes``): theirs to withhold too."""
-
-    @property
-    def owners(self) -> frozenset[str]:
-        """Whose words these are: its author's, and those it quotes."""
-        return frozenset((self.author_id, *self.quotes))
+    """Other members whose words it carries (``Message.quotes``), named on its entry."""
 
 
 def new_fence() -> str:
@@ -126,19 +98,6 @@ def fenced_name(name: str, fence: str, what: str = "name") -> str:
     return f"<<{fence} {what}>>{neutralised(name, fence)}<<end {fence}>>"
 
 
-def unfenced(text: str) -> str:
-    """What ``fenced_name`` quoted (``text`` itself if it is not one): for what people
-    read and hear, never for the model."""
-    found = _FENCED.fullmatch(text)
-    return found[2] if found else text
-
-
-def is_fenced(text: Any) -> bool:
-    """Whether ``text`` is one string as ``fenced_name`` quotes it."""
-    found = _FENCED.fullmatch(text) if isinstance(text, str) else None
-    return found is not None and found[1] not in found[2]
-
-
 def fenced(message: Quoted, fence: str) -> str:
     """The message's text between its markers (any copy of the fence inside removed);
     the opening one names its author by userId and role, never by their chosen name."""
@@ -153,7 +112,9 @@ def fenced(message: Quoted, fence: str) -> str:
     return f"{opening}\n{text}\n<<end {fence}>>"
 
 
-def _entry(message: Quoted, fence: str, opted_out: frozenset[str]) -> dict[str, Any]:
+def _entry(message: Quoted, fence: str) -> dict[str, Any]:
+    """One message as the model is given it: fenced, its author and whom it quotes
+    named by userId (the marks the egress's screen reads, ``shared/egress/marks.py``)."""
     entry: dict[str, Any] = {"conversation": message.conversation}
     if message.with_id is not None:
         entry["with"] = message.with_id
@@ -165,10 +126,9 @@ def _entry(message: Quoted, fence: str, opted_out: frozenset[str]) -> dict[str, 
     entry["sentAt"] = message.sent_at
     if message.via:
         entry["via"] = message.via
-    if message.owners & opted_out:
-        entry["withheld"] = WITHHELD
-    else:
-        entry["text"] = fenced(message, fence)
+    if message.quotes:
+        entry["quotes"] = list(message.quotes)
+    entry["text"] = fenced(message, fence)
     return entry
 
 
@@ -186,147 +146,10 @@ def fitted(
     return value
 
 
-def quote(
-    messages: Sequence[Quoted], opted_out: frozenset[str], budget: int, fence: str | None = None
-) -> dict[str, Any]:
-    """The tool's result: ``messages`` (oldest first), each fenced or withheld, the oldest
-    left out until the JSON fits in ``budget`` characters (so it is never cut mid-way)."""
+def quote(messages: Sequence[Quoted], budget: int, fence: str | None = None) -> dict[str, Any]:
+    """The tool's result: ``messages`` (oldest first), each fenced, the oldest left out
+    until the JSON fits in ``budget`` characters (so it is never cut mid-way)."""
     fence = fence or new_fence()
-    entries = [_entry(m, fence, opted_out) for m in messages]
+    entries = [_entry(m, fence) for m in messages]
     value: dict[str, Any] = {"note": NOTE.format(fence=fence), "messages": entries}
     return fitted(value, "messages", budget, drop=0, counted="olderLeftOut")
-
-
-def _authors(value: Any) -> set[str]:
-    if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
-        return set()
-    found: set[str] = set()
-    for entry in value["messages"]:
-        author = entry.get("from") if isinstance(entry, dict) else None
-        if isinstance(author, dict) and isinstance(author.get("userId"), str):
-            found.add(author["userId"])
-    return found
-
-
-def _load(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
-
-
-def _current(value: dict[str, Any]) -> bool:
-    """Whether a stored result was made with its authors' names fenced."""
-    return all(
-        isinstance(e, dict)
-        and isinstance(e.get("from"), dict)
-        and is_fenced(e["from"].get("displayName"))
-        for e in value["messages"]
-    )
-
-
-def screen_result(text: str, owner_opted_out: bool, opted_out: frozenset[str]) -> str:
-    """One stored ``read_family_messages`` result as the model may see it now. A result
-    not in the tool's shape (cut, or not ours) is withheld whole, and so is one stored
-    before names were fenced; a refusal (``{"error": …}``) holds no message and stays."""
-    value = _load(text)
-    if isinstance(value, dict) and set(value) == {"error"}:
-        return text
-    if owner_opted_out:
-        return json.dumps({"withheld": OWNER_OPTED_OUT})
-    if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
-        return json.dumps({"withheld": UNREADABLE})
-    if not _current(value):
-        return json.dumps({"withheld": OUTDATED})
-    changed = False
-    kept: list[Any] = []
-    for entry in value["messages"]:
-        author = entry.get("from") if isinstance(entry, dict) else None
-        uid = author.get("userId") if isinstance(author, dict) else None
-        if not isinstance(uid, str) or uid not in opted_out:
-            kept.append(entry)
-            continue
-        changed = True
-        blank = {k: v for k, v in entry.items() if k != "text"}
-        kept.append({**blank, "withheld": WITHHELD})
-    if not changed:
-        return text
-    return json.dumps({**value, "messages": kept}, ensure_ascii=False)
-
-
-def screen_members(text: str) -> str:
-    """One stored ``list_family_members`` result as the model may see it now: withheld
-    if its names are not all fenced (made before they were, or cut); a refusal stays."""
-    value = _load(text)
-    if isinstance(value, dict) and set(value) == {"error"}:
-        return text
-    if isinstance(value, dict) and isinstance(value.get("members"), list):
-        names = [
-            value.get("family"),
-            *(m.get("displayName") if isinstance(m, dict) else None for m in value["members"]),
-        ]
-        if all(is_fenced(name) for name in names):
-            return text
-    return json.dumps({"withheld": OUTDATED_MEMBERS})
-
-
-def _without_recipient(text: str) -> str:
-    """A stored ``send_family_message`` call's arguments or result without a recipient
-    named outside a fence (as one stored before recipients were fenced did: the
-    arguments' ``recipient``, the result's ``to``); anything else as it is."""
-    value = _load(text)
-    if not isinstance(value, dict) or is_fenced(value.get("recipient")):
-        return text
-    named = "to" if "sent" in value else "recipient"
-    if named not in value:
-        return text
-    return json.dumps({k: v for k, v in value.items() if k != named}, ensure_ascii=False)
-
-
-def _refenced(history: list[ChatMessage]) -> list[ChatMessage]:
-    """``history`` as the family tools store it now, for what they stored before names
-    were fenced: a members list is withheld and a send's recipient left out (no store
-    read: none of it depends on settings). A history without them is returned as it is."""
-    changed = False
-    turns: list[ChatMessage] = []
-    for turn in history:
-        new = turn
-        if turn.role == "tool" and turn.name == LIST_TOOL:
-            new = replace(turn, text=screen_members(turn.text))
-        elif turn.role == "tool" and turn.name == SEND_TOOL:
-            new = replace(turn, text=_without_recipient(turn.text))
-        elif any(c.name == SEND_TOOL for c in turn.tool_calls):
-            calls = tuple(
-                replace(c, arguments=_without_recipient(c.arguments)) if c.name == SEND_TOOL else c
-                for c in turn.tool_calls
-            )
-            new = replace(turn, tool_calls=calls)
-        changed = changed or new != turn
-        turns.append(new)
-    return turns if changed else history
-
-
-class FamilyScreen:
-    """The ``HistoryScreen`` of family messages: run on each model call's history, it
-    reads (once, fresh from the store) the settings of the reader and of every author
-    quoted in it, and rewrites the results they opted out of. A history without a
-    ``read_family_messages`` result costs nothing (no read). What the family tools
-    stored before members' names were fenced is withheld or left out (``_refenced``)."""
-
-    def __init__(self, preferences: Preferences) -> None:
-        self._preferences = preferences
-
-    async def screen(self, user_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
-        history = _refenced(history)
-        reads = [i for i, t in enumerate(history) if t.role == "tool" and t.name == READ_TOOL]
-        if not reads:
-            return history
-        authors: set[str] = set()
-        for i in reads:
-            authors |= _authors(_load(history[i].text))
-        opted_out = await self._preferences.opted_out([user_id, *sorted(authors)])
-        screened = list(history)
-        for i in reads:
-            text = screen_result(history[i].text, user_id in opted_out, opted_out)
-            screened[i] = replace(history[i], text=text)
-        return screened

@@ -373,3 +373,11 @@ def test_a_run_slot_is_freed_in_one_place() -> None:
     assert calls and all(c.startswith("shared.agent.run.slot:") for c in calls), calls
     closes = _calls_of("close_and_release")
     assert closes and all(c.startswith("shared.agent.run.slot:") for c in closes), closes
+
+
+def test_only_the_egress_screen_asks_who_opted_out() -> None:
+    """The AI opt-out is decided in one place, where every request leaves
+    (``shared/egress/screen.py``, docs/egress.md): no other module asks who opted out;
+    the family tools only mark whose words a message is."""
+    askers = {m for m, path in _modules().items() if "opted_out" in _names(path)}
+    assert askers == {"shared.egress.screen"}

@@ -14,12 +14,13 @@ import pytest
 from shared.agent.stream.events import ApprovalRequiredEvent
 from shared.auth.base import User
 from shared.clock import ManualClock
+from shared.egress.screen import OWNER_OPTED_OUT
 from shared.families.messages import Target, family_conversation_id
 from shared.llm.base import Finish, ModelRequest, ToolCallRequest
 from shared.llm.scripted import ScriptedProvider, Step
 from shared.schemas.documents import Conversation
 from shared.schemas.tasks import TASK_PAYLOAD
-from shared.tools.quoting import OWNER_OPTED_OUT, is_fenced, unfenced
+from shared.tools.quoting import is_fenced, unfenced
 from shared.voice.scripted import ScriptedVoice
 from tests.unit.helpers import Fakes, Harness, make_service, run_frames
 from tests.unit.test_voice import harness as voice_harness
@@ -253,8 +254,9 @@ async def test_opt_out_withholds_from_every_model_call_after_it_also_a_queued_ru
     withheld = [m for m in again["messages"] if m["from"]["userId"] == "kid"]
     assert len(withheld) == 2 and all("text" not in m and m["withheld"] for m in withheld)
 
+    # Kid's own agent reads none: the egress withholds the result whole.
     _, _ = await run_frames(harness, KID, "read my family messages")
-    assert json.loads(provider.requests[-1].messages[-1].text) == {"error": OWNER_OPTED_OUT}
+    assert json.loads(provider.requests[-1].messages[-1].text) == {"withheld": OWNER_OPTED_OUT}
     later = provider.requests[after_opt_out:]
     assert len(later) == 5
     for request in later:

@@ -325,3 +325,24 @@ async def test_the_moderator_is_sent_the_turn_as_the_screen_lets_it_leave() -> N
     judged = [text for text, _ in moderator.calls]
     assert all("behind the gym" not in str(r) for r in provider.requests), provider.requests
     assert judged and all("behind the gym" not in text for text in judged), judged
+
+
+async def test_the_moderator_is_sent_a_family_message_as_the_screen_lets_it_leave() -> None:
+    """A family message the kid's agent would send is judged before approval: words a
+    member withholds (Mum, opted out) are blanked in what the moderator is sent."""
+    from datetime import UTC, datetime
+
+    from shared.egress.provenance import Given
+    from tests.unit.test_family_tools import calls
+
+    moderator = ScriptedModerator(word_list)
+    mums = "pick me up behind the gym at half past four"
+    provider = ScriptedProvider([calls(("send_family_message", {"to": "dad", "text": mums}))])
+    harness = await family(provider, moderator)
+    given = Given("fm_1", "mum", mums, datetime(2026, 1, 1, tzinfo=UTC))
+    await harness.fakes.provenance.record("kid", [given])
+    await harness.agent.preferences.update("mum", ai_reads_family_messages=False)
+    await run_frames(harness, KID, "tell dad")
+    judged = [text for text, _ in moderator.calls]
+    assert any("[withheld]" in text for text in judged), judged
+    assert all("behind the gym" not in text for text in judged), judged

@@ -14,6 +14,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from shared.clock import SystemClock
 from shared.config import Settings
+from shared.egress import screen as egress_screen
 from shared.egress.gate import Egress
 from shared.egress.provenance import InMemoryProvenanceStore
 from shared.egress.screen import Screen
@@ -151,8 +152,10 @@ class Withholding(Screen):
             InMemoryProvenanceStore(), Preferences(InMemorySettingsStore(), SystemClock())
         )
 
-    async def withheld(self, user_id: str) -> Withheld:
-        return Withheld.of([SAID])
+    async def withheld(
+        self, user_id: str, named: frozenset[str] | None = None
+    ) -> egress_screen.Withholding:
+        return egress_screen.Withholding(Withheld.of([SAID]))
 
 
 def observed(provider: ScriptedProvider, screen: Screen | None = None) -> tuple[Egress, Telemetry]:

@@ -15,7 +15,7 @@ from shared.agent.prompt.files import AttachmentBudget
 from shared.agent.run.runs import QueueLimits
 from shared.clock import Clock
 from shared.egress.gate import Egress
-from shared.llm.base import ChatMessage, ProviderName, ToolSpec
+from shared.llm.base import ProviderName, ToolSpec
 from shared.queue.port import TaskPort
 from shared.schemas.documents import Conversation
 from shared.store.base import ConversationStore
@@ -49,19 +49,6 @@ class RunLimits:
     def lease(self) -> timedelta:
         """A run's lease, renewed by each of its writes."""
         return timedelta(seconds=self.lease_seconds)
-
-
-class HistoryScreen(Protocol):
-    """Looks at each model call's history just before it is sent, and may withhold parts
-    of it (family messages whose authors opted out: ``shared/tools/quoting.py``)."""
-
-    async def screen(self, user_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
-        """``history`` as ``user_id``'s model may see it now.
-
-        Raises:
-            StoreError: what it must read could not be read (the call is not made).
-        """
-        ...
 
 
 class Tombstones(Protocol):
@@ -127,13 +114,6 @@ class NoFlags:
         return None
 
 
-class Unscreened:
-    """The screen of an agent without one: the history as it is."""
-
-    async def screen(self, user_id: str, history: list[ChatMessage]) -> list[ChatMessage]:
-        return history
-
-
 @dataclass(frozen=True, slots=True)
 class RunDeps:
     """What a run needs, and nothing else."""
@@ -148,7 +128,6 @@ class RunDeps:
     files: FileStore
     # The user's run slots, taken and freed in their ledger (``RunSlot``).
     slots: RunSlots
-    screen: HistoryScreen = field(default_factory=Unscreened)
     # Read before a conversation is created: none is, for an account being erased.
     tombstones: Tombstones = field(default_factory=NoTombstones)
     # Told of each stop the moderator makes (DESIGN §16).

@@ -346,9 +346,6 @@ class Run:
             offset=offset,
             step=limits.history_step,
         )
-        # Screened at each call, against the store as it is now: an opt-out made since the
-        # run was queued (or since its last step) holds for this call.
-        history = await deps.screen.screen(self.user_id, history)
         tools = deps.specs if offer_tools else ()
         system = deps.system_prompt + open_document_note(self.conversation.document_id)
         # One key per conversation: its requests share their prefix (OpenAI's cache key).

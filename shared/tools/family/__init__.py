@@ -3,9 +3,9 @@ and a message sent on the user's behalf, only once they approve its exact text.
 
 * ``list_family_members`` (inline): the members, with the ids the other tools take.
 * ``read_family_messages {with?, limit?}`` (inline): the newest messages of the user's
-  ``direct`` and ``family`` conversations, quoted as data (``quoting.py``); those of a
-  member who opted out are withheld, and a user who opted out is told their agent reads
-  none. Both opt-outs are read from the store at the call, never remembered.
+  ``direct`` and ``family`` conversations, quoted as data (``quoting.py``). Who opted
+  out is the egress's to judge, at every request (``shared/egress/screen.py``): a
+  member's messages withheld, a reader who opted out told their agent reads none.
 * ``send_family_message {to, text}``: always waits for the user's approval; the card
   shows the recipient and the exact text, and the approved call (run by a task, like
   every approved call) delivers exactly that, verbatim, marked ``via: "agent"``. A
@@ -29,7 +29,6 @@ from typing import Any
 from shared.clock import Clock
 from shared.egress.provenance import ProvenanceStore
 from shared.families.delivery import Delivery
-from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.store.base import ConversationStore
 from shared.tools.base import Tool
@@ -41,7 +40,6 @@ from shared.tools.family.sending import send_family_message_tool
 def family_tools(
     families: Families,
     conversations: ConversationStore,
-    preferences: Preferences,
     delivery: Delivery,
     provenance: ProvenanceStore,
     clock: Clock,
@@ -50,8 +48,6 @@ def family_tools(
     """The three family tools, reading and sending through the given services."""
     return [
         list_family_members_tool(families, output_chars),
-        read_family_messages_tool(
-            families, conversations, preferences, provenance, clock, output_chars
-        ),
+        read_family_messages_tool(families, conversations, provenance, clock, output_chars),
         send_family_message_tool(families, delivery, provenance),
     ]

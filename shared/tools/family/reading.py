@@ -1,5 +1,7 @@
 """``read_family_messages``: the newest messages of the user's shared conversations,
-quoted as data, those of a member who opted out withheld."""
+quoted as data and marked with whose words they are. Who opted out is not asked here:
+the egress withholds what the model may not be given from every request, this tool's
+result with the rest (``shared/egress/screen.py``)."""
 
 from __future__ import annotations
 
@@ -12,20 +14,13 @@ from shared.clock import Clock
 from shared.egress.provenance import Given, ProvenanceStore
 from shared.errors import ToolError
 from shared.families.messages import direct_id, family_conversation_id
-from shared.families.preferences import Preferences
 from shared.families.service import Families
 from shared.schemas.documents import Conversation
 from shared.schemas.server import Family
 from shared.store.base import ConversationStore
 from shared.tools.base import Tool, ToolContext
 from shared.tools.family.common import FAMILY, Args, family_of
-from shared.tools.quoting import (
-    MAX_QUOTED_CHARS,
-    OWNER_OPTED_OUT,
-    READ_TOOL,
-    Quoted,
-    quote,
-)
+from shared.tools.quoting import MAX_QUOTED_CHARS, READ_TOOL, Quoted, quote
 
 DEFAULT_READ = 20
 
@@ -99,15 +94,12 @@ def _quoted(conversation: Conversation, kind: str, with_id: str | None) -> list[
 def read_family_messages_tool(
     families: Families,
     conversations: ConversationStore,
-    preferences: Preferences,
     provenance: ProvenanceStore,
     clock: Clock,
     output_chars: int,
 ) -> Tool[ReadMessagesArgs]:
     async def run(args: ReadMessagesArgs, context: ToolContext) -> dict[str, Any]:
         user_id = context.user_id
-        if user_id in await preferences.opted_out([user_id]):
-            raise ToolError(OWNER_OPTED_OUT)
         family = await family_of(families, user_id)
         wanted = _conversation_ids(family, user_id, args.with_)
         copies = await asyncio.gather(*(conversations.get(user_id, cid) for cid in wanted))
@@ -121,18 +113,16 @@ def read_family_messages_tool(
         newest = messages[-args.limit :]
         if not newest:
             return {"messages": [], "note": "There are no family messages to read yet."}
-        opted_out = await preferences.opted_out({o for m in newest for o in m.owners})
-        # Recorded before it is given: the egress withholds it from every later request
-        # of this user's once its author (or a member it quotes) opts out, wherever it
-        # has got to by then.
+        # Recorded before it is given: the egress withholds it from every request of
+        # this user's while its author (or a member it quotes) has opted out, wherever
+        # it has got to by then, this result first.
         now = clock.now()
         given: list[Given] = []
         for m in newest:
-            if not m.owners & opted_out:
-                one = Given(m.message_id, m.author_id, m.text[:MAX_QUOTED_CHARS], now)
-                given += [one, *(one.relayed(q) for q in m.quotes)]
+            one = Given(m.message_id, m.author_id, m.text[:MAX_QUOTED_CHARS], now)
+            given += [one, *(one.relayed(q) for q in m.quotes)]
         await provenance.record(user_id, given)
-        return quote(newest, opted_out, output_chars)
+        return quote(newest, output_chars)
 
     return Tool(
         name=READ_TOOL,
