@@ -351,9 +351,10 @@ def assemble(
         limits.history_messages,
         SendLimits(settings.family_messages_per_minute, settings.family_message_bytes_per_hour),
     )
+    screen = Screen(provenance, preferences)
     egress = Egress(
         provider,
-        Screen(provenance, preferences),
+        screen,
         budget,
         speaker=speaker,
         transcriber=transcriber,
@@ -372,7 +373,9 @@ def assemble(
         cached_input_percent=settings.cached_input_percent,
         clock=clock,
     )
-    family = family_tools(household, store, delivery, provenance, clock, settings.tool_output_chars)
+    family = family_tools(
+        household, store, delivery, provenance, screen, clock, settings.tool_output_chars
+    )
     deps = RunDeps(
         store=store,
         model=egress,

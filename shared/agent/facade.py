@@ -17,17 +17,17 @@ that outlives a call (a run whose client left, a watchdog being enqueued) is hel
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from shared.agent.chat import Chats
 from shared.agent.conversations.manage import Conversations
 from shared.agent.conversations.retention import Retention, Swept
 from shared.agent.run.background import Background
 from shared.agent.run.loop import Run
-from shared.agent.sending.opening import ERASED
-from shared.agent.service import Hearing, Next, RunService, Sent, WhenBusy
+from shared.agent.sending.opening import ERASED, Sending
+from shared.agent.service import Hearing, Next, RunService, Sent
 from shared.agent.stream.events import DoneEvent, ErrorEvent, TranscriptEvent
 from shared.agent.stream.resume import Resumes
 from shared.agent.stream.sse import SSE, EventChannel, Framing, sse_stream
@@ -169,35 +169,16 @@ class Agent:
         text: str,
         conversation_id: str | None,
         *,
-        background: bool = False,
-        when_busy: WhenBusy = "reject",
-        document_id: str | None = None,
-        attachments: Sequence[Requested] = (),
-        voice_session: str | None = None,
-        voice: str | None = None,
-        create: bool = False,
         stream: bool = False,
+        **sending: Unpack[Sending],
     ) -> Sent:
-        """Persist the user's message and open its run (``Opening.send``); with
-        ``voice_session``, a voice message of that live-audio session; with ``voice``, a
-        push-to-talk clip, which a streamed message hears in ``stream_hearing``; with
-        ``create``, ``conversation_id`` is made should it not exist (a chat's own id).
-        With ``stream``, the messages route's one call: ``Sent.body`` is the SSE body
-        that produces the reply here (``stream``, or ``stream_hearing``), unless a task
-        produces it or the message waits its turn."""
-        sent = await self._opening.send(
-            user,
-            text,
-            conversation_id,
-            background=background,
-            when_busy=when_busy,
-            document_id=document_id,
-            attachments=attachments,
-            voice_session=voice_session,
-            voice=voice,
-            listening=not background,
-            create=create,
-        )
+        """Persist the user's message and open its run, as ``sending`` says
+        (``Opening.send``, ``Sending``). With ``stream``, the messages route's one call:
+        ``Sent.body`` is the SSE body that produces the reply here (``stream``, or
+        ``stream_hearing`` for a clip, heard as it streams), unless a task produces it
+        or the message waits its turn."""
+        listening = not sending.get("background", False)
+        sent = await self._opening.send(user, text, conversation_id, listening=listening, **sending)
         if not stream:
             return sent
         if sent.hearing is not None:
@@ -214,6 +195,8 @@ class Agent:
             user, conversation_id, message_id, background=background
         )
         return sent if sent.run is None else replace(sent, body=self.stream(sent.run))
+
+    stop = handed("_runs", RunService.stop)
 
     rename = handed("_conversations", Conversations.rename)
 
@@ -295,8 +278,6 @@ class Agent:
         return await self._chats.resume(user_id, chat_id, live)
 
     resume = handed("_resumes", Resumes.start)
-
-    stop = handed("_runs", RunService.stop)
 
     answer = handed("_people", People.answer)
 
@@ -459,10 +440,6 @@ class Agent:
 
     set_role = handed("_families", Families.set_role)
 
-    rename_member = handed("_families", Families.rename)
-
-    remove_member = handed("_families", Families.remove)
-
     async def update_settings(
         self, user_id: str, *, ai_reads_family_messages: bool
     ) -> UserSettings:
@@ -471,6 +448,10 @@ class Agent:
         return await self._preferences.update(
             user_id, ai_reads_family_messages=ai_reads_family_messages
         )
+
+    rename_member = handed("_families", Families.rename)
+
+    remove_member = handed("_families", Families.remove)
 
     # -- the tasks function --------------------------------------------------------------
 
@@ -491,24 +472,14 @@ class Agent:
     supervise = handed("_runs", RunService.supervise)
 
     async def follow_up(
-        self,
-        user_id: str,
-        conversation_id: str,
-        source_id: str,
-        attempt: int | None,
-        record: Callable[[Conversation], Conversation] | None = None,
-        reserve: int = 0,
+        self, user_id: str, conversation_id: str, source_id: str, attempt: int | None
     ) -> Next:
-        """How the agent goes on after the results in ``source_id``, recorded already or
-        by ``record`` in the same write (``Continuation.follow_up``): its follow-up
-        produced here, now (``run``: it has ended when this returns), or (``attempt``) a
-        task that tries again once the conversation is free."""
-        going = await self._continuation.follow_up(
-            user_id, conversation_id, source_id, attempt, record, reserve
-        )
-        if going.run is not None:
-            await going.run.execute()
-        return going
+        """How the agent goes on after the results recorded in ``source_id``
+        (``Continuation.follow_up``): its follow-up produced here, now (``run``: it has
+        ended when this returns), or (``attempt``) a task that tries again once the
+        conversation is free."""
+        going = self._continuation.follow_up(user_id, conversation_id, source_id, attempt)
+        return await _produced(going)
 
     begin_tool = handed("_task_calls", TaskCalls.begin)
 
@@ -528,7 +499,10 @@ class Agent:
         """Give a task's call its result and, in the same write, let the agent follow
         up (``follow_up``); ``task_error``: what a failed task's section says."""
         record = self._task_calls.result(call_id, outcome, task_error)
-        return await self.follow_up(user_id, conversation_id, source_id, None, record, reserve)
+        going = self._continuation.follow_up(
+            user_id, conversation_id, source_id, None, record, reserve
+        )
+        return await _produced(going)
 
     @staticmethod
     def after_tool(
@@ -545,3 +519,11 @@ class Agent:
     async def drain(self) -> None:
         """Wait for the work still going in the background (runs whose clients left)."""
         await self._background.drain()
+
+
+async def _produced(going: Awaitable[Next]) -> Next:
+    """``going``'s follow-up, produced here and ended by the time this returns."""
+    next_ = await going
+    if next_.run is not None:
+        await next_.run.execute()
+    return next_

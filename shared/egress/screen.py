@@ -109,6 +109,13 @@ class Screen:
         self._provenance = provenance
         self._opt_outs = opt_outs
 
+    async def may_read_family(self, user_id: str) -> bool:
+        """Whether family messages may be read for ``user_id``'s model now (a fresh
+        read): not once they have turned it off. ``read_family_messages`` asks before it
+        reads, so a reader who opted out has nothing read for them, nor recorded as
+        given (which would withhold every family word from their own later requests)."""
+        return user_id not in await self._opt_outs.opted_out([user_id])
+
     async def withheld(self, user_id: str, named: frozenset[str] | None = None) -> Withholding:
         """What ``user_id``'s next request, whose read results name ``named``
         (``named_in``), must not carry: one read when the user's model was never given

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from shared.clock import SystemClock
 from shared.egress.provenance import InMemoryProvenanceStore
-from shared.egress.screen import Withholding, screened_result
+from shared.egress.screen import Screen, Withholding, screened_result
 from shared.errors import ToolError
 from shared.families.delivery import Delivered
 from shared.families.messages import direct_id, family_conversation_id, message_of
@@ -62,6 +62,13 @@ PIECES = [
     " (parent)",
 ]
 _piece = st.sampled_from(PIECES) | st.text(max_size=4)
+
+
+class NobodyOptedOut:
+    """Settings in which every member lets the agent read family messages."""
+
+    async def opted_out(self, user_ids: object) -> frozenset[str]:
+        return frozenset()
 
 
 def _chosen(cap: int) -> st.SearchStrategy[str]:
@@ -157,6 +164,7 @@ async def model_visible(
             conversations_of(family, texts),  # type: ignore[arg-type]
             Delivery(),  # type: ignore[arg-type]
             InMemoryProvenanceStore(),
+            Screen(InMemoryProvenanceStore(), NobodyOptedOut()),
             SystemClock(),
             budget,
         )
@@ -271,6 +279,7 @@ async def test_two_members_with_the_same_name_are_told_apart_on_the_card() -> No
             Conversations({}),  # type: ignore[arg-type]
             Delivery(),  # type: ignore[arg-type]
             InMemoryProvenanceStore(),
+            Screen(InMemoryProvenanceStore(), NobodyOptedOut()),
             SystemClock(),
             8_000,
         )
@@ -325,6 +334,7 @@ async def test_members_who_share_a_name_and_a_day_are_told_apart_by_their_ids() 
             Conversations({}),  # type: ignore[arg-type]
             Delivery(),  # type: ignore[arg-type]
             InMemoryProvenanceStore(),
+            Screen(InMemoryProvenanceStore(), NobodyOptedOut()),
             SystemClock(),
             8_000,
         )

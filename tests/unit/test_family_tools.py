@@ -254,9 +254,9 @@ async def test_opt_out_withholds_from_every_model_call_after_it_also_a_queued_ru
     withheld = [m for m in again["messages"] if m["from"]["userId"] == "kid"]
     assert len(withheld) == 2 and all("text" not in m and m["withheld"] for m in withheld)
 
-    # Kid's own agent reads none: the egress withholds the result whole.
+    # Kid's own agent reads none, and says why (the screen's answer, before any read).
     _, _ = await run_frames(harness, KID, "read my family messages")
-    assert json.loads(provider.requests[-1].messages[-1].text) == {"withheld": OWNER_OPTED_OUT}
+    assert json.loads(provider.requests[-1].messages[-1].text) == {"error": OWNER_OPTED_OUT}
     later = provider.requests[after_opt_out:]
     assert len(later) == 5
     for request in later:
@@ -425,3 +425,23 @@ async def test_words_relayed_by_a_send_are_withheld_from_every_reader_after_an_o
     for request in later:
         said = everything(request)
         assert "diary code" not in said and "4321" not in said, said
+
+
+async def test_a_reader_who_opted_out_has_their_own_words_left_as_they_wrote_them() -> None:
+    """A read refused for a reader who opted out records nothing as given: their own
+    later turns that share words with family messages (Dad's dinner time) reach their
+    model as they typed them."""
+    provider = ScriptedProvider(
+        [
+            calls(("read_family_messages", {})),
+            Step.reply("You turned that off."),
+            Step.reply("Seven it is."),
+        ]
+    )
+    harness = await household(provider)
+    await harness.agent.delivery.deliver("dad", DINNER, Target(family=True))
+    await harness.agent.preferences.update("kid", ai_reads_family_messages=False)
+    conversation_id, _ = await run_frames(harness, KID, "read my family messages")
+    assert json.loads(provider.requests[1].messages[-1].text) == {"error": OWNER_OPTED_OUT}
+    await run_frames(harness, KID, f"I wrote this myself: {DINNER}", conversation_id)
+    assert f"I wrote this myself: {DINNER}" in everything(provider.requests[-1])

@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 from shared.agent.run.background import Background
 from shared.agent.run.deps import RunDeps
@@ -67,6 +68,34 @@ class Sent:
     body: AsyncIterator[bytes] | None = None
 
 
+class Sending(TypedDict, total=False):
+    """How a message is sent (``Opening.send``, ``Agent.send``); each is optional.
+
+    * ``background``: a Cloud Task produces the reply (the ``202`` mode).
+    * ``when_busy``: ``reject`` (the default) refuses a send while a run is live;
+      ``queue`` makes the message wait its turn.
+    * ``document_id``: the lesson open in the user's editor: from this message on, the
+      document tools work on it.
+    * ``attachments``: checked, all of them, before anything is written; read and
+      decoded only once no user limit and no live run refuses the send.
+    * ``voice_session``: a voice message (``input: "voice"``: the transcript of an
+      utterance of that live-audio session), the session redeemed by the admission.
+    * ``voice``: a clip's path, checked with the attachments, then read and transcribed
+      after the admission; its transcript is the message's text (``text``, if any,
+      follows it) and the clip a ``file`` part.
+    * ``create``: a ``conversation_id`` that names none of the user's conversations is
+      made with it (an AI SDK chat's id is the client's choice).
+    """
+
+    background: bool
+    when_busy: WhenBusy
+    document_id: str | None
+    attachments: Sequence[Requested]
+    voice_session: str | None
+    voice: str | None
+    create: bool
+
+
 class Opening:
     """Sends of users' messages; one per process."""
 
@@ -96,31 +125,13 @@ class Opening:
         text: str,
         conversation_id: str | None,
         *,
-        background: bool = False,
-        when_busy: WhenBusy = "reject",
-        document_id: str | None = None,
-        attachments: Sequence[Requested] = (),
-        voice_session: str | None = None,
-        voice: str | None = None,
         listening: bool = False,
-        create: bool = False,
+        **sending: Unpack[Sending],
     ) -> Sent:
-        """Persist the user's message and open its run (the model is not called yet);
-        with ``when_busy="queue"`` a live run makes the message wait its turn instead.
-
-        With ``background`` a Cloud Task produces the reply (the ``202`` mode).
-        ``document_id`` names the lesson open in the user's editor: from this message
-        on, the document tools work on it. ``attachments`` are checked, all of them,
-        before anything is written; they are read and decoded only once no user limit
-        and no live run refuses the send. ``voice_session`` makes it a voice message
-        (``input: "voice"``: the transcript of an utterance of that live-audio session),
-        the session redeemed by the admission. ``voice`` (a clip's path) is checked
-        with the attachments, then read and transcribed after the admission; its transcript
-        is the message's text (``text``, if any, follows it) and the clip a ``file`` part.
-        With ``listening`` (SSE) the transcription is left to the ``Sent``'s ``hearing``,
-        so that its client sees each piece as it comes. With ``create``, a
-        ``conversation_id`` that names none of the user's conversations is made with it
-        (an AI SDK chat's id is the client's choice).
+        """Persist the user's message and open its run (the model is not called yet), as
+        ``sending`` says (``Sending``). With ``listening`` (SSE) a clip's transcription
+        is left to the ``Sent``'s ``hearing``, so that its client sees each piece as it
+        comes.
 
         Raises:
             NotFound: ``conversation_id`` is not one of this user's conversations, or
@@ -133,6 +144,12 @@ class Opening:
                 written but, with a daily limit, the turn counted).
             QueueUnavailable: (``background``) the reply could not be handed to a task.
         """
+        background = sending.get("background", False)
+        when_busy = sending.get("when_busy", "reject")
+        document_id = sending.get("document_id")
+        attachments = sending.get("attachments", ())
+        voice, voice_session = sending.get("voice"), sending.get("voice_session")
+        create = sending.get("create", False)
         new = conversation_id is None
         if conversation_id is not None:
             try:

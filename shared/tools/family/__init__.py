@@ -28,6 +28,7 @@ from typing import Any
 
 from shared.clock import Clock
 from shared.egress.provenance import ProvenanceStore
+from shared.egress.screen import Screen
 from shared.families.delivery import Delivery
 from shared.families.service import Families
 from shared.store.base import ConversationStore
@@ -42,12 +43,13 @@ def family_tools(
     conversations: ConversationStore,
     delivery: Delivery,
     provenance: ProvenanceStore,
+    screen: Screen,
     clock: Clock,
     output_chars: int,
 ) -> list[Tool[Any]]:
     """The three family tools, reading and sending through the given services."""
     return [
         list_family_members_tool(families, output_chars),
-        read_family_messages_tool(families, conversations, provenance, clock, output_chars),
+        read_family_messages_tool(families, conversations, provenance, screen, clock, output_chars),
         send_family_message_tool(families, delivery, provenance),
     ]

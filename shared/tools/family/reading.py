@@ -1,7 +1,8 @@
 """``read_family_messages``: the newest messages of the user's shared conversations,
-quoted as data and marked with whose words they are. Who opted out is not asked here:
-the egress withholds what the model may not be given from every request, this tool's
-result with the rest (``shared/egress/screen.py``)."""
+quoted as data and marked with whose words they are. The opt-out is the egress's
+(``shared/egress/screen.py``): it withholds what the model may not be given from every
+request, this tool's result with the rest, and it tells the tool, before it reads,
+whether it may read for this user at all."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pydantic import Field
 
 from shared.clock import Clock
 from shared.egress.provenance import Given, ProvenanceStore
+from shared.egress.screen import OWNER_OPTED_OUT, Screen
 from shared.errors import ToolError
 from shared.families.messages import direct_id, family_conversation_id
 from shared.families.service import Families
@@ -95,11 +97,14 @@ def read_family_messages_tool(
     families: Families,
     conversations: ConversationStore,
     provenance: ProvenanceStore,
+    screen: Screen,
     clock: Clock,
     output_chars: int,
 ) -> Tool[ReadMessagesArgs]:
     async def run(args: ReadMessagesArgs, context: ToolContext) -> dict[str, Any]:
         user_id = context.user_id
+        if not await screen.may_read_family(user_id):
+            raise ToolError(OWNER_OPTED_OUT)
         family = await family_of(families, user_id)
         wanted = _conversation_ids(family, user_id, args.with_)
         copies = await asyncio.gather(*(conversations.get(user_id, cid) for cid in wanted))
