@@ -206,10 +206,15 @@ def abandon_run(
     error: MessageError,
     now: datetime,
     lease_until: datetime,
+    *,
+    queued_only: bool = False,
 ) -> Conversation:
-    """End a run that could not be started (its task could not be queued) as an error."""
+    """End a run that could not be started (its task could not be queued) as an error,
+    which its message shows; the next queued message opens, queued. With
+    ``queued_only``, a queued run refused admission for good (today's tokens are
+    spent): one that is not queued any more is left alone."""
     run = conversation.active_run
-    if run is None or run.run_id != run_id:
+    if run is None or run.run_id != run_id or (queued_only and run.status != "queued"):
         return conversation
     return _released(conversation, _closed(run, "interrupted", error), now, lease_until)
 

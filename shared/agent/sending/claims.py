@@ -14,9 +14,10 @@ import contextlib
 
 from shared.agent.run.deps import RunDeps
 from shared.agent.run.loop import Run
+from shared.agent.run.runs import abandon_run
 from shared.agent.run.watch import Watch
 from shared.agent.sending.draft import run_of
-from shared.agent.sending.queued import claim_queued_run, hold_queued, refuse_queued
+from shared.agent.sending.queued import claim_queued_run, hold_queued
 from shared.errors import AlreadyAnswered, NotFound, RateLimited, SlotsTaken
 from shared.schemas.documents import Conversation, MessageError
 
@@ -94,7 +95,9 @@ class Claims:
         now = self._deps.clock.now()
         later = now + self._watch.lease()
         conversation = await self._deps.store.mutate(
-            user_id, conversation_id, lambda c: refuse_queued(c, run_id, error, now, later)
+            user_id,
+            conversation_id,
+            lambda c: abandon_run(c, run_id, error, now, later, queued_only=True),
         )
         await self._watch.slot(user_id, run_id).release_if_over(conversation)
         await self._watch.hand_on(user_id, conversation)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.agent.run.runs import abandon_run, placeholder, with_run
+from shared.agent.run.runs import placeholder, with_run
 from shared.errors import AlreadyAnswered
-from shared.schemas.documents import ActiveRun, Conversation, MessageError
+from shared.schemas.documents import ActiveRun, Conversation
 
 
 def renew_queued(conversation: Conversation, now: datetime, lease_until: datetime) -> Conversation:
@@ -58,18 +58,3 @@ def hold_queued(
     if run is None:
         return conversation
     return with_run(conversation, run, {"waiting_for": why, "lease_expires_at": lease_until})
-
-
-def refuse_queued(
-    conversation: Conversation,
-    run_id: str,
-    error: MessageError,
-    now: datetime,
-    lease_until: datetime,
-) -> Conversation:
-    """End a queued run refused admission for good (today's tokens are spent) with
-    ``error``, which its message shows; the next queued message opens, queued. A run
-    that is not queued any more is left alone."""
-    if _queued(conversation, run_id) is None:
-        return conversation
-    return abandon_run(conversation, run_id, error, now, lease_until)

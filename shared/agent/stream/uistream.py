@@ -17,19 +17,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shared.agent.stream.events import (
-    ApprovalRequiredEvent,
-    DoneEvent,
-    DoneStatus,
-    ErrorEvent,
-    QuestionEvent,
-    RunStartEvent,
-    TaskQueuedEvent,
-    TextEvent,
-    ToolEndEvent,
-    ToolStartEvent,
-    TranscriptEvent,
-)
+from shared.agent.stream import events
 from shared.agent.stream.sse import Framing
 from shared.agent.stream.transcript import Cursor, Frame, args_of
 
@@ -42,7 +30,7 @@ Chunk = dict[str, Any]
 
 # Why a run ended, in the AI SDK's words: waiting for a person (an answer, an approval,
 # a client tool's output) or for a task is a step that ended in tool calls.
-_FINISH: dict[DoneStatus, str] = {
+_FINISH: dict[events.DoneStatus, str] = {
     "complete": "stop",
     "waiting": "tool-calls",
     "queued": "other",
@@ -87,11 +75,11 @@ class UiChunks:
     def chunks(self, frame: Frame) -> list[Chunk]:
         event = frame.event
         out = self._next_step(event)
-        if type(event) is TextEvent:
+        if type(event) is events.TextEvent:
             return out + self._text_delta(frame.id, event.content)
         out += self._close_text()
         match event:
-            case RunStartEvent():
+            case events.RunStartEvent():
                 if not self._started:
                     self._started = True
                     if self._going_on is None:
@@ -106,26 +94,26 @@ class UiChunks:
                     out += [{"type": "start-step"}, *self._opening, {"type": "finish-step"}]
                     self._opening = []
                 out.append({"type": "start-step"})
-            case TranscriptEvent():
+            case events.TranscriptEvent():
                 data = {"content": event.content, "final": event.final}
                 out.append({"type": "data-transcript", "id": "transcript", "data": data})
-            case ToolStartEvent():
+            case events.ToolStartEvent():
                 out.append(tool_input(event.id, event.tool, event.args))
-            case ToolEndEvent():
+            case events.ToolEndEvent():
                 out.append(tool_ended(event))
                 self._ended = True
-            case TaskQueuedEvent():
+            case events.TaskQueuedEvent():
                 out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 out.append(
                     task_part(
                         event.task_id, event.tool_call_id, event.tool, "queued", event.display_text
                     )
                 )
-            case QuestionEvent():
+            case events.QuestionEvent():
                 out.append(tool_input(event.tool_call_id, event.tool, args_of(event.args_json)))
                 asked = {"toolCallId": event.tool_call_id, "questions": event.questions}
                 out.append({"type": "data-question", "id": event.tool_call_id, "data": asked})
-            case ApprovalRequiredEvent():
+            case events.ApprovalRequiredEvent():
                 out.append(tool_input(event.tool_call_id, event.tool, event.args))
                 out.append(
                     {
@@ -136,12 +124,12 @@ class UiChunks:
                         "toolCallId": event.tool_call_id,
                     }
                 )
-            case DoneEvent():
+            case events.DoneEvent():
                 out.append({"type": "finish-step"})
                 if event.status == "stopped":
                     out.append({"type": "abort", "reason": "stopped"})
                 out.append({"type": "finish", "finishReason": _FINISH[event.status]})
-            case ErrorEvent():
+            case events.ErrorEvent():
                 out.append({"type": "error", "errorText": event.message})
                 out.append({"type": "finish", "finishReason": "error"})
         return out
@@ -149,10 +137,12 @@ class UiChunks:
     def _next_step(self, event: object) -> list[Chunk]:
         """A step's end and the next one's start, when ``event`` opens what comes after
         ended calls."""
-        if not self._ended or isinstance(event, ToolEndEvent | DoneEvent | ErrorEvent):
+        if not self._ended or isinstance(
+            event, events.ToolEndEvent | events.DoneEvent | events.ErrorEvent
+        ):
             return []
         self._ended = False
-        if isinstance(event, RunStartEvent):
+        if isinstance(event, events.RunStartEvent):
             return []
         return [{"type": "finish-step"}, {"type": "start-step"}]
 
@@ -198,7 +188,7 @@ def task_part(task_id: str, call_id: str, tool: str, status: str, display_text: 
     return {"type": "data-task", "id": task_id, "data": task}
 
 
-def tool_ended(event: ToolEndEvent) -> Chunk:
+def tool_ended(event: events.ToolEndEvent) -> Chunk:
     """A call's end: its output, or its error."""
     if event.status == "success":
         return {
