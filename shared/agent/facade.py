@@ -17,7 +17,7 @@ that outlives a call (a run whose client left, a watchdog being enqueued) is hel
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack
 
@@ -90,13 +90,16 @@ R = TypeVar("R")
 Part = TypeVar("Part")
 
 
-def handed(part: str, verb: Callable[Concatenate[Part, P], R]) -> Callable[Concatenate[Any, P], R]:
+def handed(
+    part: str, verb: Callable[Concatenate[Part, P], Awaitable[R]]
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
     """A verb of ``Agent`` that only hands its call to one of its parts (the attribute
     named ``part``): that part's own method, its signature and docstring, so the facade
-    does not copy them."""
+    does not copy them. It awaits the part's call itself, so the caller's ``await``
+    runs the part's work from the facade, as any other verb's."""
 
-    def handing(agent: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return verb(getattr(agent, part), *args, **kwargs)
+    async def handing(agent: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await verb(getattr(agent, part), *args, **kwargs)
 
     handing.__name__ = handing.__qualname__ = verb.__name__
     handing.__doc__ = verb.__doc__
