@@ -16,7 +16,6 @@ from shared.agent.facade import Agent
 from shared.agent.prompt.files import AttachmentBudget
 from shared.agent.run.deps import RunLimits
 from shared.agent.run.runs import QueueLimits
-from shared.agent.run.throttle import ThrottledWriter
 from shared.agent.service import Next
 from shared.agent.stream.uistream import HEADERS
 from shared.agent.waiting.people import Resumed
@@ -35,7 +34,6 @@ __all__ = [
     "Recorded",
     "Resumed",
     "RunLimits",
-    "ThrottledWriter",
     "follow_up_id",
     "waiting_on_person",
     "wants_follow_up",

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from shared.agent import ThrottledWriter
 from shared.clock import Clock
 from shared.errors import TaskCancelled
 from shared.queue.port import TaskPort
 from shared.schemas.documents import TaskDocument
 from shared.schemas.tasks import ToolTask
 from shared.tasks import sections
+from shared.throttle import ThrottledWriter
 
 log = logging.getLogger(__name__)
 

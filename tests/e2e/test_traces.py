@@ -225,7 +225,7 @@ def test_e2e_a_run_its_task_and_the_follow_up_are_one_trace_without_content(
     assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert run.attributes["spark.run.ending"] == "completed"
     # A plain message's first model call is sent while its run is opened (its head
-    # start, agent/head_start.py), so it is the request's child, beside the run.
+    # start, agent/sending/head_start.py), so it is the request's child, beside the run.
     (chat,) = _children(spans, run, "chat fake-model") or _children(spans, request, "chat ")
     assert chat.kind == CLIENT and chat.service == "spark-api"
     # ... its tokens reserved first (a commit of the request's: every model call is

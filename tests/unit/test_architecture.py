@@ -144,8 +144,6 @@ EDGE_MAY_IMPORT = (
 # judges ids in a path before anything reads the store), and the tasks function's one
 # entry, ``TaskHandler`` (it drives the agent, so the facade cannot hold it).
 EDGE_VALUES = {
-    "shared.agent.waiting.people": {"Resumed"},
-    "shared.agent.conversations.manage": {"NO_MESSAGE"},
     "shared.attachments.service": {"Requested"},
     "shared.families.messages": {"Target", "is_shared", "NO_CONVERSATION"},
     "shared.families.membership": {"NO_INVITE", "NO_MEMBER", "NOT_YOURS"},
@@ -156,8 +154,6 @@ EDGE_VALUES = {
     # App Check at the door: its guard (built by the wiring) and its header's name.
     "shared.appcheck.guard": {"AppCheck", "HEADER"},
     "shared.appcheck.replays": {"InMemorySpentTokens"},
-    # The AI SDK's framing of a stream, and the header that names it.
-    "shared.agent.stream.uistream": {"HEADERS", "UI"},
 }
 # The composition root builds what the edges are given, and starts the process's
 # telemetry before it does.
@@ -252,6 +248,9 @@ def test_edges_call_only_the_facade() -> None:
     assert {"send", "stream", "deliver", "model"} <= verbs
     assert not {"families", "delivery", "preferences"} & verbs
     assert [o for p in _edges().values() for o in _reaches_past_facade(p, verbs)] == []
+    # The tasks handler drives the agent through the same verbs.
+    tasks = [p for m, p in _modules().items() if m.startswith("shared.tasks.")]
+    assert [o for p in tasks for o in _reaches_past_facade(p, verbs)] == []
 
 
 def test_the_edge_rules_see_a_module_that_breaks_them(tmp_path: Path) -> None:
@@ -304,10 +303,9 @@ def test_everyone_but_the_wiring_reaches_the_agent_through_its_face() -> None:
     (``Agent`` and the values its verbs take and give), never one of its rooms."""
     assert _reaching_into_rooms(_modules()) == []
     graph = _graph()
-    # The handler drives the agent, through its face.
-    assert graph["shared.tasks"]["shared.agent"] == {
-        f"shared.tasks.{m} -> shared.agent" for m in ("handler", "steps")
-    }
+    # The handler drives the agent, through its face (and nothing else of the tasks
+    # package uses the agent).
+    assert graph["shared.tasks"]["shared.agent"] == {"shared.tasks.handler -> shared.agent"}
 
 
 def test_the_face_rule_sees_a_module_that_reaches_into_a_room(tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ import asyncio
 
 import pytest
 
-from shared.agent.run.throttle import ThrottledWriter
 from shared.clock import ManualClock, SystemClock
 from shared.errors import StoreError
+from shared.throttle import ThrottledWriter
 
 
 class Recorder:

@@ -18,7 +18,6 @@ from typing import Literal
 from shared.agent.run.deps import RunDeps
 from shared.agent.run.runs import INTERRUPTED, finish_run
 from shared.agent.run.slot import RunSlot
-from shared.agent.run.throttle import ThrottledWriter
 from shared.agent.stream.events import AgentEvent, DoneEvent, ErrorEvent
 from shared.agent.stream.transcript import Cursor, Emit, Frame, Transcript, shrink
 from shared.errors import (
@@ -37,6 +36,7 @@ from shared.schemas.documents import ActiveRun, Conversation, Message, TaskState
 from shared.schemas.server import TaskRecord
 from shared.store.archive import roll_over
 from shared.store.limits import CLOSING_RESERVE
+from shared.throttle import ThrottledWriter
 from shared.tools.base import ParsedCall
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,6 @@ from shared.agent.run.calls import StepCalls
 from shared.agent.run.deps import RunDeps
 from shared.agent.run.finish import Ending, RunEnd
 from shared.agent.run.runs import INTERRUPTED, put_message
-from shared.agent.run.throttle import ThrottledWriter
 from shared.agent.stream.events import (
     AgentEvent,
     ModeratedEvent,
@@ -57,6 +56,7 @@ from shared.llm.base import (
 from shared.observe import tracing
 from shared.schemas.documents import ActiveRun, Conversation, StepState
 from shared.store.limits import CLOSING_RESERVE
+from shared.throttle import ThrottledWriter
 
 log = logging.getLogger(__name__)
 
