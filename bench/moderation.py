@@ -26,6 +26,7 @@ from shared.egress.moderating import ModerationPolicy  # noqa: E402
 from shared.egress.provenance import InMemoryProvenanceStore  # noqa: E402
 from shared.egress.screen import Screen  # noqa: E402
 from shared.families.preferences import Preferences  # noqa: E402
+from shared.families.service import Standing  # noqa: E402
 from shared.llm.base import (  # noqa: E402
     ChatMessage,
     Finish,
@@ -71,8 +72,10 @@ class Moderator:
 
 
 class Dependent:
-    async def role(self, user_id: str) -> str | None:
-        return "dependent"
+    """Every user a dependent without controls: each turn and reply is judged."""
+
+    async def standing(self, user_id: str) -> Standing:
+        return Standing(role="dependent")
 
 
 def egress(moderator: Moderator | None) -> Egress:
