@@ -20,13 +20,12 @@ from shared.agent.service import Next
 from shared.agent.stream.uistream import HEADERS
 from shared.agent.waiting.people import Resumed
 from shared.agent.waiting.results import follow_up_id, wants_follow_up
-from shared.agent.waiting.task_calls import TOOL_FAILED, Recorded
+from shared.agent.waiting.task_calls import Recorded
 from shared.agent.waiting.whose import waiting_on_person
 
 __all__ = [
     "HEADERS",
     "NO_MESSAGE",
-    "TOOL_FAILED",
     "Agent",
     "AttachmentBudget",
     "Next",

@@ -81,10 +81,6 @@ from shared.store.base import LessonStore
 from shared.voice.live import OFFLINE, LiveSessions, VoiceSession
 from shared.voice.speech import Spoken, SpokenReplies
 
-# ``Next``: what ``follow_up`` says of the agent's follow-up (the tasks handler reads it).
-__all__ = ["Agent", "Next"]
-
-
 P = ParamSpec("P")
 R = TypeVar("R")
 Part = TypeVar("Part")

@@ -13,9 +13,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Literal
 
-from shared.agent import TOOL_FAILED, Agent, Next, Recorded
+from shared.agent import Agent, Next, Recorded
 from shared.budget.service import Budget
 from shared.clock import Clock
 from shared.errors import ConversationTooLarge, TaskCancelled
@@ -192,8 +193,12 @@ class TaskHandler:
             end = self._agent.after_tool(going.conversation, call.id, message, task.task_id)
         else:
             end = self._agent.after_tool(conversation, call.id, message, task.task_id)
-            if end.follow_up and await self._follow_up(task, end.source.id) is None:
-                return  # retried later
+            if end.follow_up:
+                following = self._agent.follow_up(
+                    task.user_id, task.conversation_id, end.source.id, None
+                )
+                if await self._follow_up(task, following) is None:
+                    return  # retried later
         ending = None
         if end.ended != "cancelled" and end.result is not None:
             ok = end.ended == "completed"
@@ -280,46 +285,27 @@ class TaskHandler:
         """Record the tool's result, and in the same write let the agent follow up
         (``_follow_up``). Cancelled by its user, the call gets the result the model sees
         (the task then ends ``cancelled``)."""
+        # ``Agent.record_result``: the result and the follow-up's opening in one write.
+        record = partial(
+            self._agent.record_result, task.user_id, task.conversation_id, source_id, call.id
+        )
         if isinstance(outcome, str):  # "cancelled"
-            return await self._follow_up(task, source_id, (call.id, outcome))
+            return await self._follow_up(task, record(outcome))
         try:
             # New content; the note below may use the room kept for closing.
-            return await self._follow_up(
-                task, source_id, (call.id, outcome), reserve=CLOSING_RESERVE
-            )
+            return await self._follow_up(task, record(outcome, reserve=CLOSING_RESERVE))
         except ConversationTooLarge:
             # Never retried for ever: the model hears the result did not fit, and the task
             # ends (freeing its slot) either way.
             log.warning("task %s: its result does not fit the conversation", task.task_id)
             small = ToolOutcome(error_output(TOO_LARGE), error=TOO_LARGE)
-            return await self._follow_up(task, source_id, (call.id, small), TOO_LARGE)
+            return await self._follow_up(task, record(small, task_error=TOO_LARGE))
 
-    async def _follow_up(
-        self,
-        task: ToolTask,
-        source_id: str,
-        result: tuple[str, Recorded] | None = None,
-        task_error: str = TOOL_FAILED,
-        reserve: int = 0,
-    ) -> Next | None:
-        """Let the agent answer the results of ``source_id``'s calls, recorded already or
-        (``result``: a call's id and what its tool came to) in the same write
-        (``Agent.follow_up``: produced here, now); ``None`` if the follow-up must wait
-        (retried later)."""
-        user_id, conversation_id = task.user_id, task.conversation_id
-        if result is None:
-            going = await self._agent.follow_up(user_id, conversation_id, source_id, None)
-        else:
-            call_id, outcome = result
-            going = await self._agent.record_result(
-                user_id,
-                conversation_id,
-                source_id,
-                call_id,
-                outcome,
-                task_error=task_error,
-                reserve=reserve,
-            )
+    async def _follow_up(self, task: ToolTask, following: Awaitable[Next]) -> Next | None:
+        """The agent's answer to a step's results (``following``: ``Agent.follow_up``, or
+        ``Agent.record_result`` recording one in the same write), produced here, now;
+        ``None`` if the follow-up must wait (retried later)."""
+        going = await following
         if going.status == "busy":
             if task.attempt >= self._policy.max_attempts + BUSY_RETRIES:
                 log.warning("task %s: conversation stayed busy; no follow-up", task.task_id)

@@ -140,25 +140,6 @@ Recorded = ToolOutcome | Literal["cancelled"]
 """What a task's tool came to: its outcome, or ``cancelled`` by its user at a step."""
 
 
-def result_change(
-    call_id: str, outcome: Recorded, now: datetime, task_error: str = TOOL_FAILED
-) -> Callable[[Conversation], Conversation]:
-    """The pure change that gives ``call_id`` its result (``cancelled``: the result the
-    model hears of a user's cancel); ``task_error``: what a failed task's section says."""
-    if isinstance(outcome, str):  # "cancelled"
-        return partial(cancel_by_user, tool_call_id=call_id, now=now)
-    ok, change = outcome.ok, outcome.change
-    return partial(
-        record_results,
-        outputs={call_id: outcome.output_json},
-        status="ok" if ok else "error",
-        now=now,
-        task_error=None if ok else task_error,
-        changes={call_id: change} if change else None,
-        descriptions={call_id: outcome.description},
-    )
-
-
 class TaskCalls:
     """The writes a task's delivery makes to its call's conversation, each judged on the
     version it writes (``begin_tool``, ``ask_for_task``): the tasks handler's, through
@@ -190,5 +171,19 @@ class TaskCalls:
     def result(
         self, call_id: str, outcome: Recorded, task_error: str = TOOL_FAILED
     ) -> Callable[[Conversation], Conversation]:
-        """``result_change`` now."""
-        return result_change(call_id, outcome, self._clock.now(), task_error)
+        """The pure change that gives ``call_id`` its result now (``cancelled``: the
+        result the model hears of a user's cancel); ``task_error``: what a failed task's
+        section says."""
+        now = self._clock.now()
+        if isinstance(outcome, str):  # "cancelled"
+            return partial(cancel_by_user, tool_call_id=call_id, now=now)
+        ok, change = outcome.ok, outcome.change
+        return partial(
+            record_results,
+            outputs={call_id: outcome.output_json},
+            status="ok" if ok else "error",
+            now=now,
+            task_error=None if ok else task_error,
+            changes={call_id: change} if change else None,
+            descriptions={call_id: outcome.description},
+        )
