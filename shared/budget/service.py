@@ -4,7 +4,7 @@ the tokens that provider calls spend, reserved before each call and settled afte
 sessions and uploads.
 
 Every change is one of the pure functions of ``allowance.py`` and ``voice_grants.py``,
-run inside one ledger transaction (``Ledgers.apply``): a reservation is one call into
+run inside one ledger transaction (``Ledgers.mutate``): a reservation is one call into
 the store, whose callback is the change built here. None of them changes a task's
 status, so no task's section follows them.
 """
@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from shared.budget import allowance, voice_grants
 from shared.budget.allowance import UserLimits
@@ -27,8 +27,6 @@ from shared.llm.base import Meter
 from shared.schemas.server import Reservation, TaskLedger
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R")
 
 RESERVATION_LEASE = timedelta(minutes=10)
 """How long a provider call's reservation lasts unsettled before it is charged whole:
@@ -45,9 +43,7 @@ class Ledgers(Protocol):
         """The ledger (empty if the user never had one)."""
         ...
 
-    async def apply(
-        self, user_id: str, change: Callable[[TaskLedger], tuple[TaskLedger, R]]
-    ) -> tuple[TaskLedger, R]:
+    async def mutate(self, user_id: str, change: Callable[[TaskLedger], TaskLedger]) -> TaskLedger:
         """Apply ``change`` (pure, it may run more than once) in one transaction.
 
         Raises:
@@ -73,9 +69,6 @@ class Budget:
     limits: UserLimits
     voice: VoiceLimits = field(default_factory=VoiceLimits)
 
-    async def _change(self, user_id: str, change: Callable[[TaskLedger], TaskLedger]) -> None:
-        await self.ledger.apply(user_id, lambda led: (change(led), None))
-
     # -- tokens ----------------------------------------------------------------------------
 
     async def spend(self, user_id: str, tokens: int) -> None:
@@ -85,7 +78,7 @@ class Budget:
             StoreError: they were not counted.
         """
         now = self.clock.now()
-        await self._change(user_id, lambda led: allowance.spend(led, now, tokens))
+        await self.ledger.mutate(user_id, lambda led: allowance.spend(led, now, tokens))
 
     async def check_tokens(self, user_id: str) -> None:
         """Refuse a model call once today's tokens are spent (on a fresh read).
@@ -115,7 +108,7 @@ class Budget:
                 raise TaskCancelled(CANCELLED)
             return allowance.reserve(ledger, reservation_id, held, now, self.limits)
 
-        await self._change(user_id, change)
+        await self.ledger.mutate(user_id, change)
         return reservation_id
 
     async def settle(self, user_id: str, reservation_id: str, tokens: int) -> None:
@@ -125,7 +118,9 @@ class Budget:
             StoreError: it was not counted (the reservation lapses, charged whole).
         """
         now = self.clock.now()
-        await self._change(user_id, lambda led: allowance.settle(led, reservation_id, tokens, now))
+        await self.ledger.mutate(
+            user_id, lambda led: allowance.settle(led, reservation_id, tokens, now)
+        )
 
     def meter(self, user_id: str, task_id: str | None = None) -> Meter:
         """What one user's provider calls are checked and counted with (with ``task_id``,
@@ -137,7 +132,7 @@ class Budget:
     async def grant_voice(self, user_id: str, session_id: str, provider: str, model: str) -> None:
         """Count one more session today and record its grant (``voice_grants.grant_voice``)."""
         now = self.clock.now()
-        await self._change(
+        await self.ledger.mutate(
             user_id,
             lambda led: voice_grants.grant_voice(led, session_id, provider, model, now, self.voice),
         )
@@ -146,7 +141,7 @@ class Budget:
         self, user_id: str, session_id: str, secret_hash: str, expires_at: datetime
     ) -> None:
         """Keep the hash of the secret minted for the session."""
-        await self._change(
+        await self.ledger.mutate(
             user_id,
             lambda led: voice_grants.record_voice(led, session_id, secret_hash, expires_at),
         )
@@ -154,19 +149,21 @@ class Budget:
     async def withdraw_voice(self, user_id: str, session_id: str) -> None:
         """Forget a grant whose secret was never minted, and give its count back."""
         now = self.clock.now()
-        await self._change(user_id, lambda led: voice_grants.withdraw_voice(led, session_id, now))
+        await self.ledger.mutate(
+            user_id, lambda led: voice_grants.withdraw_voice(led, session_id, now)
+        )
 
     # -- uploads (``UploadAllowance``) -----------------------------------------------------
 
     async def admit_upload(self, user_id: str) -> None:
         """Count one more upload session today (``allowance.admit_upload`` decides)."""
         now = self.clock.now()
-        await self._change(user_id, lambda led: allowance.admit_upload(led, now, self.limits))
+        await self.ledger.mutate(user_id, lambda led: allowance.admit_upload(led, now, self.limits))
 
     async def withdraw_uploads(self, user_id: str, count: int) -> None:
         """Give back ``count`` of today's uploads."""
         now = self.clock.now()
-        await self._change(user_id, lambda led: allowance.withdraw_uploads(led, now, count))
+        await self.ledger.mutate(user_id, lambda led: allowance.withdraw_uploads(led, now, count))
 
 
 @dataclass(frozen=True, slots=True)
